@@ -1,0 +1,138 @@
+/* Devices and the ctx. Every device, of any vendor, is an OpenCL platform/device pair; the
+ * selector grammar and the `auto` choice are written once, here, as pure functions over
+ * descriptors. A clt_ctx owns one device, its context, an in-order compute queue, an in-order
+ * transfer queue, the program cache, the memory accountant and the last error message. */
+#ifndef CLTRAIN_DEVICE_H
+#define CLTRAIN_DEVICE_H
+
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl.h>
+
+#include "cltrain/errors.h"
+#include "cltrain/status.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum clt_device_type {
+    CLT_DEVICE_GPU = 0,
+    CLT_DEVICE_ACCELERATOR = 1,
+    CLT_DEVICE_CPU = 2,
+    CLT_DEVICE_OTHER = 3
+} clt_device_type;
+
+const char *clt_device_type_name(clt_device_type t); /* "gpu", "accelerator", "cpu", "other" */
+
+/* What cltrain knows of one device; filled by clt_device_list, or by hand in tests. */
+typedef struct clt_device_info {
+    int index;          /* position in the listing, 0-based, over all platforms */
+    int platform_index; /* P of the P:D selector */
+    int device_index;   /* D of the P:D selector, within its platform */
+    clt_device_type type;
+    char platform_name[128];
+    char platform_version[128];
+    char device_name[128];
+    char vendor[128];
+    char driver_version[128];
+    char opencl_c_version[64];
+    unsigned compute_units;
+    unsigned clock_mhz;
+    uint64_t global_mem;    /* bytes */
+    uint64_t max_alloc;     /* bytes, largest single buffer */
+    uint64_t local_mem;     /* bytes */
+    size_t max_work_group;
+    bool fp16;              /* cl_khr_fp16 reported */
+    bool fp64;              /* cl_khr_fp64 reported, or double config non-zero */
+    cl_platform_id platform; /* NULL in synthetic lists */
+    cl_device_id device;     /* NULL in synthetic lists */
+} clt_device_info;
+
+/* Lists every device of every platform. *out is malloc'ed (free with free()); *n may be 0 when
+ * no platform exists, which is not an error here. Thread-safe. */
+clt_status clt_device_list(clt_device_info **out, int *n);
+
+/* The selector used when the caller gives none: $CLTRAIN_DEVICE if set and non-empty, else
+ * "auto". A command-line flag should be passed explicitly and wins over both. */
+const char *clt_device_default_selector(void);
+
+/* Pure choice over descriptors. Grammar: "auto", "gpu", "cpu", "accelerator", an index "N" as
+ * listed, "P:D" (platform, device), or a case-insensitive substring of the device or platform
+ * name (the first match in listing order wins). `auto`: the best GPU, else the best
+ * accelerator, else the best CPU; best = most compute units x clock, then most global memory,
+ * then first listed. Returns the chosen position in devs through *chosen, or
+ * CLT_ERR_NO_DEVICE with a one-line message listing what was found and how to get a CPU
+ * device. Thread-safe. */
+clt_status clt_device_select(const clt_device_info *devs, int n, const char *selector,
+                             int *chosen);
+
+typedef struct clt_ctx clt_ctx;
+
+struct clt_ctx_params {
+    const char *device;  /* selector; NULL means clt_device_default_selector() */
+    bool profiling;      /* queue profiling on both queues */
+    const char *cache_dir; /* NULL: $CLTRAIN_CACHE_DIR, $XDG_CACHE_HOME/cltrain, ~/.cache/cltrain */
+    int disk_cache;      /* 1 on, 0 off, -1: on unless CLTRAIN_CACHE=0 */
+    uint64_t max_memory; /* cap in bytes; 0: $CLTRAIN_MAX_MEMORY if set, else the device's */
+};
+struct clt_ctx_params clt_ctx_default_params(void);
+
+/* Creates a ctx on the selected device. On failure *out is NULL and the message is available
+ * from clt_last_errmsg(). */
+clt_status clt_ctx_create(clt_ctx **out, const struct clt_ctx_params *p);
+/* Finishes outstanding work and releases everything the ctx owns. Accepts NULL. */
+void clt_ctx_free(clt_ctx *ctx);
+
+/* The last failure message on this ctx ("" if none); owned by the ctx, valid until its next
+ * failing call. */
+const char *clt_ctx_errmsg(const clt_ctx *ctx);
+const clt_device_info *clt_ctx_device(const clt_ctx *ctx);
+cl_context clt_ctx_cl_context(const clt_ctx *ctx);
+cl_command_queue clt_ctx_compute_queue(const clt_ctx *ctx);
+cl_command_queue clt_ctx_transfer_queue(const clt_ctx *ctx);
+bool clt_ctx_profiling(const clt_ctx *ctx);
+
+/* Why the host waits for the device. Every blocking call in cltrain goes through
+ * clt_ctx_wait/clt_ctx_finish with one of these and is counted. */
+typedef enum clt_wait_reason {
+    CLT_WAIT_LOG = 0,  /* reading a loss to print */
+    CLT_WAIT_EVAL,     /* evaluation */
+    CLT_WAIT_SAVE,     /* checkpoint */
+    CLT_WAIT_READ,     /* an explicit blocking read or write */
+    CLT_WAIT_TIMING,   /* finish before reading a clock */
+    CLT_WAIT_DEBUG,    /* --sync-debug */
+    CLT_WAIT_SETUP,    /* set-up and tear-down */
+    CLT_WAIT__COUNT
+} clt_wait_reason;
+const char *clt_wait_reason_name(clt_wait_reason r);
+
+/* Finishes both queues (a counted host wait). */
+clt_status clt_ctx_finish(clt_ctx *ctx, clt_wait_reason why);
+/* Waits for the events (a counted host wait). */
+clt_status clt_ctx_wait(clt_ctx *ctx, clt_wait_reason why, cl_uint n, const cl_event *events);
+
+/* Counters of one ctx, for tests, --profile and the self-check. */
+struct clt_ctx_stats {
+    long compiles;        /* programs compiled from source */
+    long disk_cache_hits; /* programs loaded from the on-disk binary cache */
+    long disk_cache_rejects; /* cache files found but ignored (truncated, corrupt, foreign) */
+    long host_waits[CLT_WAIT__COUNT];
+    long host_waits_total;
+};
+struct clt_ctx_stats clt_ctx_stats(const clt_ctx *ctx);
+
+/* Live library objects across all ctxs (ctxs, tensors, buffers, pinned buffers, programs):
+ * returns to zero when everything has been freed. Thread-safe. */
+struct clt_live_objects {
+    long ctxs, buffers, tensors, pinned, programs;
+};
+struct clt_live_objects clt_live_objects(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,18 @@
+/* Where failure messages live. Calls that take a ctx record their message in it
+ * (clt_ctx_errmsg); every failure is also recorded for the calling thread, which is how calls
+ * without a ctx (data readers, checkpoints, the model-spec parser) report theirs. */
+#ifndef CLTRAIN_ERRORS_H
+#define CLTRAIN_ERRORS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The message of the calling thread's last failure ("" if none). Valid until the thread's next
+ * failing call. Thread-safe (thread-local storage). */
+const char *clt_last_errmsg(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

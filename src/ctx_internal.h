@@ -1,0 +1,44 @@
+/* The ctx's private layout, shared by the runtime's modules (device, program, tensor, alloc,
+ * profile). Nothing above the runtime includes this. */
+#ifndef CLTRAIN_CTX_INTERNAL_H
+#define CLTRAIN_CTX_INTERNAL_H
+
+#include "cltrain/device.h"
+#include "cltrain/tensor.h"
+
+#include <stdatomic.h>
+
+#define CLT_ERRMSG_MAX 16384 /* room for a compiler's build log */
+
+struct clt__program_entry; /* program.c */
+struct clt__kernel_entry;  /* program.c */
+
+struct clt_ctx {
+    clt_device_info dev;
+    cl_context context;
+    cl_command_queue compute;
+    cl_command_queue transfer;
+    bool profiling;
+
+    /* program cache (program.c) */
+    struct clt__program_entry *programs;
+    struct clt__kernel_entry *kernels;
+    char *cache_dir; /* NULL when the disk cache is off */
+
+    /* accountant (alloc.c) */
+    uint64_t mem_current[CLT_MEM__COUNT];
+    uint64_t mem_total_current;
+    uint64_t mem_peak;
+    uint64_t mem_peak_by_cat[CLT_MEM__COUNT];
+    uint64_t mem_cap; /* 0: none besides the device */
+    bool mem_cap_from_user;
+
+    struct clt_ctx_stats stats;
+    char errmsg[CLT_ERRMSG_MAX];
+};
+
+/* Live-object counters (device.c). */
+extern atomic_long clt__live_ctxs, clt__live_buffers, clt__live_tensors, clt__live_pinned,
+    clt__live_programs;
+
+#endif

@@ -1,0 +1,68 @@
+/* Private helpers shared by the library's modules: error recording with the single-exit
+ * pattern, the always-on assertion for programmer errors, and small utilities. */
+#ifndef CLTRAIN_INTERNAL_H
+#define CLTRAIN_INTERNAL_H
+
+#include "cltrain/status.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct clt_ctx;
+
+/* Programmer errors (NULL handles, impossible internal shapes): print file:line and abort.
+ * User-caused conditions never come here; they return a status. */
+#define CLT_ASSERT(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "cltrain: internal error at %s:%d: %s\n", __FILE__, __LINE__, #cond);  \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#if defined(__GNUC__)
+#define CLT__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CLT__PRINTF(f, a)
+#endif
+
+/* Records a failure message for ctx (may be NULL) and for the calling thread, and returns
+ * status so that callers can write `st = clt__fail(ctx, CLT_ERR_IO, "...", ...)`. */
+clt_status clt__fail(struct clt_ctx *ctx, clt_status status, const char *fmt, ...) CLT__PRINTF(3, 4);
+
+/* Records an OpenCL failure: "<what>: CL_INVALID_VALUE (-30)". Returns CLT_ERR_OPENCL, or
+ * CLT_ERR_OUT_OF_MEMORY for the allocation failures. */
+clt_status clt__fail_cl(struct clt_ctx *ctx, int cl_error, const char *what);
+
+/* Check macros for the single-exit style: record and jump to `fail:`. `st` must be in scope. */
+#define CLT_TRY(expr)                                                                              \
+    do {                                                                                           \
+        st = (expr);                                                                               \
+        if (st != CLT_OK) goto fail;                                                               \
+    } while (0)
+#define CLT_CHECK_CL(ctx, err, what)                                                               \
+    do {                                                                                           \
+        if ((err) != CL_SUCCESS) {                                                                 \
+            st = clt__fail_cl((ctx), (err), (what));                                               \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+#define CLT_FAIL(ctx, status, ...)                                                                 \
+    do {                                                                                           \
+        st = clt__fail((ctx), (status), __VA_ARGS__);                                              \
+        goto fail;                                                                                 \
+    } while (0)
+
+/* malloc/calloc that record CLT_ERR_HOST_MEMORY on failure. */
+#define CLT_ALLOC(ctx, ptr, count)                                                                 \
+    do {                                                                                           \
+        (ptr) = calloc((count) ? (size_t)(count) : 1u, sizeof *(ptr));                             \
+        if (!(ptr)) CLT_FAIL((ctx), CLT_ERR_HOST_MEMORY, "out of host memory (%s)", #ptr);        \
+    } while (0)
+
+/* 64-bit FNV-1a, continued from `h` (start with CLT__FNV_SEED). */
+#define CLT__FNV_SEED 0xcbf29ce484222325ull
+unsigned long long clt__hash(unsigned long long h, const void *data, size_t n);
+
+#endif
