@@ -5,7 +5,9 @@
 #ifndef CLTRAIN_DEVICE_H
 #define CLTRAIN_DEVICE_H
 
+#ifndef CL_TARGET_OPENCL_VERSION
 #define CL_TARGET_OPENCL_VERSION 300
+#endif
 #include <CL/cl.h>
 
 #include "cltrain/errors.h"

@@ -86,8 +86,6 @@ clt_status clt_tensor_write(clt_tensor *t, const void *src, bool blocking, cl_ev
 /* Device -> host copy of all bytes, ordered after the compute work enqueued so far.
  * Non-blocking: `dst` is filled when the returned event completes. */
 clt_status clt_tensor_read(const clt_tensor *t, void *dst, bool blocking, cl_event *done);
-/* Device-side copy src -> dst on the compute queue (same ctx, dtype and numel). */
-clt_status clt_tensor_copy(clt_tensor *dst, const clt_tensor *src);
 /* CLT_ERR_DEVICE_MISMATCH naming both devices unless a and b share a ctx. */
 clt_status clt_tensor_same_ctx(const clt_tensor *a, const clt_tensor *b);
 

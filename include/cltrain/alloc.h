@@ -1,0 +1,39 @@
+/* Memory accounting: every device buffer cltrain allocates is counted by category, with the
+ * current total and the peak, against a cap (the device's global memory, or less with
+ * CLTRAIN_MAX_MEMORY=512M, which makes an allocation past it fail exactly like a real
+ * out-of-memory on a smaller device). Not thread-safe (per ctx). */
+#ifndef CLTRAIN_ALLOC_H
+#define CLTRAIN_ALLOC_H
+
+#include "cltrain/device.h"
+#include "cltrain/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct clt_mem_stats {
+    uint64_t current;                      /* bytes allocated now */
+    uint64_t peak;                         /* most bytes allocated at once */
+    uint64_t by_category[CLT_MEM__COUNT];  /* bytes allocated now, per category */
+    uint64_t peak_by_category[CLT_MEM__COUNT]; /* per-category peaks (not simultaneous) */
+    uint64_t cap;                          /* allocations beyond this fail */
+    bool cap_from_user;                    /* cap set by CLTRAIN_MAX_MEMORY or params */
+    uint64_t device_total;                 /* CL_DEVICE_GLOBAL_MEM_SIZE */
+};
+struct clt_mem_stats clt_ctx_mem_stats(const clt_ctx *ctx);
+
+/* Resets the peaks to the current values (e.g. between benchmark phases). */
+void clt_ctx_mem_reset_peak(clt_ctx *ctx);
+
+/* Parses "512M", "1.5G", "64k", "1048576" (binary units: K = 1024) into bytes.
+ * CLT_ERR_INVALID_ARG on anything else. Thread-safe. */
+clt_status clt_parse_size(const char *s, uint64_t *out);
+
+/* "1.5 GiB", "300.0 MiB", "12 B". Thread-safe. */
+void clt_format_bytes(uint64_t bytes, char *dst, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,21 @@
+/* Host conversions between fp32 and the 16-bit storage formats, rounding to nearest even,
+ * with NaN, infinities and subnormals handled as IEEE 754 (and as the kernels do). Pure and
+ * thread-safe. */
+#ifndef CLTRAIN_HALF_H
+#define CLTRAIN_HALF_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+uint16_t clt_f32_to_f16(float f);   /* IEEE binary16, round to nearest even */
+float clt_f16_to_f32(uint16_t h);   /* exact */
+uint16_t clt_f32_to_bf16(float f);  /* bfloat16, round to nearest even; NaN stays a quiet NaN */
+float clt_bf16_to_f32(uint16_t b);  /* exact */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,18 @@
+/* Shared pieces of the cltrain command-line program: subcommands and small helpers. */
+#ifndef CLTRAIN_CLI_H
+#define CLTRAIN_CLI_H
+
+#include "cltrain/cltrain.h"
+
+/* Exit codes: 0 success, 1 a runtime failure (device, data, memory), 2 a usage error. */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+/* Prints "cltrain: <message>" on stderr (one line; multi-line messages such as build logs are
+ * kept) and returns CLI_FAIL. */
+int cli_error(const char *fmt, ...);
+int cli_usage_error(const char *fmt, ...);
+
+int cli_devices(int argc, char **argv);
+int cli_selfcheck(int argc, char **argv);
+
+#endif

@@ -1,0 +1,63 @@
+/* The cltrain program: dispatches subcommands and turns statuses into one-line messages and
+ * exit codes. */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static int vreport(int code, const char *fmt, va_list ap)
+{
+    fputs("cltrain: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    return code;
+}
+
+int cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int code = vreport(CLI_FAIL, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int code = vreport(CLI_USAGE, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: cltrain COMMAND [options]\n"
+          "\n"
+          "commands:\n"
+          "  devices [--json] [--device SEL]   list OpenCL devices; mark the one SEL picks\n"
+          "  selfcheck [--device SEL]          build a kernel and round-trip a tensor\n"
+          "\n"
+          "device selectors (--device, else $CLTRAIN_DEVICE, else auto):\n"
+          "  auto, gpu, cpu, accelerator, N (index as listed), P:D (platform:device),\n"
+          "  or part of a device or platform name\n",
+          f);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(cmd, "devices") == 0) return cli_devices(argc - 1, argv + 1);
+    if (strcmp(cmd, "selfcheck") == 0) return cli_selfcheck(argc - 1, argv + 1);
+    return cli_usage_error("unknown command \"%s\"; try: cltrain --help", cmd);
+}
