@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages cltrain needs to build, test and train (only those missing),
+# then configures the build folder (default: build). Usage: tools/setup.sh [BUILD_DIR] [meson options]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(meson ninja-build pkg-config gcc python3 ocl-icd-opencl-dev opencl-c-headers
+          pocl-opencl-icd libclblast-dev check zlib1g-dev dataset-fashion-mnist)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+build=${1:-build}
+shift || true
+if [ ! -f "$build/build.ninja" ]; then
+  meson setup "$build" --buildtype=release "$@"
+fi
+ninja -C "$build"
