@@ -57,7 +57,7 @@ clt_status clt__fail_cl(struct clt_ctx *ctx, int cl_error, const char *what);
 /* malloc/calloc that record CLT_ERR_HOST_MEMORY on failure. */
 #define CLT_ALLOC(ctx, ptr, count)                                                                 \
     do {                                                                                           \
-        (ptr) = calloc((count) ? (size_t)(count) : 1u, sizeof *(ptr));                             \
+        (ptr) = calloc((count) != 0 ? (size_t)(count) : 1u, sizeof *(ptr));                           \
         if (!(ptr)) CLT_FAIL((ctx), CLT_ERR_HOST_MEMORY, "out of host memory (%s)", #ptr);        \
     } while (0)
 

@@ -1,0 +1,129 @@
+/* Host-side data sets: readers for IDX files (MNIST and Fashion-MNIST, gzip or raw) and numeric
+ * CSV, the data-set spec string that names them, and per-feature standardisation statistics.
+ * Everything here works in host memory and takes no ctx: failures are reported through the
+ * status and the calling thread's message (clt_last_errmsg). */
+#ifndef CLTRAIN_DATA_H
+#define CLTRAIN_DATA_H
+
+#include "cltrain/errors.h"
+#include "cltrain/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Largest number of classes a classification data set may have (labels 0 .. this - 1). */
+#define CLT_DATA_MAX_CLASSES 65536
+
+typedef enum clt_task {
+    CLT_TASK_CLASSIFICATION = 0, /* integer labels 0 .. classes - 1 */
+    CLT_TASK_REGRESSION = 1      /* one float target per sample */
+} clt_task;
+
+/* One split of a data set, all in host memory, samples in file order. Exactly one of u8 and
+ * f32 holds the inputs, row-major (n, features); exactly one of labels and targets holds the
+ * answers. Both may be NULL when n == 0. The struct owns every pointer in it; release them
+ * with clt_dataset_free. */
+typedef struct clt_dataset {
+    size_t n;               /* samples */
+    size_t features;        /* values per sample (IN), e.g. 784 */
+    int sample_ndim;        /* 3 for IDX images, 1 for CSV */
+    size_t sample_shape[3]; /* (1, H, W) for IDX images, (features) for CSV; product = features */
+    uint8_t *u8;            /* (n, features) raw pixels (IDX), or NULL */
+    float *f32;             /* (n, features) values (CSV), or NULL */
+    int32_t *labels;        /* (n) class labels (classification), or NULL */
+    float *targets;         /* (n) regression targets, or NULL */
+    int classes;            /* N, number of classes (classification); 1 for regression */
+    clt_task task;          /* classification (labels) or regression (targets) */
+    float input_scale;      /* multiply raw inputs by this: 1/255 for IDX, 1 for CSV */
+    char **feature_names;   /* features names from a CSV header row, or NULL */
+    char *target_name;      /* the label column's header name, or NULL */
+    char source[512];       /* the file the inputs came from, for messages ("" if n == 0) */
+} clt_dataset;
+
+struct clt_data_params {
+    /* CSV only: the column holding the label or target, 0-based; negative counts from the end
+     * (-1, the default, is the last column). */
+    int label_column;
+    /* CSV: classification (labels must be non-negative integers) or regression (any finite
+     * number). IDX data sets are classification only. Default classification. */
+    clt_task task; /* classification (labels) or regression (targets) */
+    /* Classification: 0 (default) sets classes to the largest label + 1 over both splits; a
+     * positive value fixes it, and a label >= classes is then an error. The named sets
+     * "mnist" and "fashion-mnist" use 10 when this is 0. */
+    int classes;
+};
+
+/* label_column -1, classification, classes 0 (inferred). Thread-safe. */
+struct clt_data_params clt_data_default_params(void);
+
+/* Opens the data set named by `spec` and loads its training and test splits:
+ *   "fashion-mnist"           the folder /usr/share/datasets/fashion-mnist (Debian package
+ *                             dataset-fashion-mnist), read as idx:
+ *   "mnist"                   the folder /usr/share/datasets/mnist, read as idx:
+ *   "idx:DIR"                 a folder holding train-images-idx3-ubyte, train-labels-idx1-ubyte,
+ *                             t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, each either
+ *                             gzip-compressed with a ".gz" suffix (tried first) or raw
+ *   "csv:TRAIN.csv[,TEST.csv]" numeric CSV files (see clt_data_load_csv); the paths may not
+ *                             contain commas. Without TEST.csv the test split is empty: n == 0,
+ *                             NULL arrays, but features, sample shape, classes, task and
+ *                             input_scale copied from the training split.
+ * `p` may be NULL for the defaults. `test` may be NULL to load the training split only.
+ * The splits agree on features, sample shape and classes (classification: the largest label
+ * + 1 over both splits, or p->classes), else CLT_ERR_FORMAT.
+ * *train and *test are overwritten without being freed; on failure both are left zeroed and
+ * nothing is leaked. Returns CLT_OK, CLT_ERR_INVALID_ARG (unknown spec, bad params),
+ * CLT_ERR_IO (missing folder or file, read error), CLT_ERR_FORMAT (malformed or inconsistent
+ * contents) or CLT_ERR_HOST_MEMORY; the message names the file and what was wrong.
+ * Thread-safe (distinct outputs per thread). */
+clt_status clt_data_open(const char *spec, const struct clt_data_params *p, clt_dataset *train,
+                         clt_dataset *test);
+
+/* Reads one IDX pair: u8 images (magic 0x00000803: count, rows, cols) and u8 labels (magic
+ * 0x00000801: count); each file gzip-compressed or raw, whatever its name. The header's
+ * lengths must match the data exactly (no short data, no trailing bytes), both files must hold
+ * the same count (at least 1), and labels must be < p->classes when that is positive. Fills
+ * *out (overwritten without being freed) with u8 inputs of sample shape (1, rows, cols),
+ * input_scale 1/255, classes = p->classes or the largest label + 1. p may be NULL; only
+ * p->classes is used. Returns CLT_OK, CLT_ERR_INVALID_ARG, CLT_ERR_IO, CLT_ERR_FORMAT or
+ * CLT_ERR_HOST_MEMORY; on failure *out is zeroed. Thread-safe. */
+clt_status clt_data_load_idx(const char *images_path, const char *labels_path,
+                             const struct clt_data_params *p, clt_dataset *out);
+
+/* Reads a numeric CSV file (gzip-compressed or raw; comma-separated; "\n" or "\r\n" line
+ * ends; blank lines skipped; cells may be double-quoted; surrounding spaces ignored). If any
+ * cell of the first row is not a number, that row is a header and its cells name the columns.
+ * Every other row must have as many cells as the first, each a finite number in float range
+ * (parsed with strtod: the C locale's "." decimal point is expected). Messages give 1-based
+ * line and column numbers, e.g. "a.csv: line 7, column 3 (petal_width): 'abc' is not a
+ * number". The label column (p->label_column) becomes labels (classification: non-negative
+ * integers < CLT_DATA_MAX_CLASSES, or < p->classes when that is positive; classes = p->classes
+ * or the largest label + 1) or targets (regression; classes = 1); the other columns, in file
+ * order, become f32 features with input_scale 1. At least one feature column and one data row
+ * are required. p may be NULL for the defaults. *out is overwritten without being freed.
+ * Returns CLT_OK, CLT_ERR_INVALID_ARG, CLT_ERR_IO, CLT_ERR_FORMAT or CLT_ERR_HOST_MEMORY; on
+ * failure *out is zeroed. Thread-safe. */
+clt_status clt_data_load_csv(const char *path, const struct clt_data_params *p, clt_dataset *out);
+
+/* Frees every array and name of *d and zeroes the struct. Accepts NULL and zeroed structs. */
+void clt_dataset_free(clt_dataset *d);
+
+/* Per-feature standardisation statistics of the scaled inputs (raw * input_scale), accumulated
+ * in double: mean[f] and the population standard deviation std[f] (divisor n); a constant
+ * feature (or one whose std underflows float) gets std 1 so that dividing by it is safe.
+ * Compute them on the training split only. mean and std are caller-owned arrays of
+ * d->features floats. Returns CLT_OK, CLT_ERR_INVALID_ARG (NULL pointer, n == 0, no inputs) or
+ * CLT_ERR_HOST_MEMORY. Thread-safe. */
+clt_status clt_dataset_stats(const clt_dataset *d, float *mean, float *std);
+
+/* The scaled input value (raw * input_scale) of one feature of one sample. Indices out of range
+ * are a programmer error (CLT_ASSERT). Thread-safe. */
+float clt_dataset_value(const clt_dataset *d, size_t sample, size_t feature);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
