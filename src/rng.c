@@ -81,7 +81,8 @@ void clt_rng_permutation(uint64_t seed, uint64_t stream, uint32_t *perm, size_t 
     uint32_t r[4];
     CLT_ASSERT(perm || n == 0);
     CLT_ASSERT((uint64_t)n <= (uint64_t)UINT32_MAX + 1);
-    for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
+    for (size_t i = 0; i < n; i++)
+        perm[i] = (uint32_t)i;
     /* Step k uses elements 2k and 2k+1: the block k/2, words 2(k&1) and 2(k&1)+1. */
     for (uint64_t k = 0; k + 1 < n; k++) {
         uint64_t i = n - 1 - k;

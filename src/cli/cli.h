@@ -14,5 +14,9 @@ int cli_usage_error(const char *fmt, ...);
 
 int cli_devices(int argc, char **argv);
 int cli_selfcheck(int argc, char **argv);
+int cli_train(int argc, char **argv);
+int cli_eval(int argc, char **argv);
+int cli_predict(int argc, char **argv);
+int cli_bench(int argc, char **argv);
 
 #endif

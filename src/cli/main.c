@@ -39,6 +39,11 @@ static void usage(FILE *f)
           "commands:\n"
           "  devices [--json] [--device SEL]   list OpenCL devices; mark the one SEL picks\n"
           "  selfcheck [--device SEL]          build a kernel and round-trip a tensor\n"
+          "  train [options]                   train a model (default: MLP on Fashion-MNIST)\n"
+          "  eval --load FILE [options]        loss and accuracy of a checkpoint\n"
+          "  predict --load FILE [options]     predicted classes and probabilities as CSV\n"
+          "  bench [options]                   training steps/s on synthetic resident data\n"
+          "  (COMMAND --help lists a command's options)\n"
           "\n"
           "device selectors (--device, else $CLTRAIN_DEVICE, else auto):\n"
           "  auto, gpu, cpu, accelerator, N (index as listed), P:D (platform:device),\n"
@@ -59,5 +64,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "devices") == 0) return cli_devices(argc - 1, argv + 1);
     if (strcmp(cmd, "selfcheck") == 0) return cli_selfcheck(argc - 1, argv + 1);
+    if (strcmp(cmd, "train") == 0) return cli_train(argc - 1, argv + 1);
+    if (strcmp(cmd, "eval") == 0) return cli_eval(argc - 1, argv + 1);
+    if (strcmp(cmd, "predict") == 0) return cli_predict(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0) return cli_bench(argc - 1, argv + 1);
     return cli_usage_error("unknown command \"%s\"; try: cltrain --help", cmd);
 }

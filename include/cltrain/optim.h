@@ -1,0 +1,127 @@
+/* Optimizers: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW with PyTorch's
+ * update rules and defaults, and learning-rate schedules (constant, step decay, cosine, each
+ * with an optional linear warm-up). A model's parameters live in one flat f32 device tensor and
+ * its gradients in another of the same length, so each step is one kernel launch over every
+ * element, enqueued without a host wait. The state is born on the parameters' ctx and counted
+ * as CLT_MEM_OPTIM. */
+#ifndef CLTRAIN_OPTIM_H
+#define CLTRAIN_OPTIM_H
+
+#include "cltrain/tensor.h"
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum clt_optim_kind { CLT_OPTIM_SGD = 0, CLT_OPTIM_ADAM, CLT_OPTIM_ADAMW } clt_optim_kind;
+typedef enum clt_schedule {
+    CLT_SCHED_CONSTANT = 0,
+    CLT_SCHED_STEP,
+    CLT_SCHED_COSINE
+} clt_schedule;
+
+/* Fields a kind or schedule does not use are ignored (not validated). */
+struct clt_optim_params {
+    clt_optim_kind kind;
+    float lr;           /* base learning rate, > 0 */
+    float weight_decay; /* >= 0; SGD and Adam: L2 added to the gradient; AdamW: decoupled */
+    /* SGD */
+    float momentum;  /* >= 0; 0 = plain SGD (no state) */
+    float dampening; /* finite; ignored on the first step, as PyTorch */
+    bool nesterov;   /* needs momentum > 0 and dampening == 0 */
+    /* Adam, AdamW */
+    float beta1, beta2; /* in [0, 1) */
+    float eps;          /* > 0, added to sqrt(v_hat) */
+    /* schedule; `step` below is the 0-based index of the optimizer step being taken */
+    clt_schedule schedule;
+    long warmup_steps; /* W >= 0: steps 0..W-1 use lr * (step + 1) / W */
+    long step_size;    /* CLT_SCHED_STEP: lr * gamma^floor((step - W) / step_size); > 0 */
+    float gamma;       /* CLT_SCHED_STEP: > 0 */
+    long total_steps;  /* CLT_SCHED_COSINE: T > 0; cosine from lr at W to min_lr at T */
+    float min_lr;      /* CLT_SCHED_COSINE: in [0, lr] */
+};
+
+/* PyTorch's defaults for `kind`: lr 1e-3; SGD momentum 0, dampening 0, weight decay 0, no
+ * Nesterov; Adam betas (0.9, 0.999), eps 1e-8, weight decay 0; AdamW the same with weight decay
+ * 1e-2. Schedule constant, no warm-up; step_size 1, gamma 0.1 (PyTorch's StepLR gamma),
+ * total_steps 1, min_lr 0. Thread-safe. */
+struct clt_optim_params clt_optim_default_params(clt_optim_kind kind);
+
+/* "sgd", "adam", "adamw" (case-insensitive) -> kind; "constant", "step", "cosine" -> schedule.
+ * CLT_ERR_INVALID_ARG (message listing the accepted names in clt_last_errmsg()) otherwise.
+ * Thread-safe. */
+clt_status clt_optim_parse_kind(const char *s, clt_optim_kind *out);
+clt_status clt_optim_parse_schedule(const char *s, clt_schedule *out);
+const char *clt_optim_kind_name(clt_optim_kind k);  /* "sgd", "adam", "adamw", "?" */
+const char *clt_schedule_name(clt_schedule s);      /* "constant", "step", "cosine", "?" */
+
+/* CLT_OK, or CLT_ERR_INVALID_ARG with a message naming the field and its value (in
+ * clt_last_errmsg()): lr > 0 and finite; weight_decay >= 0; SGD: momentum >= 0, dampening
+ * finite, Nesterov only with momentum > 0 and dampening 0; Adam/AdamW: betas in [0, 1), eps > 0;
+ * warmup_steps >= 0; step decay: step_size > 0, gamma > 0; cosine: total_steps > 0,
+ * 0 <= min_lr <= lr. Thread-safe. */
+clt_status clt_optim_validate(const struct clt_optim_params *p);
+
+/* The learning rate of the optimizer step with 0-based index `step` (>= 0) under p's schedule
+ * (W = warmup_steps, T = total_steps): step < W: lr * (step + 1) / W; else constant: lr;
+ * step decay: lr * gamma^floor((step - W) / step_size); cosine: T <= W: lr, else
+ * min_lr + (lr - min_lr) * (1 + cos(pi * min(step - W, T - W) / (T - W))) / 2. Computed in
+ * double, rounded to float. p must be valid. Pure and thread-safe. */
+float clt_optim_lr_at(const struct clt_optim_params *p, long step);
+
+/* A JSON object (malloc'ed; free with free()) describing p for checkpoint metadata, e.g.
+ * {"name":"adam","lr":0.001,"betas":[0.9,0.999],"eps":1e-08,"weight_decay":0,
+ *  "schedule":"constant","warmup_steps":0,"step_size":1,"gamma":0.1,"total_steps":1,
+ *  "min_lr":0}. SGD gives "momentum", "dampening", "nesterov" instead of "betas", "eps".
+ * Floats are written with the fewest digits that read back as the same float; a non-finite
+ * value as null. NULL when out of host memory. Thread-safe. */
+char *clt_optim_describe(const struct clt_optim_params *p);
+
+typedef struct clt_optim clt_optim;
+
+/* Creates an optimizer for `params`, the model's flat f32 parameter tensor (a view is fine).
+ * The optimizer keeps a pointer to params but does not own it: params must outlive it. The
+ * state (clt_optim_state) is zero-filled f32 tensors of params' shape on params' ctx, counted as
+ * CLT_MEM_OPTIM. *p is copied. Statuses: CLT_ERR_INVALID_ARG (see clt_optim_validate; message
+ * also in params' ctx), CLT_ERR_SHAPE (params not f32), CLT_ERR_OUT_OF_MEMORY,
+ * CLT_ERR_HOST_MEMORY, CLT_ERR_OPENCL. On failure *out is NULL. Not thread-safe (per ctx). */
+clt_status clt_optim_create(clt_optim **out, clt_tensor *params, const struct clt_optim_params *p);
+
+/* Takes one step: updates params and the state in place from `grads` (f32, as many elements as
+ * params, same ctx) with the learning rate clt_optim_lr_at(p, clt_optim_steps(o)), then counts
+ * the step. One kernel launch on the compute queue, ordered after the work already enqueued
+ * there; returns without waiting for it. The first step of SGD with momentum (the one taken
+ * when clt_optim_steps is 0) sets momentum_buffer = gradient, as PyTorch; Adam's bias
+ * corrections use t = clt_optim_steps + 1, computed on the host in double.
+ * Statuses: CLT_ERR_DEVICE_MISMATCH (grads on another ctx), CLT_ERR_SHAPE (dtype or length),
+ * CLT_ERR_BUILD, CLT_ERR_OPENCL; on failure nothing is enqueued and the step is not counted.
+ * Not thread-safe (per ctx). */
+clt_status clt_optim_step(clt_optim *o, const clt_tensor *grads);
+
+/* Steps taken so far. set_steps replaces the count, for resuming from a checkpoint together
+ * with the state tensors (load those with clt_tensor_write or clt_op_copy): a count > 0 means
+ * momentum_buffer is already initialised. steps >= 0. Not thread-safe. */
+long clt_optim_steps(const clt_optim *o);
+void clt_optim_set_steps(clt_optim *o, long steps);
+
+/* The state tensors: 0 (plain SGD), 1 ("momentum_buffer": SGD with momentum) or 2 ("exp_avg",
+ * "exp_avg_sq": Adam, AdamW), named as PyTorch's state keys. Index i in [0, count). The tensor
+ * is owned by the optimizer (valid until clt_optim_free); the caller may read and write its
+ * contents. *name (if name is non-NULL) is a static string. */
+int clt_optim_state_count(const clt_optim *o);
+clt_tensor *clt_optim_state(const clt_optim *o, int i, const char **name);
+
+/* The parameters the optimizer was created with (owned by it). */
+const struct clt_optim_params *clt_optim_get_params(const clt_optim *o);
+/* The parameter tensor given to clt_optim_create (not owned). */
+clt_tensor *clt_optim_params_tensor(const clt_optim *o);
+
+/* Frees the optimizer and its state (not params). Accepts NULL. */
+void clt_optim_free(clt_optim *o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

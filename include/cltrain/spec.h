@@ -1,0 +1,101 @@
+/* The model spec: a short text naming a model's layers in order, the same on the command line
+ * and in a file ("linear 256, relu, dropout 0.1, linear 10"), its parser, its validation against
+ * the data and its canonical text (stored in checkpoints). Host-only; no ctx involved: failures
+ * are recorded for the calling thread (clt_last_errmsg). Thread-safe: no shared state. */
+#ifndef CLTRAIN_SPEC_H
+#define CLTRAIN_SPEC_H
+
+#include "cltrain/errors.h"
+#include "cltrain/status.h"
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Grammar.
+ *   spec    := entry { (',' | newline) entry }      blank entries are ignored
+ *   comment := '#' to the end of the line            (removed before parsing)
+ *   entry   := "linear" OUT ["nobias"]                fully connected, bias on by default
+ *            | "relu" | "gelu" | "tanh" | "sigmoid"   elementwise; gelu is the tanh approximation
+ *            | "dropout" P                            0 <= P < 1
+ *            | "flatten"                              (B, ...) -> (B, features)
+ *            | preset                                 only as the whole spec
+ *   preset  := "mlp"      = linear 256, relu, linear 128, relu, linear N
+ *            | "logreg"   = linear N                  N: the number of classes given to the parser
+ * Words are case-insensitive; spaces and tabs separate the words of an entry and are otherwise
+ * ignored. OUT is a decimal integer in [1, CLT_SPEC_MAX_WIDTH]; P a decimal number. */
+
+#define CLT_SPEC_MAX_WIDTH (1 << 24) /* the widest linear layer the parser accepts */
+
+typedef enum clt_layer_kind {
+    CLT_LAYER_LINEAR = 0,
+    CLT_LAYER_RELU,
+    CLT_LAYER_GELU, /* tanh approximation, as PyTorch's GELU(approximate='tanh') */
+    CLT_LAYER_TANH,
+    CLT_LAYER_SIGMOID,
+    CLT_LAYER_DROPOUT,
+    CLT_LAYER_FLATTEN,
+    CLT_LAYER__COUNT
+} clt_layer_kind;
+
+/* One layer. Fields a kind does not use are 0 (false for bias). */
+typedef struct clt_layer_spec {
+    clt_layer_kind kind;
+    int out;   /* CLT_LAYER_LINEAR: output width OUT, >= 1 */
+    bool bias; /* CLT_LAYER_LINEAR: adds a bias vector (OUT) */
+    float p;   /* CLT_LAYER_DROPOUT: probability of zeroing an element, in [0, 1) */
+} clt_layer_spec;
+
+/* A model spec: n layers, first to last. Owned by the caller; release with clt_spec_free. */
+typedef struct clt_spec {
+    int n;
+    clt_layer_spec *layers; /* (n), malloc'ed; NULL when n == 0 */
+} clt_spec;
+
+/* Parses `text` (grammar above) into *out, which the caller releases with clt_spec_free.
+ * `classes` is the N of the presets; it is only read when the text is a preset (pass 0 when it
+ * is not known yet: a preset then fails with CLT_ERR_INVALID_ARG). On failure *out is {0, NULL}
+ * and the thread's message names the layer, its position and what was expected, on one line;
+ * for "linear 256, relu, linaer 128":
+ *   model spec: layer 3 ("linaer 128") at column 19: unknown layer "linaer"; expected linear,
+ *   relu, gelu, tanh, sigmoid, dropout or flatten
+ * Positions are 1-based and say "line L, column C" when the text has several lines.
+ * Returns CLT_OK; CLT_ERR_FORMAT for a text that does not follow the grammar (including an
+ * empty one); CLT_ERR_INVALID_ARG for a preset without a valid `classes`; CLT_ERR_HOST_MEMORY.
+ * `text` and `out` must not be NULL. */
+clt_status clt_spec_parse(const char *text, int classes, clt_spec *out);
+
+/* Like clt_spec_parse on the contents of the file at `path` (at most 1 MiB of text); messages
+ * start with `model spec file "<path>":` and always give line and column. Whether a command-line
+ * argument is a file or a spec is the caller's choice. Returns what clt_spec_parse returns, and
+ * CLT_ERR_IO when the file cannot be read. */
+clt_status clt_spec_parse_file(const char *path, int classes, clt_spec *out);
+
+/* Checks that `s` can be built for data with `in_features` inputs per sample and `outputs`
+ * outputs (classes, or regression targets): both positive, at least one linear layer, the last
+ * linear layer `outputs` wide ("the last linear layer has 12 outputs but the data has 10
+ * classes"), and every layer's fields in range (for specs built by hand). Layers after the last
+ * linear layer are allowed. Returns CLT_OK or CLT_ERR_INVALID_ARG. */
+clt_status clt_spec_validate(const clt_spec *s, int in_features, int outputs);
+
+/* The canonical text of `s`: layers joined by ", ", lower-case words, "nobias" when a linear
+ * layer has no bias, the shortest decimal of P that reads back as the same float ("dropout 0.1"),
+ * e.g. "linear 256, relu, dropout 0.1, linear 10". Presets appear expanded. For a spec whose
+ * layers are in range (see clt_spec_validate) and whose unused fields are 0, clt_spec_parse of
+ * the text gives back a spec equal to `s`, field for field. *out is malloc'ed and the caller
+ * frees it with free(); an empty spec gives "". Returns CLT_OK, CLT_ERR_INVALID_ARG for a layer
+ * kind out of range, or CLT_ERR_HOST_MEMORY (*out is then NULL). */
+clt_status clt_spec_to_string(const clt_spec *s, char **out);
+
+/* Releases the layers and leaves *s as {0, NULL}. Accepts NULL and an already freed spec. */
+void clt_spec_free(clt_spec *s);
+
+/* "linear", "relu", "gelu", "tanh", "sigmoid", "dropout", "flatten"; "unknown" out of range. */
+const char *clt_layer_kind_name(clt_layer_kind k);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,96 @@
+/* Command-line options: a table per command, values checked as they are parsed so that every
+ * bad flag gets one line naming the flag and what was expected. */
+#include "options.h"
+
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int bad(const char *name, const char *value, const char *expected)
+{
+    return cli_usage_error("--%s %s: expected %s", name, value, expected);
+}
+
+static int set_value(const struct cli_opt *o, const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    switch (o->type) {
+    case OPT_STR:
+        *(const char **)o->dst = v;
+        return CLI_OK;
+    case OPT_POS_INT:
+    case OPT_NONNEG_INT: {
+        long long x = strtoll(v, &end, 10);
+        bool ok = !errno && end != v && !*end && (o->type == OPT_POS_INT ? x > 0 : x >= 0) &&
+                  x <= INT32_MAX;
+        if (!ok)
+            return bad(o->name, v, o->type == OPT_POS_INT ? "a positive integer"
+                                                          : "a non-negative integer");
+        *(long *)o->dst = (long)x;
+        return CLI_OK;
+    }
+    case OPT_U64: {
+        unsigned long long x = strtoull(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-') return bad(o->name, v, "an integer >= 0");
+        *(uint64_t *)o->dst = (uint64_t)x;
+        return CLI_OK;
+    }
+    case OPT_POS_FLOAT:
+    case OPT_NONNEG_FLOAT:
+    case OPT_UNIT_FLOAT: {
+        double x = strtod(v, &end);
+        bool ok = !errno && end != v && !*end && isfinite(x);
+        if (o->type == OPT_POS_FLOAT) ok = ok && x > 0;
+        if (o->type == OPT_NONNEG_FLOAT) ok = ok && x >= 0;
+        if (o->type == OPT_UNIT_FLOAT) ok = ok && x >= 0 && x < 1;
+        if (!ok)
+            return bad(o->name, v, o->type == OPT_POS_FLOAT      ? "a positive number"
+                                   : o->type == OPT_NONNEG_FLOAT ? "a number >= 0"
+                                                                 : "a number in [0, 1)");
+        *(float *)o->dst = (float)x;
+        return CLI_OK;
+    }
+    case OPT_FLAG:
+        break;
+    }
+    return CLI_USAGE;
+}
+
+int cli_parse(int argc, char **argv, const struct cli_opt *opts, const char *command)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0)
+            return cli_usage_error("%s: unexpected argument \"%s\"; options start with --",
+                                   command, a);
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const struct cli_opt *o = opts;
+        while (o->name && !(strlen(o->name) == len && strncmp(o->name, name, len) == 0)) o++;
+        if (!o->name)
+            return cli_usage_error("%s: unknown option \"--%.*s\"; see: cltrain %s --help",
+                                   command, (int)len, name, command);
+        if (o->seen) *o->seen = true;
+        if (o->type == OPT_FLAG) {
+            if (eq) return cli_usage_error("--%s takes no value", o->name);
+            *(bool *)o->dst = true;
+            continue;
+        }
+        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!v) return cli_usage_error("--%s needs a value (%s)", o->name, o->help);
+        int rc = set_value(o, v);
+        if (rc != CLI_OK) return rc;
+    }
+    return CLI_OK;
+}
+
+void cli_print_options(FILE *f, const struct cli_opt *opts)
+{
+    for (const struct cli_opt *o = opts; o->name; o++)
+        fprintf(f, "  --%-16s %s\n", o->name, o->help);
+}

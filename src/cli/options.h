@@ -1,0 +1,33 @@
+/* Table-driven option parsing for the cltrain subcommands. */
+#ifndef CLTRAIN_CLI_OPTIONS_H
+#define CLTRAIN_CLI_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum cli_opt_type {
+    OPT_FLAG,         /* bool */
+    OPT_STR,          /* const char * */
+    OPT_POS_INT,      /* long, > 0 */
+    OPT_NONNEG_INT,   /* long, >= 0 */
+    OPT_U64,          /* uint64_t */
+    OPT_POS_FLOAT,    /* float, > 0 */
+    OPT_NONNEG_FLOAT, /* float, >= 0 */
+    OPT_UNIT_FLOAT    /* float, in [0, 1) */
+};
+
+struct cli_opt {
+    const char *name; /* without "--"; NULL ends the table */
+    enum cli_opt_type type;
+    void *dst;
+    const char *help;
+    bool *seen; /* set when the option was given; may be NULL */
+};
+
+/* Parses argv[1..] ("--name value" or "--name=value"). Returns CLI_OK or prints one line and
+ * returns CLI_USAGE. */
+int cli_parse(int argc, char **argv, const struct cli_opt *opts, const char *command);
+void cli_print_options(FILE *f, const struct cli_opt *opts);
+
+#endif

@@ -1,0 +1,583 @@
+/* `cltrain train`, `cltrain eval` and `cltrain predict`: data, model and optimizer from flags,
+ * progress on a terminal or plain log lines, metrics as JSON lines, checkpoints. */
+#include "cli.h"
+#include "options.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- shared set-up ------------------------------------------------------------------------ */
+
+static int fail_status(clt_ctx *ctx)
+{
+    return cli_error("%s", ctx ? clt_ctx_errmsg(ctx) : clt_last_errmsg());
+}
+
+static bool is_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
+    return false;
+}
+
+/* A spec given as a file's path or as text. */
+static clt_status parse_model(const char *text, int classes, clt_spec *spec)
+{
+    if (access(text, R_OK) == 0) return clt_spec_parse_file(text, classes, spec);
+    return clt_spec_parse(text, classes, spec);
+}
+
+static int open_ctx(const char *device, bool profiling, clt_ctx **ctx)
+{
+    struct clt_ctx_params p = clt_ctx_default_params();
+    p.device = device;
+    p.profiling = profiling;
+    return clt_ctx_create(ctx, &p) == CLT_OK ? CLI_OK : fail_status(NULL);
+}
+
+/* ---- progress and metrics ----------------------------------------------------------------- */
+
+struct reporter {
+    FILE *metrics;
+    bool tty, quiet;
+    double epoch_loss, epoch_s, epoch_rate;
+    bool line_open;
+};
+
+static void fmt_duration(double s, char *dst, size_t n)
+{
+    long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t >= 3600) snprintf(dst, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(dst, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void print_waits(const struct clt_ctx_stats *s)
+{
+    printf("host waits %ld (", s->host_waits_total);
+    bool first = true;
+    for (int r = 0; r < CLT_WAIT__COUNT; r++) {
+        if (!s->host_waits[r]) continue;
+        printf("%s%s %ld", first ? "" : ", ", clt_wait_reason_name((clt_wait_reason)r),
+               s->host_waits[r]);
+        first = false;
+    }
+    printf(")");
+}
+
+static void end_line(struct reporter *r)
+{
+    if (r->line_open) {
+        printf("\n");
+        r->line_open = false;
+    }
+}
+
+static void on_event(const struct clt_train_event *e, void *user)
+{
+    struct reporter *r = user;
+    char eta[32], elapsed[32];
+    double left = e->samples_per_s > 0 && e->step > 0
+                      ? (double)(e->total_steps - e->step) * e->elapsed_s / (double)e->step
+                      : 0;
+    fmt_duration(left, eta, sizeof eta);
+    fmt_duration(e->elapsed_s, elapsed, sizeof elapsed);
+    switch (e->kind) {
+    case CLT_EVENT_LOG:
+        if (r->metrics)
+            fprintf(r->metrics,
+                    "{\"event\":\"log\",\"epoch\":%d,\"step\":%ld,\"loss\":%.6g,\"lr\":%.6g,"
+                    "\"samples_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
+                    e->epoch, e->step, e->loss, e->lr, e->samples_per_s, e->elapsed_s);
+        if (r->quiet) break;
+        if (r->tty) {
+            printf("\r\033[Kepoch %d/%d  step %ld/%ld  loss %.4f  %.0f samples/s  ETA %s", e->epoch,
+                   e->epochs, e->step, e->total_steps, e->loss, e->samples_per_s, eta);
+            r->line_open = true;
+        } else {
+            printf("epoch %d/%d step %ld/%ld loss %.4f lr %.3g %.0f samples/s elapsed %s ETA %s\n",
+                   e->epoch, e->epochs, e->step, e->total_steps, e->loss, e->lr, e->samples_per_s,
+                   elapsed, eta);
+        }
+        break;
+    case CLT_EVENT_EPOCH:
+        r->epoch_loss = e->loss;
+        r->epoch_s = e->epoch_s;
+        r->epoch_rate = e->samples_per_s;
+        end_line(r);
+        if (r->metrics)
+            fprintf(r->metrics,
+                    "{\"event\":\"epoch\",\"epoch\":%d,\"step\":%ld,\"train_loss\":%.6g,"
+                    "\"epoch_s\":%.3f,\"samples_per_s\":%.1f,\"host_waits\":%ld}\n",
+                    e->epoch, e->step, e->loss, e->epoch_s, e->samples_per_s,
+                    e->stats.host_waits_total);
+        if (!r->quiet) {
+            printf("epoch %d/%d: train loss %.4f, %.2f s (%.0f samples/s), ", e->epoch, e->epochs,
+                   e->loss, e->epoch_s, e->samples_per_s);
+            print_waits(&e->stats);
+            printf("\n");
+        }
+        break;
+    case CLT_EVENT_EVAL:
+        if (r->metrics)
+            fprintf(r->metrics,
+                    "{\"event\":\"eval\",\"epoch\":%d,\"step\":%ld,\"test_loss\":%.6g,"
+                    "\"test_accuracy\":%.6g}\n",
+                    e->epoch, e->step, e->loss, isnan(e->accuracy) ? -1.0 : e->accuracy);
+        if (!r->quiet) {
+            if (isnan(e->accuracy)) printf("epoch %d/%d: test loss %.4f\n", e->epoch, e->epochs,
+                                           e->loss);
+            else
+                printf("epoch %d/%d: test loss %.4f, test accuracy %.2f%%\n", e->epoch, e->epochs,
+                       e->loss, 100.0 * e->accuracy);
+        }
+        break;
+    case CLT_EVENT_SAVE:
+        end_line(r);
+        if (!r->quiet) printf("saved %s (step %ld)\n", e->path, e->step);
+        break;
+    }
+    if (r->metrics) fflush(r->metrics);
+    fflush(stdout);
+}
+
+/* ---- train -------------------------------------------------------------------------------- */
+
+int cli_train(int argc, char **argv)
+{
+    const char *data = "fashion-mnist", *model = "mlp", *device = NULL, *optimizer = "adam",
+               *schedule = "constant", *task = "classification", *init_scheme = "default",
+               *metrics = NULL, *save = NULL, *resume = NULL, *init = NULL;
+    long epochs = 10, steps = 0, batch = 128, log_every = 100, save_every = 0, warmup = 0,
+         step_size = 0, label_column = -1;
+    uint64_t seed = 0;
+    float lr = 1e-3f, momentum = 0, weight_decay = 0, dampening = 0, gamma = 0.1f, min_lr = 0,
+          smoothing = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+    const char *label_text = NULL;
+    bool no_shuffle = false, drop_last = false, normalize = false, nesterov = false, quiet = false,
+         lr_seen = false, wd_seen = false, model_seen = false, label_seen = false,
+         step_size_seen = false;
+    const struct cli_opt opts[] = {
+        {"data", OPT_STR, &data, "fashion-mnist, mnist, idx:DIR or csv:TRAIN[,TEST]", NULL},
+        {"label-column", OPT_STR, &label_text, "CSV column of the label (0-based, -1 = last)",
+         &label_seen},
+        {"task", OPT_STR, &task, "classification or regression (CSV)", NULL},
+        {"model", OPT_STR, &model, "a spec (\"linear 256, relu, linear 10\"), a file, mlp or logreg",
+         &model_seen},
+        {"init-scheme", OPT_STR, &init_scheme, "default (PyTorch's), kaiming or xavier", NULL},
+        {"epochs", OPT_POS_INT, &epochs, "passes over the training split (10)", NULL},
+        {"steps", OPT_POS_INT, &steps, "stop after this many optimizer steps", NULL},
+        {"batch-size", OPT_POS_INT, &batch, "samples per step (128)", NULL},
+        {"optimizer", OPT_STR, &optimizer, "sgd, adam or adamw (adam)", NULL},
+        {"lr", OPT_POS_FLOAT, &lr, "learning rate (1e-3)", &lr_seen},
+        {"momentum", OPT_NONNEG_FLOAT, &momentum, "SGD momentum (0)", NULL},
+        {"dampening", OPT_NONNEG_FLOAT, &dampening, "SGD dampening (0)", NULL},
+        {"nesterov", OPT_FLAG, &nesterov, "SGD with Nesterov momentum", NULL},
+        {"beta1", OPT_UNIT_FLOAT, &beta1, "Adam beta1 (0.9)", NULL},
+        {"beta2", OPT_UNIT_FLOAT, &beta2, "Adam beta2 (0.999)", NULL},
+        {"eps", OPT_POS_FLOAT, &eps, "Adam epsilon (1e-8)", NULL},
+        {"weight-decay", OPT_NONNEG_FLOAT, &weight_decay, "L2 (SGD, Adam) or decoupled (AdamW)",
+         &wd_seen},
+        {"schedule", OPT_STR, &schedule, "constant, step or cosine (constant)", NULL},
+        {"warmup", OPT_NONNEG_INT, &warmup, "linear warm-up steps (0)", NULL},
+        {"step-size", OPT_POS_INT, &step_size, "step schedule: steps between decays (1 epoch)",
+         &step_size_seen},
+        {"gamma", OPT_POS_FLOAT, &gamma, "step schedule: decay factor (0.1)", NULL},
+        {"min-lr", OPT_NONNEG_FLOAT, &min_lr, "cosine schedule: final learning rate (0)", NULL},
+        {"label-smoothing", OPT_UNIT_FLOAT, &smoothing, "cross-entropy label smoothing (0)", NULL},
+        {"seed", OPT_U64, &seed, "initial weights, shuffling and dropout (0)", NULL},
+        {"no-shuffle", OPT_FLAG, &no_shuffle, "keep the file order", NULL},
+        {"drop-last", OPT_FLAG, &drop_last, "drop a last partial batch", NULL},
+        {"normalize", OPT_FLAG, &normalize, "standardise each feature (training statistics)",
+         NULL},
+        {"log-every", OPT_NONNEG_INT, &log_every, "steps between loss reports (100)", NULL},
+        {"metrics", OPT_STR, &metrics, "append one JSON object per log point and evaluation",
+         NULL},
+        {"save", OPT_STR, &save, "write a checkpoint (safetensors) at the end", NULL},
+        {"save-every", OPT_POS_INT, &save_every, "also every N steps", NULL},
+        {"resume", OPT_STR, &resume, "continue a run from its checkpoint", NULL},
+        {"init", OPT_STR, &init, "start from a checkpoint's weights, fresh optimizer", NULL},
+        {"device", OPT_STR, &device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
+        {"quiet", OPT_FLAG, &quiet, "print only the final result", NULL},
+        {NULL, OPT_FLAG, NULL, NULL, NULL}};
+    if (is_help(argc, argv)) {
+        printf("usage: cltrain train [options]\n");
+        cli_print_options(stdout, opts);
+        return CLI_OK;
+    }
+    int rc = cli_parse(argc, argv, opts, "train");
+    if (rc != CLI_OK) return rc;
+    if (label_seen) {
+        char *end = NULL;
+        label_column = strtol(label_text, &end, 10);
+        if (end == label_text || *end)
+            return cli_usage_error("--label-column %s: expected an integer", label_text);
+    }
+    if (resume && init) return cli_usage_error("--resume and --init exclude each other");
+    if (save_every && !save) return cli_usage_error("--save-every needs --save FILE");
+
+    struct clt_data_params dp = clt_data_default_params();
+    dp.label_column = (int)label_column;
+    if (strcmp(task, "classification") == 0) dp.task = CLT_TASK_CLASSIFICATION;
+    else if (strcmp(task, "regression") == 0) dp.task = CLT_TASK_REGRESSION;
+    else return cli_usage_error("--task %s: expected classification or regression", task);
+
+    struct clt_optim_params op;
+    clt_optim_kind kind;
+    clt_init init_kind;
+    if (clt_optim_parse_kind(optimizer, &kind) != CLT_OK ||
+        clt_init_parse(init_scheme, &init_kind) != CLT_OK)
+        return cli_usage_error("%s", clt_last_errmsg());
+    op = clt_optim_default_params(kind);
+    if (clt_optim_parse_schedule(schedule, &op.schedule) != CLT_OK)
+        return cli_usage_error("%s", clt_last_errmsg());
+    if (lr_seen) op.lr = lr;
+    if (wd_seen) op.weight_decay = weight_decay;
+    op.momentum = momentum;
+    op.dampening = dampening;
+    op.nesterov = nesterov;
+    op.beta1 = beta1;
+    op.beta2 = beta2;
+    op.eps = eps;
+    op.warmup_steps = warmup;
+    op.gamma = gamma;
+    op.min_lr = min_lr;
+
+    clt_dataset train = {0}, test = {0};
+    clt_spec spec = {0};
+    clt_ctx *ctx = NULL;
+    clt_model *m = NULL;
+    clt_resident *rtrain = NULL, *rtest = NULL;
+    clt_trainer *t = NULL;
+    clt_checkpoint *ck = NULL;
+    float *mean = NULL, *std = NULL;
+    char *spec_text = NULL;
+    FILE *mf = NULL;
+    struct reporter rep = {.tty = isatty(STDOUT_FILENO), .quiet = quiet};
+    rc = CLI_FAIL;
+
+    if (clt_data_open(data, &dp, &train, &test) != CLT_OK) {
+        fail_status(NULL);
+        goto done;
+    }
+    int classes = train.task == CLT_TASK_CLASSIFICATION ? train.classes : 1;
+    const char *from = resume ? resume : init;
+    struct clt_input_norm norm = {.features = train.features, .scale = train.input_scale};
+    if (from) {
+        if (clt_checkpoint_open(&ck, from) != CLT_OK) {
+            fail_status(NULL);
+            goto done;
+        }
+        struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
+        if (!model_seen) model = info.model_text;
+        norm = info.norm; /* the weights were trained on inputs scaled this way */
+        if (norm.features != train.features) {
+            cli_error("%s: saved for %zu input features, %s has %zu", from, norm.features, data,
+                      train.features);
+            goto done;
+        }
+    } else if (normalize) {
+        mean = malloc(train.features * sizeof *mean);
+        std = malloc(train.features * sizeof *std);
+        if (!mean || !std || clt_dataset_stats(&train, mean, std) != CLT_OK) {
+            cli_error("computing feature statistics: %s", clt_last_errmsg());
+            goto done;
+        }
+        norm.mean = mean;
+        norm.std = std;
+    }
+    if (parse_model(model, classes, &spec) != CLT_OK ||
+        clt_spec_validate(&spec, (int)train.features, classes) != CLT_OK ||
+        clt_spec_to_string(&spec, &spec_text) != CLT_OK) {
+        fail_status(NULL);
+        goto done;
+    }
+    if (open_ctx(device, false, &ctx) != CLI_OK) goto done;
+
+    long spe = drop_last ? (long)train.n / batch : ((long)train.n + batch - 1) / batch;
+    long total = epochs * spe;
+    if (steps > 0 && steps < total) total = steps;
+    op.step_size = step_size_seen ? step_size : (spe > 0 ? spe : 1);
+    op.total_steps = total > 0 ? total : 1;
+
+    struct clt_model_params mp = clt_model_default_params();
+    mp.init = init_kind;
+    mp.seed = seed;
+    mp.max_batch = (size_t)batch;
+    if (clt_model_create(&m, ctx, &spec, train.features, (size_t)classes, &mp) != CLT_OK ||
+        (ck && clt_checkpoint_load_model(ck, m) != CLT_OK) ||
+        clt_resident_create(&rtrain, ctx, &train, &norm) != CLT_OK ||
+        (test.n > 0 && clt_resident_create(&rtest, ctx, &test, &norm) != CLT_OK)) {
+        fail_status(ctx);
+        goto done;
+    }
+    if (metrics && !(mf = fopen(metrics, "a"))) {
+        cli_error("--metrics %s: cannot open for appending", metrics);
+        goto done;
+    }
+    rep.metrics = mf;
+
+    struct clt_train_params tp = clt_train_default_params();
+    tp.epochs = (int)epochs;
+    tp.max_steps = steps;
+    tp.batch_size = (size_t)batch;
+    tp.shuffle = !no_shuffle;
+    tp.drop_last = drop_last;
+    tp.seed = seed;
+    tp.log_every = log_every;
+    tp.label_smoothing = smoothing;
+    tp.task = train.task;
+    tp.optim = op;
+    tp.save_path = save;
+    tp.save_every = save_every;
+    tp.model_text = spec_text;
+    tp.norm = norm;
+    tp.classes = classes;
+    tp.on_event = on_event;
+    tp.user = &rep;
+    if (clt_trainer_create(&t, m, rtrain, rtest, &tp) != CLT_OK ||
+        (resume && clt_trainer_resume(t, resume) != CLT_OK)) {
+        fail_status(ctx);
+        goto done;
+    }
+    const clt_device_info *dev = clt_ctx_device(ctx);
+    struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+    char mem[32];
+    clt_format_bytes(ms.current, mem, sizeof mem);
+    if (!quiet)
+        printf("cltrain: %s on [%d] %s (%s); data %s: %zu train, %zu test, %zu features, data "
+               "resident on the device; model %s (%zu parameters); %s lr %g; batch %ld; %s on "
+               "the device\n",
+               resume ? "resuming" : "training", dev->index, dev->device_name,
+               clt_device_type_name(dev->type), data, train.n, test.n, train.features, spec_text,
+               clt_tensor_numel(clt_model_params(m)), clt_optim_kind_name(op.kind),
+               (double)op.lr, batch, mem);
+    fflush(stdout);
+    if (clt_trainer_run(t) != CLT_OK) {
+        end_line(&rep);
+        fail_status(ctx);
+        goto done;
+    }
+    end_line(&rep);
+    rc = CLI_OK;
+done:
+    clt_trainer_free(t);
+    clt_resident_free(rtrain);
+    clt_resident_free(rtest);
+    clt_model_free(m);
+    clt_ctx_free(ctx);
+    clt_checkpoint_close(ck);
+    clt_spec_free(&spec);
+    clt_dataset_free(&train);
+    clt_dataset_free(&test);
+    free(spec_text);
+    free(mean);
+    free(std);
+    if (mf) fclose(mf);
+    return rc;
+}
+
+/* ---- eval and predict --------------------------------------------------------------------- */
+
+/* Opens a checkpoint and builds its model on the device; loads `split` of data with the
+ * checkpoint's input scaling. */
+struct loaded {
+    clt_checkpoint *ck;
+    clt_ctx *ctx;
+    clt_model *m;
+    clt_dataset train, test;
+    clt_resident *data;
+    clt_spec spec;
+    struct clt_checkpoint_info info;
+};
+
+static void loaded_free(struct loaded *l)
+{
+    clt_resident_free(l->data);
+    clt_model_free(l->m);
+    clt_ctx_free(l->ctx);
+    clt_checkpoint_close(l->ck);
+    clt_spec_free(&l->spec);
+    clt_dataset_free(&l->train);
+    clt_dataset_free(&l->test);
+}
+
+static int load_for_inference(struct loaded *l, const char *load, const char *data,
+                              const char *split, const char *device, long batch, long label_column)
+{
+    struct clt_data_params dp = clt_data_default_params();
+    if (clt_checkpoint_open(&l->ck, load) != CLT_OK) return fail_status(NULL);
+    l->info = clt_checkpoint_get_info(l->ck);
+    dp.task = l->info.task;
+    dp.label_column = (int)label_column;
+    if (l->info.task == CLT_TASK_CLASSIFICATION) dp.classes = l->info.classes;
+    if (clt_data_open(data, &dp, &l->train, &l->test) != CLT_OK) return fail_status(NULL);
+    clt_dataset *d = strcmp(split, "train") == 0 ? &l->train : &l->test;
+    if (strcmp(split, "train") != 0 && strcmp(split, "test") != 0)
+        return cli_usage_error("--split %s: expected train or test", split);
+    if (d->n == 0) return cli_error("%s: the %s split is empty", data, split);
+    int outputs = l->info.task == CLT_TASK_CLASSIFICATION ? l->info.classes : 1;
+    if (clt_spec_parse(l->info.model_text, outputs, &l->spec) != CLT_OK)
+        return cli_error("%s: %s", load, clt_last_errmsg());
+    if (d->features != l->info.norm.features)
+        return cli_error("%s: the checkpoint expects %zu input features, %s has %zu", load,
+                         l->info.norm.features, data, d->features);
+    if (open_ctx(device, false, &l->ctx) != CLI_OK) return CLI_FAIL;
+    struct clt_model_params mp = clt_model_default_params();
+    mp.max_batch = (size_t)batch;
+    if (clt_model_create(&l->m, l->ctx, &l->spec, d->features, (size_t)outputs, &mp) != CLT_OK ||
+        clt_checkpoint_load_model(l->ck, l->m) != CLT_OK ||
+        clt_resident_create(&l->data, l->ctx, d, &l->info.norm) != CLT_OK)
+        return fail_status(l->ctx);
+    return CLI_OK;
+}
+
+int cli_eval(int argc, char **argv)
+{
+    const char *load = NULL, *data = "fashion-mnist", *device = NULL, *split = "test",
+               *label_text = NULL;
+    long batch = 1000, label_column = -1;
+    bool confusion = false;
+    const struct cli_opt opts[] = {
+        {"load", OPT_STR, &load, "the checkpoint to evaluate (required)", NULL},
+        {"data", OPT_STR, &data, "fashion-mnist, mnist, idx:DIR or csv:TRAIN[,TEST]", NULL},
+        {"split", OPT_STR, &split, "test (default) or train", NULL},
+        {"label-column", OPT_STR, &label_text, "CSV column of the label (-1 = last)", NULL},
+        {"batch-size", OPT_POS_INT, &batch, "samples per forward pass (1000)", NULL},
+        {"confusion", OPT_FLAG, &confusion, "print the confusion matrix", NULL},
+        {"device", OPT_STR, &device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
+        {NULL, OPT_FLAG, NULL, NULL, NULL}};
+    if (is_help(argc, argv)) {
+        printf("usage: cltrain eval --load FILE [options]\n");
+        cli_print_options(stdout, opts);
+        return CLI_OK;
+    }
+    int rc = cli_parse(argc, argv, opts, "eval");
+    if (rc != CLI_OK) return rc;
+    if (!load) return cli_usage_error("eval: --load FILE is required");
+    if (label_text) label_column = strtol(label_text, NULL, 10);
+    struct loaded l = {0};
+    long *matrix = NULL;
+    rc = load_for_inference(&l, load, data, split, device, batch, label_column);
+    if (rc == CLI_OK) {
+        struct clt_eval_result r;
+        size_t N = (size_t)l.info.classes;
+        bool classify = l.info.task == CLT_TASK_CLASSIFICATION;
+        if (confusion && classify) matrix = calloc(N * N, sizeof *matrix);
+        if (clt_evaluate(l.m, l.data, (size_t)batch, l.info.task, &r, matrix) != CLT_OK) {
+            rc = fail_status(l.ctx);
+        } else {
+            if (classify)
+                printf("%s split of %s: loss %.4f, accuracy %.2f%% (%zu samples)\n", split, data,
+                       r.loss, 100.0 * r.accuracy, r.count);
+            else
+                printf("%s split of %s: mean squared error %.6g (%zu samples)\n", split, data,
+                       r.loss, r.count);
+            if (matrix) {
+                printf("confusion matrix (rows: true class, columns: predicted)\n      ");
+                for (size_t j = 0; j < N; j++) printf(" %6zu", j);
+                printf("\n");
+                for (size_t i = 0; i < N; i++) {
+                    printf("%6zu", i);
+                    for (size_t j = 0; j < N; j++) printf(" %6ld", matrix[i * N + j]);
+                    printf("\n");
+                }
+            }
+        }
+    }
+    free(matrix);
+    loaded_free(&l);
+    return rc;
+}
+
+int cli_predict(int argc, char **argv)
+{
+    const char *load = NULL, *data = "fashion-mnist", *device = NULL, *split = "test",
+               *input = NULL, *output = NULL, *label_text = NULL;
+    long batch = 1000, label_column = -1;
+    const struct cli_opt opts[] = {
+        {"load", OPT_STR, &load, "the checkpoint (required)", NULL},
+        {"data", OPT_STR, &data, "fashion-mnist, mnist, idx:DIR or csv:TRAIN[,TEST]", NULL},
+        {"input", OPT_STR, &input, "a CSV of inputs (same as --data csv:FILE,FILE --split test)",
+         NULL},
+        {"split", OPT_STR, &split, "test (default) or train", NULL},
+        {"label-column", OPT_STR, &label_text, "CSV column of the label (-1 = last)", NULL},
+        {"output", OPT_STR, &output, "write the predictions here instead of stdout", NULL},
+        {"batch-size", OPT_POS_INT, &batch, "samples per forward pass (1000)", NULL},
+        {"device", OPT_STR, &device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
+        {NULL, OPT_FLAG, NULL, NULL, NULL}};
+    if (is_help(argc, argv)) {
+        printf("usage: cltrain predict --load FILE [options]\n"
+               "writes CSV lines: index,predicted,p0,p1,... (regression: index,value)\n");
+        cli_print_options(stdout, opts);
+        return CLI_OK;
+    }
+    int rc = cli_parse(argc, argv, opts, "predict");
+    if (rc != CLI_OK) return rc;
+    if (!load) return cli_usage_error("predict: --load FILE is required");
+    if (label_text) label_column = strtol(label_text, NULL, 10);
+    char csv_spec[4200];
+    if (input) {
+        snprintf(csv_spec, sizeof csv_spec, "csv:%s,%s", input, input);
+        data = csv_spec;
+        split = "test";
+    }
+    struct loaded l = {0};
+    int32_t *classes = NULL;
+    float *probs = NULL;
+    FILE *f = NULL;
+    char tmp[4200];
+    rc = load_for_inference(&l, load, data, split, device, batch, label_column);
+    if (rc != CLI_OK) goto done;
+    rc = CLI_FAIL;
+    size_t n = clt_resident_count(l.data), N = clt_model_outputs(l.m);
+    classes = malloc(n * sizeof *classes);
+    probs = malloc(n * N * sizeof *probs);
+    if (!classes || !probs) {
+        cli_error("out of host memory");
+        goto done;
+    }
+    if (clt_predict(l.m, l.data, (size_t)batch, l.info.task, classes, probs) != CLT_OK) {
+        fail_status(l.ctx);
+        goto done;
+    }
+    if (output) {
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", output, (long)getpid());
+        if (!(f = fopen(tmp, "w"))) {
+            cli_error("--output %s: cannot write", output);
+            goto done;
+        }
+    }
+    FILE *o = f ? f : stdout;
+    bool classify = l.info.task == CLT_TASK_CLASSIFICATION;
+    fprintf(o, classify ? "index,predicted" : "index,value");
+    for (size_t j = 0; classify && j < N; j++) fprintf(o, ",p%zu", j);
+    fprintf(o, "\n");
+    for (size_t i = 0; i < n; i++) {
+        if (classify) fprintf(o, "%zu,%d", i, classes[i]);
+        else fprintf(o, "%zu", i);
+        for (size_t j = 0; j < N; j++) fprintf(o, ",%.6g", (double)probs[i * N + j]);
+        fprintf(o, "\n");
+    }
+    if (f) {
+        bool ok = fflush(f) == 0 && !ferror(f);
+        ok = fclose(f) == 0 && ok;
+        f = NULL;
+        if (!ok || rename(tmp, output) != 0) {
+            remove(tmp);
+            cli_error("--output %s: writing failed", output);
+            goto done;
+        }
+    }
+    rc = CLI_OK;
+done:
+    if (f) {
+        fclose(f);
+        remove(tmp);
+    }
+    free(classes);
+    free(probs);
+    loaded_free(&l);
+    return rc;
+}

@@ -1,0 +1,80 @@
+/* C wrappers of cl/gather.cl: batch assembly from a data set resident on the device. */
+#include "ops_internal.h"
+
+#include "internal.h"
+#include "program.h"
+
+#include <stdio.h>
+
+clt_status clt_op_gather_rows(clt_tensor *y, const clt_tensor *x, const clt_tensor *idx,
+                              const clt_tensor *scale, const clt_tensor *shift)
+{
+    clt_status st = CLT_OK;
+    clt_ctx *ctx = clt_tensor_ctx(y);
+    cl_kernel k;
+    char opts[32];
+    CLT_TRY(clt_tensor_same_ctx(y, x));
+    CLT_TRY(clt_tensor_same_ctx(y, idx));
+    CLT_TRY(clt_tensor_same_ctx(y, scale));
+    CLT_TRY(clt_tensor_same_ctx(y, shift));
+    cl_ulong B = clt_tensor_numel(idx), F = clt_tensor_dim(x, 1);
+    clt_dtype xd = clt_tensor_dtype(x);
+    if ((xd != CLT_DTYPE_U8 && xd != CLT_DTYPE_F32) || clt_tensor_dtype(y) != CLT_DTYPE_F32 ||
+        clt_tensor_dtype(idx) != CLT_DTYPE_I32 || clt_tensor_numel(y) != B * F ||
+        clt_tensor_numel(scale) != F || clt_tensor_numel(shift) != F)
+        CLT_FAIL(ctx, CLT_ERR_SHAPE, "gather_rows: expected y f32 (B, F), x u8/f32 (N, F), idx "
+                                     "i32 (B), scale and shift f32 (F)");
+    snprintf(opts, sizeof opts, "-DX_DTYPE=%d", (int)xd);
+    CLT_TRY(clt__kernel(ctx, "gather", opts, "gather_rows", &k));
+    cl_mem ym = clt_tensor_mem(y), xm = clt_tensor_mem(x), im = clt_tensor_mem(idx),
+           sm = clt_tensor_mem(scale), hm = clt_tensor_mem(shift);
+    cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x), io = clt_tensor_offset(idx);
+    /* scale and shift are read from their buffers' start: views need an offset-free buffer */
+    if (clt_tensor_offset(scale) || clt_tensor_offset(shift))
+        CLT_FAIL(ctx, CLT_ERR_SHAPE, "gather_rows: scale and shift must not be views");
+    cl_int err = CLT__SET_ARG(k, 0, ym);
+    err |= CLT__SET_ARG(k, 1, yo);
+    err |= CLT__SET_ARG(k, 2, xm);
+    err |= CLT__SET_ARG(k, 3, xo);
+    err |= CLT__SET_ARG(k, 4, im);
+    err |= CLT__SET_ARG(k, 5, io);
+    err |= CLT__SET_ARG(k, 6, B);
+    err |= CLT__SET_ARG(k, 7, F);
+    err |= CLT__SET_ARG(k, 8, sm);
+    err |= CLT__SET_ARG(k, 9, hm);
+    CLT_CHECK_CL(ctx, err, "gather_rows: clSetKernelArg");
+    CLT_TRY(clt__launch_1d(ctx, k, (size_t)(B * F), "gather_rows"));
+fail:
+    return st;
+}
+
+clt_status clt_op_gather(clt_tensor *y, const clt_tensor *x, const clt_tensor *idx)
+{
+    clt_status st = CLT_OK;
+    clt_ctx *ctx = clt_tensor_ctx(y);
+    cl_kernel k;
+    char opts[32];
+    CLT_TRY(clt_tensor_same_ctx(y, x));
+    CLT_TRY(clt_tensor_same_ctx(y, idx));
+    clt_dtype d = clt_tensor_dtype(x);
+    cl_ulong B = clt_tensor_numel(idx);
+    if ((d != CLT_DTYPE_I32 && d != CLT_DTYPE_F32) || clt_tensor_dtype(y) != d ||
+        clt_tensor_dtype(idx) != CLT_DTYPE_I32 || clt_tensor_numel(y) != B)
+        CLT_FAIL(ctx, CLT_ERR_SHAPE, "gather: expected y (B) and x (N) of one dtype (i32 or f32) "
+                                     "and idx i32 (B)");
+    snprintf(opts, sizeof opts, "-DX_DTYPE=%d", (int)d);
+    CLT_TRY(clt__kernel(ctx, "gather", opts, "gather", &k));
+    cl_mem ym = clt_tensor_mem(y), xm = clt_tensor_mem(x), im = clt_tensor_mem(idx);
+    cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x), io = clt_tensor_offset(idx);
+    cl_int err = CLT__SET_ARG(k, 0, ym);
+    err |= CLT__SET_ARG(k, 1, yo);
+    err |= CLT__SET_ARG(k, 2, xm);
+    err |= CLT__SET_ARG(k, 3, xo);
+    err |= CLT__SET_ARG(k, 4, im);
+    err |= CLT__SET_ARG(k, 5, io);
+    err |= CLT__SET_ARG(k, 6, B);
+    CLT_CHECK_CL(ctx, err, "gather: clSetKernelArg");
+    CLT_TRY(clt__launch_1d(ctx, k, (size_t)B, "gather"));
+fail:
+    return st;
+}

@@ -1,0 +1,50 @@
+/* float64 CPU references for the layers and losses, in plain loops: what the kernels' tests
+ * compare against (|got - ref| <= atol + rtol * |ref|). Conventions follow PyTorch: W is
+ * (OUT, IN) row-major, losses are means. Outputs are overwritten, never accumulated; output
+ * pointers may be NULL when that result is not wanted. Thread-safe, no allocation. */
+#ifndef CLTRAIN_REF_NN_H
+#define CLTRAIN_REF_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* y = x W^T + b.  x (B, IN), w (OUT, IN), b (OUT) or NULL for no bias, y (B, OUT). */
+void ref_linear_forward(const double *x, const double *w, const double *b, double *y, int B, int IN,
+                        int OUT);
+
+/* Gradients of linear given dy (B, OUT): dx = dy W (B, IN), dw = dy^T x (OUT, IN),
+ * db = sum over the batch of dy (OUT). Any of dx, dw, db may be NULL. */
+void ref_linear_backward(const double *x, const double *w, const double *dy, double *dx, double *dw,
+                         double *db, int B, int IN, int OUT);
+
+/* Elementwise activations. */
+typedef enum ref_act {
+    REF_ACT_RELU, /* max(x, 0); derivative 0 at x = 0, as PyTorch */
+    REF_ACT_GELU, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GELU(approximate='tanh') */
+    REF_ACT_TANH,
+    REF_ACT_SIGMOID /* 1 / (1 + exp(-x)) */
+} ref_act;
+
+double ref_act_value(ref_act a, double x);
+double ref_act_derivative(ref_act a, double x); /* d act / dx at x */
+
+/* y = act(x); x, y (n). */
+void ref_act_forward(ref_act a, const double *x, double *y, size_t n);
+/* dx = dy * act'(x); x, dy, dx (n). dx may alias dy. */
+void ref_act_backward(ref_act a, const double *x, const double *dy, double *dx, size_t n);
+
+/* Softmax cross-entropy with label smoothing eps, as PyTorch's
+ * cross_entropy(logits, labels, label_smoothing=eps), mean over the batch:
+ *   loss = mean_b [ (1 - eps) * -log p[b][labels[b]] + eps * mean_c (-log p[b][c]) ],
+ *   p = softmax(logits[b]).
+ * logits (B, N), labels (B) in [0, N). Returns the loss; dlogits (B, N), if not NULL, receives
+ * d loss / d logits = (p - q) / B with q = (1 - eps) onehot(label) + eps / N. */
+double ref_softmax_xent(const double *logits, const int32_t *labels, int B, int N, double eps,
+                        double *dlogits);
+
+/* Mean squared error over all n elements, as PyTorch's mse_loss(pred, target):
+ * loss = mean (pred - target)^2. Returns the loss; dpred (n), if not NULL, receives
+ * d loss / d pred = 2 (pred - target) / n. */
+double ref_mse(const double *pred, const double *target, size_t n, double *dpred);
+
+#endif

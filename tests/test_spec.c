@@ -1,0 +1,404 @@
+/* Tests of the model-spec parser: every layer and preset, comments and newlines, every error
+ * message (its layer, position and wording), validation against the data, the canonical text
+ * and its round trip, and reading from a file. */
+#include "cltrain/errors.h"
+#include "cltrain/spec.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Parses text, expects failure with `status`, *out left empty, and the exact message. */
+static void expect_error(const char *text, int classes, clt_status status, const char *msg)
+{
+    clt_spec s = {7, (clt_layer_spec *)&s};
+    clt_status st = clt_spec_parse(text, classes, &s);
+    ck_assert_msg(st == status, "\"%s\": status %s, expected %s", text, clt_status_name(st),
+                  clt_status_name(status));
+    ck_assert_int_eq(s.n, 0);
+    ck_assert_ptr_null(s.layers);
+    ck_assert_str_eq(clt_last_errmsg(), msg);
+}
+
+static void expect_layer(const clt_layer_spec *l, clt_layer_kind kind, int out, bool bias, float p)
+{
+    ck_assert_int_eq(l->kind, kind);
+    ck_assert_int_eq(l->out, out);
+    ck_assert_int_eq(l->bias, bias);
+    ck_assert_msg(l->p == p, "p %g, expected %g", (double)l->p, (double)p);
+}
+
+START_TEST(test_parse_all_kinds)
+{
+    clt_spec s;
+    ck_assert_int_eq(clt_spec_parse("linear 256, relu, linear 8 nobias, gelu, tanh, sigmoid, "
+                                    "dropout 0.25, flatten, linear 10",
+                                    0, &s),
+                     CLT_OK);
+    ck_assert_int_eq(s.n, 9);
+    expect_layer(&s.layers[0], CLT_LAYER_LINEAR, 256, true, 0.0f);
+    expect_layer(&s.layers[1], CLT_LAYER_RELU, 0, false, 0.0f);
+    expect_layer(&s.layers[2], CLT_LAYER_LINEAR, 8, false, 0.0f);
+    expect_layer(&s.layers[3], CLT_LAYER_GELU, 0, false, 0.0f);
+    expect_layer(&s.layers[4], CLT_LAYER_TANH, 0, false, 0.0f);
+    expect_layer(&s.layers[5], CLT_LAYER_SIGMOID, 0, false, 0.0f);
+    expect_layer(&s.layers[6], CLT_LAYER_DROPOUT, 0, false, 0.25f);
+    expect_layer(&s.layers[7], CLT_LAYER_FLATTEN, 0, false, 0.0f);
+    expect_layer(&s.layers[8], CLT_LAYER_LINEAR, 10, true, 0.0f);
+    clt_spec_free(&s);
+    ck_assert_int_eq(s.n, 0);
+    ck_assert_ptr_null(s.layers);
+    clt_spec_free(&s); /* twice is harmless */
+    clt_spec_free(NULL);
+}
+END_TEST
+
+START_TEST(test_parse_comments_newlines_spaces)
+{
+    clt_spec s;
+    const char *text = "# a small model\n"
+                       "  LINEAR\t64   # hidden\r\n"
+                       "\n"
+                       ", ,ReLU,,\n"
+                       "dropout   0.1  \n"
+                       "\tlinear 10 NoBias # out, with a comma in the comment\n";
+    ck_assert_int_eq(clt_spec_parse(text, 0, &s), CLT_OK);
+    ck_assert_int_eq(s.n, 4);
+    expect_layer(&s.layers[0], CLT_LAYER_LINEAR, 64, true, 0.0f);
+    expect_layer(&s.layers[1], CLT_LAYER_RELU, 0, false, 0.0f);
+    expect_layer(&s.layers[2], CLT_LAYER_DROPOUT, 0, false, 0.1f);
+    expect_layer(&s.layers[3], CLT_LAYER_LINEAR, 10, false, 0.0f);
+    clt_spec_free(&s);
+}
+END_TEST
+
+START_TEST(test_presets)
+{
+    clt_spec s;
+    ck_assert_int_eq(clt_spec_parse("mlp", 10, &s), CLT_OK);
+    ck_assert_int_eq(s.n, 5);
+    expect_layer(&s.layers[0], CLT_LAYER_LINEAR, 256, true, 0.0f);
+    expect_layer(&s.layers[1], CLT_LAYER_RELU, 0, false, 0.0f);
+    expect_layer(&s.layers[2], CLT_LAYER_LINEAR, 128, true, 0.0f);
+    expect_layer(&s.layers[3], CLT_LAYER_RELU, 0, false, 0.0f);
+    expect_layer(&s.layers[4], CLT_LAYER_LINEAR, 10, true, 0.0f);
+    clt_spec_free(&s);
+    ck_assert_int_eq(clt_spec_parse("  # the preset\n LogReg \n", 3, &s), CLT_OK);
+    ck_assert_int_eq(s.n, 1);
+    expect_layer(&s.layers[0], CLT_LAYER_LINEAR, 3, true, 0.0f);
+    clt_spec_free(&s);
+
+    expect_error("mlp", 0, CLT_ERR_INVALID_ARG,
+                 "model spec: layer 1 (\"mlp\") at column 1: preset \"mlp\" needs the number of "
+                 "classes, in [1, 16777216], got 0");
+    expect_error("logreg 5", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"logreg 5\") at column 8: preset \"logreg\" takes no "
+                 "arguments, got \"5\"");
+    expect_error("mlp, dropout 0.1", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"mlp\") at column 1: preset \"mlp\" must be the whole "
+                 "spec, not one of its layers");
+    expect_error("linear 5, relu, logreg", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 3 (\"logreg\") at column 17: preset \"logreg\" must be the "
+                 "whole spec, not one of its layers");
+}
+END_TEST
+
+START_TEST(test_errors_layers)
+{
+    expect_error("linear 256, relu, linaer 128", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 3 (\"linaer 128\") at column 19: unknown layer \"linaer\"; "
+                 "expected linear, relu, gelu, tanh, sigmoid, dropout or flatten");
+    /* Not reserved: an unknown word like any other. */
+    expect_error("conv 32 k3", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"conv 32 k3\") at column 1: unknown layer \"conv\"; "
+                 "expected linear, relu, gelu, tanh, sigmoid, dropout or flatten");
+    expect_error("relu, linear", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 2 (\"linear\") at column 13: linear needs a width, e.g. "
+                 "\"linear 128\"");
+    expect_error("linear 0", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"linear 0\") at column 8: width must be a positive "
+                 "integer, got \"0\"");
+    expect_error("linear -3", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"linear -3\") at column 8: width must be a positive "
+                 "integer, got \"-3\"");
+    expect_error("linear 12.5", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"linear 12.5\") at column 8: width must be a positive "
+                 "integer, got \"12.5\"");
+    expect_error("linear 99999999999999999999", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"linear 99999999999999999999\") at column 8: width must "
+                 "be at most 16777216, got \"99999999999999999999\"");
+    expect_error("linear 10 bias", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"linear 10 bias\") at column 11: unexpected \"bias\" after "
+                 "the width; expected \"nobias\" or the end of the layer");
+    expect_error("linear 10 nobias relu", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"linear 10 nobias relu\") at column 18: unexpected "
+                 "\"relu\" after \"nobias\"; expected the end of the layer");
+    expect_error("linear 10, relu 3", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 2 (\"relu 3\") at column 17: relu takes no arguments, got "
+                 "\"3\"");
+    expect_error("flatten x y z w", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"flatten x y z w\") at column 9: flatten takes no "
+                 "arguments, got \"x\"");
+}
+END_TEST
+
+START_TEST(test_errors_dropout)
+{
+    expect_error("dropout 1.5", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"dropout 1.5\") at column 9: dropout probability must be "
+                 "in [0, 1), got 1.5");
+    expect_error("dropout 1", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"dropout 1\") at column 9: dropout probability must be "
+                 "in [0, 1), got 1");
+    expect_error("dropout -0.1", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"dropout -0.1\") at column 9: dropout probability must "
+                 "be in [0, 1), got -0.1");
+    /* Rounds to 1.0f, so out of range even though the decimal is below 1. */
+    expect_error("dropout 0.9999999999", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"dropout 0.9999999999\") at column 9: dropout "
+                 "probability must be in [0, 1), got 0.9999999999");
+    expect_error("dropout nan", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"dropout nan\") at column 9: dropout probability must be "
+                 "in [0, 1), got nan");
+    expect_error("dropout half", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"dropout half\") at column 9: dropout probability must "
+                 "be a number in [0, 1), got \"half\"");
+    expect_error("dropout 0.1x", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"dropout 0.1x\") at column 9: dropout probability must "
+                 "be a number in [0, 1), got \"0.1x\"");
+    expect_error("linear 5, dropout", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 2 (\"dropout\") at column 18: dropout needs a probability, "
+                 "e.g. \"dropout 0.1\"");
+    expect_error("dropout 0.5 0.5", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"dropout 0.5 0.5\") at column 13: unexpected \"0.5\" "
+                 "after the probability; expected the end of the layer");
+}
+END_TEST
+
+START_TEST(test_errors_positions_and_empty)
+{
+    /* Several lines: line and column; comments and blank lines still count as lines. */
+    expect_error("linear 10\n# comment\n\nrelu\n   tanhh, linear 3\n", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 3 (\"tanhh\") at line 5, column 4: unknown layer \"tanhh\"; "
+                 "expected linear, relu, gelu, tanh, sigmoid, dropout or flatten");
+    expect_error("relu, linear 3, gelu , linear 0x10 # hex\n", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 4 (\"linear 0x10\") at column 31: width must be a positive "
+                 "integer, got \"0x10\"");
+    expect_error("", 10, CLT_ERR_FORMAT,
+                 "model spec: no layers; expected e.g. \"linear 128, relu, linear 10\" or a "
+                 "preset (mlp, logreg)");
+    expect_error(" ,\n, # nothing here\n\t", 10, CLT_ERR_FORMAT,
+                 "model spec: no layers; expected e.g. \"linear 128, relu, linear 10\" or a "
+                 "preset (mlp, logreg)");
+    /* Long entries are cut in the quote. */
+    char text[200];
+    snprintf(text, sizeof text, "%s", "linear 10, dense ");
+    for (int i = 0; i < 100; i++)
+        strcat(text, "x");
+    clt_spec s;
+    ck_assert_int_eq(clt_spec_parse(text, 10, &s), CLT_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(clt_last_errmsg(), "layer 2 (\"dense xxxxxxx"));
+    ck_assert_ptr_nonnull(strstr(clt_last_errmsg(), "xxx...\") at column 12: unknown layer"));
+}
+END_TEST
+
+START_TEST(test_validate)
+{
+    clt_spec s;
+    ck_assert_int_eq(clt_spec_parse("linear 32, relu, linear 10, sigmoid", 0, &s), CLT_OK);
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 10), CLT_OK);
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 12), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: the last linear layer has 10 outputs but the data has 12 "
+                     "classes");
+    ck_assert_int_eq(clt_spec_validate(&s, 0, 10), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: the data has 0 input features; expected at least 1");
+    ck_assert_int_eq(clt_spec_validate(&s, 5, 0), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(), "model spec: the data has 0 classes; expected at least 1");
+    /* Fields out of range in a spec made by hand. */
+    s.layers[0].out = 0;
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 10), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: layer 1: linear width must be in [1, 16777216], got 0");
+    s.layers[0].out = 32;
+    s.layers[1].kind = CLT_LAYER_DROPOUT;
+    s.layers[1].p = 1.0f;
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 10), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: layer 2: dropout probability must be in [0, 1), got 1");
+    s.layers[1].kind = (clt_layer_kind)99;
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 10), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(), "model spec: layer 2 has unknown kind 99");
+    clt_spec_free(&s);
+
+    ck_assert_int_eq(clt_spec_parse("flatten, relu, dropout 0.2", 0, &s), CLT_OK);
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 10), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: the model has no linear layer; it needs at least one, e.g. "
+                     "\"linear 10\"");
+    clt_spec_free(&s);
+    clt_spec empty = {0, NULL};
+    ck_assert_int_eq(clt_spec_validate(&empty, 784, 10), CLT_ERR_INVALID_ARG);
+}
+END_TEST
+
+static void expect_same(const clt_spec *a, const clt_spec *b)
+{
+    ck_assert_int_eq(a->n, b->n);
+    for (int i = 0; i < a->n; i++)
+        expect_layer(&b->layers[i], a->layers[i].kind, a->layers[i].out, a->layers[i].bias,
+                     a->layers[i].p);
+}
+
+START_TEST(test_to_string_round_trip)
+{
+    static const struct {
+        const char *text, *canonical;
+    } cases[] = {
+        {"linear 256, relu, linear 10", "linear 256, relu, linear 10"},
+        {"mlp", "linear 256, relu, linear 128, relu, linear 10"},
+        {"# c\nLinear 5 NOBIAS\n gelu\ntanh,sigmoid, flatten ,dropout 0.10",
+         "linear 5 nobias, gelu, tanh, sigmoid, flatten, dropout 0.1"},
+        {"dropout 0.3333333333333", "dropout 0.33333334"},
+        {"dropout 1e-5, dropout 0, dropout -0, dropout 0.5, dropout 0.99999",
+         "dropout 1e-05, dropout 0, dropout 0, dropout 0.5, dropout 0.99999"},
+        {"linear 16777216", "linear 16777216"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        clt_spec a, b;
+        char *text = NULL, *again = NULL;
+        ck_assert_int_eq(clt_spec_parse(cases[i].text, 10, &a), CLT_OK);
+        ck_assert_int_eq(clt_spec_to_string(&a, &text), CLT_OK);
+        ck_assert_str_eq(text, cases[i].canonical);
+        ck_assert_int_eq(clt_spec_parse(text, 0, &b), CLT_OK);
+        expect_same(&a, &b);
+        ck_assert_int_eq(clt_spec_to_string(&b, &again), CLT_OK);
+        ck_assert_str_eq(again, text);
+        free(text);
+        free(again);
+        clt_spec_free(&a);
+        clt_spec_free(&b);
+    }
+    /* Every float probability in a sweep reads back exactly. */
+    for (int k = 0; k < 2000; k++) {
+        clt_layer_spec l = {CLT_LAYER_DROPOUT, 0, false, (float)k / 2001.0f};
+        clt_spec a = {1, &l}, b;
+        char *text = NULL;
+        ck_assert_int_eq(clt_spec_to_string(&a, &text), CLT_OK);
+        ck_assert_int_eq(clt_spec_parse(text, 0, &b), CLT_OK);
+        expect_same(&a, &b);
+        free(text);
+        clt_spec_free(&b);
+    }
+    clt_spec empty = {0, NULL};
+    char *text = NULL;
+    ck_assert_int_eq(clt_spec_to_string(&empty, &text), CLT_OK);
+    ck_assert_str_eq(text, "");
+    free(text);
+    clt_layer_spec bad = {(clt_layer_kind)42, 0, false, 0.0f};
+    clt_spec b = {1, &bad};
+    text = (char *)"untouched";
+    ck_assert_int_eq(clt_spec_to_string(&b, &text), CLT_ERR_INVALID_ARG);
+    ck_assert_ptr_null(text);
+}
+END_TEST
+
+/* Writes `len` bytes to a fresh temporary file; the caller unlinks it. */
+static void write_temp(char *path, size_t size, const char *data, size_t len)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, size, "%s/cltrain_spec_XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+    close(fd);
+}
+
+START_TEST(test_parse_file)
+{
+    char path[4096], expected[4400];
+    const char text[] = "# hidden layers\nlinear 128\nrelu\n\n# head\nlinear 10\n";
+    clt_spec s;
+    write_temp(path, sizeof path, text, strlen(text));
+    ck_assert_int_eq(clt_spec_parse_file(path, 0, &s), CLT_OK);
+    ck_assert_int_eq(s.n, 3);
+    expect_layer(&s.layers[2], CLT_LAYER_LINEAR, 10, true, 0.0f);
+    clt_spec_free(&s);
+    unlink(path);
+
+    /* A one-line file still reports the line. */
+    const char bad[] = "linear 10, dropout 2";
+    write_temp(path, sizeof path, bad, strlen(bad));
+    ck_assert_int_eq(clt_spec_parse_file(path, 0, &s), CLT_ERR_FORMAT);
+    ck_assert_ptr_null(s.layers);
+    snprintf(expected, sizeof expected,
+             "model spec file \"%s\": layer 2 (\"dropout 2\") at line 1, column 20: dropout "
+             "probability must be in [0, 1), got 2",
+             path);
+    ck_assert_str_eq(clt_last_errmsg(), expected);
+    unlink(path);
+
+    const char nul[] = "linear 10\0relu";
+    write_temp(path, sizeof path, nul, sizeof nul - 1);
+    ck_assert_int_eq(clt_spec_parse_file(path, 0, &s), CLT_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(clt_last_errmsg(), "holds a NUL byte"));
+    unlink(path);
+
+    write_temp(path, sizeof path, "\n", 1);
+    ck_assert_int_eq(clt_spec_parse_file(path, 0, &s), CLT_ERR_FORMAT);
+    snprintf(expected, sizeof expected, "model spec file \"%s\": no layers;", path);
+    ck_assert_ptr_nonnull(strstr(clt_last_errmsg(), expected));
+    unlink(path);
+
+    ck_assert_int_eq(clt_spec_parse_file("/nonexistent/cltrain/model.txt", 0, &s), CLT_ERR_IO);
+    ck_assert_str_eq(clt_last_errmsg(), "model spec file \"/nonexistent/cltrain/model.txt\": "
+                                        "cannot open: No such file or directory");
+    ck_assert_int_eq(s.n, 0);
+}
+END_TEST
+
+START_TEST(test_kind_names)
+{
+    static const char *const names[] = {"linear",  "relu",    "gelu",   "tanh",
+                                        "sigmoid", "dropout", "flatten"};
+    for (int k = 0; k < CLT_LAYER__COUNT; k++) {
+        ck_assert_str_eq(clt_layer_kind_name((clt_layer_kind)k), names[k]);
+        clt_spec s;
+        char text[32];
+        snprintf(text, sizeof text, "%s%s", names[k],
+                 k == CLT_LAYER_LINEAR    ? " 4"
+                 : k == CLT_LAYER_DROPOUT ? " 0.5"
+                                          : "");
+        ck_assert_int_eq(clt_spec_parse(text, 0, &s), CLT_OK);
+        ck_assert_int_eq(s.layers[0].kind, k);
+        clt_spec_free(&s);
+    }
+    ck_assert_str_eq(clt_layer_kind_name(CLT_LAYER__COUNT), "unknown");
+    ck_assert_str_eq(clt_layer_kind_name((clt_layer_kind)-1), "unknown");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *suite = suite_create("spec");
+    TCase *tc = tcase_create("spec");
+    tcase_add_test(tc, test_parse_all_kinds);
+    tcase_add_test(tc, test_parse_comments_newlines_spaces);
+    tcase_add_test(tc, test_presets);
+    tcase_add_test(tc, test_errors_layers);
+    tcase_add_test(tc, test_errors_dropout);
+    tcase_add_test(tc, test_errors_positions_and_empty);
+    tcase_add_test(tc, test_validate);
+    tcase_add_test(tc, test_to_string_round_trip);
+    tcase_add_test(tc, test_parse_file);
+    tcase_add_test(tc, test_kind_names);
+    suite_add_tcase(suite, tc);
+    SRunner *runner = srunner_create(suite);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
