@@ -1,0 +1,58 @@
+/* Optimizer updates over one flat f32 parameter tensor (src/optim.c): SGD, SGD with momentum
+ * (dampening, Nesterov), Adam/AdamW. Tensors arrive as (buffer, offset in elements); each
+ * work-item updates one element. The order of operations follows PyTorch's single-tensor
+ * implementations (torch/optim/sgd.py, adam.py); scalars derived from the step count (bias
+ * corrections, AdamW's decay factor) are computed on the host in double. */
+
+/* param (n) -= lr * (grad + wd * param) */
+kernel void sgd_step(global float *param, ulong p_off, const global float *grad, ulong g_off,
+                     ulong n, float lr, float wd)
+{
+    ulong i = get_global_id(0);
+    if (i >= n) return;
+    float p = param[p_off + i], g = grad[g_off + i];
+    if (wd != 0.0f) g += wd * p;
+    param[p_off + i] = p - lr * g;
+}
+
+/* SGD with momentum: g = grad + wd * param; buf = first ? g : momentum * buf + (1 - dampening)
+ * * g; param -= lr * (nesterov ? g + momentum * buf : buf). All tensors (n). */
+kernel void sgd_momentum_step(global float *param, ulong p_off, const global float *grad,
+                              ulong g_off, global float *buf, ulong b_off, ulong n, float lr,
+                              float wd, float momentum, float one_minus_dampening, int nesterov,
+                              int first)
+{
+    ulong i = get_global_id(0);
+    if (i >= n) return;
+    float p = param[p_off + i], g = grad[g_off + i];
+    if (wd != 0.0f) g += wd * p;
+    float b = first ? g : momentum * buf[b_off + i] + one_minus_dampening * g;
+    buf[b_off + i] = b;
+    float d = nesterov ? g + momentum * b : b;
+    param[p_off + i] = p - lr * d;
+}
+
+/* Adam / AdamW: param *= decay (AdamW: 1 - lr * wd, else 1); g = grad + wd * param (Adam's L2,
+ * wd = 0 for AdamW); m = lerp(m, g, 1 - beta1); v = beta2 * v + (1 - beta2) * g * g;
+ * param -= step_size * m / (sqrt(v) / bc2_sqrt + eps) with step_size = lr / (1 - beta1^t) and
+ * bc2_sqrt = sqrt(1 - beta2^t). All tensors (n). */
+kernel void adam_step(global float *param, ulong p_off, const global float *grad, ulong g_off,
+                      global float *exp_avg, ulong m_off, global float *exp_avg_sq, ulong v_off,
+                      ulong n, float step_size, float bc2_sqrt, float one_minus_beta1,
+                      float beta2, float one_minus_beta2, float eps, float wd, float decay)
+{
+    ulong i = get_global_id(0);
+    if (i >= n) return;
+    float p = param[p_off + i], g = grad[g_off + i];
+    if (decay != 1.0f) p *= decay;
+    if (wd != 0.0f) g += wd * p;
+    float m = exp_avg[m_off + i], v = exp_avg_sq[v_off + i];
+    /* torch.lerp: start + w * (end - start) for w < 0.5, else end - (end - start) * (1 - w) */
+    m = one_minus_beta1 < 0.5f ? m + one_minus_beta1 * (g - m)
+                               : g - (g - m) * (1.0f - one_minus_beta1);
+    v = beta2 * v + one_minus_beta2 * (g * g);
+    exp_avg[m_off + i] = m;
+    exp_avg_sq[v_off + i] = v;
+    float denom = sqrt(v) / bc2_sqrt + eps;
+    param[p_off + i] = p - step_size * (m / denom);
+}
