@@ -265,7 +265,9 @@ clt_status clt_device_select(const clt_device_info *devs, int n, const char *sel
         } else {
             for (int i = 0; i < n && pick < 0; i++)
                 if (contains_nocase(devs[i].device_name, sel) ||
-                    contains_nocase(devs[i].platform_name, sel))
+                    contains_nocase(devs[i].platform_name, sel) ||
+                    /* PoCL says "PoCL" only in its version ("OpenCL 3.0 PoCL 3.1 ...") */
+                    contains_nocase(devs[i].platform_version, sel))
                     pick = i;
         }
     }

@@ -63,8 +63,9 @@ clt_status clt_device_list(clt_device_info **out, int *n);
 const char *clt_device_default_selector(void);
 
 /* Pure choice over descriptors. Grammar: "auto", "gpu", "cpu", "accelerator", an index "N" as
- * listed, "P:D" (platform, device), or a case-insensitive substring of the device or platform
- * name (the first match in listing order wins). `auto`: the best GPU, else the best
+ * listed, "P:D" (platform, device), or a case-insensitive substring of the device name, the
+ * platform name or the platform version, which is where PoCL names itself ("pocl"; the first
+ * match in listing order wins). `auto`: the best GPU, else the best
  * accelerator, else the best CPU; best = most compute units x clock, then most global memory,
  * then first listed. Returns the chosen position in devs through *chosen, or
  * CLT_ERR_NO_DEVICE with a one-line message listing what was found and how to get a CPU
