@@ -388,9 +388,7 @@ fail:
 
 static void emit(clt_trainer *t, struct clt_train_event *e)
 {
-    e->epochs = t->p.epochs > 0 ? t->p.epochs
-                                : (int)((t->total_steps + t->steps_per_epoch - 1) /
-                                        t->steps_per_epoch);
+    e->epochs = (int)((t->total_steps + t->steps_per_epoch - 1) / t->steps_per_epoch);
     e->step = t->step;
     e->total_steps = t->total_steps;
     e->steps_per_epoch = t->steps_per_epoch;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, lists the devices and runs the main job on the default
-# device (--device / CLTRAIN_DEVICE override it): a self-check that compiles a kernel and
-# round-trips a tensor through it.
+# Installs what is missing, builds, lists the OpenCL devices and trains the default model (an
+# MLP) on Fashion-MNIST on the best device present (--device / CLTRAIN_DEVICE override it).
+# Extra arguments go to `cltrain train`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh build
 ./build/src/cli/cltrain devices
-./build/src/cli/cltrain selfcheck "$@"
+./build/src/cli/cltrain train --data fashion-mnist --model mlp --epochs 10 --normalize \
+  --schedule cosine --save fashion-mlp.safetensors "$@"

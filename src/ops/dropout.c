@@ -1,0 +1,50 @@
+/* C wrappers of cl/dropout.cl (compiled after cl/rng.cl): inverted dropout with a Philox mask
+ * that the host's rng.h reproduces bit for bit. */
+#include "nn_internal.h"
+
+#include <stdio.h>
+
+static clt_status dropout(const char *op, const char *kernel, clt_tensor *y, const clt_tensor *x,
+                          float p, uint64_t seed, uint64_t stream)
+{
+    clt_status st = CLT_OK;
+    CLT_ASSERT(y && x);
+    clt_ctx *ctx = clt_tensor_ctx(y);
+    cl_kernel k;
+    char opts[32];
+    CLT_TRY(clt__check_pair(y, x, true, op));
+    CLT_TRY(clt__nn_need_float(y, op, "the tensor"));
+    if (!(p >= 0.0f && p < 1.0f))
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "%s: p = %g is outside [0, 1)", op, (double)p);
+    cl_mem ym = clt_tensor_mem(y), xm = clt_tensor_mem(x);
+    cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x), n = clt_tensor_numel(y),
+             s = seed, str = stream;
+    float scale = 1.0f / (1.0f - p);
+    snprintf(opts, sizeof opts, "-DX_DTYPE=%d", (int)clt_tensor_dtype(y));
+    CLT_TRY(clt__kernel(ctx, "rng,dropout", opts, kernel, &k));
+    cl_int err = CLT__SET_ARG(k, 0, ym);
+    err |= CLT__SET_ARG(k, 1, yo);
+    err |= CLT__SET_ARG(k, 2, xm);
+    err |= CLT__SET_ARG(k, 3, xo);
+    err |= CLT__SET_ARG(k, 4, n);
+    err |= CLT__SET_ARG(k, 5, p);
+    err |= CLT__SET_ARG(k, 6, scale);
+    err |= CLT__SET_ARG(k, 7, s);
+    err |= CLT__SET_ARG(k, 8, str);
+    CLT_CHECK_CL(ctx, err, op);
+    CLT_TRY(clt__launch_1d(ctx, k, (size_t)((n + 3) / 4), op)); /* one item per 4 elements */
+fail:
+    return st;
+}
+
+clt_status clt_op_dropout_forward(clt_tensor *y, const clt_tensor *x, float p, uint64_t seed,
+                                  uint64_t stream)
+{
+    return dropout("dropout_forward", "dropout_forward", y, x, p, seed, stream);
+}
+
+clt_status clt_op_dropout_backward(clt_tensor *dx, const clt_tensor *dy, float p, uint64_t seed,
+                                   uint64_t stream)
+{
+    return dropout("dropout_backward", "dropout_backward", dx, dy, p, seed, stream);
+}

@@ -1,0 +1,45 @@
+/* C wrapper of cl/input.cl: u8 samples to f32 with a per-feature scale and shift. */
+#include "nn_internal.h"
+
+#include <stdint.h>
+
+clt_status clt_op_u8_to_f32(clt_tensor *y, const clt_tensor *x_u8, const clt_tensor *scale,
+                            const clt_tensor *shift)
+{
+    static const char op[] = "u8_to_f32";
+    clt_status st = CLT_OK;
+    CLT_ASSERT(y && x_u8 && scale && shift);
+    clt_ctx *ctx = clt_tensor_ctx(y);
+    cl_kernel k;
+    CLT_TRY(clt__check_pair(y, x_u8, false, op));
+    CLT_TRY(clt__check_pair(scale, shift, true, op));
+    CLT_TRY(clt_tensor_same_ctx(y, scale));
+    CLT_TRY(clt__nn_need_dtype(y, CLT_DTYPE_F32, op, "y"));
+    CLT_TRY(clt__nn_need_dtype(x_u8, CLT_DTYPE_U8, op, "x"));
+    CLT_TRY(clt__nn_need_dtype(scale, CLT_DTYPE_F32, op, "scale"));
+    size_t F = clt_tensor_numel(scale), total = clt_tensor_numel(y);
+    if (F == 0 || F > UINT32_MAX || total % F != 0)
+        CLT_FAIL(ctx, CLT_ERR_SHAPE,
+                 "%s: x has %zu elements, not a whole number of samples of %zu features", op, total,
+                 F);
+    cl_mem ym = clt_tensor_mem(y), xm = clt_tensor_mem(x_u8), scm = clt_tensor_mem(scale),
+           shm = clt_tensor_mem(shift);
+    cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x_u8),
+             sco = clt_tensor_offset(scale), sho = clt_tensor_offset(shift), n = total;
+    cl_uint f = (cl_uint)F;
+    CLT_TRY(clt__kernel(ctx, "input", NULL, "input_u8_to_f32", &k));
+    cl_int err = CLT__SET_ARG(k, 0, ym);
+    err |= CLT__SET_ARG(k, 1, yo);
+    err |= CLT__SET_ARG(k, 2, xm);
+    err |= CLT__SET_ARG(k, 3, xo);
+    err |= CLT__SET_ARG(k, 4, scm);
+    err |= CLT__SET_ARG(k, 5, sco);
+    err |= CLT__SET_ARG(k, 6, shm);
+    err |= CLT__SET_ARG(k, 7, sho);
+    err |= CLT__SET_ARG(k, 8, n);
+    err |= CLT__SET_ARG(k, 9, f);
+    CLT_CHECK_CL(ctx, err, op);
+    CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, op));
+fail:
+    return st;
+}

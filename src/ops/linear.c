@@ -1,0 +1,85 @@
+/* C wrappers of cl/linear.cl: the bias half of a linear layer, y += bias and the deterministic
+ * bias gradient (column sums of dy). The GEMM half is clt_op_gemm. */
+#include "nn_internal.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define BIAS_COLS 16 /* columns per work-group of linear_backward_bias (CLT_BIAS_COLS) */
+
+/* Both kernels come from one program (one compile). */
+static clt_status linear_kernel(clt_ctx *ctx, const char *name, cl_kernel *k)
+{
+    char opts[32];
+    snprintf(opts, sizeof opts, "-DCLT_BIAS_COLS=%d", BIAS_COLS);
+    return clt__kernel(ctx, "linear", opts, name, k);
+}
+
+/* OUT = numel(bias) and t's last dimension must equal it. */
+static clt_status check_rows(const clt_tensor *t, const clt_tensor *bias, const char *op,
+                             const char *what, size_t *out)
+{
+    size_t OUT = clt_tensor_numel(bias);
+    if (OUT == 0 || OUT > UINT32_MAX || clt__nn_last_dim(t) != OUT)
+        return clt__fail(clt_tensor_ctx(t), CLT_ERR_SHAPE,
+                         "%s: %s's last dimension (%zu) must equal the bias length (%zu, >= 1)", op,
+                         what, clt__nn_last_dim(t), OUT);
+    *out = OUT;
+    return CLT_OK;
+}
+
+clt_status clt_op_bias_add(clt_tensor *y, const clt_tensor *bias)
+{
+    clt_status st = CLT_OK;
+    CLT_ASSERT(y && bias);
+    clt_ctx *ctx = clt_tensor_ctx(y);
+    cl_kernel k;
+    size_t OUT = 0;
+    CLT_TRY(clt_tensor_same_ctx(y, bias));
+    CLT_TRY(clt__nn_need_dtype(y, CLT_DTYPE_F32, "bias_add", "y"));
+    CLT_TRY(clt__nn_need_dtype(bias, CLT_DTYPE_F32, "bias_add", "bias"));
+    CLT_TRY(check_rows(y, bias, "bias_add", "y", &OUT));
+    cl_mem ym = clt_tensor_mem(y), bm = clt_tensor_mem(bias);
+    cl_ulong yo = clt_tensor_offset(y), bo = clt_tensor_offset(bias), n = clt_tensor_numel(y);
+    cl_uint out = (cl_uint)OUT;
+    CLT_TRY(linear_kernel(ctx, "linear_forward_bias", &k));
+    cl_int err = CLT__SET_ARG(k, 0, ym);
+    err |= CLT__SET_ARG(k, 1, yo);
+    err |= CLT__SET_ARG(k, 2, bm);
+    err |= CLT__SET_ARG(k, 3, bo);
+    err |= CLT__SET_ARG(k, 4, n);
+    err |= CLT__SET_ARG(k, 5, out);
+    CLT_CHECK_CL(ctx, err, "bias_add: clSetKernelArg");
+    CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, "bias_add"));
+fail:
+    return st;
+}
+
+clt_status clt_op_bias_grad(clt_tensor *db, const clt_tensor *dy, float beta)
+{
+    clt_status st = CLT_OK;
+    CLT_ASSERT(db && dy);
+    clt_ctx *ctx = clt_tensor_ctx(db);
+    cl_kernel k;
+    size_t OUT = 0;
+    CLT_TRY(clt_tensor_same_ctx(db, dy));
+    CLT_TRY(clt__nn_need_dtype(db, CLT_DTYPE_F32, "bias_grad", "db"));
+    CLT_TRY(clt__nn_need_dtype(dy, CLT_DTYPE_F32, "bias_grad", "dy"));
+    CLT_TRY(check_rows(dy, db, "bias_grad", "dy", &OUT));
+    cl_mem dbm = clt_tensor_mem(db), dym = clt_tensor_mem(dy);
+    cl_ulong dbo = clt_tensor_offset(db), dyo = clt_tensor_offset(dy),
+             B = clt_tensor_numel(dy) / OUT;
+    cl_uint out = (cl_uint)OUT;
+    CLT_TRY(linear_kernel(ctx, "linear_backward_bias", &k));
+    cl_int err = CLT__SET_ARG(k, 0, dbm);
+    err |= CLT__SET_ARG(k, 1, dbo);
+    err |= CLT__SET_ARG(k, 2, dym);
+    err |= CLT__SET_ARG(k, 3, dyo);
+    err |= CLT__SET_ARG(k, 4, B);
+    err |= CLT__SET_ARG(k, 5, out);
+    err |= CLT__SET_ARG(k, 6, beta);
+    CLT_CHECK_CL(ctx, err, "bias_grad: clSetKernelArg");
+    CLT_TRY(clt__nn_launch_groups(ctx, k, (OUT + BIAS_COLS - 1) / BIAS_COLS, "bias_grad"));
+fail:
+    return st;
+}
