@@ -20,7 +20,8 @@ fi
 
 build=${1:-build}
 shift || true
+(($#)) || set -- --buildtype=release
 if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" --buildtype=release "$@"
+  meson setup "$build" "$@"
 fi
 ninja -C "$build"
