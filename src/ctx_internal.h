@@ -4,13 +4,32 @@
 #define CLTRAIN_CTX_INTERNAL_H
 
 #include "cltrain/device.h"
+#include "cltrain/profile.h"
 #include "cltrain/tensor.h"
+#include "cltrain/tune.h"
 
 #include <stdatomic.h>
 
 #define CLT_ERRMSG_MAX 16384 /* room for a compiler's build log */
 
 struct clt__program_entry; /* program.c */
+
+/* profile.c */
+struct clt__pending {
+    char name[48];
+    int kind; /* clt_profile_kind */
+    size_t bytes;
+    cl_event ev;
+};
+struct clt__profile_row {
+    struct clt_profile_row r;
+};
+struct clt__profiler {
+    struct clt__pending *pending;
+    int npending, cap_pending;
+    struct clt__profile_row *rows;
+    int nrows, cap_rows;
+};
 struct clt__kernel_entry;  /* program.c */
 
 struct clt_ctx {
@@ -19,11 +38,16 @@ struct clt_ctx {
     cl_command_queue compute;
     cl_command_queue transfer;
     bool profiling;
+    bool sync_debug; /* every launch waits and checks its status (a debugging aid) */
+    struct clt__profiler prof;
 
     /* program cache (program.c) */
     struct clt__program_entry *programs;
     struct clt__kernel_entry *kernels;
     char *cache_dir; /* NULL when the disk cache is off */
+
+    /* tuning data (tune.c): the GEMM choice per layout, read at creation */
+    struct clt_tune tune;
 
     /* accountant (alloc.c) */
     uint64_t mem_current[CLT_MEM__COUNT];

@@ -5,6 +5,7 @@
 
 #include "ctx_internal.h"
 #include "internal.h"
+#include "profile_internal.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -412,12 +413,42 @@ void clt__program_cache_free(clt_ctx *ctx)
     ctx->cache_dir = NULL;
 }
 
+clt_status clt__enqueue(clt_ctx *ctx, cl_kernel k, size_t global, size_t local, const char *what)
+{
+    clt_status st = CLT_OK;
+    cl_event ev = NULL;
+    if (global == 0) return CLT_OK;
+    cl_int err = clEnqueueNDRangeKernel(ctx->compute, k, 1, NULL, &global, &local, 0, NULL,
+                                        ctx->profiling ? &ev : NULL);
+    CLT_CHECK_CL(ctx, err, what);
+    if (ev) {
+        clt__profile_event(ctx, what, CLT_PROFILE_KERNEL, 0, ev);
+        ev = NULL;
+    }
+    if (ctx->sync_debug) {
+        ctx->stats.host_waits[CLT_WAIT_DEBUG]++;
+        ctx->stats.host_waits_total++;
+        err = clFinish(ctx->compute);
+        if (err != CL_SUCCESS)
+            CLT_FAIL(ctx, CLT_ERR_OPENCL, "kernel %s failed on %s (--sync-debug): %s (%d)", what,
+                     ctx->dev.device_name, clt_cl_error_name(err), err);
+    }
+fail:
+    return st;
+}
+
+size_t clt__local_size(clt_ctx *ctx, cl_kernel k)
+{
+    size_t local = ctx->dev.max_work_group < 256 ? ctx->dev.max_work_group : 256, kmax = 0;
+    if (clGetKernelWorkGroupInfo(k, ctx->dev.device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax,
+                                 &kmax, NULL) == CL_SUCCESS &&
+        kmax > 0 && kmax < local)
+        local = kmax;
+    return local ? local : 1;
+}
+
 clt_status clt__launch_1d(clt_ctx *ctx, cl_kernel k, size_t n, const char *what)
 {
-    size_t wg = ctx->dev.max_work_group < 256 ? ctx->dev.max_work_group : 256;
-    if (wg == 0) wg = 1;
-    size_t global = (n + wg - 1) / wg * wg;
-    if (global == 0) return CLT_OK;
-    cl_int err = clEnqueueNDRangeKernel(ctx->compute, k, 1, NULL, &global, &wg, 0, NULL, NULL);
-    return err == CL_SUCCESS ? CLT_OK : clt__fail_cl(ctx, err, what);
+    size_t wg = clt__local_size(ctx, k);
+    return clt__enqueue(ctx, k, (n + wg - 1) / wg * wg, wg, what);
 }

@@ -21,6 +21,12 @@ void clt__program_cache_free(clt_ctx *ctx);
 clt_status clt__kernel(clt_ctx *ctx, const char *files, const char *options, const char *kernel,
                        cl_kernel *out);
 
+/* Every kernel launch goes through here: a 1-D range of `global` work-items in groups of
+ * `local` on the compute queue, with an event for the profiler when profiling, and a checked
+ * finish after it in --sync-debug mode. `what` names the kernel in messages and profiles. */
+clt_status clt__enqueue(clt_ctx *ctx, cl_kernel k, size_t global, size_t local, const char *what);
+/* The work-group size to use: up to 256, within the device's and the kernel's limits. */
+size_t clt__local_size(clt_ctx *ctx, cl_kernel k);
 /* Enqueues a 1-D launch of `n` work-items (rounded up to the work-group size; kernels check
  * their index against n) on the compute queue. */
 clt_status clt__launch_1d(clt_ctx *ctx, cl_kernel k, size_t n, const char *what);

@@ -2,6 +2,7 @@
  * transfer queue ordered against the compute queue by events, and pinned host buffers. */
 #include "alloc_internal.h"
 #include "internal.h"
+#include "profile_internal.h"
 
 #include "cltrain/half.h"
 #include "cltrain/tensor.h"
@@ -227,6 +228,8 @@ clt_status clt_tensor_write(clt_tensor *t, const void *src, bool blocking, cl_ev
                  "clEnqueueWriteBuffer (host to device)");
     CLT_CHECK_CL(ctx, clEnqueueBarrierWithWaitList(ctx->compute, 1, &ev, NULL), "barrier");
     CLT_CHECK_CL(ctx, clFlush(ctx->transfer), "clFlush");
+    if (ctx->profiling && clRetainEvent(ev) == CL_SUCCESS)
+        clt__profile_event(ctx, "host to device", CLT_PROFILE_UPLOAD, bytes, ev);
     if (blocking) CLT_TRY(clt_ctx_wait(ctx, CLT_WAIT_READ, 1, &ev));
     if (done) {
         *done = ev;
@@ -252,6 +255,8 @@ clt_status clt_tensor_read(const clt_tensor *t, void *dst, bool blocking, cl_eve
                                           bytes, dst, 1, &marker, &ev),
                  "clEnqueueReadBuffer (device to host)");
     CLT_CHECK_CL(ctx, clFlush(ctx->transfer), "clFlush");
+    if (ctx->profiling && clRetainEvent(ev) == CL_SUCCESS)
+        clt__profile_event(ctx, "device to host", CLT_PROFILE_DOWNLOAD, bytes, ev);
     if (blocking) CLT_TRY(clt_ctx_wait(ctx, CLT_WAIT_READ, 1, &ev));
     if (done) {
         *done = ev;

@@ -77,7 +77,9 @@ typedef struct clt_ctx clt_ctx;
 
 struct clt_ctx_params {
     const char *device;  /* selector; NULL means clt_device_default_selector() */
-    bool profiling;      /* queue profiling on both queues */
+    bool profiling;      /* queue profiling on both queues; see profile.h */
+    bool sync_debug;     /* every launch waits and checks its status: slow, to localise a
+                          * failing kernel (--sync-debug) */
     const char *cache_dir; /* NULL: $CLTRAIN_CACHE_DIR, $XDG_CACHE_HOME/cltrain, ~/.cache/cltrain */
     int disk_cache;      /* 1 on, 0 off, -1: on unless CLTRAIN_CACHE=0 */
     uint64_t max_memory; /* cap in bytes; 0: $CLTRAIN_MAX_MEMORY if set, else the device's */

@@ -29,11 +29,12 @@ static clt_status parse_model(const char *text, int classes, clt_spec *spec)
     return clt_spec_parse(text, classes, spec);
 }
 
-static int open_ctx(const char *device, bool profiling, clt_ctx **ctx)
+static int open_ctx(const char *device, bool profiling, bool sync_debug, clt_ctx **ctx)
 {
     struct clt_ctx_params p = clt_ctx_default_params();
     p.device = device;
     p.profiling = profiling;
+    p.sync_debug = sync_debug;
     return clt_ctx_create(ctx, &p) == CLT_OK ? CLI_OK : fail_status(NULL);
 }
 
@@ -162,6 +163,7 @@ int cli_train(int argc, char **argv)
     float lr = 1e-3f, momentum = 0, weight_decay = 0, dampening = 0, gamma = 0.1f, min_lr = 0,
           smoothing = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
     const char *label_text = NULL;
+    bool profile = false, sync_debug = false;
     bool no_shuffle = false, drop_last = false, normalize = false, nesterov = false, quiet = false,
          lr_seen = false, wd_seen = false, model_seen = false, label_seen = false,
          step_size_seen = false;
@@ -207,6 +209,10 @@ int cli_train(int argc, char **argv)
         {"init", OPT_STR, &init, "start from a checkpoint's weights, fresh optimizer", NULL},
         {"device", OPT_STR, &device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
         {"quiet", OPT_FLAG, &quiet, "print only the final result", NULL},
+        {"profile", OPT_FLAG, &profile, "time every kernel and copy with events; print a table",
+         NULL},
+        {"sync-debug", OPT_FLAG, &sync_debug,
+         "wait after every kernel and check it (slow; to find a failing kernel)", NULL},
         {NULL, OPT_FLAG, NULL, NULL, NULL}};
     if (is_help(argc, argv)) {
         printf("usage: cltrain train [options]\n");
@@ -300,7 +306,7 @@ int cli_train(int argc, char **argv)
         fail_status(NULL);
         goto done;
     }
-    if (open_ctx(device, false, &ctx) != CLI_OK) goto done;
+    if (open_ctx(device, profile, sync_debug, &ctx) != CLI_OK) goto done;
 
     long spe = drop_last ? (long)train.n / batch : ((long)train.n + batch - 1) / batch;
     long total = epochs * spe;
@@ -368,6 +374,10 @@ int cli_train(int argc, char **argv)
         goto done;
     }
     end_line(&rep);
+    if (profile && clt_profile_print(ctx, stdout) != CLT_OK) {
+        fail_status(ctx);
+        goto done;
+    }
     rc = CLI_OK;
 done:
     clt_trainer_free(t);
@@ -431,7 +441,7 @@ static int load_for_inference(struct loaded *l, const char *load, const char *da
     if (d->features != l->info.norm.features)
         return cli_error("%s: the checkpoint expects %zu input features, %s has %zu", load,
                          l->info.norm.features, data, d->features);
-    if (open_ctx(device, false, &l->ctx) != CLI_OK) return CLI_FAIL;
+    if (open_ctx(device, false, false, &l->ctx) != CLI_OK) return CLI_FAIL;
     struct clt_model_params mp = clt_model_default_params();
     mp.max_batch = (size_t)batch;
     if (clt_model_create(&l->m, l->ctx, &l->spec, d->features, (size_t)outputs, &mp) != CLT_OK ||

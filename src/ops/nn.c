@@ -30,19 +30,6 @@ size_t clt__nn_last_dim(const clt_tensor *t)
 
 clt_status clt__nn_launch_groups(clt_ctx *ctx, cl_kernel k, size_t groups, const char *what)
 {
-    clt_status st = CLT_OK;
-    if (groups == 0) return CLT_OK;
-    const clt_device_info *dev = clt_ctx_device(ctx);
-    size_t local = dev->max_work_group < 256 ? dev->max_work_group : 256, kernel_max = 0;
-    cl_int err = clGetKernelWorkGroupInfo(k, dev->device, CL_KERNEL_WORK_GROUP_SIZE,
-                                          sizeof kernel_max, &kernel_max, NULL);
-    CLT_CHECK_CL(ctx, err, what);
-    if (kernel_max < local) local = kernel_max;
-    if (local == 0) local = 1;
-    size_t global = groups * local;
-    err = clEnqueueNDRangeKernel(clt_ctx_compute_queue(ctx), k, 1, NULL, &global, &local, 0, NULL,
-                                 NULL);
-    CLT_CHECK_CL(ctx, err, what);
-fail:
-    return st;
+    size_t local = clt__local_size(ctx, k);
+    return clt__enqueue(ctx, k, groups * local, local, what);
 }

@@ -1,0 +1,17 @@
+/* The profiler's private state (one per ctx) and the recording calls used by the launch and
+ * copy paths. */
+#ifndef CLTRAIN_PROFILE_INTERNAL_H
+#define CLTRAIN_PROFILE_INTERNAL_H
+
+#include "ctx_internal.h"
+
+#include "cltrain/profile.h"
+
+/* Records an enqueued command's event (ownership passes to the profiler). */
+void clt__profile_event(clt_ctx *ctx, const char *name, clt_profile_kind kind, size_t bytes,
+                        cl_event ev);
+/* Adds a wall-clock measurement (ms) under name. */
+void clt__profile_wall(clt_ctx *ctx, const char *name, double ms);
+void clt__profile_free(clt_ctx *ctx);
+
+#endif
