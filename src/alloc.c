@@ -46,8 +46,9 @@ void clt_format_bytes(uint64_t bytes, char *dst, size_t n)
 
 const char *clt_mem_category_name(clt_mem_category c)
 {
-    static const char *names[CLT_MEM__COUNT] = {"parameters", "gradients",  "optimizer state",
-                                                "activations", "staging", "workspace", "other"};
+    static const char *names[CLT_MEM__COUNT] = {
+        "parameters", "gradients", "optimizer state", "activations",
+        "staging",    "workspace", "data",            "other"};
     return (unsigned)c < CLT_MEM__COUNT ? names[c] : "unknown";
 }
 
@@ -69,6 +70,29 @@ void clt_ctx_mem_reset_peak(clt_ctx *ctx)
 {
     ctx->mem_peak = ctx->mem_total_current;
     memcpy(ctx->mem_peak_by_cat, ctx->mem_current, sizeof ctx->mem_peak_by_cat);
+}
+
+void clt_mem_report(const clt_ctx *ctx, char *dst, size_t n)
+{
+    char total[32], cap[32], cur[32], peak[32];
+    size_t used = 0;
+    clt_format_bytes(ctx->dev.global_mem, total, sizeof total);
+    clt_format_bytes(ctx->mem_cap, cap, sizeof cap);
+    clt_format_bytes(ctx->mem_total_current, cur, sizeof cur);
+    clt_format_bytes(ctx->mem_peak, peak, sizeof peak);
+    int w = snprintf(dst, n, "device memory on %s: total %s, cap %s%s; allocated %s, peak %s\n",
+                     ctx->dev.device_name, total, cap,
+                     ctx->mem_cap_from_user ? " (CLTRAIN_MAX_MEMORY)" : " (the device's)", cur,
+                     peak);
+    used = w > 0 ? (size_t)w : 0;
+    for (int c = 0; c < CLT_MEM__COUNT && used < n; c++) {
+        if (!ctx->mem_peak_by_cat[c]) continue;
+        clt_format_bytes(ctx->mem_current[c], cur, sizeof cur);
+        clt_format_bytes(ctx->mem_peak_by_cat[c], peak, sizeof peak);
+        w = snprintf(dst + used, n - used, "  %-16s %12s now, %12s peak\n",
+                     clt_mem_category_name((clt_mem_category)c), cur, peak);
+        used += w > 0 ? (size_t)w : 0;
+    }
 }
 
 static clt_status out_of_memory(clt_ctx *ctx, size_t bytes, clt_mem_category cat,

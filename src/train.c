@@ -54,12 +54,12 @@ clt_status clt_resident_create(clt_resident **out, clt_ctx *ctx, const clt_datas
     r->task = d->task;
     size_t xdims[2] = {d->n, d->features}, n = d->n, F = d->features;
     CLT_TRY(clt_tensor_create(&r->x, ctx, d->u8 ? CLT_DTYPE_U8 : CLT_DTYPE_F32, 2, xdims,
-                              CLT_MEM_OTHER));
+                              CLT_MEM_DATA));
     CLT_TRY(clt_tensor_create(&r->y, ctx, d->labels ? CLT_DTYPE_I32 : CLT_DTYPE_F32, 1, &n,
-                              CLT_MEM_OTHER));
-    CLT_TRY(clt_tensor_create(&r->scale, ctx, CLT_DTYPE_F32, 1, &F, CLT_MEM_OTHER));
-    CLT_TRY(clt_tensor_create(&r->shift, ctx, CLT_DTYPE_F32, 1, &F, CLT_MEM_OTHER));
-    CLT_TRY(clt_tensor_create(&r->order, ctx, CLT_DTYPE_I32, 1, &n, CLT_MEM_OTHER));
+                              CLT_MEM_DATA));
+    CLT_TRY(clt_tensor_create(&r->scale, ctx, CLT_DTYPE_F32, 1, &F, CLT_MEM_DATA));
+    CLT_TRY(clt_tensor_create(&r->shift, ctx, CLT_DTYPE_F32, 1, &F, CLT_MEM_DATA));
+    CLT_TRY(clt_tensor_create(&r->order, ctx, CLT_DTYPE_I32, 1, &n, CLT_MEM_DATA));
     CLT_ALLOC(ctx, scale, F);
     CLT_ALLOC(ctx, shift, F);
     CLT_ALLOC(ctx, order, n);

@@ -30,6 +30,10 @@ void clt_ctx_mem_reset_peak(clt_ctx *ctx);
  * CLT_ERR_INVALID_ARG on anything else. Thread-safe. */
 clt_status clt_parse_size(const char *s, uint64_t *out);
 
+/* Writes the memory report into dst (several lines): device total, cap, current and peak
+ * bytes, and current and peak per category. Thread-safe for distinct ctxs. */
+void clt_mem_report(const clt_ctx *ctx, char *dst, size_t n);
+
 /* "1.5 GiB", "300.0 MiB", "12 B". Thread-safe. */
 void clt_format_bytes(uint64_t bytes, char *dst, size_t n);
 

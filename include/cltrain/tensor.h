@@ -41,6 +41,7 @@ typedef enum clt_mem_category {
     CLT_MEM_ACTIVATIONS,
     CLT_MEM_STAGING,
     CLT_MEM_WORKSPACE,
+    CLT_MEM_DATA, /* a data set resident on the device */
     CLT_MEM_OTHER,
     CLT_MEM__COUNT
 } clt_mem_category;

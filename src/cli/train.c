@@ -15,6 +15,22 @@ static int fail_status(clt_ctx *ctx)
     return cli_error("%s", ctx ? clt_ctx_errmsg(ctx) : clt_last_errmsg());
 }
 
+/* A failure during set-up or training: the message, and on out-of-memory the memory report and
+ * the remedies in the order to try them. */
+static int fail_train(clt_ctx *ctx, clt_status st)
+{
+    int rc = fail_status(ctx);
+    if (st == CLT_ERR_OUT_OF_MEMORY && ctx) {
+        char report[2048];
+        clt_mem_report(ctx, report, sizeof report);
+        fprintf(stderr, "%sremedies, in this order: a smaller --batch-size; then mixed precision "
+                        "(not available yet); then gradient accumulation (not available yet) "
+                        "to keep the effective batch\n",
+                report);
+    }
+    return rc;
+}
+
 static bool is_help(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
@@ -163,7 +179,7 @@ int cli_train(int argc, char **argv)
     float lr = 1e-3f, momentum = 0, weight_decay = 0, dampening = 0, gamma = 0.1f, min_lr = 0,
           smoothing = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
     const char *label_text = NULL;
-    bool profile = false, sync_debug = false;
+    bool profile = false, sync_debug = false, memory = false;
     bool no_shuffle = false, drop_last = false, normalize = false, nesterov = false, quiet = false,
          lr_seen = false, wd_seen = false, model_seen = false, label_seen = false,
          step_size_seen = false;
@@ -209,6 +225,8 @@ int cli_train(int argc, char **argv)
         {"init", OPT_STR, &init, "start from a checkpoint's weights, fresh optimizer", NULL},
         {"device", OPT_STR, &device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
         {"quiet", OPT_FLAG, &quiet, "print only the final result", NULL},
+        {"memory", OPT_FLAG, &memory, "print the device memory report before and after training",
+         NULL},
         {"profile", OPT_FLAG, &profile, "time every kernel and copy with events; print a table",
          NULL},
         {"sync-debug", OPT_FLAG, &sync_debug,
@@ -318,11 +336,12 @@ int cli_train(int argc, char **argv)
     mp.init = init_kind;
     mp.seed = seed;
     mp.max_batch = (size_t)batch;
-    if (clt_model_create(&m, ctx, &spec, train.features, (size_t)classes, &mp) != CLT_OK ||
-        (ck && clt_checkpoint_load_model(ck, m) != CLT_OK) ||
-        clt_resident_create(&rtrain, ctx, &train, &norm) != CLT_OK ||
-        (test.n > 0 && clt_resident_create(&rtest, ctx, &test, &norm) != CLT_OK)) {
-        fail_status(ctx);
+    clt_status st = clt_model_create(&m, ctx, &spec, train.features, (size_t)classes, &mp);
+    if (st == CLT_OK && ck) st = clt_checkpoint_load_model(ck, m);
+    if (st == CLT_OK) st = clt_resident_create(&rtrain, ctx, &train, &norm);
+    if (st == CLT_OK && test.n > 0) st = clt_resident_create(&rtest, ctx, &test, &norm);
+    if (st != CLT_OK) {
+        fail_train(ctx, st);
         goto done;
     }
     if (metrics && !(mf = fopen(metrics, "a"))) {
@@ -350,9 +369,10 @@ int cli_train(int argc, char **argv)
     tp.classes = classes;
     tp.on_event = on_event;
     tp.user = &rep;
-    if (clt_trainer_create(&t, m, rtrain, rtest, &tp) != CLT_OK ||
-        (resume && clt_trainer_resume(t, resume) != CLT_OK)) {
-        fail_status(ctx);
+    st = clt_trainer_create(&t, m, rtrain, rtest, &tp);
+    if (st == CLT_OK && resume) st = clt_trainer_resume(t, resume);
+    if (st != CLT_OK) {
+        fail_train(ctx, st);
         goto done;
     }
     const clt_device_info *dev = clt_ctx_device(ctx);
@@ -368,10 +388,21 @@ int cli_train(int argc, char **argv)
                clt_tensor_numel(clt_model_params(m)), clt_optim_kind_name(op.kind),
                (double)op.lr, batch, mem);
     fflush(stdout);
-    if (clt_trainer_run(t) != CLT_OK) {
-        end_line(&rep);
-        fail_status(ctx);
+    if (memory) {
+        char report[2048];
+        clt_mem_report(ctx, report, sizeof report);
+        printf("%s", report);
+    }
+    st = clt_trainer_run(t);
+    end_line(&rep);
+    if (st != CLT_OK) {
+        fail_train(ctx, st);
         goto done;
+    }
+    if (memory) {
+        char report[2048];
+        clt_mem_report(ctx, report, sizeof report);
+        printf("%s", report);
     }
     end_line(&rep);
     if (profile && clt_profile_print(ctx, stdout) != CLT_OK) {
