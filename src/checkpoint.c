@@ -208,8 +208,17 @@ clt_status clt_checkpoint_open(clt_checkpoint **out, const char *path)
     ck->info.step = (long)v;
     CLT_TRY(parse_long(ck, "epoch", 0, INT32_MAX, &v));
     ck->info.epoch = (int)v;
-    CLT_TRY(parse_long(ck, "seed", 0, INT64_MAX, &v));
-    ck->info.seed = (uint64_t)v;
+    /* any uint64 (the CLI's --seed takes the full range) */
+    CLT_TRY(need_meta(ck, "seed", &s));
+    {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long seed = strtoull(s, &end, 10);
+        if (errno || end == s || *end || s[0] < '0' || s[0] > '9')
+            CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: metadata \"seed\" is \"%s\", expected an "
+                     "integer in [0, %" PRIu64 "]", path, s, UINT64_MAX);
+        ck->info.seed = (uint64_t)seed;
+    }
     CLT_TRY(need_meta(ck, "task", &s));
     if (strcmp(s, "classification") == 0) ck->info.task = CLT_TASK_CLASSIFICATION;
     else if (strcmp(s, "regression") == 0) ck->info.task = CLT_TASK_REGRESSION;
@@ -260,7 +269,7 @@ static clt_status take(const clt_checkpoint *ck, const char *name,
             used += (size_t)snprintf(got + used, sizeof got - used, "%s%" PRId64, d ? ", " : "",
                                      t->shape[d]);
         return clt__fail(NULL, CLT_ERR_FORMAT,
-                         "%s: tensor \"%s\" is %s [%s], the model needs F32 %s", ck->path, name,
+                         "%s: tensor \"%s\" is %s [%s], the model needs f32 %s", ck->path, name,
                          clt_dtype_name(t->dtype), got, want);
     }
     memcpy(dst, t->data, t->nbytes);

@@ -41,7 +41,7 @@ struct clt_param_info {
 /* Creates the model on ctx: parameters initialised on the host with the counter-based RNG
  * (so the same seed gives the same weights on every device) and uploaded; gradients zero;
  * activations for params->max_batch rows. The spec must validate against in_features and
- * outputs (CLT_ERR_FORMAT otherwise, see clt_spec_validate). The model copies the spec. */
+ * outputs (CLT_ERR_INVALID_ARG otherwise, see clt_spec_validate). The model copies the spec. */
 clt_status clt_model_create(clt_model **out, clt_ctx *ctx, const clt_spec *spec,
                             size_t in_features, size_t outputs,
                             const struct clt_model_params *params);

@@ -40,9 +40,10 @@ void clt_rng_permutation(uint64_t seed, uint64_t stream, uint32_t *perm, size_t 
 
 /* Streams. Keep the users of one seed apart by giving each its own stream; the convention is
  * a purpose in the top 8 bits and the purpose's own number in the low 56:
- *   parameter init of layer i     clt_rng_stream(CLT_RNG_INIT, i)
+ *   init of named parameter i     clt_rng_stream(CLT_RNG_INIT, i)
  *   shuffle of epoch e            clt_rng_stream(CLT_RNG_SHUFFLE, e)
- *   dropout at step s, layer i    clt_rng_stream(CLT_RNG_DROPOUT, s * 256 + i)  (i < 256) */
+ *   dropout at step s, layer i    clt_rng_stream(CLT_RNG_DROPOUT, s * L + i), L = layers in
+ *                                 the model spec (src/nn/model.c) */
 typedef enum clt_rng_purpose {
     CLT_RNG_INIT = 1,
     CLT_RNG_SHUFFLE = 2,

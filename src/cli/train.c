@@ -153,8 +153,9 @@ static void on_event(const struct clt_train_event *e, void *user)
         if (r->metrics)
             fprintf(r->metrics,
                     "{\"event\":\"eval\",\"epoch\":%d,\"step\":%ld,\"test_loss\":%.6g,"
-                    "\"test_accuracy\":%.6g}\n",
-                    e->epoch, e->step, e->loss, isnan(e->accuracy) ? -1.0 : e->accuracy);
+                    "\"test_accuracy\":%.6g,\"host_waits\":%ld}\n",
+                    e->epoch, e->step, e->loss, isnan(e->accuracy) ? -1.0 : e->accuracy,
+                    e->stats.host_waits_total - r->last.host_waits_total);
         print_summary(r, e, e);
         break;
     case CLT_EVENT_SAVE:
@@ -179,7 +180,7 @@ int cli_train(int argc, char **argv)
     float lr = 1e-3f, momentum = 0, weight_decay = 0, dampening = 0, gamma = 0.1f, min_lr = 0,
           smoothing = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
     const char *label_text = NULL;
-    bool profile = false, sync_debug = false, memory = false;
+    bool profile = false, sync_debug = false, memory = false, seed_seen = false;
     bool no_shuffle = false, drop_last = false, normalize = false, nesterov = false, quiet = false,
          lr_seen = false, wd_seen = false, model_seen = false, label_seen = false,
          step_size_seen = false;
@@ -211,7 +212,8 @@ int cli_train(int argc, char **argv)
         {"gamma", OPT_POS_FLOAT, &gamma, "step schedule: decay factor (0.1)", NULL},
         {"min-lr", OPT_NONNEG_FLOAT, &min_lr, "cosine schedule: final learning rate (0)", NULL},
         {"label-smoothing", OPT_UNIT_FLOAT, &smoothing, "cross-entropy label smoothing (0)", NULL},
-        {"seed", OPT_U64, &seed, "initial weights, shuffling and dropout (0)", NULL},
+        {"seed", OPT_U64, &seed, "initial weights, shuffling and dropout (0; --resume: the run's)",
+         &seed_seen},
         {"no-shuffle", OPT_FLAG, &no_shuffle, "keep the file order", NULL},
         {"drop-last", OPT_FLAG, &drop_last, "drop a last partial batch", NULL},
         {"normalize", OPT_FLAG, &normalize, "standardise each feature (training statistics)",
@@ -302,6 +304,7 @@ int cli_train(int argc, char **argv)
         }
         struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
         if (!model_seen) model = info.model_text;
+        if (resume && !seed_seen) seed = info.seed; /* same shuffles and dropout masks */
         norm = info.norm; /* the weights were trained on inputs scaled this way */
         if (norm.features != train.features) {
             cli_error("%s: saved for %zu input features, %s has %zu", from, norm.features, data,

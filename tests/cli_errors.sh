@@ -1,0 +1,190 @@
+#!/bin/sh
+# The cltrain program's failures: bad data files (missing folder, IDX with a wrong magic, short
+# data or mismatched counts, CSV with a non-numeric cell), bad model specs, bad flags and
+# damaged checkpoints each end with exit code 1 or 2 (never a crash: not >= 128), exactly ONE
+# line on stderr naming the file or flag and what was expected, and no --save file (nor a
+# temporary one). Tiny data sets are written by python3 into a temporary folder.
+# Needs CLTRAIN_BIN (set by meson test).
+set -eu
+
+fail() {
+    echo "cli_errors: FAIL: $*" >&2
+    exit 1
+}
+
+[ -n "${CLTRAIN_BIN:-}" ] || fail "CLTRAIN_BIN is not set (run through meson test)"
+[ -x "$CLTRAIN_BIN" ] || fail "CLTRAIN_BIN=$CLTRAIN_BIN is not an executable"
+command -v python3 >/dev/null || fail "python3 is needed to write the test data"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+# -- data: idx folders (gzipped), CSV files, checkpoints -----------------------------------------
+# write_idx DIR NTRAIN NTEST [damage]: 4x4 images, 3 classes, label a function of the pixels.
+# damage: magic (train images' magic 0x804), short (train images 10 bytes short),
+# count (train labels one fewer than images).
+write_idx() {
+    python3 - "$@" <<'EOF'
+import gzip, os, random, struct, sys
+d, ntrain, ntest = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+damage = sys.argv[4] if len(sys.argv) > 4 else ""
+os.makedirs(d, exist_ok=True)
+def images(n, seed):
+    r = random.Random(seed)
+    return [r.getrandbits(8) for _ in range(n * 16)]
+def labels(px, n):  # 0, 1, 2 as the top half is darker than, like, brighter than the bottom
+    out = []
+    for i in range(n):
+        d = sum(px[i * 16 + 8:i * 16 + 16]) - sum(px[i * 16:i * 16 + 8])
+        out.append(0 if d < -127 else (1 if d <= 127 else 2))
+    return out
+for split, n, seed in (("train", ntrain, 1), ("t10k", ntest, 2)):
+    px = images(n, seed)
+    lb = labels(px, n)
+    magic = 0x804 if (damage == "magic" and split == "train") else 0x803
+    img = struct.pack(">IIII", magic, n, 4, 4) + bytes(px)
+    if damage == "short" and split == "train":
+        img = img[:-10]
+    nl = n - 1 if (damage == "count" and split == "train") else n
+    lab = struct.pack(">II", 0x801, nl) + bytes(lb[:nl])
+    with gzip.open(os.path.join(d, split + "-images-idx3-ubyte.gz"), "wb") as f:
+        f.write(img)
+    with gzip.open(os.path.join(d, split + "-labels-idx1-ubyte.gz"), "wb") as f:
+        f.write(lab)
+EOF
+}
+
+# write_ckpt FILE [damage]: a cltrain checkpoint written by hand (struct + json) for the model
+# "linear 8, relu, linear 3" on 16 features. damage: truncate (cut in the data), hlen (header
+# length past the end), shapes (0.weight stored as (16, 8)).
+write_ckpt() {
+    python3 - "$@" <<'EOF'
+import json, struct, sys
+path = sys.argv[1]
+damage = sys.argv[2] if len(sys.argv) > 2 else ""
+shapes = [("0.weight", [8, 16]), ("0.bias", [8]), ("2.weight", [3, 8]), ("2.bias", [3])]
+if damage == "shapes":
+    shapes[0] = ("0.weight", [16, 8])
+header, data = {}, b""
+for name, shape in shapes:
+    n = 1
+    for s in shape:
+        n *= s
+    vals = [((k * 7919) % 13 - 6) / 40.0 for k in range(n)]
+    blob = struct.pack("<%df" % n, *vals)
+    header[name] = {"dtype": "F32", "shape": shape,
+                    "data_offsets": [len(data), len(data) + len(blob)]}
+    data += blob
+header["__metadata__"] = {
+    "format": "cltrain-1", "model": "linear 8, relu, linear 3", "task": "classification",
+    "features": "16", "classes": "3", "input_scale": "0.00392156886", "input_mean": "0",
+    "input_std": "1", "step": "0", "epoch": "0", "seed": "0"}
+h = json.dumps(header).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+out = struct.pack("<Q", len(h)) + h + data
+if damage == "truncate":
+    out = out[:len(out) - 20]
+if damage == "hlen":
+    out = struct.pack("<Q", len(out)) + out[8:]
+open(path, "wb").write(out)
+EOF
+}
+
+write_idx "$tmp/good" 40 12
+write_idx "$tmp/magic" 40 12 magic
+write_idx "$tmp/short" 40 12 short
+write_idx "$tmp/count" 40 12 count
+printf 'a,b,label\n1,2,0\n3,4,1\n5,6,0\n' >"$tmp/good.csv"
+printf 'a,b,label\n1,2,0\n3,x7,1\n5,6,0\n' >"$tmp/bad.csv"
+write_ckpt "$tmp/good.ckpt"
+write_ckpt "$tmp/truncated.ckpt" truncate
+write_ckpt "$tmp/hlen.ckpt" hlen
+write_ckpt "$tmp/shapes.ckpt" shapes
+save="$tmp/out/model.safetensors"
+mkdir "$tmp/out"
+
+# -- positive controls: the files above are fine when undamaged --------------------------------
+"$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "linear 8, relu, linear 3" --steps 1 \
+    --batch-size 8 --quiet >"$tmp/ok.out" 2>"$tmp/ok.err" ||
+    fail "training on the undamaged idx data failed: $(cat "$tmp/ok.err")"
+"$CLTRAIN_BIN" eval --load "$tmp/good.ckpt" --data "idx:$tmp/good" >"$tmp/ok.out" \
+    2>"$tmp/ok.err" || fail "eval of the hand-written checkpoint failed: $(cat "$tmp/ok.err")"
+grep -q "accuracy" "$tmp/ok.out" || fail "eval printed no accuracy: $(cat "$tmp/ok.out")"
+
+# -- check_bad LABEL NEEDLE... -- COMMAND: exit 1 or 2, one stderr line holding every NEEDLE,
+# no --save output -----------------------------------------------------------------------------
+check_bad() {
+    label=$1
+    shift
+    needles=""
+    while [ "$1" != "--" ]; do
+        needles="$needles
+$1"
+        shift
+    done
+    shift
+    set +e
+    "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"
+    rc=$?
+    set -e
+    [ "$rc" -ne 0 ] || fail "$label: exited 0"
+    [ "$rc" -eq 1 ] || [ "$rc" -eq 2 ] ||
+        fail "$label: exit code $rc (expected 1 or 2; >= 128 is a crash): $(cat "$tmp/bad.err")"
+    lines=$(wc -l <"$tmp/bad.err")
+    [ "$lines" -eq 1 ] || fail "$label: $lines lines on stderr, expected 1: $(cat "$tmp/bad.err")"
+    echo "$needles" | while IFS= read -r n; do
+        [ -z "$n" ] && continue
+        grep -qF -- "$n" "$tmp/bad.err" ||
+            { echo "cli_errors: FAIL: $label: stderr lacks '$n': $(cat "$tmp/bad.err")" >&2
+              exit 1; }
+    done || exit 1
+    leftovers=$(ls -A "$tmp/out")
+    [ -z "$leftovers" ] || fail "$label: left files behind: $leftovers"
+    echo "ok: $label: $(cat "$tmp/bad.err")"
+}
+
+train() { # common flags of the failing training runs
+    "$CLTRAIN_BIN" train --steps 1 --batch-size 8 --save "$save" "$@"
+}
+M="linear 8, relu, linear 3"
+
+# data
+check_bad "missing data folder" "/nonexistent" -- train --data idx:/nonexistent --model "$M"
+check_bad "IDX wrong magic" "train-images-idx3-ubyte" "magic" "0x00000803" -- \
+    train --data "idx:$tmp/magic" --model "$M"
+check_bad "IDX truncated data" "train-images-idx3-ubyte" "truncated" -- \
+    train --data "idx:$tmp/short" --model "$M"
+check_bad "IDX count mismatch" "40 images" "39 labels" -- train --data "idx:$tmp/count" --model "$M"
+check_bad "CSV non-numeric cell" "bad.csv" "line 3" "column 2" "x7" -- \
+    train --data "csv:$tmp/bad.csv" --model "linear 4, linear 2"
+
+# model specs
+check_bad "unknown layer" "model spec" "conv2" "linear, relu" -- \
+    train --data "idx:$tmp/good" --model "linear 8, conv2 3, linear 3"
+check_bad "missing width" "model spec" '"linear"' "width" -- \
+    train --data "idx:$tmp/good" --model "linear"
+check_bad "width 0" "model spec" '"linear 0"' "positive" -- \
+    train --data "idx:$tmp/good" --model "linear 0, relu, linear 3"
+check_bad "last layer != classes" "5" "3 classes" -- \
+    train --data "idx:$tmp/good" --model "linear 8, relu, linear 5"
+
+# flags
+check_bad "--lr 0" "--lr 0" "positive" -- train --data "idx:$tmp/good" --model "$M" --lr 0
+check_bad "--batch-size 0" "--batch-size 0" "positive" -- \
+    "$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "$M" --batch-size 0 --save "$save"
+check_bad "unknown flag" "--frobnicate" -- train --data "idx:$tmp/good" --frobnicate 3
+check_bad "flag without value" "--epochs" -- train --data "idx:$tmp/good" --model "$M" --epochs
+
+# checkpoints
+check_bad "eval of a truncated checkpoint" "truncated.ckpt" -- \
+    "$CLTRAIN_BIN" eval --load "$tmp/truncated.ckpt" --data "idx:$tmp/good"
+check_bad "eval, header length past the end" "hlen.ckpt" "header length" -- \
+    "$CLTRAIN_BIN" eval --load "$tmp/hlen.ckpt" --data "idx:$tmp/good"
+check_bad "eval, wrong shapes" "shapes.ckpt" "0.weight" "f32 [16, 8]" "needs f32 [8, 16]" -- \
+    "$CLTRAIN_BIN" eval --load "$tmp/shapes.ckpt" --data "idx:$tmp/good"
+check_bad "eval, missing checkpoint" "nothere.ckpt" -- \
+    "$CLTRAIN_BIN" eval --load "$tmp/nothere.ckpt" --data "idx:$tmp/good"
+check_bad "resume from a damaged checkpoint" "truncated.ckpt" -- \
+    train --data "idx:$tmp/good" --resume "$tmp/truncated.ckpt"
+
+echo "cli_errors: all passed"

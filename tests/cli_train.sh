@@ -1,0 +1,156 @@
+#!/bin/sh
+# The cltrain program end to end on tiny data written by this script: train on an IDX folder
+# (200 train / 50 test gzipped 4x4 images, label a function of the pixels) with a checkpoint
+# and JSON-lines metrics, eval with a confusion matrix, predict to CSV, resume, CSV
+# classification and regression, and bench. Needs CLTRAIN_BIN (set by meson test).
+set -eu
+
+fail() {
+    echo "cli_train: FAIL: $*" >&2
+    exit 1
+}
+
+[ -n "${CLTRAIN_BIN:-}" ] || fail "CLTRAIN_BIN is not set (run through meson test)"
+[ -x "$CLTRAIN_BIN" ] || fail "CLTRAIN_BIN=$CLTRAIN_BIN is not an executable"
+command -v python3 >/dev/null || fail "python3 is needed to write the test data"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+# run LABEL COMMAND...: must exit 0; stdout in $tmp/out, stderr in $tmp/err
+run() {
+    label=$1
+    shift
+    set +e
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    set -e
+    [ "$rc" -eq 0 ] || fail "$label: exit code $rc: $(cat "$tmp/err") $(tail -5 "$tmp/out")"
+}
+
+# -- data ----------------------------------------------------------------------------------------
+# 4x4 images, pixels from a seeded generator; label 0, 1, 2 as the top half is clearly darker
+# than, about as bright as, clearly brighter than the bottom half (classes about equal).
+python3 - "$tmp/idx" <<'EOF'
+import gzip, os, random, struct, sys
+d = sys.argv[1]
+os.makedirs(d)
+for split, n, seed in (("train", 200, 1), ("t10k", 50, 2)):
+    r = random.Random(seed)
+    px = [r.getrandbits(8) for _ in range(n * 16)]
+    lb = []
+    for i in range(n):
+        diff = sum(px[i * 16 + 8:i * 16 + 16]) - sum(px[i * 16:i * 16 + 8])
+        lb.append(0 if diff < -127 else (1 if diff <= 127 else 2))
+    with gzip.open(os.path.join(d, split + "-images-idx3-ubyte.gz"), "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 4, 4) + bytes(px))
+    with gzip.open(os.path.join(d, split + "-labels-idx1-ubyte.gz"), "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + bytes(lb))
+# CSV: label first, then 5 features; the regression target is a linear function of them
+r = random.Random(3)
+for name, n in (("train", 120), ("test", 30)):
+    with open(os.path.join(os.path.dirname(d), name + ".csv"), "w") as c, \
+         open(os.path.join(os.path.dirname(d), name + "_reg.csv"), "w") as g:
+        c.write("label,f1,f2,f3,f4,f5\n")
+        g.write("y,f1,f2,f3,f4,f5\n")
+        for _ in range(n):
+            x = [round(r.uniform(-1, 1), 4) for _ in range(5)]
+            s = x[0] + 0.5 * x[1] - x[2]
+            lab = 0 if s < -0.3 else (1 if s < 0.3 else 2)
+            c.write("%d,%s\n" % (lab, ",".join(map(str, x))))
+            g.write("%.5f,%s\n" % (2 * x[0] - x[3] + 0.5, ",".join(map(str, x))))
+EOF
+
+ck="$tmp/model.safetensors"
+metrics="$tmp/metrics.jsonl"
+M="linear 16, relu, linear 3"
+
+# -- train: 2 epochs, epoch summaries with host waits, a checkpoint, JSON-lines metrics ----------
+run "train" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 --batch-size 32 \
+    --lr 0.01 --log-every 3 --save "$ck" --metrics "$metrics"
+cp "$tmp/out" "$tmp/train.out"
+[ "$(grep -c '^epoch [12]/2: train loss .*host waits' "$tmp/train.out")" -eq 2 ] ||
+    fail "train: expected 2 epoch summaries with host waits: $(cat "$tmp/train.out")"
+grep -q "test accuracy" "$tmp/train.out" || fail "train: no test accuracy: $(cat "$tmp/train.out")"
+grep -q "saved $ck (step 14)" "$tmp/train.out" ||
+    fail "train: no 'saved ... (step 14)' (7 steps per epoch): $(cat "$tmp/train.out")"
+[ -s "$ck" ] || fail "train: no checkpoint $ck"
+[ -s "$metrics" ] || fail "train: no metrics file"
+python3 - "$metrics" <<'EOF' || fail "metrics: $(cat "$metrics")"
+import json, sys
+events = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+kinds = [e["event"] for e in events]
+assert kinds.count("epoch") == 2, kinds
+assert kinds.count("eval") == 2, kinds
+assert kinds.count("log") == 4, kinds  # steps 3, 6, 9, 12 of 14
+for e in events:
+    if e["event"] == "epoch":
+        assert e["train_loss"] > 0 and e["epoch_s"] >= 0, e
+    if e["event"] == "eval":
+        assert 0 <= e["test_accuracy"] <= 1, e
+EOF
+ls "$tmp" | grep -q '\.tmp\.' && fail "train: a temporary file was left: $(ls "$tmp")"
+
+# -- eval with a confusion matrix ------------------------------------------------------------
+run "eval" "$CLTRAIN_BIN" eval --load "$ck" --data "idx:$tmp/idx" --confusion
+grep -q "accuracy [0-9.]*% (50 samples)" "$tmp/out" || fail "eval: no accuracy: $(cat "$tmp/out")"
+grep -q "confusion matrix" "$tmp/out" || fail "eval: no confusion matrix: $(cat "$tmp/out")"
+# three rows "i  n0  n1  n2" whose counts add up to the 50 test samples
+total=$(awk '/confusion matrix/ {on = 1; next}
+    on && NF == 4 && $1 ~ /^[0-2]$/ {s += $2 + $3 + $4; r++}
+    END {print (r == 3 ? s : -1)}' "$tmp/out")
+[ "$total" = 50 ] ||
+    fail "eval: the confusion matrix is not 3 rows holding 50 samples: $(cat "$tmp/out")"
+
+# -- predict ---------------------------------------------------------------------------------
+run "predict" "$CLTRAIN_BIN" predict --load "$ck" --data "idx:$tmp/idx" --output "$tmp/pred.csv"
+python3 - "$tmp/pred.csv" <<'EOF' || fail "predict: $(head -3 "$tmp/pred.csv")"
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+assert rows[0] == ["index", "predicted", "p0", "p1", "p2"], rows[0]
+assert len(rows) == 51, len(rows)
+for i, r in enumerate(rows[1:]):
+    assert int(r[0]) == i and 0 <= int(r[1]) < 3, r
+    p = [float(v) for v in r[2:]]
+    assert abs(sum(p) - 1) < 1e-4, r
+    assert p.index(max(p)) == int(r[1]), r
+EOF
+
+# -- resume to 3 epochs ------------------------------------------------------------------------
+run "resume" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 3 --batch-size 32 \
+    --lr 0.01 --log-every 3 --resume "$ck" --save "$ck"
+grep -q "resuming" "$tmp/out" || fail "resume: no 'resuming': $(cat "$tmp/out")"
+grep -q "^epoch 3/3: train loss" "$tmp/out" || fail "resume: no epoch 3: $(cat "$tmp/out")"
+grep -q "^epoch [12]/3: train loss" "$tmp/out" &&
+    fail "resume: ran epochs 1-2 again: $(cat "$tmp/out")"
+grep -q "saved $ck (step 21)" "$tmp/out" || fail "resume: no save at step 21: $(cat "$tmp/out")"
+
+# -- CSV classification and regression -------------------------------------------------------
+run "csv train" "$CLTRAIN_BIN" train --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0 \
+    --model "linear 8, relu, linear 3" --epochs 2 --batch-size 16 --save "$tmp/csv.ckpt"
+grep -q "5 features" "$tmp/out" || fail "csv: not 5 features: $(cat "$tmp/out")"
+grep -q "test accuracy" "$tmp/out" || fail "csv: no test accuracy: $(cat "$tmp/out")"
+run "csv eval" "$CLTRAIN_BIN" eval --load "$tmp/csv.ckpt" \
+    --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0
+grep -q "accuracy [0-9.]*% (30 samples)" "$tmp/out" || fail "csv eval: $(cat "$tmp/out")"
+
+run "regression" "$CLTRAIN_BIN" train --data "csv:$tmp/train_reg.csv,$tmp/test_reg.csv" \
+    --label-column 0 --task regression --model "linear 8, relu, linear 1" --epochs 3 \
+    --batch-size 16 --lr 0.01 --save "$tmp/reg.ckpt"
+grep -q "test loss" "$tmp/out" || fail "regression: no test loss: $(cat "$tmp/out")"
+grep -q "test accuracy" "$tmp/out" && fail "regression: reports an accuracy: $(cat "$tmp/out")"
+run "regression eval" "$CLTRAIN_BIN" eval --load "$tmp/reg.ckpt" \
+    --data "csv:$tmp/train_reg.csv,$tmp/test_reg.csv" --label-column 0
+grep -q "mean squared error" "$tmp/out" || fail "regression eval: $(cat "$tmp/out")"
+run "regression predict" "$CLTRAIN_BIN" predict --load "$tmp/reg.ckpt" \
+    --data "csv:$tmp/train_reg.csv,$tmp/test_reg.csv" --label-column 0 --output "$tmp/reg.csv"
+[ "$(head -1 "$tmp/reg.csv")" = "index,value" ] ||
+    fail "regression predict header: $(head -1 "$tmp/reg.csv")"
+[ "$(wc -l <"$tmp/reg.csv")" -eq 31 ] || fail "regression predict: $(wc -l <"$tmp/reg.csv") lines"
+
+# -- bench -------------------------------------------------------------------------------------
+run "bench" "$CLTRAIN_BIN" bench --model "linear 32, relu, linear 10" --batch-size 16 --steps 5 \
+    --warmup 1 --repeats 1
+grep -q "[0-9.]* steps/s" "$tmp/out" || fail "bench: no steps/s: $(cat "$tmp/out")"
+
+echo "cli_train: all passed"

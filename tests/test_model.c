@@ -1,0 +1,601 @@
+/* Tests of the model (src/nn/model.c): parameter names, shapes and offsets as PyTorch's
+ * nn.Sequential state_dict, initialisation schemes, forward and backward passes against a
+ * float64 host model built in this file from the weights read back (and central finite
+ * differences), dropout masks from the host Philox, argument checks and memory accounting.
+ * Tests that run GEMMs are few and grouped: CLBlast compiles its kernels once per process. */
+#include "common.h"
+#include "ref/ref_nn.h"
+
+#include "cltrain/model.h"
+#include "cltrain/rng.h"
+#include "cltrain/spec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static clt_spec parse_spec(const char *text)
+{
+    clt_spec s = {0};
+    clt_status st = clt_spec_parse(text, 0, &s);
+    ck_assert_msg(st == CLT_OK, "clt_spec_parse(\"%s\"): %s", text, clt_last_errmsg());
+    return s;
+}
+
+static clt_model *make_model(clt_ctx *ctx, const char *text, size_t in, size_t out, clt_init init,
+                             uint64_t seed, size_t max_batch)
+{
+    clt_spec s = parse_spec(text);
+    struct clt_model_params p = clt_model_default_params();
+    p.init = init;
+    p.seed = seed;
+    p.max_batch = max_batch;
+    clt_model *m = NULL;
+    TC_OK(ctx, clt_model_create(&m, ctx, &s, in, out, &p));
+    clt_spec_free(&s);
+    return m;
+}
+
+static float *read_params(clt_model *m)
+{
+    size_t P = clt_tensor_numel(clt_model_params(m));
+    float *h = malloc(P * sizeof *h);
+    ck_assert_ptr_nonnull(h);
+    TC_OK(clt_model_ctx(m), clt_model_read_params(m, h, CLT_WAIT_READ));
+    return h;
+}
+
+/* ---- a float64 host model ----------------------------------------------------------------- */
+
+#define MAXL 16
+
+/* The model's layers with their widths and parameter offsets, for the host passes. */
+struct host_net {
+    int n;
+    clt_layer_spec layer[MAXL];
+    size_t in[MAXL], out[MAXL];
+    long woff[MAXL], boff[MAXL]; /* offsets into the flat parameters; -1 when absent */
+    size_t P;
+    uint64_t seed; /* the model's seed (dropout masks) */
+};
+
+static struct host_net host_net_of(const clt_model *m, uint64_t seed)
+{
+    struct host_net h;
+    memset(&h, 0, sizeof h);
+    const clt_spec *s = clt_model_spec(m);
+    ck_assert_int_le(s->n, MAXL);
+    h.n = s->n;
+    h.seed = seed;
+    h.P = clt_tensor_numel(clt_model_params(m));
+    size_t w = clt_model_in_features(m);
+    int k = 0;
+    for (int i = 0; i < s->n; i++) {
+        h.layer[i] = s->layers[i];
+        h.in[i] = w;
+        h.woff[i] = h.boff[i] = -1;
+        if (s->layers[i].kind == CLT_LAYER_LINEAR) {
+            w = (size_t)s->layers[i].out;
+            const struct clt_param_info *pi = clt_model_param_info(m, k++);
+            h.woff[i] = (long)pi->offset;
+            if (s->layers[i].bias) h.boff[i] = (long)clt_model_param_info(m, k++)->offset;
+        }
+        h.out[i] = w;
+    }
+    return h;
+}
+
+static ref_act ref_of(clt_layer_kind k)
+{
+    switch (k) {
+    case CLT_LAYER_GELU:
+        return REF_ACT_GELU;
+    case CLT_LAYER_TANH:
+        return REF_ACT_TANH;
+    case CLT_LAYER_SIGMOID:
+        return REF_ACT_SIGMOID;
+    default:
+        return REF_ACT_RELU;
+    }
+}
+
+/* The dropout multiplier of element idx of layer i at `step`: the model's stream (src/nn/model.c:
+ * stream number step * nlayers + i), kept when u >= p, scaled by 1 / (1 - p). */
+static double dropout_mult(const struct host_net *h, int i, uint64_t step, size_t idx)
+{
+    float p = h->layer[i].p;
+    uint64_t stream = clt_rng_stream(CLT_RNG_DROPOUT, step * (uint64_t)h->n + (uint64_t)i);
+    return clt_rng_uniform(h->seed, stream, idx) >= p ? 1.0 / (1.0 - (double)p) : 0.0;
+}
+
+/* acts[0] = x (B, IN); acts[i + 1] (B, out[i]) = layer i of acts[i]. Each acts[i] holds
+ * B x (the widest width) doubles. */
+static void host_forward(const struct host_net *h, const double *w, double **acts, int B,
+                         bool train, uint64_t step)
+{
+    for (int i = 0; i < h->n; i++) {
+        const double *x = acts[i];
+        double *y = acts[i + 1];
+        size_t n = (size_t)B * h->out[i];
+        switch (h->layer[i].kind) {
+        case CLT_LAYER_LINEAR:
+            ref_linear_forward(x, w + h->woff[i], h->boff[i] >= 0 ? w + h->boff[i] : NULL, y, B,
+                               (int)h->in[i], (int)h->out[i]);
+            break;
+        case CLT_LAYER_RELU:
+        case CLT_LAYER_GELU:
+        case CLT_LAYER_TANH:
+        case CLT_LAYER_SIGMOID:
+            ref_act_forward(ref_of(h->layer[i].kind), x, y, n);
+            break;
+        case CLT_LAYER_DROPOUT:
+            for (size_t j = 0; j < n; j++)
+                y[j] = train && h->layer[i].p > 0 ? x[j] * dropout_mult(h, i, step, j) : x[j];
+            break;
+        default:
+            memcpy(y, x, n * sizeof *y);
+            break;
+        }
+    }
+}
+
+/* Gradients (P) of sum(out * dout) for the forward in acts; dx scratch of widest * B. */
+static void host_backward(const struct host_net *h, const double *w, double **acts,
+                          const double *dout, int B, bool train, uint64_t step, double *grads,
+                          double *s0, double *s1)
+{
+    memset(grads, 0, h->P * sizeof *grads);
+    memcpy(s0, dout, (size_t)B * h->out[h->n - 1] * sizeof *s0);
+    double *dy = s0, *dx = s1;
+    for (int i = h->n - 1; i >= 0; i--) {
+        size_t n = (size_t)B * h->in[i];
+        switch (h->layer[i].kind) {
+        case CLT_LAYER_LINEAR:
+            ref_linear_backward(acts[i], w + h->woff[i], dy, dx, grads + h->woff[i],
+                                h->boff[i] >= 0 ? grads + h->boff[i] : NULL, B, (int)h->in[i],
+                                (int)h->out[i]);
+            break;
+        case CLT_LAYER_RELU:
+        case CLT_LAYER_GELU:
+        case CLT_LAYER_TANH:
+        case CLT_LAYER_SIGMOID:
+            ref_act_backward(ref_of(h->layer[i].kind), acts[i], dy, dx, n);
+            break;
+        case CLT_LAYER_DROPOUT:
+            for (size_t j = 0; j < n; j++)
+                dx[j] = train && h->layer[i].p > 0 ? dy[j] * dropout_mult(h, i, step, j) : dy[j];
+            break;
+        default:
+            memcpy(dx, dy, n * sizeof *dx);
+            break;
+        }
+        double *t = dy;
+        dy = dx;
+        dx = t;
+    }
+}
+
+static double host_objective(const struct host_net *h, const double *w, double **acts,
+                             const double *dout, int B, bool train, uint64_t step)
+{
+    host_forward(h, w, acts, B, train, step);
+    double s = 0;
+    size_t n = (size_t)B * h->out[h->n - 1];
+    for (size_t j = 0; j < n; j++)
+        s += acts[h->n][j] * dout[j];
+    return s;
+}
+
+/* Runs forward and backward on the device for one spec and checks them against the host:
+ * output, gradients against the host backward and against central finite differences,
+ * overwrite (poisoned gradients) and accumulation. */
+static void check_spec(clt_ctx *ctx, tc_rng *r, const char *text, size_t IN, size_t OUT,
+                       size_t max_batch, int B, bool train, uint64_t step)
+{
+    uint64_t seed = tc_u64(r);
+    clt_model *m = make_model(ctx, text, IN, OUT, CLT_INIT_DEFAULT, seed, max_batch);
+    struct host_net h = host_net_of(m, seed);
+    size_t P = h.P, widest = IN;
+    for (int i = 0; i < h.n; i++)
+        if (h.out[i] > widest) widest = h.out[i];
+
+    float *pf = read_params(m);
+    double *w = malloc(P * sizeof *w);
+    ck_assert_ptr_nonnull(w);
+    for (size_t i = 0; i < P; i++)
+        w[i] = pf[i];
+
+    /* inputs and two output gradients, random non-zero */
+    size_t nx = (size_t)B * IN, no = (size_t)B * OUT;
+    float *xf = malloc(nx * sizeof *xf), *d1f = malloc(no * sizeof *d1f),
+          *d2f = malloc(no * sizeof *d2f), *got = malloc((no > P ? no : P) * sizeof *got);
+    ck_assert(xf && d1f && d2f && got);
+    tc_fill_nonzero(r, xf, nx, 0.1f, 1.5f);
+    tc_fill_nonzero(r, d1f, no, 0.1f, 1.0f);
+    tc_fill_nonzero(r, d2f, no, 0.1f, 1.0f);
+    double *acts[MAXL + 1], *d1 = malloc(no * sizeof *d1), *d2 = malloc(no * sizeof *d2);
+    double *g1 = malloc(P * sizeof *g1), *g2 = malloc(P * sizeof *g2), *fd = malloc(P * sizeof *fd);
+    double *s0 = malloc((size_t)B * widest * sizeof *s0),
+           *s1 = malloc((size_t)B * widest * sizeof *s1);
+    ck_assert(d1 && d2 && g1 && g2 && fd && s0 && s1);
+    for (int i = 0; i <= h.n; i++) {
+        acts[i] = malloc((size_t)B * widest * sizeof *acts[i]);
+        ck_assert_ptr_nonnull(acts[i]);
+    }
+    for (size_t i = 0; i < nx; i++)
+        acts[0][i] = xf[i];
+    for (size_t i = 0; i < no; i++) {
+        d1[i] = d1f[i];
+        d2[i] = d2f[i];
+    }
+
+    size_t xd[2] = {(size_t)B, IN}, dd[2] = {(size_t)B, OUT};
+    clt_tensor *x = NULL, *dout1 = NULL, *dout2 = NULL, *out = NULL;
+    TC_OK(ctx, clt_tensor_create(&x, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_create(&dout1, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_create(&dout2, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_OTHER));
+    tc_write(x, xf);
+    tc_write(dout1, d1f);
+    tc_write(dout2, d2f);
+
+    /* forward: fp32 kernels against float64 (tolerance: atol 1e-5, rtol 1e-4, the project's) */
+    char what[256];
+    TC_OK(ctx, clt_model_forward(m, x, train, step, &out));
+    ck_assert_uint_eq(clt_tensor_numel(out), no);
+    tc_read(out, got);
+    host_forward(&h, w, acts, B, train, step);
+    snprintf(what, sizeof what, "%s: forward (B %d, train %d)", text, B, (int)train);
+    tc_check_close(got, acts[h.n], no, 1e-5, 1e-4, what, r->seed);
+
+    /* backward overwrites poisoned (NaN) gradients */
+    tc_poison(clt_model_grads(m));
+    TC_OK(ctx, clt_model_backward(m, dout1, false));
+    tc_read(clt_model_grads(m), got);
+    host_backward(&h, w, acts, d1, B, train, step, g1, s0, s1);
+    snprintf(what, sizeof what, "%s: gradients vs host backward", text);
+    tc_check_close(got, g1, P, 1e-5, 1e-4, what, r->seed);
+
+    /* central finite differences of f(w) = sum(out * dout) in double, h = 1e-5: truncation
+     * and rounding errors are ~1e-10, so the host backward must match to 1e-7 and the device's
+     * fp32 gradients to the fp32 tolerance */
+    double *wp = malloc(P * sizeof *wp);
+    ck_assert_ptr_nonnull(wp);
+    memcpy(wp, w, P * sizeof *wp);
+    for (size_t i = 0; i < P; i++) {
+        const double eps = 1e-5;
+        wp[i] = w[i] + eps;
+        double fp = host_objective(&h, wp, acts, d1, B, train, step);
+        wp[i] = w[i] - eps;
+        double fm = host_objective(&h, wp, acts, d1, B, train, step);
+        wp[i] = w[i];
+        fd[i] = (fp - fm) / (2 * eps);
+    }
+    float *g1f = malloc(P * sizeof *g1f);
+    ck_assert_ptr_nonnull(g1f);
+    for (size_t i = 0; i < P; i++)
+        g1f[i] = (float)g1[i];
+    snprintf(what, sizeof what, "%s: host backward vs finite differences", text);
+    tc_check_close(g1f, fd, P, 1e-6, 1e-5, what, r->seed); /* g1 rounded to float: 6e-8 rel */
+    snprintf(what, sizeof what, "%s: device gradients vs finite differences", text);
+    tc_check_close(got, fd, P, 1e-5, 1e-4, what, r->seed);
+
+    /* accumulate = true adds the gradients of a second backward of the same forward */
+    TC_OK(ctx, clt_model_backward(m, dout2, true));
+    tc_read(clt_model_grads(m), got);
+    host_forward(&h, w, acts, B, train, step);
+    host_backward(&h, w, acts, d2, B, train, step, g2, s0, s1);
+    for (size_t i = 0; i < P; i++)
+        g2[i] += g1[i];
+    snprintf(what, sizeof what, "%s: accumulated gradients", text);
+    tc_check_close(got, g2, P, 2e-5, 1e-4, what, r->seed);
+
+    clt_tensor_free(x);
+    clt_tensor_free(dout1);
+    clt_tensor_free(dout2);
+    clt_model_free(m);
+    for (int i = 0; i <= h.n; i++)
+        free(acts[i]);
+    free(pf);
+    free(w);
+    free(wp);
+    free(xf);
+    free(d1f);
+    free(d2f);
+    free(got);
+    free(d1);
+    free(d2);
+    free(g1);
+    free(g1f);
+    free(g2);
+    free(fd);
+    free(s0);
+    free(s1);
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+/* Names, shapes and offsets as nn.Sequential's state_dict: activations and dropout count as
+ * layers; parameters laid out in order, weight then bias. No GEMM runs here. */
+START_TEST(test_names_shapes_offsets)
+{
+    clt_ctx *ctx = tc_ctx();
+    clt_model *m = make_model(ctx, "linear 7, relu, dropout 0.5, linear 3 nobias, tanh, linear 2",
+                              5, 2, CLT_INIT_DEFAULT, 1, 4);
+    static const struct {
+        const char *name;
+        int ndim;
+        size_t d0, d1, offset;
+    } want[] = {
+        {"0.weight", 2, 7, 5, 0},  {"0.bias", 1, 7, 0, 35}, {"3.weight", 2, 3, 7, 42},
+        {"5.weight", 2, 2, 3, 63}, {"5.bias", 1, 2, 0, 69},
+    };
+    ck_assert_int_eq(clt_model_param_count(m), 5);
+    for (int i = 0; i < 5; i++) {
+        const struct clt_param_info *pi = clt_model_param_info(m, i);
+        ck_assert_ptr_nonnull(pi);
+        ck_assert_str_eq(pi->name, want[i].name);
+        ck_assert_int_eq(pi->ndim, want[i].ndim);
+        ck_assert_uint_eq(pi->dims[0], want[i].d0);
+        if (pi->ndim == 2) ck_assert_uint_eq(pi->dims[1], want[i].d1);
+        ck_assert_uint_eq(pi->offset, want[i].offset);
+        ck_assert_uint_eq(pi->numel, want[i].ndim == 2 ? want[i].d0 * want[i].d1 : want[i].d0);
+    }
+    ck_assert_ptr_null(clt_model_param_info(m, 5));
+    ck_assert_ptr_null(clt_model_param_info(m, -1));
+    ck_assert_uint_eq(clt_tensor_numel(clt_model_params(m)), 71);
+    ck_assert_uint_eq(clt_tensor_numel(clt_model_grads(m)), 71);
+    ck_assert_int_eq(clt_tensor_dtype(clt_model_params(m)), CLT_DTYPE_F32);
+    ck_assert_uint_eq(clt_model_in_features(m), 5);
+    ck_assert_uint_eq(clt_model_outputs(m), 2);
+    ck_assert_uint_eq(clt_model_max_batch(m), 4);
+    ck_assert_ptr_eq(clt_model_ctx(m), ctx);
+    ck_assert_int_eq(clt_model_spec(m)->n, 6);
+    ck_assert_int_eq(clt_model_spec(m)->layers[3].bias, 0);
+
+    /* gradients start at zero */
+    float g[71];
+    tc_read(clt_model_grads(m), g);
+    for (int i = 0; i < 71; i++)
+        ck_assert_msg(g[i] == 0.0f, "grad %d = %g", i, (double)g[i]);
+
+    /* accounting: parameters and gradients exactly P floats, activations non-zero */
+    struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+    ck_assert_uint_eq(ms.by_category[CLT_MEM_PARAMS], 71 * sizeof(float));
+    ck_assert_uint_eq(ms.by_category[CLT_MEM_GRADS], 71 * sizeof(float));
+    ck_assert_uint_gt(ms.by_category[CLT_MEM_ACTIVATIONS], 0);
+    clt_model_free(m);
+    ms = clt_ctx_mem_stats(ctx);
+    ck_assert_uint_eq(ms.by_category[CLT_MEM_PARAMS], 0);
+    ck_assert_uint_eq(ms.by_category[CLT_MEM_GRADS], 0);
+    ck_assert_uint_eq(ms.by_category[CLT_MEM_ACTIVATIONS], 0);
+    ck_assert_uint_eq(ms.current, 0);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Bounds of each scheme, bias zero for kaiming/xavier, spread, and the seed's effect. */
+START_TEST(test_init)
+{
+    clt_ctx *ctx = tc_ctx();
+    const size_t IN = 37, H = 29, OUT = 5;
+    const char *text = "linear 29, relu, linear 5";
+    static const clt_init kinds[] = {CLT_INIT_DEFAULT, CLT_INIT_KAIMING, CLT_INIT_XAVIER};
+    for (int k = 0; k < 3; k++) {
+        clt_model *m = make_model(ctx, text, IN, OUT, kinds[k], 42, 8);
+        clt_model *same = make_model(ctx, text, IN, OUT, kinds[k], 42, 3);
+        clt_model *other = make_model(ctx, text, IN, OUT, kinds[k], 43, 8);
+        size_t P = clt_tensor_numel(clt_model_params(m));
+        ck_assert_uint_eq(P, H * IN + H + OUT * H + OUT);
+        float *a = read_params(m), *b = read_params(same), *c = read_params(other);
+        ck_assert_msg(memcmp(a, b, P * sizeof *a) == 0, "init %d: same seed, different bits", k);
+        size_t differ = 0;
+        for (size_t i = 0; i < P; i++)
+            differ += a[i] != c[i];
+        for (int pi_i = 0; pi_i < clt_model_param_count(m); pi_i++) {
+            const struct clt_param_info *pi = clt_model_param_info(m, pi_i);
+            bool weight = pi->ndim == 2;
+            size_t fan_in = weight ? pi->dims[1] : clt_model_param_info(m, pi_i - 1)->dims[1];
+            size_t fan_out = weight ? pi->dims[0] : clt_model_param_info(m, pi_i - 1)->dims[0];
+            double bound = 1.0 / sqrt((double)fan_in);
+            if (kinds[k] == CLT_INIT_KAIMING) bound = weight ? sqrt(6.0 / (double)fan_in) : 0;
+            if (kinds[k] == CLT_INIT_XAVIER)
+                bound = weight ? sqrt(6.0 / (double)(fan_in + fan_out)) : 0;
+            const float *v = a + pi->offset;
+            double lo = INFINITY, hi = -INFINITY;
+            for (size_t i = 0; i < pi->numel; i++) {
+                /* float rounding of the bound: allow one part in 1e6 */
+                ck_assert_msg(fabs(v[i]) <= bound * (1 + 1e-6),
+                              "init %d %s[%zu] = %g outside "
+                              "+-%g",
+                              k, pi->name, i, (double)v[i], bound);
+                if (v[i] < lo) lo = v[i];
+                if (v[i] > hi) hi = v[i];
+            }
+            if (bound == 0) {
+                ck_assert_msg(lo == 0 && hi == 0, "init %d: %s not zero", k, pi->name);
+            } else {
+                /* uniform over the interval: with >= 5 draws the range covers a good part of
+                 * it and the values are not all equal */
+                ck_assert_msg(lo < hi, "init %d: %s all equal", k, pi->name);
+                ck_assert_msg(hi - lo > (pi->numel >= 100 ? 1.6 : 0.3) * bound,
+                              "init %d: %s spans only [%g, %g] of +-%g", k, pi->name, lo, hi,
+                              bound);
+            }
+        }
+        /* the weights differ for another seed (biases of kaiming/xavier are zero in both) */
+        ck_assert_msg(differ >= H * IN + OUT * H, "init %d: seed 43 changed only %zu of %zu", k,
+                      differ, P);
+        free(a);
+        free(b);
+        free(c);
+        clt_model_free(m);
+        clt_model_free(same);
+        clt_model_free(other);
+    }
+    clt_init ik;
+    ck_assert_int_eq(clt_init_parse("kaiming", &ik), CLT_OK);
+    ck_assert_int_eq(ik, CLT_INIT_KAIMING);
+    ck_assert_int_eq(clt_init_parse("Xavier", &ik), CLT_OK);
+    ck_assert_int_eq(ik, CLT_INIT_XAVIER);
+    ck_assert_int_eq(clt_init_parse("default", &ik), CLT_OK);
+    ck_assert_int_eq(ik, CLT_INIT_DEFAULT);
+    ck_assert_int_ne(clt_init_parse("he", &ik), CLT_OK);
+    ck_assert(tc_contains(clt_last_errmsg(), "he"));
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Forward and backward of several small models against the float64 host model and finite
+ * differences (every activation, nobias, activations after the last linear layer, flatten, a
+ * batch smaller than max_batch, dropout in eval mode). */
+START_TEST(test_forward_backward)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    check_spec(ctx, &r, "linear 7, relu, linear 3", 5, 3, 4, 4, false, 0);
+    check_spec(ctx, &r, "linear 6, tanh, linear 5 nobias, sigmoid, linear 3, gelu", 4, 3, 9, 9,
+               true, 0);
+    check_spec(ctx, &r, "flatten, linear 4 nobias, gelu, linear 2, tanh", 3, 2, 9, 5, true, 0);
+    check_spec(ctx, &r, "linear 9, sigmoid, dropout 0.5, linear 1, relu", 17, 1, 6, 3, false, 3);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Dropout in train mode: the mask of the host Philox for (seed, step, layer), the same in
+ * backward; a different step gives a different mask; eval mode is the identity. */
+START_TEST(test_dropout)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    /* forward/backward checks with the mask, at two steps */
+    check_spec(ctx, &r, "linear 12, dropout 0.4, relu, linear 3", 6, 3, 8, 8, true, 0);
+    check_spec(ctx, &r, "linear 12, dropout 0.4, relu, linear 3", 6, 3, 8, 8, true, 5);
+
+    /* the mask itself: "linear 40 nobias, dropout 0.3" with identity-like weights makes the
+     * output the dropped input */
+    const size_t F = 40, B = 5;
+    clt_model *m = make_model(ctx, "linear 40 nobias, dropout 0.3", F, F, CLT_INIT_DEFAULT, 99, B);
+    float *w = calloc(F * F, sizeof *w), *xf = malloc(B * F * sizeof *xf),
+          *y0 = malloc(B * F * sizeof *y0), *y1 = malloc(B * F * sizeof *y1);
+    ck_assert(w && xf && y0 && y1);
+    for (size_t i = 0; i < F; i++)
+        w[i * F + i] = 1.0f;
+    TC_OK(ctx, clt_model_write_params(m, w));
+    tc_fill_nonzero(&r, xf, B * F, 0.5f, 2.0f);
+    size_t xd[2] = {B, F};
+    clt_tensor *x = NULL, *out = NULL;
+    TC_OK(ctx, clt_tensor_create(&x, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_OTHER));
+    tc_write(x, xf);
+    TC_OK(ctx, clt_model_forward(m, x, true, 7, &out));
+    tc_read(out, y0);
+    size_t dropped = 0;
+    uint64_t stream = clt_rng_stream(CLT_RNG_DROPOUT, 7 * 2 + 1); /* step 7, 2 layers, layer 1 */
+    for (size_t i = 0; i < B * F; i++) {
+        bool keep = clt_rng_uniform(99, stream, i) >= 0.3f;
+        double want = keep ? xf[i] / (1.0 - 0.3f) : 0.0;
+        ck_assert_msg(fabs(y0[i] - want) <= 1e-5 + 1e-5 * fabs(want),
+                      "dropout element %zu: got %g, want %g (keep %d)", i, (double)y0[i], want,
+                      (int)keep);
+        dropped += !keep;
+    }
+    /* 200 draws at p = 0.3: 60 expected; [30, 90] is more than 6 standard deviations wide */
+    ck_assert_msg(dropped >= 30 && dropped <= 90, "dropped %zu of %zu", dropped, B * F);
+    TC_OK(ctx, clt_model_forward(m, x, true, 8, &out));
+    tc_read(out, y1);
+    ck_assert_msg(memcmp(y0, y1, B * F * sizeof *y0) != 0, "step 8 gave step 7's mask");
+    TC_OK(ctx, clt_model_forward(m, x, false, 7, &out));
+    tc_read(out, y1);
+    for (size_t i = 0; i < B * F; i++)
+        ck_assert_msg(y1[i] == xf[i], "eval mode element %zu: %g != %g", i, (double)y1[i],
+                      (double)xf[i]);
+    clt_tensor_free(x);
+    clt_model_free(m);
+    free(w);
+    free(xf);
+    free(y0);
+    free(y1);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Bad specs, shapes, dtypes, batch sizes and ctxs are refused before anything is enqueued. */
+START_TEST(test_rejects)
+{
+    clt_ctx *ctx = tc_ctx(), *other = tc_ctx();
+    clt_spec s = parse_spec("linear 4, relu, linear 3");
+    struct clt_model_params p = clt_model_default_params();
+    p.max_batch = 4;
+    clt_model *m = NULL;
+    /* last linear layer 3 wide, data with 2 classes */
+    ck_assert_int_eq(clt_model_create(&m, ctx, &s, 5, 2, &p), CLT_ERR_INVALID_ARG);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(tc_contains(clt_last_errmsg(), "3") && tc_contains(clt_last_errmsg(), "2"),
+                  "message: %s", clt_last_errmsg());
+    p.max_batch = 0;
+    ck_assert_int_eq(clt_model_create(&m, ctx, &s, 5, 3, &p), CLT_ERR_INVALID_ARG);
+    ck_assert_ptr_null(m);
+    p.max_batch = 4;
+    TC_OK(ctx, clt_model_create(&m, ctx, &s, 5, 3, &p));
+    clt_spec_free(&s);
+
+    size_t good[2] = {4, 5}, wide[2] = {4, 6}, big[2] = {5, 5}, dd[2] = {4, 3}, bad_d[2] = {4, 2};
+    clt_tensor *x = NULL, *xw = NULL, *xb = NULL, *xi = NULL, *xo = NULL, *out = NULL, *dbad = NULL,
+               *dother = NULL;
+    TC_OK(ctx, clt_tensor_zeros(&x, ctx, CLT_DTYPE_F32, 2, good, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_zeros(&xw, ctx, CLT_DTYPE_F32, 2, wide, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_zeros(&xb, ctx, CLT_DTYPE_F32, 2, big, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_zeros(&xi, ctx, CLT_DTYPE_I32, 2, good, CLT_MEM_OTHER));
+    TC_OK(other, clt_tensor_zeros(&xo, other, CLT_DTYPE_F32, 2, good, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_zeros(&dbad, ctx, CLT_DTYPE_F32, 2, bad_d, CLT_MEM_OTHER));
+    TC_OK(other, clt_tensor_zeros(&dother, other, CLT_DTYPE_F32, 2, dd, CLT_MEM_OTHER));
+
+    ck_assert_int_eq(clt_model_forward(m, xw, true, 0, &out), CLT_ERR_SHAPE);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "5"), "%s", clt_ctx_errmsg(ctx));
+    ck_assert_int_eq(clt_model_forward(m, xb, true, 0, &out), CLT_ERR_SHAPE); /* B > max_batch */
+    ck_assert_int_eq(clt_model_forward(m, xi, true, 0, &out), CLT_ERR_SHAPE);
+    ck_assert_int_eq(clt_model_forward(m, xo, true, 0, &out), CLT_ERR_DEVICE_MISMATCH);
+    ck_assert_int_eq(clt_model_backward(m, dbad, false), CLT_ERR_SHAPE);
+    ck_assert_int_eq(clt_model_backward(m, dother, false), CLT_ERR_DEVICE_MISMATCH);
+    ck_assert_ptr_null(out);
+    (void)x;
+
+    clt_tensor_free(x);
+    clt_tensor_free(xw);
+    clt_tensor_free(xb);
+    clt_tensor_free(xi);
+    clt_tensor_free(xo);
+    clt_tensor_free(dbad);
+    clt_tensor_free(dother);
+    clt_model_free(m);
+    struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+    ck_assert_uint_eq(ms.current, 0);
+    clt_ctx_free(ctx);
+    clt_ctx_free(other);
+    tc_assert_no_live();
+}
+END_TEST
+
+static Suite *model_suite(void)
+{
+    Suite *s = suite_create("model");
+    TCase *tc = tc_tcase("model");
+    tcase_add_test(tc, test_names_shapes_offsets);
+    tcase_add_test(tc, test_init);
+    tcase_add_test(tc, test_rejects);
+    tcase_add_test(tc, test_forward_backward);
+    tcase_add_test(tc, test_dropout);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tc_run(model_suite());
+}
