@@ -211,10 +211,11 @@ clt_status clt_tensor_same_ctx(const clt_tensor *a, const clt_tensor *b)
     return clt__fail(b->ctx, st, "%s", clt_ctx_errmsg(a->ctx));
 }
 
-/* Copies go on the transfer queue after a marker of the compute queue (so they see, and do not
- * clobber, the compute work enqueued before them); compute work enqueued after a write waits
- * for it through a barrier on the write's event. No host wait unless blocking. */
-clt_status clt_tensor_write(clt_tensor *t, const void *src, bool blocking, cl_event *done)
+/* One copy between host memory and t's bytes on the transfer queue: after a marker of the
+ * compute queue (so it sees, and does not clobber, the compute work enqueued before it); an
+ * upload also makes later compute work wait for it, through a barrier on its event. */
+static clt_status transfer(const clt_tensor *t, void *host, bool upload, bool blocking,
+                           cl_event *done)
 {
     clt_status st = CLT_OK;
     clt_ctx *ctx = t->ctx;
@@ -223,13 +224,19 @@ clt_status clt_tensor_write(clt_tensor *t, const void *src, bool blocking, cl_ev
     if (done) *done = NULL;
     if (bytes == 0) return CLT_OK;
     CLT_CHECK_CL(ctx, clEnqueueMarkerWithWaitList(ctx->compute, 0, NULL, &marker), "marker");
-    CLT_CHECK_CL(ctx, clEnqueueWriteBuffer(ctx->transfer, t->buf->mem, CL_FALSE, t->offset * es,
-                                           bytes, src, 1, &marker, &ev),
-                 "clEnqueueWriteBuffer (host to device)");
-    CLT_CHECK_CL(ctx, clEnqueueBarrierWithWaitList(ctx->compute, 1, &ev, NULL), "barrier");
+    CLT_CHECK_CL(ctx, clFlush(ctx->compute), "clFlush");
+    cl_int err = upload ? clEnqueueWriteBuffer(ctx->transfer, t->buf->mem, CL_FALSE,
+                                               t->offset * es, bytes, host, 1, &marker, &ev)
+                        : clEnqueueReadBuffer(ctx->transfer, t->buf->mem, CL_FALSE,
+                                              t->offset * es, bytes, host, 1, &marker, &ev);
+    CLT_CHECK_CL(ctx, err, upload ? "clEnqueueWriteBuffer (host to device)"
+                                  : "clEnqueueReadBuffer (device to host)");
+    if (upload)
+        CLT_CHECK_CL(ctx, clEnqueueBarrierWithWaitList(ctx->compute, 1, &ev, NULL), "barrier");
     CLT_CHECK_CL(ctx, clFlush(ctx->transfer), "clFlush");
     if (ctx->profiling && clRetainEvent(ev) == CL_SUCCESS)
-        clt__profile_event(ctx, "host to device", CLT_PROFILE_UPLOAD, bytes, ev);
+        clt__profile_event(ctx, upload ? "host to device" : "device to host",
+                           upload ? CLT_PROFILE_UPLOAD : CLT_PROFILE_DOWNLOAD, bytes, ev);
     if (blocking) CLT_TRY(clt_ctx_wait(ctx, CLT_WAIT_READ, 1, &ev));
     if (done) {
         *done = ev;
@@ -241,31 +248,15 @@ fail:
     return st;
 }
 
+clt_status clt_tensor_write(clt_tensor *t, const void *src, bool blocking, cl_event *done)
+{
+    /* the host memory is only read: the cast serves transfer()'s two directions */
+    return transfer(t, (void *)src, true, blocking, done);
+}
+
 clt_status clt_tensor_read(const clt_tensor *t, void *dst, bool blocking, cl_event *done)
 {
-    clt_status st = CLT_OK;
-    clt_ctx *ctx = t->ctx;
-    cl_event marker = NULL, ev = NULL;
-    size_t es = clt_dtype_size(t->dtype), bytes = clt_tensor_nbytes(t);
-    if (done) *done = NULL;
-    if (bytes == 0) return CLT_OK;
-    CLT_CHECK_CL(ctx, clEnqueueMarkerWithWaitList(ctx->compute, 0, NULL, &marker), "marker");
-    CLT_CHECK_CL(ctx, clFlush(ctx->compute), "clFlush");
-    CLT_CHECK_CL(ctx, clEnqueueReadBuffer(ctx->transfer, t->buf->mem, CL_FALSE, t->offset * es,
-                                          bytes, dst, 1, &marker, &ev),
-                 "clEnqueueReadBuffer (device to host)");
-    CLT_CHECK_CL(ctx, clFlush(ctx->transfer), "clFlush");
-    if (ctx->profiling && clRetainEvent(ev) == CL_SUCCESS)
-        clt__profile_event(ctx, "device to host", CLT_PROFILE_DOWNLOAD, bytes, ev);
-    if (blocking) CLT_TRY(clt_ctx_wait(ctx, CLT_WAIT_READ, 1, &ev));
-    if (done) {
-        *done = ev;
-        ev = NULL;
-    }
-fail:
-    if (marker) clReleaseEvent(marker);
-    if (ev) clReleaseEvent(ev);
-    return st;
+    return transfer(t, dst, false, blocking, done);
 }
 
 clt_status clt_pinned_create(clt_pinned **out, clt_ctx *ctx, size_t bytes)
