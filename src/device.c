@@ -3,7 +3,9 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include "ctx_internal.h"
 #include "internal.h"
+#include "profile_internal.h"
 #include "program.h"
+#include "tune_internal.h"
 
 #include "cltrain/alloc.h"
 
@@ -281,7 +283,13 @@ clt_status clt_device_select(const clt_device_info *devs, int n, const char *sel
 struct clt_ctx_params clt_ctx_default_params(void)
 {
     struct clt_ctx_params p = {
-        .device = NULL, .profiling = false, .cache_dir = NULL, .disk_cache = -1, .max_memory = 0};
+        .device = NULL,
+        .profiling = false,
+        .sync_debug = false,
+        .cache_dir = NULL,
+        .disk_cache = -1,
+        .max_memory = 0,
+    };
     return p;
 }
 
@@ -315,6 +323,7 @@ clt_status clt_ctx_create(clt_ctx **out, const struct clt_ctx_params *params)
     atomic_fetch_add(&clt__live_ctxs, 1);
     ctx->dev = devs[pick];
     ctx->profiling = p.profiling;
+    ctx->sync_debug = p.sync_debug;
 
     uint64_t cap = p.max_memory;
     const char *env_cap = getenv("CLTRAIN_MAX_MEMORY");
@@ -338,6 +347,7 @@ clt_status clt_ctx_create(clt_ctx **out, const struct clt_ctx_params *params)
     CLT_TRY(create_queue(ctx, &ctx->compute));
     CLT_TRY(create_queue(ctx, &ctx->transfer));
     CLT_TRY(clt__program_cache_init(ctx, &p));
+    CLT_TRY(clt__tune_init(ctx));
     *out = ctx;
     ctx = NULL;
 fail:
@@ -355,6 +365,7 @@ void clt_ctx_free(clt_ctx *ctx)
     if (ctx->compute) clFinish(ctx->compute);
     if (ctx->transfer) clFinish(ctx->transfer);
     clt__program_cache_free(ctx);
+    clt__profile_free(ctx);
     if (ctx->compute) clReleaseCommandQueue(ctx->compute);
     if (ctx->transfer) clReleaseCommandQueue(ctx->transfer);
     if (ctx->context) clReleaseContext(ctx->context);
@@ -400,7 +411,7 @@ struct clt_ctx_stats clt_ctx_stats(const clt_ctx *ctx)
 const char *clt_wait_reason_name(clt_wait_reason r)
 {
     static const char *names[CLT_WAIT__COUNT] = {"log", "eval", "save", "read",
-                                                 "timing", "debug", "setup"};
+                                                 "timing", "debug", "setup", "loader"};
     return (unsigned)r < CLT_WAIT__COUNT ? names[r] : "unknown";
 }
 

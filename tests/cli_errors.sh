@@ -1,7 +1,7 @@
 #!/bin/sh
 # The cltrain program's failures: bad data files (missing folder, IDX with a wrong magic, short
 # data or mismatched counts, CSV with a non-numeric cell), bad model specs, bad flags and
-# damaged checkpoints each end with exit code 1 or 2 (never a crash: not >= 128), exactly ONE
+# damaged checkpoints, a failing data loader each end with exit code 1 or 2 (never a crash: not >= 128), exactly ONE
 # line on stderr naming the file or flag and what was expected, and no --save file (nor a
 # temporary one). Tiny data sets are written by python3 into a temporary folder.
 # Needs CLTRAIN_BIN (set by meson test).
@@ -174,6 +174,18 @@ check_bad "--batch-size 0" "--batch-size 0" "positive" -- \
     "$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "$M" --batch-size 0 --save "$save"
 check_bad "unknown flag" "--frobnicate" -- train --data "idx:$tmp/good" --frobnicate 3
 check_bad "flag without value" "--epochs" -- train --data "idx:$tmp/good" --model "$M" --epochs
+check_bad "--prefetch 1" "--prefetch 1" "at least 2" -- \
+    train --data "idx:$tmp/good" --model "$M" --loader streaming --prefetch 1
+check_bad "unknown loader" "--loader sometimes" "streaming" -- \
+    train --data "idx:$tmp/good" --model "$M" --loader sometimes
+check_bad "--no-pin with a resident loader" "--no-pin" "resident" -- \
+    train --data "idx:$tmp/good" --model "$M" --data-on-device --no-pin
+check_bad "--data-on-device against --loader streaming" "--data-on-device" "--loader streaming" -- \
+    train --data "idx:$tmp/good" --model "$M" --data-on-device --loader streaming
+# a loader failure (injected in the streaming thread at batch 1) ends the run with its message
+check_bad "loader failure" "data loader" "injected" "batch 1" -- \
+    env CLTRAIN_LOADER_FAIL_AT=1 "$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "$M" \
+    --loader streaming --steps 4 --batch-size 8 --save "$save"
 
 # checkpoints
 check_bad "eval of a truncated checkpoint" "truncated.ckpt" -- \
@@ -186,5 +198,39 @@ check_bad "eval, missing checkpoint" "nothere.ckpt" -- \
     "$CLTRAIN_BIN" eval --load "$tmp/nothere.ckpt" --data "idx:$tmp/good"
 check_bad "resume from a damaged checkpoint" "truncated.ckpt" -- \
     train --data "idx:$tmp/good" --resume "$tmp/truncated.ckpt"
+
+# out of device memory (a cap of 16 KiB): exit 1, the message, then the memory report with the
+# estimates for the batch and the next larger one, then the three remedies in order; no file
+set +e
+CLTRAIN_MAX_MEMORY=16k "$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "$M" --batch-size 128 \
+    --loader resident --save "$save" >"$tmp/bad.out" 2>"$tmp/bad.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || fail "out of memory: exit code $rc: $(cat "$tmp/bad.err")"
+head -1 "$tmp/bad.err" | grep -q "^cltrain: out of device memory: .*over the cap" ||
+    fail "out of memory: first line: $(cat "$tmp/bad.err")"
+for n in "device memory on " "cap 16.0 KiB (CLTRAIN_MAX_MEMORY)" "peak" \
+    "estimate at micro-batch 128: " "(exceeds the 16.0 KiB cap)" \
+    "estimate at micro-batch 256, the next larger: " \
+    "remedies, in this order: a smaller --batch-size; then mixed precision" \
+    "then --accumulate N with a smaller --batch-size" "--auto-batch"; do
+    grep -qF -- "$n" "$tmp/bad.err" || fail "out of memory: stderr lacks '$n': $(cat "$tmp/bad.err")"
+done
+[ -z "$(ls -A "$tmp/out")" ] || fail "out of memory: left files behind: $(ls -A "$tmp/out")"
+echo "ok: out of memory: $(head -1 "$tmp/bad.err")"
+# --auto-batch with a cap that not even micro-batch 1 fits: backs off to 1, then the same report
+set +e
+CLTRAIN_MAX_MEMORY=4k "$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "$M" --batch-size 4 \
+    --loader resident --auto-batch >"$tmp/bad.out" 2>"$tmp/bad.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || fail "auto-batch, nothing fits: exit code $rc: $(cat "$tmp/bad.err")"
+[ "$(grep -c "^auto-batch: .*retrying with micro-batch" "$tmp/bad.out")" -eq 2 ] ||
+    fail "auto-batch, nothing fits: retries: $(cat "$tmp/bad.out")"
+grep -q "retrying with micro-batch 1 x accumulate 4" "$tmp/bad.out" ||
+    fail "auto-batch, nothing fits: $(cat "$tmp/bad.out")"
+grep -qF "estimate at micro-batch 1: " "$tmp/bad.err" ||
+    fail "auto-batch, nothing fits: report: $(cat "$tmp/bad.err")"
+echo "ok: auto-batch down to 1"
 
 echo "cli_errors: all passed"

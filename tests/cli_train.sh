@@ -1,8 +1,8 @@
 #!/bin/sh
 # The cltrain program end to end on tiny data written by this script: train on an IDX folder
 # (200 train / 50 test gzipped 4x4 images, label a function of the pixels) with a checkpoint
-# and JSON-lines metrics, eval with a confusion matrix, predict to CSV, resume, CSV
-# classification and regression, and bench. Needs CLTRAIN_BIN (set by meson test).
+# and JSON-lines metrics, the resident and streaming loaders (same results), Ctrl-C, eval with
+# a confusion matrix, predict to CSV, resume, CSV classification and regression, and bench. Needs CLTRAIN_BIN (set by meson test).
 set -eu
 
 fail() {
@@ -91,6 +91,50 @@ for e in events:
 EOF
 ls "$tmp" | grep -q '\.tmp\.' && fail "train: a temporary file was left: $(ls "$tmp")"
 
+# -- the loaders: auto picks resident for this tiny set; streaming (pageable, prefetch 2) gives
+# the same epoch summaries as --data-on-device, up to the timings --------------------------------
+grep -q "data resident on the device (auto: .* is within 25% of the" "$tmp/train.out" ||
+    fail "train: header does not say resident (auto): $(head -1 "$tmp/train.out")"
+summaries() { # the epoch summaries without the timings and wait counts
+    sed -n 's/^\(epoch [0-9]*\/[0-9]*: train loss .*\), [0-9.]* s (.*/\1/p' "$1"
+}
+run "resident" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 --batch-size 32 \
+    --lr 0.01 --log-every 3 --data-on-device
+grep -q "data resident on the device (requested" "$tmp/out" || fail "resident: $(head -1 "$tmp/out")"
+summaries "$tmp/out" >"$tmp/resident.sum"
+[ "$(wc -l <"$tmp/resident.sum")" -eq 2 ] || fail "resident: summaries: $(cat "$tmp/out")"
+run "streaming" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 --batch-size 32 \
+    --lr 0.01 --log-every 3 --loader streaming --prefetch 2 --no-pin
+grep -q "data streamed through 2 pageable staging buffers (requested" "$tmp/out" ||
+    fail "streaming: header: $(head -1 "$tmp/out")"
+# epoch 2: log points 9 and 12, the epoch end's read (14), one evaluation
+grep -q "^epoch 2/2: .*host waits 4 (log 3, eval 1); loader thread waits [0-9]* (" "$tmp/out" ||
+    fail "streaming: epoch 2 summary: $(cat "$tmp/out")"
+summaries "$tmp/out" >"$tmp/streaming.sum"
+cmp -s "$tmp/resident.sum" "$tmp/streaming.sum" ||
+    fail "streaming and resident differ: $(cat "$tmp/resident.sum" "$tmp/streaming.sum")"
+
+# -- Ctrl-C: stops at a step boundary, saves the checkpoint, exit code 130 ----------------------
+python3 - "$tmp/int.ckpt" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" \
+    --epochs 100000 --batch-size 32 --log-every 1 --loader streaming --save "$tmp/int.ckpt" \
+    <<'EOF' || fail "Ctrl-C"
+import os, signal, subprocess, sys
+ck, cmd = sys.argv[1], sys.argv[2:]
+p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+for line in p.stdout:
+    if line.startswith("epoch 1/100000 step 2/"):
+        break
+p.send_signal(signal.SIGINT)
+out, err = p.communicate(timeout=300)
+assert p.returncode == 130, (p.returncode, err)
+lines = err.strip().splitlines()
+assert len(lines) == 1 and "interrupted after step" in lines[0], err
+assert "checkpoint written to " + ck in lines[0], err
+assert os.path.getsize(ck) > 0
+EOF
+run "eval after Ctrl-C" "$CLTRAIN_BIN" eval --load "$tmp/int.ckpt" --data "idx:$tmp/idx"
+grep -q "accuracy" "$tmp/out" || fail "eval after Ctrl-C: $(cat "$tmp/out")"
+
 # -- eval with a confusion matrix ------------------------------------------------------------
 run "eval" "$CLTRAIN_BIN" eval --load "$ck" --data "idx:$tmp/idx" --confusion
 grep -q "accuracy [0-9.]*% (50 samples)" "$tmp/out" || fail "eval: no accuracy: $(cat "$tmp/out")"
@@ -148,9 +192,74 @@ run "regression predict" "$CLTRAIN_BIN" predict --load "$tmp/reg.ckpt" \
     fail "regression predict header: $(head -1 "$tmp/reg.csv")"
 [ "$(wc -l <"$tmp/reg.csv")" -eq 31 ] || fail "regression predict: $(wc -l <"$tmp/reg.csv") lines"
 
+# -- memory: --accumulate, --dry-run, --auto-batch under CLTRAIN_MAX_MEMORY ---------------------
+numbers() { # the losses and accuracies of the epoch summaries, one per line
+    summaries "$1" | tr ',' '\n' | sed -n 's/.* \([0-9][0-9.]*\)%*$/\1/p'
+}
+# 32 x 2 micro-batches against batch 64: 4 optimizer steps an epoch either way, the same
+# summaries within printing and fp32 rounding (losses 2e-4; accuracy: one test sample, 2 points)
+run "accumulate" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
+    --batch-size 32 --accumulate 2 --lr 0.01 --log-every 2 --loader resident
+grep -q "; batch 32 x 2 micro-batches (effective 64);" "$tmp/out" ||
+    fail "accumulate: header: $(head -1 "$tmp/out")"
+grep -q "^epoch 2/2 step 8/8 " "$tmp/out" || fail "accumulate: steps: $(cat "$tmp/out")"
+numbers "$tmp/out" >"$tmp/acc.num"
+run "batch 64" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
+    --batch-size 64 --lr 0.01 --log-every 2 --loader resident
+numbers "$tmp/out" >"$tmp/b64.num"
+[ "$(wc -l <"$tmp/acc.num")" -eq 6 ] || fail "accumulate: summaries: $(cat "$tmp/acc.num")"
+paste "$tmp/acc.num" "$tmp/b64.num" | awk '{ d = $1 - $2; if (d < 0) d = -d;
+    if (d > (NR % 3 == 0 ? 2.0 : 2e-4)) { print "differ: " $0; exit 1 } }' ||
+    fail "accumulate: 32 x 2 and 64 differ: $(paste "$tmp/acc.num" "$tmp/b64.num")"
+
+# the dry run: builds, takes one step, reports (estimate = set-up = peak), trains nothing
+dry() { # dry BATCH: the set-up's bytes
+    run "dry run $1" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --batch-size "$1" \
+        --loader resident --dry-run --save "$tmp/dry.ckpt"
+    line=$(grep "^dry run: " "$tmp/out") || fail "dry run: $(cat "$tmp/out")"
+    set -- $(echo "$line" | sed 's/[^(]*(\([0-9]*\) bytes)[^(]*(\([0-9]*\) bytes)[^(]*([^)]*)[^(]*(\([0-9]*\) bytes).*/\1 \2 \3/')
+    [ "$1" = "$2" ] && [ "$1" = "$3" ] || fail "dry run: set-up, peak, estimate differ: $line"
+    grep -q "^estimate at micro-batch .*, the next larger: " "$tmp/out" ||
+        fail "dry run: no next larger estimate: $(cat "$tmp/out")"
+    grep -q "train loss" "$tmp/out" && fail "dry run trained: $(cat "$tmp/out")"
+    [ -e "$tmp/dry.ckpt" ] && fail "dry run wrote a checkpoint"
+    echo "$1"
+}
+e64=$(dry 64)
+e128=$(dry 128)
+[ "$e128" -gt "$e64" ] || fail "dry run: batch 128 needs $e128 bytes, 64 needs $e64"
+
+# a cap between them: --auto-batch turns 128 into 64 x 2, with the same results as asking for
+# 64 x 2 uncapped (the same bits: the summaries are compared as text)
+cap=$(((e64 + e128) / 2))
+run "auto-batch" env CLTRAIN_MAX_MEMORY=$cap "$CLTRAIN_BIN" train --data "idx:$tmp/idx" \
+    --model "$M" --epochs 2 --batch-size 128 --auto-batch --lr 0.01 --loader resident
+grep -q "^auto-batch: out of device memory: .*; retrying with micro-batch 64 x accumulate 2" \
+    "$tmp/out" || fail "auto-batch: no retry line: $(cat "$tmp/out")"
+grep -q "^auto-batch: chose micro-batch 64 x accumulate 2 (effective batch 128) after 1 " \
+    "$tmp/out" || fail "auto-batch: no choice line: $(cat "$tmp/out")"
+summaries "$tmp/out" >"$tmp/auto.sum"
+run "64 x 2" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
+    --batch-size 64 --accumulate 2 --lr 0.01 --loader resident
+summaries "$tmp/out" >"$tmp/ref.sum"
+[ "$(wc -l <"$tmp/auto.sum")" -eq 2 ] && cmp -s "$tmp/auto.sum" "$tmp/ref.sum" ||
+    fail "auto-batch: $(cat "$tmp/auto.sum") against 64 x 2: $(cat "$tmp/ref.sum")"
+
+# --memory: the report before and after, with the next larger batch's estimate
+run "memory" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 1 \
+    --batch-size 32 --memory
+[ "$(grep -c "^device memory on " "$tmp/out")" -eq 2 ] || fail "--memory: $(cat "$tmp/out")"
+grep -q "^estimate at micro-batch 64, the next larger: " "$tmp/out" || fail "--memory: $(cat "$tmp/out")"
+
 # -- bench -------------------------------------------------------------------------------------
 run "bench" "$CLTRAIN_BIN" bench --model "linear 32, relu, linear 10" --batch-size 16 --steps 5 \
     --warmup 1 --repeats 1
 grep -q "[0-9.]* steps/s" "$tmp/out" || fail "bench: no steps/s: $(cat "$tmp/out")"
+# the loader benchmark runs every loader (its figures are not checked: no timed tests)
+run "bench --data" "$CLTRAIN_BIN" bench --data "idx:$tmp/idx" --model "$M" --batch-size 32 \
+    --epochs 1 --warmup 2
+for w in "resident " "streaming, pinned " "streaming, pageable " "upload bandwidth"; do
+    grep -q "$w" "$tmp/out" || fail "bench --data: no '$w': $(cat "$tmp/out")"
+done
 
 echo "cli_train: all passed"

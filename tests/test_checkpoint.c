@@ -498,8 +498,10 @@ START_TEST(test_resume_other_optimizer)
                      .task = CLT_TASK_CLASSIFICATION,
                      .input_scale = 1.0f,
                      .source = "test data"};
-    clt_resident *rd = NULL;
-    TC_OK(ctx, clt_resident_create(&rd, ctx, &d, &info.norm));
+    clt_loader *rd = NULL;
+    struct clt_loader_params lp = clt_loader_default_params();
+    lp.batch_size = 4;
+    TC_OK(ctx, clt_loader_create(&rd, ctx, &d, &info.norm, &lp));
     static const struct {
         clt_optim_kind kind;
         float momentum;
@@ -544,7 +546,7 @@ START_TEST(test_resume_other_optimizer)
     ck_assert_int_eq(clt_optim_steps(clt_trainer_optim(t)), 4);
     clt_trainer_free(t);
 
-    clt_resident_free(rd);
+    clt_loader_free(rd);
     clt_model_free(m);
     tc_rmdir(dir);
     clt_ctx_free(ctx);

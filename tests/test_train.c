@@ -63,7 +63,9 @@ static void set_free(struct set *s)
 /* What the callback saw. */
 #define MAXEV 256
 struct capture {
-    int nlog, nepoch, neval, nsave;
+    int nlog, nepoch, neval, nsave, nbackoff;
+    size_t backoff_batch; /* the last backoff's micro-batch and accumulation */
+    int backoff_acc;
     double loss[MAXEV];
     long log_step[MAXEV];
     long save_step[MAXEV];
@@ -115,6 +117,11 @@ static void on_event(const struct clt_train_event *e, void *user)
             c->copied = true;
         }
         break;
+    case CLT_EVENT_BACKOFF:
+        c->nbackoff++;
+        c->backoff_batch = e->batch_size;
+        c->backoff_acc = e->accumulate;
+        break;
     }
 }
 
@@ -129,6 +136,20 @@ struct run_out {
     struct clt_ctx_stats before, after;
 };
 
+/* The loader mode train_once uses (the golden test runs in both). */
+static clt_loader_mode train_mode = CLT_LOADER_RESIDENT;
+
+static clt_loader *make_loader(clt_ctx *ctx, const clt_dataset *d, const struct clt_input_norm *norm,
+                               size_t batch)
+{
+    struct clt_loader_params lp = clt_loader_default_params();
+    lp.mode = train_mode;
+    lp.batch_size = batch;
+    clt_loader *l = NULL;
+    TC_OK(ctx, clt_loader_create(&l, ctx, d, norm, &lp));
+    return l;
+}
+
 static struct run_out train_once(clt_ctx *ctx, const char *spec_text, const struct set *tr,
                                  const struct set *te, uint64_t seed,
                                  const struct clt_train_params *tp_in, const char *resume,
@@ -142,11 +163,12 @@ static struct run_out train_once(clt_ctx *ctx, const char *spec_text, const stru
     mp.seed = seed;
     mp.max_batch = tp_in->batch_size;
     clt_model *m = NULL;
-    clt_resident *rtr = NULL, *rte = NULL;
+    clt_loader *rtr = NULL;
+    clt_resident *rte = NULL;
     clt_trainer *t = NULL;
     struct clt_input_norm norm = {.features = tr->d.features, .scale = 1.0f};
     TC_OK(ctx, clt_model_create(&m, ctx, &spec, tr->d.features, (size_t)tr->d.classes, &mp));
-    TC_OK(ctx, clt_resident_create(&rtr, ctx, &tr->d, &norm));
+    rtr = make_loader(ctx, &tr->d, &norm, tp_in->batch_size);
     if (te) TC_OK(ctx, clt_resident_create(&rte, ctx, &te->d, &norm));
     if (resume) {
         clt_checkpoint *ck = NULL;
@@ -172,7 +194,7 @@ static struct run_out train_once(clt_ctx *ctx, const char *spec_text, const stru
     ck_assert_ptr_nonnull(o.params);
     TC_OK(ctx, clt_model_read_params(m, o.params, CLT_WAIT_READ));
     clt_trainer_free(t);
-    clt_resident_free(rtr);
+    clt_loader_free(rtr);
     clt_resident_free(rte);
     clt_model_free(m);
     clt_spec_free(&spec);
@@ -203,7 +225,7 @@ START_TEST(test_sgd_step)
     struct clt_model_params mp = clt_model_default_params();
     mp.max_batch = B;
     clt_model *m = NULL;
-    clt_resident *rtr = NULL;
+    clt_loader *rtr = NULL;
     clt_trainer *t = NULL;
     TC_OK(ctx, clt_model_create(&m, ctx, &spec, IN, N, &mp));
     ck_assert_uint_eq(clt_tensor_numel(clt_model_params(m)), P);
@@ -211,7 +233,7 @@ START_TEST(test_sgd_step)
     for (size_t i = 0; i < P; i++)
         w0[i] = (float)tc_uniform(&r, -0.6, 0.6);
     TC_OK(ctx, clt_model_write_params(m, w0));
-    TC_OK(ctx, clt_resident_create(&rtr, ctx, &s.d, &norm));
+    rtr = make_loader(ctx, &s.d, &norm, B);
 
     struct capture cap;
     memset(&cap, 0, sizeof cap);
@@ -274,7 +296,7 @@ START_TEST(test_sgd_step)
                   cap.epoch_loss[0], loss);
 
     clt_trainer_free(t);
-    clt_resident_free(rtr);
+    clt_loader_free(rtr);
     clt_model_free(m);
     clt_spec_free(&spec);
     set_free(&s);
@@ -495,6 +517,19 @@ START_TEST(test_golden)
     ck_assert_int_eq(c.nepoch, 5);
     ck_assert_msg(c.epoch_loss[4] < c.epoch_loss[0], "epoch losses %g -> %g", c.epoch_loss[0],
                   c.epoch_loss[4]);
+    /* the same run with its batches streamed by the loader thread: the same bits */
+    struct capture c2;
+    memset(&c2, 0, sizeof c2);
+    train_mode = CLT_LOADER_STREAMING;
+    struct run_out o2 = train_once(ctx, "linear 16, relu, linear 3", &s, NULL, 7, &tp, NULL, &c2);
+    train_mode = CLT_LOADER_RESIDENT;
+    ck_assert_msg(o2.st == CLT_OK, "streaming: %s", o2.msg);
+    ck_assert_int_eq(c2.nlog, 20);
+    ck_assert_msg(memcmp(c.loss, c2.loss, 20 * sizeof *c.loss) == 0,
+                  "streaming: other losses (step 1: %.9g vs %.9g)", c2.loss[0], c.loss[0]);
+    ck_assert_msg(memcmp(o.params, o2.params, o.P * sizeof *o.params) == 0,
+                  "streaming: other weights than resident");
+    free(o2.params);
     free(o.params);
     set_free(&s);
     clt_ctx_free(ctx);
@@ -599,11 +634,11 @@ START_TEST(test_epoch_coverage)
     struct clt_model_params mp = clt_model_default_params();
     mp.max_batch = B;
     clt_model *m = NULL;
-    clt_resident *r = NULL;
+    clt_loader *r = NULL;
     clt_trainer *t = NULL;
     TC_OK(ctx, clt_model_create(&m, ctx, &spec, n, 1, &mp));
     TC_OK(ctx, clt_model_write_params(m, w));
-    TC_OK(ctx, clt_resident_create(&r, ctx, &d, &norm));
+    r = make_loader(ctx, &d, &norm, B);
     struct clt_train_params tp = clt_train_default_params();
     tp.epochs = 1;
     tp.batch_size = B;
@@ -629,7 +664,7 @@ START_TEST(test_epoch_coverage)
     ck_assert_msg(!(perm[8] >= 8 && perm[9] >= 8), "seed %llu does not shuffle; pick another",
                   (unsigned long long)seed);
     clt_trainer_free(t);
-    clt_resident_free(r);
+    clt_loader_free(r);
     clt_model_free(m);
     clt_spec_free(&spec);
     clt_ctx_free(ctx);
@@ -680,6 +715,192 @@ START_TEST(test_numeric)
 }
 END_TEST
 
+/* ---- (h) gradient accumulation ------------------------------------------------------------ */
+
+/* max |x| over n floats */
+static double max_abs(const float *x, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs(x[i]) > m) m = fabs(x[i]);
+    return m;
+}
+
+/* got against ref elementwise: |got - ref| <= atol + rtol |ref| */
+static void check_near(const float *got, const float *ref, size_t n, double atol, double rtol,
+                       const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(fabs((double)got[i] - ref[i]) <= atol + rtol * fabs((double)ref[i]),
+                      "%s: element %zu: %.9g vs %.9g (atol %g, rtol %g)", what, i, (double)got[i],
+                      (double)ref[i], atol, rtol);
+}
+
+/* One step of plain SGD (lr 1, so the update is the gradient) from the same weights on the
+ * same 256 samples: batch 256 in one pass against micro-batches of 64 x 4. The gradients
+ * differ only in fp32 summation order (one sum over 256 rows against four sums of 64 added
+ * on the device), so the updates agree to atol 1e-6 x max |update| + rtol 1e-4. */
+START_TEST(test_accumulate_one_step)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    struct set s;
+    set_random(&s, &r, 600, 20, 5);
+    struct clt_train_params tp = clt_train_default_params();
+    tp.epochs = 1;
+    tp.max_steps = 1;
+    tp.log_every = 1;
+    tp.optim = clt_optim_default_params(CLT_OPTIM_SGD);
+    tp.optim.lr = 1.0f;
+    struct capture c1, c2, c0;
+    memset(&c0, 0, sizeof c0);
+    memset(&c1, 0, sizeof c1);
+    memset(&c2, 0, sizeof c2);
+    const char *spec = "linear 32, relu, linear 5";
+    /* the starting weights: a run of 0 steps is not possible; read them from a fresh model */
+    tp.batch_size = 256;
+    tp.optim.lr = 1e-30f; /* a step that moves nothing: the initial weights */
+    struct run_out w0 = train_once(ctx, spec, &s, NULL, 9, &tp, NULL, &c0);
+    tp.optim.lr = 1.0f;
+    struct run_out big = train_once(ctx, spec, &s, NULL, 9, &tp, NULL, &c1);
+    tp.batch_size = 64;
+    tp.accumulate = 4;
+    struct run_out acc = train_once(ctx, spec, &s, NULL, 9, &tp, NULL, &c2);
+    ck_assert_msg(big.st == CLT_OK && acc.st == CLT_OK, "%s / %s", big.msg, acc.msg);
+    ck_assert_int_eq(c2.nlog, 1);
+    ck_assert_int_eq(c2.log_step[0], 1); /* one optimizer step, not four */
+    /* the logged loss: the mean over the same 256 samples (rtol 1e-5: fp32 sums) */
+    ck_assert_msg(fabs(c1.loss[0] - c2.loss[0]) <= 1e-5 * fabs(c1.loss[0]), "loss %.9g vs %.9g",
+                  c1.loss[0], c2.loss[0]);
+    size_t P = big.P;
+    float *d1 = malloc(P * sizeof *d1), *d2 = malloc(P * sizeof *d2);
+    for (size_t i = 0; i < P; i++) {
+        d1[i] = big.params[i] - w0.params[i];
+        d2[i] = acc.params[i] - w0.params[i];
+    }
+    double scale = max_abs(d1, P);
+    ck_assert_msg(scale > 1e-3, "the step moved nothing (max %g)", scale);
+    check_near(d2, d1, P, 1e-6 * scale, 1e-4, "update 64 x 4 against 256");
+    /* a wrong scale (1/64 instead of 1/256) would be 4x off: make sure the check sees that */
+    size_t moved = 0;
+    for (size_t i = 0; i < P; i++) moved += fabs(d1[i]) > 1e-3 * scale;
+    ck_assert_msg(moved > P / 2, "only %zu of %zu parameters move", moved, P);
+    free(d1);
+    free(d2);
+    free(w0.params);
+    free(big.params);
+    free(acc.params);
+    set_free(&s);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Whole runs, shuffled, SGD with momentum, 3 epochs of 600 samples with an effective batch of
+ * 256 (2 full steps and a last one of 88 = 64 + 24 samples, scaled by 1/88), and with
+ * drop_last (2 steps; the micro-batch loader would have 9 of 64, the step uses 8): batch 256
+ * against 64 x 4. Same step count, log points at the same steps, losses within rtol 1e-5,
+ * weights within atol 1e-5 x max |w| + rtol 1e-4 (9 steps of summation-order differences);
+ * each log point the only host wait. */
+static void check_accumulate_run(bool drop_last)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(drop_last ? "accumulate_run_drop" : "accumulate_run");
+    struct set s;
+    set_random(&s, &r, 600, 20, 5);
+    struct clt_train_params tp = clt_train_default_params();
+    tp.epochs = 3;
+    tp.log_every = 1;
+    tp.drop_last = drop_last;
+    tp.optim = clt_optim_default_params(CLT_OPTIM_SGD);
+    tp.optim.lr = 0.2f;
+    tp.optim.momentum = 0.9f;
+    struct capture c1, c2;
+    memset(&c1, 0, sizeof c1);
+    memset(&c2, 0, sizeof c2);
+    const char *spec = "linear 32, relu, linear 5";
+    tp.batch_size = 256;
+    struct run_out big = train_once(ctx, spec, &s, NULL, 4, &tp, NULL, &c1);
+    tp.batch_size = 64;
+    tp.accumulate = 4;
+    struct run_out acc = train_once(ctx, spec, &s, NULL, 4, &tp, NULL, &c2);
+    ck_assert_msg(big.st == CLT_OK && acc.st == CLT_OK, "%s / %s", big.msg, acc.msg);
+    int steps = drop_last ? 6 : 9;
+    ck_assert_int_eq(c1.nlog, steps);
+    ck_assert_int_eq(c2.nlog, steps);
+    ck_assert_int_eq(c2.nepoch, 3);
+    for (int i = 0; i < steps; i++) {
+        ck_assert_int_eq(c2.log_step[i], i + 1);
+        ck_assert_msg(fabs(c1.loss[i] - c2.loss[i]) <= 1e-5 * fabs(c1.loss[i]),
+                      "step %d: loss %.9g (256) vs %.9g (64 x 4)", i + 1, c1.loss[i], c2.loss[i]);
+    }
+    /* random labels: it learns slowly, but the weights move (else the comparison is empty) */
+    ck_assert_msg(c2.loss[steps - 1] < c2.loss[0] - 0.01, "not learning: %g -> %g", c2.loss[0],
+                  c2.loss[steps - 1]);
+    check_near(acc.params, big.params, big.P, 1e-5 * max_abs(big.params, big.P), 1e-4,
+               drop_last ? "weights after 6 steps (drop_last)" : "weights after 9 steps");
+    /* no host wait inside a step: one loss read per step (every step is a log point) */
+    ck_assert_int_eq(acc.after.host_waits_total - acc.before.host_waits_total, steps);
+    free(big.params);
+    free(acc.params);
+    set_free(&s);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+
+START_TEST(test_accumulate_run)
+{
+    check_accumulate_run(false);
+    check_accumulate_run(true);
+}
+END_TEST
+
+/* accumulate = 1 is the plain loop (the same bits); a negative count is refused. */
+START_TEST(test_accumulate_args)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    struct set s;
+    set_random(&s, &r, 30, 6, 3);
+    struct clt_train_params tp = det_params(CLT_OPTIM_ADAM);
+    struct capture c1, c2;
+    memset(&c1, 0, sizeof c1);
+    memset(&c2, 0, sizeof c2);
+    tp.accumulate = 0;
+    struct run_out a = train_once(ctx, DET_SPEC, &s, NULL, 5, &tp, NULL, &c1);
+    tp.accumulate = 1;
+    struct run_out b = train_once(ctx, DET_SPEC, &s, NULL, 5, &tp, NULL, &c2);
+    ck_assert_msg(a.st == CLT_OK && b.st == CLT_OK, "%s / %s", a.msg, b.msg);
+    ck_assert_msg(memcmp(a.params, b.params, a.P * sizeof *a.params) == 0, "0 and 1 differ");
+    free(a.params);
+    free(b.params);
+
+    clt_spec spec = {0};
+    ck_assert_int_eq(clt_spec_parse(DET_SPEC, 0, &spec), CLT_OK);
+    struct clt_model_params mp = clt_model_default_params();
+    mp.max_batch = 8;
+    clt_model *m = NULL;
+    clt_trainer *t = NULL;
+    struct clt_input_norm norm = {.features = 6, .scale = 1.0f};
+    TC_OK(ctx, clt_model_create(&m, ctx, &spec, 6, 3, &mp));
+    clt_loader *l = make_loader(ctx, &s.d, &norm, 8);
+    tp.accumulate = -2;
+    ck_assert_int_eq(clt_trainer_create(&t, m, l, NULL, &tp), CLT_ERR_INVALID_ARG);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "--accumulate"));
+    /* drop_last with an effective batch larger than the set */
+    tp.accumulate = 4;
+    tp.drop_last = true;
+    ck_assert_int_eq(clt_trainer_create(&t, m, l, NULL, &tp), CLT_ERR_INVALID_ARG);
+    ck_assert_ptr_null(t);
+    clt_loader_free(l);
+    clt_model_free(m);
+    clt_spec_free(&spec);
+    set_free(&s);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 static Suite *train_suite(void)
 {
     Suite *s = suite_create("train");
@@ -691,6 +912,9 @@ static Suite *train_suite(void)
     tcase_add_test(tc, test_host_waits);
     tcase_add_test(tc, test_epoch_coverage);
     tcase_add_test(tc, test_numeric);
+    tcase_add_test(tc, test_accumulate_one_step);
+    tcase_add_test(tc, test_accumulate_run);
+    tcase_add_test(tc, test_accumulate_args);
     suite_add_tcase(s, tc);
     return s;
 }

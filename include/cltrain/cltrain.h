@@ -8,6 +8,7 @@
 #include "cltrain/device.h"
 #include "cltrain/errors.h"
 #include "cltrain/half.h"
+#include "cltrain/loader.h"
 #include "cltrain/model.h"
 #include "cltrain/ops.h"
 #include "cltrain/optim.h"
@@ -19,5 +20,6 @@
 #include "cltrain/status.h"
 #include "cltrain/tensor.h"
 #include "cltrain/train.h"
+#include "cltrain/tune.h"
 
 #endif

@@ -111,6 +111,9 @@ typedef enum clt_wait_reason {
     CLT_WAIT_TIMING,   /* finish before reading a clock */
     CLT_WAIT_DEBUG,    /* --sync-debug */
     CLT_WAIT_SETUP,    /* set-up and tear-down */
+    CLT_WAIT_LOADER,   /* the streaming loader's thread, before reusing a staging buffer
+                        * (counted by the loader, see loader.h; folded into the training
+                        * loop's reports, never into clt_ctx_stats) */
     CLT_WAIT__COUNT
 } clt_wait_reason;
 const char *clt_wait_reason_name(clt_wait_reason r);

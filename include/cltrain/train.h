@@ -1,40 +1,32 @@
-/* Training and evaluation on one ctx: a data set resident on the device (inputs as stored, u8
- * or f32, converted and standardised while each batch is gathered), the training loop (shuffled
- * batches, loss accumulated on the device and read only at log points, evaluation after each
- * epoch, checkpoints), and evaluation and prediction. Not thread-safe (per ctx). */
+/* Training and evaluation on one ctx: the training loop (batches from a clt_loader, resident or
+ * streamed, see loader.h; gradient accumulation over micro-batches; loss accumulated on the
+ * device and read only at log points; evaluation after each epoch on a resident test split;
+ * checkpoints; Ctrl-C through a flag), evaluation and prediction over a resident split, and
+ * the training set-up as one object (model, optimizer, loaders, trainer) with its memory
+ * estimate, report, dry run and out-of-memory backoff. Not thread-safe (per ctx). */
 #ifndef CLTRAIN_TRAIN_H
 #define CLTRAIN_TRAIN_H
 
+#include "cltrain/alloc.h"
 #include "cltrain/data.h"
+#include "cltrain/loader.h"
 #include "cltrain/model.h"
 #include "cltrain/optim.h"
+
+#include <signal.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* How raw inputs become model inputs: x * scale / std[f] - mean[f] / std[f], i.e.
- * (x * scale - mean) / std, with mean and std of the scaled training inputs (NULL: 0 and 1). */
-struct clt_input_norm {
-    size_t features;
-    float scale;       /* 1/255 for IDX pixels, 1 for CSV */
-    const float *mean; /* (features) or NULL */
-    const float *std;  /* (features) or NULL */
-};
-
-/* A split (inputs and labels/targets) copied once to the device. */
-typedef struct clt_resident clt_resident;
-clt_status clt_resident_create(clt_resident **out, clt_ctx *ctx, const clt_dataset *d,
-                               const struct clt_input_norm *norm);
-void clt_resident_free(clt_resident *r);
-size_t clt_resident_count(const clt_resident *r);
 
 /* What the loop reports through the callback. */
 typedef enum clt_train_event_kind {
     CLT_EVENT_LOG = 0, /* every log_every steps: mean training loss since the last log point */
     CLT_EVENT_EPOCH,   /* end of an epoch: mean training loss of the epoch */
     CLT_EVENT_EVAL,    /* evaluation on the test split after an epoch */
-    CLT_EVENT_SAVE     /* a checkpoint was written */
+    CLT_EVENT_SAVE,    /* a checkpoint was written */
+    CLT_EVENT_BACKOFF  /* clt_train_setup with auto_batch: out of memory, retrying with a
+                        * smaller micro-batch (batch_size, accumulate: the new ones) */
 } clt_train_event_kind;
 
 struct clt_train_event {
@@ -51,13 +43,31 @@ struct clt_train_event {
     double elapsed_s;       /* since the start of the run */
     double epoch_s;         /* EPOCH: wall time of the epoch (queues finished) */
     const char *path;       /* SAVE: the file written */
-    struct clt_ctx_stats stats; /* counters, host waits included */
+    size_t batch_size;      /* micro-batch (samples per forward pass) */
+    int accumulate;         /* micro-batches per optimizer step */
+    const char *message;    /* BACKOFF: the out-of-memory message of the failed attempt */
+    /* Counters: the ctx's (the training thread's host waits by reason) with the loader
+     * thread's waits folded in under CLT_WAIT_LOADER (and in host_waits_total). */
+    struct clt_ctx_stats stats;
+    struct clt_loader_stats loader; /* the training loader's counters */
 };
 
 struct clt_train_params {
     int epochs;              /* default 10 */
     long max_steps;          /* stop after this many optimizer steps in all (0: no limit) */
-    size_t batch_size;       /* default 128 */
+    size_t batch_size;       /* samples per forward pass, the micro-batch (default 128) */
+    /* Micro-batches per optimizer step (default 1; 0 counts as 1). Their gradients are summed
+     * on the device (clt_model_backward with accumulate) and every micro-batch's loss gradient
+     * is scaled by 1 / (the samples of the whole step), so a step's gradient is the gradient
+     * of the mean loss over all its samples, as one batch of batch_size * accumulate would
+     * give (within fp32 summation order). The effective batch E = batch_size * accumulate:
+     * optimizer step k of an epoch takes samples [k E, (k+1) E) of the epoch's order, in
+     * micro-batches of batch_size; a last partial step has fewer (its last one partial) and
+     * is scaled by its own sample count; drop_last drops a last partial *step*. Steps,
+     * log_every, save_every, max_steps and the schedules count optimizer steps. Dropout
+     * draws a mask per micro-batch; layers with batch statistics (none yet) would see
+     * micro-batches. */
+    int accumulate;
     bool shuffle;            /* default true: a new permutation each epoch from the seed */
     bool drop_last;          /* drop a last partial batch (default false) */
     uint64_t seed;           /* shuffling (and the model's dropout, through the model) */
@@ -72,22 +82,34 @@ struct clt_train_params {
     int classes;
     void (*on_event)(const struct clt_train_event *e, void *user);
     void *user;
+    /* Checked before every step (NULL: never): when it reads non-zero the run stops at a step
+     * boundary, writes a checkpoint to save_path if one is set, and returns
+     * CLT_ERR_INTERRUPTED. Set it from a SIGINT handler (the library installs none). */
+    const volatile sig_atomic_t *interrupt;
 };
 struct clt_train_params clt_train_default_params(void);
 
 typedef struct clt_trainer clt_trainer;
 
 /* Creates the optimizer for the model (the model exists, so its state is born on the model's
- * device) and a trainer over the resident splits (test may be NULL). */
-clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_resident *train,
+ * device) and a trainer that takes its batches from `train` and evaluates on `test` (may be
+ * NULL) after each epoch. Both must live on the model's ctx (CLT_ERR_DEVICE_MISMATCH) and
+ * outlive the trainer; p->batch_size must not exceed the model's or the loader's largest
+ * batch (CLT_ERR_INVALID_ARG). */
+clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *train,
                               clt_resident *test, const struct clt_train_params *p);
 void clt_trainer_free(clt_trainer *t);
 clt_optim *clt_trainer_optim(clt_trainer *t);
 /* Restores optimizer state, step and epoch from a checkpoint written by this trainer's
  * clt_trainer_save (the model's weights are restored by the caller). */
 clt_status clt_trainer_resume(clt_trainer *t, const char *path);
-/* Runs until the epochs are done or max_steps reached. CLT_ERR_NUMERIC when the training loss
- * becomes NaN or infinite (message: the step range). */
+/* Runs until the epochs are done or max_steps reached. A step makes no blocking call: host
+ * waits happen at log points, epoch ends (the loss is read), evaluations and checkpoints only
+ * (streaming: the loop may wait for the loader thread to have a batch ready, a host-side wait
+ * reported as loader.stall_s). CLT_ERR_NUMERIC when the training loss becomes NaN or infinite
+ * (message: the step range); CLT_ERR_INTERRUPTED when p->interrupt was set; a loader failure's
+ * status (e.g. CLT_ERR_IO) with its message. The loader's thread is stopped and joined on
+ * every path. */
 clt_status clt_trainer_run(clt_trainer *t);
 /* Writes model, optimizer state and metadata to a safetensors file (atomically). */
 clt_status clt_trainer_save(clt_trainer *t, const char *path);
@@ -105,6 +127,81 @@ clt_status clt_evaluate(clt_model *m, clt_resident *data, size_t batch_size, clt
  * classes (n) and probs (n, N), either may be NULL. */
 clt_status clt_predict(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
                        int32_t *classes, float *probs);
+
+/* ---- the training set-up, its memory, and out-of-memory backoff --------------------------- */
+
+/* Everything a training run allocates, described without allocating: the model of `spec`,
+ * its optimizer, the training loader over `train_set`, the test split resident on the device,
+ * and the trainer. */
+struct clt_train_setup_params {
+    const clt_spec *spec;
+    size_t in_features, outputs;
+    const clt_dataset *train_set;    /* must outlive the set-up (the streaming loader reads it) */
+    const clt_dataset *test_set;     /* evaluated after each epoch; NULL: none */
+    struct clt_input_norm norm;
+    struct clt_model_params model;   /* max_batch is set to the micro-batch */
+    struct clt_loader_params loader; /* batch_size is set to the micro-batch */
+    struct clt_train_params train;   /* batch_size (micro-batch) and accumulate as asked */
+    const char *init_path;   /* start from this checkpoint's weights (fresh optimizer) or */
+    const char *resume_path; /* continue this checkpoint's run (weights, optimizer, step) */
+    /* On CLT_ERR_OUT_OF_MEMORY during create or before the run's first optimizer step
+     * completes: free everything of the failed attempt, take the largest divisor of the
+     * effective batch E = batch_size * accumulate that is at most half the micro-batch (for a
+     * power of two, half), as micro-batch, with accumulate = E / micro-batch, and retry, down
+     * to a micro-batch of 1. Off by default. */
+    bool auto_batch;
+};
+struct clt_train_setup_params clt_train_setup_default_params(void);
+
+/* Bytes a set-up allocates on the device, per category (index clt_mem_category). */
+struct clt_mem_estimate {
+    uint64_t by_category[CLT_MEM__COUNT];
+    uint64_t total; /* their sum: allocated from create until free */
+};
+/* The set-up of p with micro-batch `batch`, predicted from the spec's layer widths, the
+ * optimizer's kind and the data sets' sizes, without allocating anything (the loader's
+ * `auto` mode resolves against ctx's cap). It equals what the accountant shows after
+ * clt_train_setup_create at that micro-batch (tests/test_memory.c checks this), and a step or
+ * an evaluation allocates nothing more (the trainer makes the evaluation's buffers at
+ * creation), so it is also the run's peak. CLT_ERR_INVALID_ARG for a
+ * spec that does not validate. Thread-safe. */
+clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_setup_params *p,
+                                  size_t batch, struct clt_mem_estimate *out);
+/* The accountant's report (clt_mem_report: device total, cap, current and peak by category)
+ * followed by the estimates for micro-batch `batch` and for the next larger one (2 x batch),
+ * each with its categories and whether it fits under the cap. Thread-safe for distinct ctxs. */
+void clt_train_mem_report(const clt_ctx *ctx, const struct clt_train_setup_params *p,
+                          size_t batch, char *dst, size_t n);
+
+typedef struct clt_train_setup clt_train_setup;
+
+/* Builds model, optimizer, loaders and trainer on ctx at p->train.batch_size (with
+ * auto_batch, at the first micro-batch that fits). Returns CLT_OK, CLT_ERR_OUT_OF_MEMORY (no
+ * micro-batch fits, or auto_batch off: the message is the failed allocation's; everything is
+ * freed and clt_train_mem_report can explain), or the statuses of the create functions and of
+ * reading the checkpoints. The set-up copies *p; what p points to (spec, data sets, the norm's
+ * arrays, paths and the strings in p->train) must stay valid until clt_train_setup_free
+ * (a backoff rebuilds from them). */
+clt_status clt_train_setup_create(clt_train_setup **out, clt_ctx *ctx,
+                                  const struct clt_train_setup_params *p);
+void clt_train_setup_free(clt_train_setup *s); /* accepts NULL */
+clt_model *clt_train_setup_model(const clt_train_setup *s);
+clt_loader *clt_train_setup_loader(const clt_train_setup *s);
+clt_trainer *clt_train_setup_trainer(const clt_train_setup *s);
+size_t clt_train_setup_batch(const clt_train_setup *s);   /* the micro-batch in use */
+int clt_train_setup_accumulate(const clt_train_setup *s); /* micro-batches per step in use */
+int clt_train_setup_backoffs(const clt_train_setup *s);   /* retries taken so far */
+/* clt_trainer_run on the set-up's trainer; with auto_batch, an out-of-memory failure before
+ * the first optimizer step completes rebuilds the set-up with a smaller micro-batch
+ * (CLT_EVENT_BACKOFF through p->train.on_event) and runs again. The accessors' objects are
+ * replaced by a rebuild. Statuses as clt_trainer_run. */
+clt_status clt_train_setup_run(clt_train_setup *s);
+/* The dry run: one optimizer step (all its micro-batches: forward, loss, backward, update) on
+ * the run's first batch, then one evaluation of the test split if there is one, and finishes
+ * the queues; *out is the accountant's state afterwards (its peak is what a step and an
+ * evaluation need). It changes the weights and the optimizer state by that step: free the
+ * set-up afterwards rather than training on. */
+clt_status clt_train_setup_probe(clt_train_setup *s, struct clt_mem_stats *out);
 
 #ifdef __cplusplus
 }

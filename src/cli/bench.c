@@ -1,6 +1,10 @@
 /* `cltrain bench`: training steps per second of a model on synthetic data resident on the
  * device (forward, cross-entropy, backward, optimizer), timed after a warm-up with the queues
- * finished before each clock read. The figures compared with PyTorch's. */
+ * finished before each clock read. The figures compared with PyTorch's.
+ * `cltrain bench --data SPEC`: the data loaders instead: epoch time of real training with the
+ * split resident on the device, streamed from pinned staging and from pageable staging; host
+ * waits per epoch against the goal; the loader's upload bandwidth against raw
+ * clEnqueueWriteBuffer copies of the same sizes (event times on a profiling ctx). */
 #include "cli.h"
 #include "options.h"
 
@@ -17,11 +21,294 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* ---- bench --data: the loaders ------------------------------------------------------------ */
+
+struct data_bench {
+    const char *data, *model, *device, *loader;
+    long epochs, batch, warmup, log_every, prefetch;
+    bool no_pin;
+};
+
+struct epoch_capture {
+    int epochs;
+    double epoch_s;                      /* summed over the timed epochs */
+    struct clt_ctx_stats first, last;    /* counters at the run's start and its last epoch */
+    struct clt_loader_stats lfirst, llast;
+};
+
+static void on_epoch(const struct clt_train_event *e, void *user)
+{
+    struct epoch_capture *c = user;
+    if (e->kind != CLT_EVENT_EPOCH) return;
+    c->epochs++;
+    c->epoch_s += e->epoch_s;
+    c->last = e->stats;
+    c->llast = e->loader;
+}
+
+/* One training run of `steps` steps (0: `epochs` epochs) from a fresh model with batches from l. */
+static clt_status train_with(clt_ctx *ctx, const clt_spec *spec, const clt_dataset *d,
+                             clt_loader *l, const struct data_bench *o, long steps,
+                             struct epoch_capture *cap)
+{
+    clt_status st = CLT_OK;
+    clt_model *m = NULL;
+    clt_trainer *t = NULL;
+    struct clt_model_params mp = clt_model_default_params();
+    mp.max_batch = (size_t)o->batch;
+    struct clt_train_params tp = clt_train_default_params();
+    tp.epochs = (int)o->epochs;
+    tp.max_steps = steps;
+    tp.batch_size = (size_t)o->batch;
+    tp.log_every = o->log_every;
+    tp.task = d->task;
+    tp.classes = d->classes;
+    tp.on_event = on_epoch;
+    tp.user = cap;
+    st = clt_model_create(&m, ctx, spec, d->features, (size_t)d->classes, &mp);
+    if (st == CLT_OK) st = clt_trainer_create(&t, m, l, NULL, &tp);
+    if (st == CLT_OK) {
+        memset(cap, 0, sizeof *cap);
+        cap->first = cap->last = clt_ctx_stats(ctx);
+        cap->lfirst = cap->llast = clt_loader_stats(l);
+        cap->first.host_waits[CLT_WAIT_LOADER] += cap->lfirst.waits; /* as the events fold it */
+        cap->first.host_waits_total += cap->lfirst.waits;
+        st = clt_trainer_run(t);
+    }
+    clt_trainer_free(t);
+    clt_model_free(m);
+    return st;
+}
+
+/* Loss reads of a run of `total` steps: one per log point and per epoch end (not also a log
+ * point): with no evaluation and no checkpoint, the only host waits a run may make. */
+static long expected_waits(long total, long spe, long log_every)
+{
+    long n = 0;
+    for (long k = 1; k <= total; k++)
+        n += (log_every > 0 && k % log_every == 0) || k % spe == 0 || k == total;
+    return n;
+}
+
+/* Event-timed copies of `count` batches (inputs then labels) from host memory `src` (pinned or
+ * not) into device buffers, back to back on the transfer queue: the raw bandwidth the loader is
+ * compared with. *gbs = bytes / summed device time. */
+static clt_status raw_uploads(clt_ctx *ctx, const void *src, size_t xbytes, size_t ybytes,
+                              long count, double *gbs)
+{
+    clt_status st = CLT_OK;
+    clt_tensor *dx = NULL, *dy = NULL;
+    cl_event *ev = calloc((size_t)count * 2, sizeof *ev);
+    long nev = 0;
+    double ns = 0, bytes = 0;
+    cl_command_queue q = clt_ctx_transfer_queue(ctx);
+    if (!ev) return CLT_ERR_HOST_MEMORY;
+    st = clt_tensor_create(&dx, ctx, CLT_DTYPE_U8, 1, &xbytes, CLT_MEM_STAGING);
+    if (st == CLT_OK) st = clt_tensor_create(&dy, ctx, CLT_DTYPE_U8, 1, &ybytes, CLT_MEM_STAGING);
+    if (st == CLT_OK) st = clt_ctx_finish(ctx, CLT_WAIT_TIMING);
+    for (long i = 0; st == CLT_OK && i < count; i++) {
+        cl_int err = clEnqueueWriteBuffer(q, clt_tensor_mem(dx), CL_FALSE, 0, xbytes, src, 0,
+                                          NULL, &ev[nev]);
+        if (err == CL_SUCCESS) nev++;
+        if (err == CL_SUCCESS)
+            err = clEnqueueWriteBuffer(q, clt_tensor_mem(dy), CL_FALSE, 0, ybytes,
+                                       (const char *)src + xbytes, 0, NULL, &ev[nev]);
+        if (err == CL_SUCCESS) nev++;
+        if (err != CL_SUCCESS) st = CLT_ERR_OPENCL;
+        bytes += (double)(xbytes + ybytes);
+    }
+    clFlush(q);
+    if (nev) {
+        clt_status w = clt_ctx_wait(ctx, CLT_WAIT_TIMING, (cl_uint)nev, ev);
+        if (st == CLT_OK) st = w;
+    }
+    for (long i = 0; i < nev; i++) {
+        cl_ulong a = 0, b = 0;
+        clGetEventProfilingInfo(ev[i], CL_PROFILING_COMMAND_START, sizeof a, &a, NULL);
+        clGetEventProfilingInfo(ev[i], CL_PROFILING_COMMAND_END, sizeof b, &b, NULL);
+        ns += b > a ? (double)(b - a) : 0.0;
+        clReleaseEvent(ev[i]);
+    }
+    *gbs = ns > 0 ? bytes / ns : 0;
+    free(ev);
+    clt_tensor_free(dx);
+    clt_tensor_free(dy);
+    return st;
+}
+
+static int bench_data(const struct data_bench *o)
+{
+    struct variant {
+        const char *name;
+        clt_loader_mode mode;
+        bool pinned;
+    } all[3] = {{"resident", CLT_LOADER_RESIDENT, true},
+                {"streaming, pinned", CLT_LOADER_STREAMING, true},
+                {"streaming, pageable", CLT_LOADER_STREAMING, false}};
+    int first = 0, last = 2;
+    clt_loader_mode want;
+    if (clt_loader_mode_parse(o->loader, &want) != CLT_OK && strcmp(o->loader, "all") != 0)
+        return cli_usage_error("--loader %s: expected all, resident or streaming", o->loader);
+    if (strcmp(o->loader, "all") == 0 || want == CLT_LOADER_AUTO) first = 0, last = 2;
+    else if (want == CLT_LOADER_RESIDENT) first = last = 0;
+    else first = last = o->no_pin ? 2 : 1;
+    if (o->prefetch < 2) return cli_usage_error("--prefetch %ld: expected at least 2", o->prefetch);
+
+    clt_dataset train = {0};
+    clt_spec spec = {0};
+    clt_ctx *ctx = NULL;
+    clt_loader *l = NULL;
+    char *text = NULL;
+    int rc = CLI_FAIL;
+    double resident_s = 0;
+    struct clt_data_params dp = clt_data_default_params();
+    struct clt_ctx_params cp = clt_ctx_default_params();
+    cp.device = o->device;
+    if (clt_data_open(o->data, &dp, &train, NULL) != CLT_OK ||
+        clt_spec_parse(o->model, train.classes, &spec) != CLT_OK ||
+        clt_spec_to_string(&spec, &text) != CLT_OK) {
+        cli_error("%s", clt_last_errmsg());
+        goto done;
+    }
+    struct clt_input_norm norm = {.features = train.features, .scale = train.input_scale};
+    long spe = clt_loader_steps_per_epoch(train.n, (size_t)o->batch, false);
+    long total = spe * o->epochs, goal = expected_waits(total, spe, o->log_every);
+    if (clt_ctx_create(&ctx, &cp) != CLT_OK) {
+        cli_error("%s", clt_last_errmsg());
+        goto done;
+    }
+    const clt_device_info *dev = clt_ctx_device(ctx);
+    printf("bench --data %s on [%d] %s (%s): model %zu-%s, batch %ld, %ld epoch(s) of %ld steps "
+           "after %ld warm-up steps, log every %ld; wall clock after finished queues\n",
+           o->data, dev->index, dev->device_name, clt_device_type_name(dev->type), train.features,
+           text, o->batch, o->epochs, spe, o->warmup, o->log_every);
+    printf("  %-22s %9s %10s %8s %22s %14s %16s\n", "loader", "epoch s", "samples/s",
+           "vs res.", "host waits/epoch", "loader waits", "stall s (wait s)");
+    for (int v = first; v <= last; v++) {
+        struct clt_loader_params lp = clt_loader_default_params();
+        struct epoch_capture cap;
+        lp.mode = all[v].mode;
+        lp.pinned = all[v].pinned;
+        lp.batch_size = (size_t)o->batch;
+        lp.prefetch = (int)o->prefetch;
+        clt_status st = clt_loader_create(&l, ctx, &train, &norm, &lp);
+        if (st == CLT_OK && o->warmup > 0) st = train_with(ctx, &spec, &train, l, o, o->warmup, &cap);
+        if (st == CLT_OK) st = train_with(ctx, &spec, &train, l, o, 0, &cap);
+        if (st != CLT_OK) {
+            cli_error("%s: %s", all[v].name, clt_ctx_errmsg(ctx));
+            goto done;
+        }
+        double es = cap.epoch_s / cap.epochs, ne = (double)cap.epochs;
+        if (v == 0) resident_s = es;
+        char waits[128] = "", vs[16] = "-";
+        long tot = cap.last.host_waits_total - cap.first.host_waits_total -
+                   (cap.llast.waits - cap.lfirst.waits);
+        int k = snprintf(waits, sizeof waits, "%.1f (", (double)tot / ne);
+        bool firstr = true;
+        for (int r = 0; r < CLT_WAIT__COUNT; r++) {
+            long n = cap.last.host_waits[r] - cap.first.host_waits[r];
+            if (!n || r == CLT_WAIT_LOADER || k >= (int)sizeof waits) continue;
+            k += snprintf(waits + k, sizeof waits - (size_t)k, "%s%s %.1f", firstr ? "" : ", ",
+                          clt_wait_reason_name((clt_wait_reason)r), (double)n / ne);
+            firstr = false;
+        }
+        if (k < (int)sizeof waits) snprintf(waits + k, sizeof waits - (size_t)k, ")");
+        if (resident_s > 0) snprintf(vs, sizeof vs, "%.3fx", es / resident_s);
+        printf("  %-22s %9.3f %10.0f %8s %22s %14.1f %8.3f (%.3f)\n", all[v].name, es,
+               (double)train.n / es, vs, waits, (double)(cap.llast.waits - cap.lfirst.waits) / ne,
+               (cap.llast.stall_s - cap.lfirst.stall_s) / ne,
+               (cap.llast.wait_s - cap.lfirst.wait_s) / ne);
+        clt_loader_free(l);
+        l = NULL;
+    }
+    printf("  goal: streaming <= 1.05x resident; host waits per epoch = log points + epoch-end "
+           "reads + evaluations + checkpoints = %.1f here\n", (double)goal / (double)o->epochs);
+    clt_ctx_free(ctx);
+    ctx = NULL;
+
+    /* Bandwidth: event times need a profiling ctx (which also times GEMMs with a finish, so
+     * its epoch times are not the ones above). */
+    if (last >= 1) {
+        size_t xbytes = (size_t)o->batch * train.features * (train.u8 ? 1 : 4),
+               ybytes = (size_t)o->batch * 4;
+        cp.profiling = true;
+        if (clt_ctx_create(&ctx, &cp) != CLT_OK) {
+            cli_error("%s", clt_last_errmsg());
+            goto done;
+        }
+        printf("upload bandwidth (a profiling ctx; device time of each copy from its events; "
+               "an epoch is %ld batches of up to %zu + %zu bytes):\n", spe, xbytes, ybytes);
+        for (int v = first < 1 ? 1 : first; v <= last; v++) {
+            struct clt_loader_params lp = clt_loader_default_params();
+            struct epoch_capture cap;
+            clt_pinned *pin = NULL;
+            void *heap = NULL, *src = NULL;
+            double raw = 0, whole = 0;
+            size_t ex = xbytes * (size_t)spe, ey = ybytes * (size_t)spe; /* an epoch's bytes */
+            lp.mode = CLT_LOADER_STREAMING;
+            lp.pinned = all[v].pinned;
+            lp.batch_size = (size_t)o->batch;
+            lp.prefetch = (int)o->prefetch;
+            struct data_bench one = *o;
+            one.epochs = 1;
+            clt_status st = clt_loader_create(&l, ctx, &train, &norm, &lp);
+            if (st == CLT_OK) st = train_with(ctx, &spec, &train, l, &one, 0, &cap);
+            if (st == CLT_OK && all[v].pinned) {
+                st = clt_pinned_create(&pin, ctx, ex + ey);
+                if (st == CLT_OK) src = clt_pinned_ptr(pin);
+            } else if (st == CLT_OK) {
+                src = heap = malloc(ex + ey);
+                if (!src) st = CLT_ERR_HOST_MEMORY;
+            }
+            if (src) memset(src, 1, ex + ey);
+            if (st == CLT_OK) st = raw_uploads(ctx, src, xbytes, ybytes, spe, &raw);
+            if (st == CLT_OK) st = raw_uploads(ctx, src, ex, ey, 1, &whole);
+            clt_pinned_free(pin);
+            free(heap);
+            if (st != CLT_OK) {
+                cli_error("%s bandwidth: %s", all[v].name, clt_ctx_errmsg(ctx));
+                goto done;
+            }
+            struct clt_loader_stats ls = clt_loader_stats(l);
+            double got = ls.upload_ms > 0 ? ls.timed_bytes / (ls.upload_ms * 1e6) : 0;
+            printf("  %-20s loader %6.2f GB/s (%.1f ms of copies per epoch); raw "
+                   "clEnqueueWriteBuffer from %s memory: the same copies %6.2f GB/s (loader "
+                   "%.0f%%), one copy of the epoch's bytes %6.2f GB/s (loader %.0f%%)\n",
+                   all[v].name, got, ls.upload_ms * (double)(xbytes + ybytes) * (double)spe /
+                                         (ls.timed_bytes > 0 ? ls.timed_bytes : 1),
+                   all[v].pinned ? "pinned" : "pageable", raw, raw > 0 ? 100.0 * got / raw : 0.0,
+                   whole, whole > 0 ? 100.0 * got / whole : 0.0);
+            clt_loader_free(l);
+            l = NULL;
+        }
+        printf("  goal: the loader's pinned uploads >= 90%% of the raw pinned copies\n");
+    }
+    rc = CLI_OK;
+done:
+    clt_loader_free(l);
+    clt_ctx_free(ctx);
+    clt_spec_free(&spec);
+    clt_dataset_free(&train);
+    free(text);
+    return rc;
+}
+
 int cli_bench(int argc, char **argv)
 {
-    const char *model = "mlp", *device = NULL, *optimizer = "adam";
-    long batch = 128, steps = 200, warmup = 10, features = 784, classes = 10, repeats = 3;
+    const char *model = "mlp", *device = NULL, *optimizer = "adam", *data = NULL,
+               *loader = "all";
+    long batch = 128, steps = 200, warmup = 10, features = 784, classes = 10, repeats = 3,
+         epochs = 1, log_every = 100, prefetch = 3;
+    bool no_pin = false;
     const struct cli_opt opts[] = {
+        {"data", OPT_STR, &data,
+         "benchmark the data loaders on this data set (fashion-mnist, mnist, idx:, csv:)", NULL},
+        {"epochs", OPT_POS_INT, &epochs, "--data: timed epochs per loader (1)", NULL},
+        {"loader", OPT_STR, &loader, "--data: all (default), resident or streaming", NULL},
+        {"no-pin", OPT_FLAG, &no_pin, "--data --loader streaming: pageable staging", NULL},
+        {"prefetch", OPT_POS_INT, &prefetch, "--data: streaming staging buffers (3)", NULL},
+        {"log-every", OPT_NONNEG_INT, &log_every, "--data: steps between loss reads (100)",
+         NULL},
         {"model", OPT_STR, &model, "a model spec or preset (mlp)", NULL},
         {"batch-size", OPT_POS_INT, &batch, "samples per step (128)", NULL},
         {"steps", OPT_POS_INT, &steps, "timed steps per repeat (200)", NULL},
@@ -43,6 +330,11 @@ int cli_bench(int argc, char **argv)
     clt_optim_kind kind;
     if (clt_optim_parse_kind(optimizer, &kind) != CLT_OK)
         return cli_usage_error("%s", clt_last_errmsg());
+    if (data) {
+        struct data_bench o = {data, model, device, loader, epochs, batch, warmup, log_every,
+                               prefetch, no_pin};
+        return bench_data(&o);
+    }
 
     enum { NBATCH = 8 };
     clt_ctx *ctx = NULL;

@@ -4,9 +4,35 @@
 #include "options.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* Exit code after Ctrl-C, as shells report a SIGINT death (128 + 2). */
+enum { CLI_INTERRUPTED = 130 };
+
+/* Ctrl-C: the first one raises the flag the training loop checks before every step (it stops at
+ * a step boundary, saves a checkpoint if --save was given, and returns CLT_ERR_INTERRUPTED);
+ * SA_RESETHAND makes a second one kill the program as usual. */
+static volatile sig_atomic_t interrupt_flag = 0;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupt_flag = 1;
+}
+
+static void catch_sigint(struct sigaction *old)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    interrupt_flag = 0;
+    sigaction(SIGINT, &sa, old);
+}
 
 /* ---- shared set-up ------------------------------------------------------------------------ */
 
@@ -15,17 +41,19 @@ static int fail_status(clt_ctx *ctx)
     return cli_error("%s", ctx ? clt_ctx_errmsg(ctx) : clt_last_errmsg());
 }
 
-/* A failure during set-up or training: the message, and on out-of-memory the memory report and
- * the remedies in the order to try them. */
-static int fail_train(clt_ctx *ctx, clt_status st)
+/* A failure during set-up or training: the message, and on out-of-memory the memory report
+ * (with the estimates for the micro-batch that failed and the next larger one) and the
+ * remedies in the order to try them. */
+static int fail_train(clt_ctx *ctx, clt_status st, const struct clt_train_setup_params *sp,
+                      size_t batch)
 {
     int rc = fail_status(ctx);
     if (st == CLT_ERR_OUT_OF_MEMORY && ctx) {
-        char report[2048];
-        clt_mem_report(ctx, report, sizeof report);
+        char report[4096];
+        clt_train_mem_report(ctx, sp, batch, report, sizeof report);
         fprintf(stderr, "%sremedies, in this order: a smaller --batch-size; then mixed precision "
-                        "(not available yet); then gradient accumulation (not available yet) "
-                        "to keep the effective batch\n",
+                        "(not available yet); then --accumulate N with a smaller --batch-size to "
+                        "keep the effective batch (--auto-batch does both for you)\n",
                 report);
     }
     return rc;
@@ -62,6 +90,8 @@ struct reporter {
     bool line_open, has_test;
     double epoch_loss, epoch_s, epoch_rate; /* of the epoch whose evaluation comes next */
     struct clt_ctx_stats last;             /* counters at the previous epoch's summary */
+    struct clt_loader_stats last_loader;
+    size_t backoff_batch; /* the micro-batch of the last auto-batch retry (0: none) */
 };
 
 static void fmt_duration(double s, char *dst, size_t n)
@@ -71,18 +101,27 @@ static void fmt_duration(double s, char *dst, size_t n)
     else snprintf(dst, n, "%ld:%02ld", t / 60, t % 60);
 }
 
-/* Host waits since `before`, by reason: "host waits 6 (log 5, eval 1)". */
-static void print_waits(const struct clt_ctx_stats *now, const struct clt_ctx_stats *before)
+/* The training thread's host waits since `before`, by reason, then the streaming loader's
+ * thread: "host waits 6 (log 5, eval 1); loader thread waits 465 (1.20 s), batch stall 1.25 s"
+ * (the loader thread's waits for the device and the time the training thread waited for a
+ * batch; both grow together when the device is the bottleneck, see loader.h). */
+static void print_waits(const struct clt_train_event *e, const struct clt_ctx_stats *before,
+                        const struct clt_loader_stats *lbefore)
 {
-    printf("host waits %ld (", now->host_waits_total - before->host_waits_total);
+    const struct clt_ctx_stats *now = &e->stats;
+    long loader = now->host_waits[CLT_WAIT_LOADER] - before->host_waits[CLT_WAIT_LOADER];
+    printf("host waits %ld (", now->host_waits_total - before->host_waits_total - loader);
     bool first = true;
     for (int r = 0; r < CLT_WAIT__COUNT; r++) {
         long n = now->host_waits[r] - before->host_waits[r];
-        if (!n) continue;
+        if (!n || r == CLT_WAIT_LOADER) continue;
         printf("%s%s %ld", first ? "" : ", ", clt_wait_reason_name((clt_wait_reason)r), n);
         first = false;
     }
     printf(")");
+    if (e->loader.uploads > lbefore->uploads || loader)
+        printf("; loader thread waits %ld (%.2f s), batch stall %.2f s", loader,
+               e->loader.wait_s - lbefore->wait_s, e->loader.stall_s - lbefore->stall_s);
 }
 
 static void end_line(struct reporter *r)
@@ -104,10 +143,11 @@ static void print_summary(struct reporter *r, const struct clt_train_event *e,
         else if (eval)
             printf(", test loss %.4f, test accuracy %.2f%%", eval->loss, 100.0 * eval->accuracy);
         printf(", %.2f s (%.0f samples/s), ", r->epoch_s, r->epoch_rate);
-        print_waits(&e->stats, &r->last);
+        print_waits(e, &r->last, &r->last_loader);
         printf("\n");
     }
     r->last = e->stats;
+    r->last_loader = e->loader;
 }
 
 static void on_event(const struct clt_train_event *e, void *user)
@@ -162,6 +202,14 @@ static void on_event(const struct clt_train_event *e, void *user)
         end_line(r);
         if (!r->quiet) printf("saved %s (step %ld)\n", e->path, e->step);
         break;
+    case CLT_EVENT_BACKOFF:
+        /* printed even with --quiet: the run's batch is not the one asked for */
+        end_line(r);
+        r->backoff_batch = e->batch_size;
+        printf("auto-batch: %s; retrying with micro-batch %zu x accumulate %d (effective batch "
+               "%zu)\n",
+               e->message, e->batch_size, e->accumulate, e->batch_size * (size_t)e->accumulate);
+        break;
     }
     if (r->metrics) fflush(r->metrics);
     fflush(stdout);
@@ -173,17 +221,20 @@ int cli_train(int argc, char **argv)
 {
     const char *data = "fashion-mnist", *model = "mlp", *device = NULL, *optimizer = "adam",
                *schedule = "constant", *task = "classification", *init_scheme = "default",
-               *metrics = NULL, *save = NULL, *resume = NULL, *init = NULL;
+               *metrics = NULL, *save = NULL, *resume = NULL, *init = NULL, *loader = "auto";
     long epochs = 10, steps = 0, batch = 128, log_every = 100, save_every = 0, warmup = 0,
-         step_size = 0, label_column = -1;
+         step_size = 0, label_column = -1, prefetch = 3;
     uint64_t seed = 0;
     float lr = 1e-3f, momentum = 0, weight_decay = 0, dampening = 0, gamma = 0.1f, min_lr = 0,
           smoothing = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
     const char *label_text = NULL;
-    bool profile = false, sync_debug = false, memory = false, seed_seen = false;
+    long accumulate = 1;
+    bool profile = false, sync_debug = false, memory = false, seed_seen = false, dry_run = false,
+         auto_batch = false;
     bool no_shuffle = false, drop_last = false, normalize = false, nesterov = false, quiet = false,
          lr_seen = false, wd_seen = false, model_seen = false, label_seen = false,
-         step_size_seen = false;
+         step_size_seen = false, on_device = false, no_pin = false, loader_seen = false,
+         prefetch_seen = false;
     const struct cli_opt opts[] = {
         {"data", OPT_STR, &data, "fashion-mnist, mnist, idx:DIR or csv:TRAIN[,TEST]", NULL},
         {"label-column", OPT_STR, &label_text, "CSV column of the label (0-based, -1 = last)",
@@ -194,7 +245,12 @@ int cli_train(int argc, char **argv)
         {"init-scheme", OPT_STR, &init_scheme, "default (PyTorch's), kaiming or xavier", NULL},
         {"epochs", OPT_POS_INT, &epochs, "passes over the training split (10)", NULL},
         {"steps", OPT_POS_INT, &steps, "stop after this many optimizer steps", NULL},
-        {"batch-size", OPT_POS_INT, &batch, "samples per step (128)", NULL},
+        {"batch-size", OPT_POS_INT, &batch, "samples per forward pass, the micro-batch (128)",
+         NULL},
+        {"accumulate", OPT_POS_INT, &accumulate,
+         "micro-batches per optimizer step, gradients summed (1)", NULL},
+        {"auto-batch", OPT_FLAG, &auto_batch,
+         "out of memory: halve the micro-batch, double --accumulate, retry", NULL},
         {"optimizer", OPT_STR, &optimizer, "sgd, adam or adamw (adam)", NULL},
         {"lr", OPT_POS_FLOAT, &lr, "learning rate (1e-3)", &lr_seen},
         {"momentum", OPT_NONNEG_FLOAT, &momentum, "SGD momentum (0)", NULL},
@@ -216,6 +272,15 @@ int cli_train(int argc, char **argv)
          &seed_seen},
         {"no-shuffle", OPT_FLAG, &no_shuffle, "keep the file order", NULL},
         {"drop-last", OPT_FLAG, &drop_last, "drop a last partial batch", NULL},
+        {"loader", OPT_STR, &loader,
+         "auto (resident if the split fits in 1/4 of device memory), resident or streaming",
+         &loader_seen},
+        {"data-on-device", OPT_FLAG, &on_device,
+         "the whole training split on the device (= --loader resident)", NULL},
+        {"prefetch", OPT_POS_INT, &prefetch, "streaming: staging buffers in the ring (3, >= 2)",
+         &prefetch_seen},
+        {"no-pin", OPT_FLAG, &no_pin,
+         "streaming: pageable instead of pinned staging memory (for comparison)", NULL},
         {"normalize", OPT_FLAG, &normalize, "standardise each feature (training statistics)",
          NULL},
         {"log-every", OPT_NONNEG_INT, &log_every, "steps between loss reports (100)", NULL},
@@ -229,6 +294,8 @@ int cli_train(int argc, char **argv)
         {"quiet", OPT_FLAG, &quiet, "print only the final result", NULL},
         {"memory", OPT_FLAG, &memory, "print the device memory report before and after training",
          NULL},
+        {"dry-run", OPT_FLAG, &dry_run,
+         "build everything, take one step, report the memory it needs, do not train", NULL},
         {"profile", OPT_FLAG, &profile, "time every kernel and copy with events; print a table",
          NULL},
         {"sync-debug", OPT_FLAG, &sync_debug,
@@ -248,6 +315,18 @@ int cli_train(int argc, char **argv)
             return cli_usage_error("--label-column %s: expected an integer", label_text);
     }
     if (resume && init) return cli_usage_error("--resume and --init exclude each other");
+    clt_loader_mode lmode;
+    if (clt_loader_mode_parse(loader, &lmode) != CLT_OK)
+        return cli_usage_error("--loader %s: expected auto, resident or streaming", loader);
+    if (on_device) {
+        if (loader_seen && lmode != CLT_LOADER_RESIDENT)
+            return cli_usage_error("--data-on-device and --loader %s exclude each other", loader);
+        lmode = CLT_LOADER_RESIDENT;
+    }
+    if (prefetch < 2) return cli_usage_error("--prefetch %ld: expected at least 2", prefetch);
+    if (lmode == CLT_LOADER_RESIDENT && (no_pin || prefetch_seen))
+        return cli_usage_error("%s applies to the streaming loader, not --loader resident",
+                               no_pin ? "--no-pin" : "--prefetch");
     if (save_every && !save) return cli_usage_error("--save-every needs --save FILE");
 
     struct clt_data_params dp = clt_data_default_params();
@@ -281,8 +360,10 @@ int cli_train(int argc, char **argv)
     clt_spec spec = {0};
     clt_ctx *ctx = NULL;
     clt_model *m = NULL;
-    clt_resident *rtrain = NULL, *rtest = NULL;
-    clt_trainer *t = NULL;
+    clt_train_setup *setup = NULL;
+    struct clt_train_setup_params sp = clt_train_setup_default_params();
+    struct sigaction old_sigint;
+    bool sigint_caught = false;
     clt_checkpoint *ck = NULL;
     float *mean = NULL, *std = NULL;
     char *spec_text = NULL;
@@ -329,82 +410,137 @@ int cli_train(int argc, char **argv)
     }
     if (open_ctx(device, profile, sync_debug, &ctx) != CLI_OK) goto done;
 
-    long spe = drop_last ? (long)train.n / batch : ((long)train.n + batch - 1) / batch;
+    if (accumulate > (1L << 20) || batch > (1L << 40) / accumulate) {
+        cli_usage_error("--accumulate %ld with --batch-size %ld: too large", accumulate, batch);
+        goto done;
+    }
+    long eff = batch * accumulate; /* the effective batch, kept by --auto-batch */
+    long spe = drop_last ? (long)train.n / eff : ((long)train.n + eff - 1) / eff;
     long total = epochs * spe;
     if (steps > 0 && steps < total) total = steps;
     op.step_size = step_size_seen ? step_size : (spe > 0 ? spe : 1);
     op.total_steps = total > 0 ? total : 1;
 
-    struct clt_model_params mp = clt_model_default_params();
-    mp.init = init_kind;
-    mp.seed = seed;
-    mp.max_batch = (size_t)batch;
-    clt_status st = clt_model_create(&m, ctx, &spec, train.features, (size_t)classes, &mp);
-    if (st == CLT_OK && ck) st = clt_checkpoint_load_model(ck, m);
-    if (st == CLT_OK) st = clt_resident_create(&rtrain, ctx, &train, &norm);
-    if (st == CLT_OK && test.n > 0) st = clt_resident_create(&rtest, ctx, &test, &norm);
-    if (st != CLT_OK) {
-        fail_train(ctx, st);
-        goto done;
-    }
     if (metrics && !(mf = fopen(metrics, "a"))) {
         cli_error("--metrics %s: cannot open for appending", metrics);
         goto done;
     }
     rep.metrics = mf;
-    rep.has_test = rtest != NULL;
+    rep.has_test = test.n > 0;
 
-    struct clt_train_params tp = clt_train_default_params();
-    tp.epochs = (int)epochs;
-    tp.max_steps = steps;
-    tp.batch_size = (size_t)batch;
-    tp.shuffle = !no_shuffle;
-    tp.drop_last = drop_last;
-    tp.seed = seed;
-    tp.log_every = log_every;
-    tp.label_smoothing = smoothing;
-    tp.task = train.task;
-    tp.optim = op;
-    tp.save_path = save;
-    tp.save_every = save_every;
-    tp.model_text = spec_text;
-    tp.norm = norm;
-    tp.classes = classes;
-    tp.on_event = on_event;
-    tp.user = &rep;
-    st = clt_trainer_create(&t, m, rtrain, rtest, &tp);
-    if (st == CLT_OK && resume) st = clt_trainer_resume(t, resume);
+    sp.spec = &spec;
+    sp.in_features = train.features;
+    sp.outputs = (size_t)classes;
+    sp.train_set = &train;
+    sp.test_set = test.n > 0 ? &test : NULL; /* evaluated whole, in file order, on the device */
+    sp.norm = norm;
+    sp.model.init = init_kind;
+    sp.model.seed = seed;
+    sp.loader.mode = lmode;
+    sp.loader.prefetch = (int)prefetch;
+    sp.loader.pinned = !no_pin;
+    sp.init_path = init;
+    sp.resume_path = resume;
+    sp.auto_batch = auto_batch;
+    struct clt_train_params *tp = &sp.train;
+    tp->epochs = (int)epochs;
+    tp->max_steps = steps;
+    tp->batch_size = (size_t)batch;
+    tp->accumulate = (int)accumulate;
+    tp->shuffle = !no_shuffle;
+    tp->drop_last = drop_last;
+    tp->seed = seed;
+    tp->log_every = log_every;
+    tp->label_smoothing = smoothing;
+    tp->task = train.task;
+    tp->optim = op;
+    tp->save_path = dry_run ? NULL : save;
+    tp->save_every = dry_run ? 0 : save_every;
+    tp->model_text = spec_text;
+    tp->norm = norm;
+    tp->classes = classes;
+    tp->on_event = on_event;
+    tp->user = &rep;
+    tp->interrupt = &interrupt_flag;
+    clt_status st = clt_train_setup_create(&setup, ctx, &sp);
     if (st != CLT_OK) {
-        fail_train(ctx, st);
+        fail_train(ctx, st, &sp, rep.backoff_batch ? rep.backoff_batch : (size_t)batch);
         goto done;
     }
+    m = clt_train_setup_model(setup);
+    size_t micro = clt_train_setup_batch(setup);
+    int acc = clt_train_setup_accumulate(setup);
     const clt_device_info *dev = clt_ctx_device(ctx);
     struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
-    char mem[32];
+    char mem[32], batch_text[96];
     clt_format_bytes(ms.current, mem, sizeof mem);
+    if (acc > 1)
+        snprintf(batch_text, sizeof batch_text, "batch %zu x %d micro-batches (effective %ld)",
+                 micro, acc, eff);
+    else
+        snprintf(batch_text, sizeof batch_text, "batch %zu", micro);
+    if (auto_batch && clt_train_setup_backoffs(setup) > 0)
+        printf("auto-batch: chose micro-batch %zu x accumulate %d (effective batch %ld) after "
+               "%d out-of-memory %s\n",
+               micro, acc, eff, clt_train_setup_backoffs(setup),
+               clt_train_setup_backoffs(setup) == 1 ? "retry" : "retries");
     if (!quiet)
-        printf("cltrain: %s on [%d] %s (%s); data %s: %zu train, %zu test, %zu features, data "
-               "resident on the device; model %s (%zu parameters); %s lr %g; batch %ld; %s on "
-               "the device\n",
-               resume ? "resuming" : "training", dev->index, dev->device_name,
-               clt_device_type_name(dev->type), data, train.n, test.n, train.features, spec_text,
+        printf("cltrain: %s on [%d] %s (%s); data %s: %zu train, %zu test, %zu features, %s; "
+               "model %s (%zu parameters); %s lr %g; %s; %s on the device\n",
+               dry_run ? "dry run" : resume ? "resuming" : "training", dev->index,
+               dev->device_name, clt_device_type_name(dev->type), data, train.n, test.n,
+               train.features, clt_loader_describe(clt_train_setup_loader(setup)), spec_text,
                clt_tensor_numel(clt_model_params(m)), clt_optim_kind_name(op.kind),
-               (double)op.lr, batch, mem);
+               (double)op.lr, batch_text, mem);
     fflush(stdout);
-    if (memory) {
-        char report[2048];
-        clt_mem_report(ctx, report, sizeof report);
-        printf("%s", report);
-    }
-    st = clt_trainer_run(t);
-    end_line(&rep);
-    if (st != CLT_OK) {
-        fail_train(ctx, st);
+    if (dry_run) {
+        /* the set-up's allocations, then the accountant after one real step and evaluation */
+        struct clt_mem_estimate est;
+        struct clt_mem_stats after;
+        char a[32], b[32], c[32], report[4096];
+        st = clt_train_mem_estimate(ctx, &sp, micro, &est);
+        if (st == CLT_OK) st = clt_train_setup_probe(setup, &after);
+        if (st != CLT_OK) {
+            fail_train(ctx, st, &sp, micro);
+            goto done;
+        }
+        clt_format_bytes(ms.current, a, sizeof a);
+        clt_format_bytes(after.peak, b, sizeof b);
+        clt_format_bytes(est.total, c, sizeof c);
+        clt_train_mem_report(ctx, &sp, micro, report, sizeof report);
+        printf("dry run: set-up allocated %s (%llu bytes); peak %s (%llu bytes) after one "
+               "optimizer step (%d micro-batch%s of %zu: forward, loss, backward, update)%s; "
+               "estimate %s (%llu bytes)\n%s",
+               a, (unsigned long long)ms.current, b, (unsigned long long)after.peak, acc,
+               acc > 1 ? "es" : "", micro, rep.has_test ? " and one evaluation" : "", c,
+               (unsigned long long)est.total, report);
+        rc = CLI_OK;
         goto done;
     }
     if (memory) {
-        char report[2048];
-        clt_mem_report(ctx, report, sizeof report);
+        char report[4096];
+        clt_train_mem_report(ctx, &sp, micro, report, sizeof report);
+        printf("%s", report);
+    }
+    rep.last = clt_ctx_stats(ctx); /* epoch summaries count the run's waits, not set-up's */
+    catch_sigint(&old_sigint);
+    sigint_caught = true;
+    st = clt_train_setup_run(setup);
+    sigaction(SIGINT, &old_sigint, NULL);
+    sigint_caught = false;
+    end_line(&rep);
+    if (st == CLT_ERR_INTERRUPTED) {
+        fail_status(ctx);
+        rc = CLI_INTERRUPTED;
+        goto done;
+    }
+    if (st != CLT_OK) {
+        fail_train(ctx, st, &sp, clt_train_setup_batch(setup));
+        goto done;
+    }
+    if (memory) {
+        char report[4096];
+        clt_train_mem_report(ctx, &sp, clt_train_setup_batch(setup), report, sizeof report);
         printf("%s", report);
     }
     end_line(&rep);
@@ -414,10 +550,8 @@ int cli_train(int argc, char **argv)
     }
     rc = CLI_OK;
 done:
-    clt_trainer_free(t);
-    clt_resident_free(rtrain);
-    clt_resident_free(rtest);
-    clt_model_free(m);
+    if (sigint_caught) sigaction(SIGINT, &old_sigint, NULL);
+    clt_train_setup_free(setup);
     clt_ctx_free(ctx);
     clt_checkpoint_close(ck);
     clt_spec_free(&spec);

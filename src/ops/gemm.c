@@ -1,11 +1,39 @@
-/* GEMM on row-major f32 tensors through CLBlast's C API, enqueued on the ctx's compute queue
- * without waiting. The three layouts a linear layer needs are (N,T) forward, (N,N) for the input
- * gradient and (T,N) for the weight gradient. */
+/* GEMM on row-major f32 tensors, enqueued on the ctx's compute queue without waiting: the
+ * dispatch between cltrain's own kernels (cl/gemm.cl) and CLBlast's C API, per layout, as the
+ * ctx's tuning data says (src/tune.c). The three layouts a linear layer needs are (N,T)
+ * forward, (N,N) for the input gradient and (T,N) for the weight gradient. */
 #include "ops_internal.h"
 
+#include "ctx_internal.h"
 #include "internal.h"
+#include "profile_internal.h"
+#include "program.h"
+
+#include "cltrain/tune.h"
 
 #include <clblast_c.h>
+#include <limits.h>
+#include <stdio.h>
+#include <time.h>
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* --sync-debug: wait for the GEMM and report its failure by name. */
+static clt_status sync_debug(clt_ctx *ctx, const char *name)
+{
+    if (!ctx->sync_debug) return CLT_OK;
+    ctx->stats.host_waits[CLT_WAIT_DEBUG]++;
+    ctx->stats.host_waits_total++;
+    cl_int err = clFinish(ctx->compute);
+    if (err == CL_SUCCESS) return CLT_OK;
+    return clt__fail(ctx, CLT_ERR_OPENCL, "%s failed on %s (--sync-debug): %s (%d)", name,
+                     ctx->dev.device_name, clt_cl_error_name(err), err);
+}
 
 static clt_status check_operand(const clt_tensor *t, size_t rows, size_t cols, const char *name)
 {
@@ -19,30 +47,27 @@ static clt_status check_operand(const clt_tensor *t, size_t rows, size_t cols, c
     return CLT_OK;
 }
 
-clt_status clt_op_gemm(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K, float alpha,
-                       const clt_tensor *A, const clt_tensor *B, float beta, clt_tensor *C)
+/* CLBlast's Sgemm. On a profiling ctx it is timed by wall clock between two finishes, under
+ * "gemm_clblast_<layout>" (its event was seen to cover only part of its work). */
+static clt_status run_clblast(clt_ctx *ctx, clt_trans ta, clt_trans tb, size_t M, size_t N,
+                              size_t K, float alpha, const clt_tensor *A, const clt_tensor *B,
+                              float beta, clt_tensor *C)
 {
+    static const char *names[] = {"gemm_clblast_nn", "gemm_clblast_nt", "gemm_clblast_tn",
+                                  "gemm_clblast_tt"};
     clt_status st = CLT_OK;
-    clt_ctx *ctx = clt_tensor_ctx(C);
-    CLT_TRY(clt_tensor_same_ctx(C, A));
-    CLT_TRY(clt_tensor_same_ctx(C, B));
-    size_t a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
-    CLT_TRY(check_operand(A, a_rows, a_cols, "A"));
-    CLT_TRY(check_operand(B, b_rows, b_cols, "B"));
-    CLT_TRY(check_operand(C, M, N, "C"));
-    if (M == 0 || N == 0) return CLT_OK;
     cl_command_queue q = clt_ctx_compute_queue(ctx);
-    CLBlastStatusCode rc;
-    if (K == 0) {
-        /* CLBlast rejects K = 0; C = beta * C is what the product means then. */
-        rc = CLBlastSscal(M * N, beta, clt_tensor_mem(C), clt_tensor_offset(C), 1, &q, NULL);
-    } else {
-        rc = CLBlastSgemm(CLBlastLayoutRowMajor, ta ? CLBlastTransposeYes : CLBlastTransposeNo,
-                          tb ? CLBlastTransposeYes : CLBlastTransposeNo, M, N, K, alpha,
-                          clt_tensor_mem(A), clt_tensor_offset(A), a_cols, clt_tensor_mem(B),
-                          clt_tensor_offset(B), b_cols, beta, clt_tensor_mem(C),
-                          clt_tensor_offset(C), N, &q, NULL);
+    size_t a_cols = ta ? M : K, b_cols = tb ? K : N;
+    double t0 = 0;
+    if (ctx->profiling) {
+        CLT_TRY(clt_ctx_finish(ctx, CLT_WAIT_TIMING));
+        t0 = now_ms();
     }
+    CLBlastStatusCode rc = CLBlastSgemm(
+        CLBlastLayoutRowMajor, ta ? CLBlastTransposeYes : CLBlastTransposeNo,
+        tb ? CLBlastTransposeYes : CLBlastTransposeNo, M, N, K, alpha, clt_tensor_mem(A),
+        clt_tensor_offset(A), a_cols, clt_tensor_mem(B), clt_tensor_offset(B), b_cols, beta,
+        clt_tensor_mem(C), clt_tensor_offset(C), N, &q, NULL);
     if (rc != CLBlastSuccess) {
         bool oom = rc == CLBlastTempBufferAllocFailure || rc == CLBlastOpenCLOutOfResources ||
                    rc == CLBlastOpenCLOutOfHostMemory;
@@ -51,6 +76,144 @@ clt_status clt_op_gemm(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K,
                  ta ? "T" : "N", tb ? "T" : "N", clt_ctx_device(ctx)->device_name,
                  clt_clblast_error_name(rc), (int)rc);
     }
+    if (ctx->profiling) {
+        CLT_TRY(clt_ctx_finish(ctx, CLT_WAIT_TIMING));
+        clt__profile_wall(ctx, names[ta * 2 + tb], now_ms() - t0);
+    }
+    CLT_TRY(sync_debug(ctx, names[ta * 2 + tb]));
 fail:
     return st;
+}
+
+static size_t ceil_div(size_t a, size_t b)
+{
+    return (a + b - 1) / b;
+}
+
+/* cl/gemm.cl with the choice's defines; every argument fits an int (checked by the caller). */
+static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb,
+                          size_t M, size_t N, size_t K, float alpha, const clt_tensor *A,
+                          const clt_tensor *B, float beta, clt_tensor *C)
+{
+    static const char *suffix[] = {"nn", "nt", "tn", "tt"};
+    clt_status st = CLT_OK;
+    char opts[256], name[32];
+    cl_kernel k;
+    bool tiled = c->kernel == CLT_GEMM_TILED;
+    snprintf(opts, sizeof opts,
+             "-DGEMM_TA=%d -DGEMM_TB=%d -DGEMM_TILED=%d -DGEMM_TM=%d -DGEMM_TN=%d -DGEMM_VW=%d "
+             "-DGEMM_VECK=%d -DGEMM_MDIM=%d -DGEMM_WGM=%d -DGEMM_WGN=%d -DGEMM_KB=%d -DGEMM_BM=%d "
+             "-DGEMM_BN=%d",
+             (int)ta, (int)tb, tiled, c->tm, c->tn, tiled ? 1 : c->vw, tiled ? 0 : c->veck,
+             tiled ? 0 : c->mdim, c->wgm, c->wgn, c->kb, tiled ? 1 : c->bm, tiled ? 1 : c->bn);
+    snprintf(name, sizeof name, "gemm_%s_%s", tiled ? "tiled" : "direct", suffix[ta * 2 + tb]);
+    CLT_TRY(clt__kernel(ctx, "gemm", opts, name, &k));
+
+    cl_int iM = (cl_int)M, iN = (cl_int)N, iK = (cl_int)K;
+    cl_int lda = (cl_int)(ta ? M : K), ldb = (cl_int)(tb ? K : N), ldc = (cl_int)N;
+    cl_ulong ao = clt_tensor_offset(A), bo = clt_tensor_offset(B), co = clt_tensor_offset(C);
+    cl_mem am = clt_tensor_mem(A), bm = clt_tensor_mem(B), cm = clt_tensor_mem(C);
+    cl_int err = CLT__SET_ARG(k, 0, iM);
+    err |= CLT__SET_ARG(k, 1, iN);
+    err |= CLT__SET_ARG(k, 2, iK);
+    err |= CLT__SET_ARG(k, 3, alpha);
+    err |= CLT__SET_ARG(k, 4, am);
+    err |= CLT__SET_ARG(k, 5, ao);
+    err |= CLT__SET_ARG(k, 6, lda);
+    err |= CLT__SET_ARG(k, 7, bm);
+    err |= CLT__SET_ARG(k, 8, bo);
+    err |= CLT__SET_ARG(k, 9, ldb);
+    err |= CLT__SET_ARG(k, 10, beta);
+    err |= CLT__SET_ARG(k, 11, cm);
+    err |= CLT__SET_ARG(k, 12, co);
+    err |= CLT__SET_ARG(k, 13, ldc);
+    CLT_CHECK_CL(ctx, err, "gemm: clSetKernelArg");
+
+    size_t global[2], local[2];
+    if (tiled) {
+        local[0] = (size_t)c->wgn;
+        local[1] = (size_t)c->wgm;
+        global[0] = ceil_div(N, (size_t)(c->wgn * c->tn)) * local[0];
+        global[1] = ceil_div(M, (size_t)(c->wgm * c->tm)) * local[1];
+    } else {
+        int md = c->mdim;
+        local[md] = (size_t)c->wgm;
+        local[1 - md] = (size_t)c->wgn;
+        size_t rows = (size_t)(c->tm * c->bm), cols = (size_t)(c->tn * c->bn);
+        global[md] = ceil_div(ceil_div(M, rows), local[md]) * local[md];
+        global[1 - md] = ceil_div(ceil_div(N, cols), local[1 - md]) * local[1 - md];
+    }
+    cl_event ev = NULL;
+    err = clEnqueueNDRangeKernel(ctx->compute, k, 2, NULL, global, local, 0, NULL,
+                                 ctx->profiling ? &ev : NULL);
+    char what[320];
+    snprintf(what, sizeof what, "gemm: launching %s (%s)", name, opts);
+    CLT_CHECK_CL(ctx, err, what);
+    if (ev) clt__profile_event(ctx, name, CLT_PROFILE_KERNEL, 0, ev); /* the profiler owns it */
+    CLT_TRY(sync_debug(ctx, name));
+fail:
+    return st;
+}
+
+/* The shared checks and the dispatch; `c` NULL means the ctx's choice for the layout. */
+static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb, size_t M,
+                       size_t N, size_t K, float alpha, const clt_tensor *A, const clt_tensor *B,
+                       float beta, clt_tensor *C)
+{
+    clt_status st = CLT_OK;
+    clt_ctx *ctx = clt_tensor_ctx(C);
+    char why[128];
+    CLT_TRY(clt_tensor_same_ctx(C, A));
+    CLT_TRY(clt_tensor_same_ctx(C, B));
+    CLT_ASSERT((ta == CLT_NO_TRANS || ta == CLT_TRANS) && (tb == CLT_NO_TRANS || tb == CLT_TRANS));
+    size_t a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
+    CLT_TRY(check_operand(A, a_rows, a_cols, "A"));
+    CLT_TRY(check_operand(B, b_rows, b_cols, "B"));
+    CLT_TRY(check_operand(C, M, N, "C"));
+    if (c && clt_gemm_choice_check(c, &ctx->dev, why, sizeof why) != CLT_OK)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "gemm: invalid kernel choice: %s", why);
+    if (M == 0 || N == 0) return CLT_OK;
+    if (!c) {
+        /* M * N * K in floating point: no overflow, and exact enough for a threshold */
+        bool large = (double)M * (double)N * (double)K >= (double)ctx->tune.gemm_large_macs;
+        c = &ctx->tune.gemm[ta * 2 + tb][large ? CLT_GEMM_LARGE : CLT_GEMM_SMALL];
+    }
+    /* The own kernels index with ints; CLBlast rejects K = 0, where C = beta * C (and beta = 0
+     * must give zeros even over NaN, which a scal would not). */
+    bool fits = M <= INT_MAX && N <= INT_MAX && K <= INT_MAX;
+    if (K == 0 && fits) { /* the packed kernel loops over K slices: none would store */
+        static const struct clt_gemm_choice one = {.kernel = CLT_GEMM_DIRECT,
+                                                   .tm = 1,
+                                                   .tn = 1,
+                                                   .vw = 1,
+                                                   .wgm = 1,
+                                                   .wgn = 1,
+                                                   .bm = 1,
+                                                   .bn = 1};
+        c = &one;
+    }
+    if (c->kernel == CLT_GEMM_CLBLAST || !fits) {
+        if (K == 0)
+            CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "gemm: K = 0 with M=%zu, N=%zu beyond int range", M,
+                     N);
+        CLT_TRY(run_clblast(ctx, ta, tb, M, N, K, alpha, A, B, beta, C));
+    } else {
+        CLT_TRY(run_own(ctx, c, ta, tb, M, N, K, alpha, A, B, beta, C));
+    }
+fail:
+    return st;
+}
+
+clt_status clt_op_gemm(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K, float alpha,
+                       const clt_tensor *A, const clt_tensor *B, float beta, clt_tensor *C)
+{
+    return gemm(NULL, ta, tb, M, N, K, alpha, A, B, beta, C);
+}
+
+clt_status clt_op_gemm_with(const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb, size_t M,
+                            size_t N, size_t K, float alpha, const clt_tensor *A,
+                            const clt_tensor *B, float beta, clt_tensor *C)
+{
+    CLT_ASSERT(c != NULL);
+    return gemm(c, ta, tb, M, N, K, alpha, A, B, beta, C);
 }

@@ -1,0 +1,480 @@
+/* cltrain's own GEMM on row-major f32: C (M, N) = alpha * op(A) * op(B) + beta * C, with
+ * op(A) (M, K) and op(B) (K, N), each operand a (buffer, element offset, leading dimension).
+ * Two kernel families, chosen by the host per device and layout (src/ops/gemm.c, src/tune.c):
+ *  - direct (GEMM_TILED 0): no local memory. Each work-item computes a GEMM_TM x GEMM_TN block
+ *    of C over the whole K loop in registers, with explicit vectors of GEMM_VW floats either
+ *    along N (GEMM_VECK 0: outer products, for op(B) rows contiguous: layouts NN and TN) or
+ *    along K (GEMM_VECK 1: dot products, for A and B both contiguous in K: layout NT). With
+ *    GEMM_KB > 0 (outer products only) each work-item computes GEMM_BM x GEMM_BN such blocks
+ *    and first copies GEMM_KB-deep slices of its rows of op(A) and columns of op(B) into
+ *    private arrays, which makes the operands' leading dimensions (and layouts) irrelevant.
+ *    The CPU (PoCL) kernel: it compiles to a register-blocked AVX/AVX-512 micro-kernel.
+ *  - tiled (GEMM_TILED 1): a work-group of GEMM_WGN x GEMM_WGM items stages GEMM_KB-deep
+ *    slices of A and B in local memory and each item computes GEMM_TM x GEMM_TN elements of
+ *    the group's (GEMM_WGM * GEMM_TM) x (GEMM_WGN * GEMM_TN) tile. The GPU kernel.
+ * Any M, N >= 1 and K >= 1 (edges: loads are clamped or zero-filled, stores masked; K = 0 works
+ * too except in the packed form, which then stores nothing: the host runs another choice).
+ * beta == 0 never reads C. The summation order depends only on the defines and the shape, so
+ * results are deterministic. */
+
+#ifndef GEMM_TILED
+#define GEMM_TILED 0 /* 0: direct kernel, 1: local-memory tiled kernel */
+#endif
+#ifndef GEMM_TM
+#define GEMM_TM 4 /* rows of C per work-item */
+#endif
+#ifndef GEMM_TN
+#define GEMM_TN 16 /* columns of C per work-item (direct, GEMM_VECK 0: a multiple of GEMM_VW) */
+#endif
+#ifndef GEMM_VW
+#define GEMM_VW 4 /* direct: floats per vector, 1, 2, 4, 8 or 16 */
+#endif
+#ifndef GEMM_VECK
+#define GEMM_VECK 0 /* direct: 0 vectors along N, 1 vectors along K */
+#endif
+#ifndef GEMM_MDIM
+#define GEMM_MDIM 0 /* direct: the NDRange dimension (0 or 1) that walks row blocks */
+#endif
+#ifndef GEMM_WGM
+#define GEMM_WGM 8 /* tiled: work-group rows (local dimension 1) */
+#endif
+#ifndef GEMM_WGN
+#define GEMM_WGN 8 /* tiled: work-group columns (local dimension 0) */
+#endif
+#ifndef GEMM_KB
+#define GEMM_KB 16 /* tiled: depth of the K slice staged in local memory; direct: of the K slice
+                      packed in private memory (0: none, operands read in place) */
+#endif
+#ifndef GEMM_BM
+#define GEMM_BM 1 /* direct, packed: register blocks per work-item along M */
+#endif
+#ifndef GEMM_BN
+#define GEMM_BN 1 /* direct, packed: register blocks per work-item along N */
+#endif
+#ifndef GEMM_PAD
+#define GEMM_PAD 1 /* tiled: padding of each local row, against bank conflicts */
+#endif
+
+/* GEMM_TA and GEMM_TB (0 or 1), when defined, keep only that layout's kernel in the program:
+ * some drivers (PoCL) compile every kernel of a program when its binary is fetched. */
+#if defined(GEMM_TA) && defined(GEMM_TB)
+#define GEMM_HAS(ta, tb) (GEMM_TA == (ta) && GEMM_TB == (tb))
+#else
+#define GEMM_HAS(ta, tb) 1
+#endif
+
+#if GEMM_VW != 1 && GEMM_VW != 2 && GEMM_VW != 4 && GEMM_VW != 8 && GEMM_VW != 16
+#error "GEMM_VW must be 1, 2, 4, 8 or 16"
+#endif
+#if !GEMM_TILED && !GEMM_VECK && (GEMM_TN % GEMM_VW) != 0
+#error "GEMM_TN must be a multiple of GEMM_VW when vectors run along N"
+#endif
+#if GEMM_TM < 1 || GEMM_TN < 1 || GEMM_BM < 1 || GEMM_BN < 1
+#error "GEMM_TM, GEMM_TN, GEMM_BM and GEMM_BN must be positive"
+#endif
+#if !GEMM_TILED && GEMM_VECK && GEMM_KB > 0
+#error "packing (GEMM_KB > 0) is for vectors along N (GEMM_VECK 0)"
+#endif
+
+#define GEMM_ARGS                                                                                 \
+    const int M, const int N, const int K, const float alpha, global const float *restrict a,     \
+        const ulong a_off, const int lda, global const float *restrict b, const ulong b_off,      \
+        const int ldb, const float beta, global float *restrict c, const ulong c_off, const int ldc
+#define GEMM_PASS M, N, K, alpha, a + a_off, lda, b + b_off, ldb, beta, c + c_off, ldc
+
+/* Element (m, k) of op(A) and (k, n) of op(B) for a layout known at compile time. */
+#define GEMM_A(ta, m, k) ((ta) ? a[(size_t)(k) * lda + (m)] : a[(size_t)(m) * lda + (k)])
+#define GEMM_B(tb, k, n) ((tb) ? b[(size_t)(n) * ldb + (k)] : b[(size_t)(k) * ldb + (n)])
+
+/* C[m, n] = alpha * v + beta * C[m, n], without reading C when beta == 0. */
+#define GEMM_STORE1(m, n, v)                                                                      \
+    do {                                                                                          \
+        global float *p_ = c + (size_t)(m) * ldc + (n);                                          \
+        *p_ = beta == 0.0f ? alpha * (v) : fma(beta, *p_, alpha * (v));                          \
+    } while (0)
+
+#if !GEMM_TILED
+/* ---- direct kernel ------------------------------------------------------------------------ */
+#if GEMM_VW == 1
+typedef float floatv;
+#define VLOAD(p) (*(p))
+#define VSTORE(v, p) (*(p) = (v))
+#define HSUM(v) (v)
+#else
+#define floatv CLT__XCAT(float, GEMM_VW)
+#define VLOAD(p) CLT__XCAT(vload, GEMM_VW)(0, (p))
+#define VSTORE(v, p) CLT__XCAT(vstore, GEMM_VW)((v), 0, (p))
+#if GEMM_VW == 2
+#define HSUM(v) ((v).s0 + (v).s1)
+#elif GEMM_VW == 4
+#define HSUM(v) (((v).s0 + (v).s2) + ((v).s1 + (v).s3))
+#elif GEMM_VW == 8
+#define HSUM4_(v) (((v).s0 + (v).s2) + ((v).s1 + (v).s3))
+#define HSUM(v) HSUM4_((v).lo + (v).hi)
+#else
+#define HSUM4_(v) (((v).s0 + (v).s2) + ((v).s1 + (v).s3))
+#define HSUM(v) HSUM4_(((v).lo + (v).hi).lo + ((v).lo + (v).hi).hi)
+#endif
+#endif
+#define NV (GEMM_TN / GEMM_VW) /* vectors per row of the block (GEMM_VECK 0) */
+
+/* p[min(start + l, last) * stride] for the GEMM_VW lanes l: a clamped, strided gather. */
+inline floatv gemm_gather(global const float *p, int start, int last, int stride)
+{
+    float t[GEMM_VW];
+#pragma unroll
+    for (int l = 0; l < GEMM_VW; l++) t[l] = p[(size_t)min(start + l, last) * stride];
+    return VLOAD(t);
+}
+
+#if !GEMM_VECK && GEMM_KB > 0
+#define MB (GEMM_BM * GEMM_TM) /* rows of C per work-item */
+#define NB (GEMM_BN * GEMM_TN) /* columns of C per work-item */
+
+/* Outer products over packed operands: for each GEMM_KB-deep slice of K, the work-item copies
+ * its MB rows of op(A) and NB columns of op(B) into private arrays (contiguous, so they stay in
+ * L1 whatever the leading dimensions, which matters when those are powers of two), then runs
+ * the GEMM_TM x GEMM_TN register block over the GEMM_BM x GEMM_BN sub-blocks. Rows and
+ * columns past the edge are clamped copies and never stored. C holds the partial sums between
+ * slices: the first slice writes alpha * acc + beta * C, the later ones add alpha * acc. */
+inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
+                        const float alpha, global const float *restrict a, const int lda,
+                        global const float *restrict b, const int ldb, const float beta,
+                        global float *restrict c, const int ldc)
+{
+    const int m0 = (int)get_global_id(GEMM_MDIM) * MB;
+    const int n0 = (int)get_global_id(1 - GEMM_MDIM) * NB;
+    if (m0 >= M || n0 >= N) return;
+    float ap[GEMM_KB * MB]; /* ta ? [kk][mm] : [mm][kk] */
+    float bp[GEMM_KB * NB]; /* [kk][nn] */
+    /* Rows and columns to pack: the valid ones, rounded up to whole register blocks (the
+     * extra ones are clamped copies of the last, computed but never stored). */
+    const int mrows = min(MB, (M - m0 + GEMM_TM - 1) / GEMM_TM * GEMM_TM);
+    const int ncols = min(NB, (N - n0 + GEMM_TN - 1) / GEMM_TN * GEMM_TN);
+    const bool mfull = m0 + mrows <= M, nfull = n0 + ncols <= N;
+    for (int kc = 0; kc < K; kc += GEMM_KB) {
+        const int kn = min(GEMM_KB, K - kc);
+        if (ta) {
+            for (int kk = 0; kk < kn; kk++) {
+                global const float *row = a + (size_t)(kc + kk) * lda;
+                if (mfull)
+                    for (int mm = 0; mm < mrows; mm++) ap[kk * MB + mm] = row[m0 + mm];
+                else
+                    for (int mm = 0; mm < mrows; mm++) ap[kk * MB + mm] = row[min(m0 + mm, M - 1)];
+            }
+        } else {
+            for (int mm = 0; mm < mrows; mm++) {
+                global const float *row = a + (size_t)min(m0 + mm, M - 1) * lda + kc;
+                for (int kk = 0; kk < kn; kk++) ap[mm * GEMM_KB + kk] = row[kk];
+            }
+        }
+        if (tb) {
+            for (int nn = 0; nn < ncols; nn++) {
+                global const float *row = b + (size_t)min(n0 + nn, N - 1) * ldb + kc;
+                for (int kk = 0; kk < kn; kk++) bp[kk * NB + nn] = row[kk];
+            }
+        } else {
+            for (int kk = 0; kk < kn; kk++) {
+                global const float *row = b + (size_t)(kc + kk) * ldb;
+                if (nfull)
+                    for (int nn = 0; nn < ncols; nn++) bp[kk * NB + nn] = row[n0 + nn];
+                else
+                    for (int nn = 0; nn < ncols; nn++) bp[kk * NB + nn] = row[min(n0 + nn, N - 1)];
+            }
+        }
+        for (int si = 0; si < GEMM_BM; si++) {
+            const int mb = m0 + si * GEMM_TM;
+            if (mb >= M) break;
+            for (int sj = 0; sj < GEMM_BN; sj++) {
+                const int nb = n0 + sj * GEMM_TN;
+                if (nb >= N) break;
+                floatv acc[GEMM_TM][NV];
+#pragma unroll
+                for (int i = 0; i < GEMM_TM; i++)
+#pragma unroll
+                    for (int j = 0; j < NV; j++) acc[i][j] = (floatv)(0.0f);
+                /* pointers stepped per k, so that every load has a constant offset */
+                const float *bk = bp + sj * GEMM_TN;
+                const float *ak = ta ? ap + si * GEMM_TM : ap + si * GEMM_TM * GEMM_KB;
+                for (int k = 0; k < kn; k++, bk += NB, ak += ta ? MB : 1) {
+                    floatv bv[NV];
+#pragma unroll
+                    for (int j = 0; j < NV; j++) bv[j] = VLOAD(bk + j * GEMM_VW);
+#pragma unroll
+                    for (int i = 0; i < GEMM_TM; i++) {
+                        const float av = ak[ta ? i : i * GEMM_KB];
+#pragma unroll
+                        for (int j = 0; j < NV; j++) acc[i][j] = fma((floatv)(av), bv[j], acc[i][j]);
+                    }
+                }
+                /* the first slice applies beta (without reading C when it is 0), the later
+                 * ones accumulate */
+                const float bet = kc == 0 ? beta : 1.0f;
+                if (mb + GEMM_TM <= M && nb + GEMM_TN <= N) {
+#pragma unroll
+                    for (int i = 0; i < GEMM_TM; i++) {
+                        global float *crow = c + (size_t)(mb + i) * ldc + nb;
+#pragma unroll
+                        for (int j = 0; j < NV; j++) {
+                            floatv v = alpha * acc[i][j];
+                            if (bet != 0.0f)
+                                v = fma((floatv)(bet), VLOAD(crow + j * GEMM_VW), v);
+                            VSTORE(v, crow + j * GEMM_VW);
+                        }
+                    }
+                } else {
+                    float t[GEMM_TM * GEMM_TN];
+#pragma unroll
+                    for (int i = 0; i < GEMM_TM; i++)
+#pragma unroll
+                        for (int j = 0; j < NV; j++)
+                            VSTORE(acc[i][j], t + i * GEMM_TN + j * GEMM_VW);
+#pragma unroll 1
+                    for (int i = 0; i < GEMM_TM && mb + i < M; i++) {
+                        global float *crow = c + (size_t)(mb + i) * ldc;
+#pragma unroll 1
+                        for (int j = 0; j < GEMM_TN && nb + j < N; j++) {
+                            const float v = alpha * t[i * GEMM_TN + j];
+                            crow[nb + j] = bet == 0.0f ? v : fma(bet, crow[nb + j], v);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#elif !GEMM_VECK
+/* One k step of the outer-product form: acc[i][j] += A[m_i, k] * B[k, cols of vector j].
+ * `ncol[j]` is vector j's first column; SMALL: N < GEMM_VW, lanes gathered and clamped. */
+#define GEMM_OUTER_STEP(ta, tb, SMALL)                                                            \
+    do {                                                                                          \
+        floatv bv[NV];                                                                            \
+        _Pragma("unroll") for (int j = 0; j < NV; j++) {                                          \
+            if (SMALL) bv[j] = (tb) ? gemm_gather(b + k, ncol[j], N - 1, ldb)                     \
+                                    : gemm_gather(b + (size_t)k * ldb, ncol[j], N - 1, 1);        \
+            else bv[j] = (tb) ? gemm_gather(b + (size_t)ncol[j] * ldb + k, 0, GEMM_VW, ldb)       \
+                              : VLOAD(b + (size_t)k * ldb + ncol[j]);                             \
+        }                                                                                         \
+        _Pragma("unroll") for (int i = 0; i < GEMM_TM; i++) {                                     \
+            const float av = (ta) ? a[(size_t)k * lda + mrow[i]] : a[arow[i] + k];                \
+            _Pragma("unroll") for (int j = 0; j < NV; j++) acc[i][j] =                            \
+                fma((floatv)(av), bv[j], acc[i][j]);                                              \
+        }                                                                                         \
+    } while (0)
+
+inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
+                        const float alpha, global const float *restrict a, const int lda,
+                        global const float *restrict b, const int ldb, const float beta,
+                        global float *restrict c, const int ldc)
+{
+    const int m0 = (int)get_global_id(GEMM_MDIM) * GEMM_TM;
+    const int n0 = (int)get_global_id(1 - GEMM_MDIM) * GEMM_TN;
+    if (m0 >= M || n0 >= N) return;
+    const bool small = N < GEMM_VW;
+    int mrow[GEMM_TM], ncol[NV];
+    size_t arow[GEMM_TM];
+    floatv acc[GEMM_TM][NV];
+#pragma unroll
+    for (int i = 0; i < GEMM_TM; i++) {
+        mrow[i] = min(m0 + i, M - 1); /* clamped: edge rows repeat the last one */
+        arow[i] = (size_t)mrow[i] * lda;
+#pragma unroll
+        for (int j = 0; j < NV; j++) acc[i][j] = (floatv)(0.0f);
+    }
+    /* Each vector covers GEMM_VW valid columns: at the right edge it shifts left, and the
+     * store below skips the lanes that belong to the vector before it. */
+#pragma unroll
+    for (int j = 0; j < NV; j++) ncol[j] = small ? n0 + j * GEMM_VW : min(n0 + j * GEMM_VW, N - GEMM_VW);
+    if (small) {
+        for (int k = 0; k < K; k++) GEMM_OUTER_STEP(ta, tb, 1);
+    } else {
+        for (int k = 0; k < K; k++) GEMM_OUTER_STEP(ta, tb, 0);
+    }
+    if (m0 + GEMM_TM <= M && n0 + GEMM_TN <= N) {
+#pragma unroll
+        for (int i = 0; i < GEMM_TM; i++) {
+            global float *crow = c + (size_t)(m0 + i) * ldc;
+#pragma unroll
+            for (int j = 0; j < NV; j++) {
+                floatv v = alpha * acc[i][j];
+                if (beta != 0.0f) v = fma((floatv)(beta), VLOAD(crow + ncol[j]), v);
+                VSTORE(v, crow + ncol[j]);
+            }
+        }
+    } else {
+        /* The edge: through private memory, element by element, in loops kept rolled (small
+         * code: this runs once per work-item at most). */
+        float t[GEMM_TM * GEMM_TN];
+#pragma unroll
+        for (int i = 0; i < GEMM_TM; i++)
+#pragma unroll
+            for (int j = 0; j < NV; j++) VSTORE(acc[i][j], t + i * GEMM_TN + j * GEMM_VW);
+#pragma unroll 1
+        for (int i = 0; i < GEMM_TM && m0 + i < M; i++) {
+#pragma unroll 1
+            for (int j = 0; j < NV; j++) {
+                const int first = n0 + j * GEMM_VW;
+                const int start = small ? first : min(first, N - GEMM_VW);
+#pragma unroll 1
+                for (int l = 0; l < GEMM_VW; l++) {
+                    const int n = start + l;
+                    if (n >= first && n < N) GEMM_STORE1(m0 + i, n, t[i * GEMM_TN + j * GEMM_VW + l]);
+                }
+            }
+        }
+    }
+}
+
+#else /* GEMM_VECK */
+inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
+                        const float alpha, global const float *restrict a, const int lda,
+                        global const float *restrict b, const int ldb, const float beta,
+                        global float *restrict c, const int ldc)
+{
+    const int m0 = (int)get_global_id(GEMM_MDIM) * GEMM_TM;
+    const int n0 = (int)get_global_id(1 - GEMM_MDIM) * GEMM_TN;
+    if (m0 >= M || n0 >= N) return;
+    int mrow[GEMM_TM], ncol[GEMM_TN];
+    floatv acc[GEMM_TM][GEMM_TN];
+#pragma unroll
+    for (int i = 0; i < GEMM_TM; i++) {
+        mrow[i] = min(m0 + i, M - 1);
+#pragma unroll
+        for (int j = 0; j < GEMM_TN; j++) acc[i][j] = (floatv)(0.0f);
+    }
+#pragma unroll
+    for (int j = 0; j < GEMM_TN; j++) ncol[j] = min(n0 + j, N - 1);
+    const int kv = K - K % GEMM_VW;
+    for (int k = 0; k < kv; k += GEMM_VW) {
+        floatv av[GEMM_TM], bv[GEMM_TN];
+#pragma unroll
+        for (int i = 0; i < GEMM_TM; i++)
+            av[i] = ta ? gemm_gather(a + (size_t)k * lda + mrow[i], 0, GEMM_VW, lda)
+                       : VLOAD(a + (size_t)mrow[i] * lda + k);
+#pragma unroll
+        for (int j = 0; j < GEMM_TN; j++)
+            bv[j] = tb ? VLOAD(b + (size_t)ncol[j] * ldb + k)
+                       : gemm_gather(b + (size_t)k * ldb + ncol[j], 0, GEMM_VW, ldb);
+#pragma unroll
+        for (int i = 0; i < GEMM_TM; i++)
+#pragma unroll
+            for (int j = 0; j < GEMM_TN; j++) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+    }
+#pragma unroll
+    for (int i = 0; i < GEMM_TM; i++) {
+        const int m = m0 + i;
+        float s[GEMM_TN];
+#pragma unroll
+        for (int j = 0; j < GEMM_TN; j++) s[j] = HSUM(acc[i][j]);
+        for (int k = kv; k < K; k++) {
+            const float av = GEMM_A(ta, mrow[i], k);
+#pragma unroll
+            for (int j = 0; j < GEMM_TN; j++) s[j] = fma(av, GEMM_B(tb, k, ncol[j]), s[j]);
+        }
+        if (m < M) {
+#pragma unroll
+            for (int j = 0; j < GEMM_TN; j++)
+                if (n0 + j < N) GEMM_STORE1(m, n0 + j, s[j]);
+        }
+    }
+}
+#endif /* GEMM_VECK */
+
+/* Launched over (ceil(M / GEMM_TM), ceil(N / GEMM_TN)) work-items (dimensions swapped when
+ * GEMM_MDIM is 1), rounded up to any work-group size. */
+#if GEMM_HAS(0, 0)
+kernel void gemm_direct_nn(GEMM_ARGS) { gemm_direct(0, 0, GEMM_PASS); }
+#endif
+#if GEMM_HAS(0, 1)
+kernel void gemm_direct_nt(GEMM_ARGS) { gemm_direct(0, 1, GEMM_PASS); }
+#endif
+#if GEMM_HAS(1, 0)
+kernel void gemm_direct_tn(GEMM_ARGS) { gemm_direct(1, 0, GEMM_PASS); }
+#endif
+#if GEMM_HAS(1, 1)
+kernel void gemm_direct_tt(GEMM_ARGS) { gemm_direct(1, 1, GEMM_PASS); }
+#endif
+
+#else
+/* ---- tiled kernel ------------------------------------------------------------------------- */
+#define MT (GEMM_WGM * GEMM_TM) /* rows of the work-group's tile */
+#define NT (GEMM_WGN * GEMM_TN) /* columns of the work-group's tile */
+#define WG (GEMM_WGM * GEMM_WGN)
+
+inline void gemm_tiled(const int ta, const int tb, const int M, const int N, const int K,
+                       const float alpha, global const float *restrict a, const int lda,
+                       global const float *restrict b, const int ldb, const float beta,
+                       global float *restrict c, const int ldc, local float *as, local float *bs)
+{
+    /* as[kk * (MT + PAD) + mm] = op(A)[mt0 + mm, k0 + kk]; bs likewise with NT. */
+    const int ln = (int)get_local_id(0), lm = (int)get_local_id(1), tid = lm * GEMM_WGN + ln;
+    const int mt0 = (int)get_group_id(1) * MT, nt0 = (int)get_group_id(0) * NT;
+    float acc[GEMM_TM][GEMM_TN];
+#pragma unroll
+    for (int i = 0; i < GEMM_TM; i++)
+#pragma unroll
+        for (int j = 0; j < GEMM_TN; j++) acc[i][j] = 0.0f;
+
+    for (int k0 = 0; k0 < K; k0 += GEMM_KB) {
+        /* Stage the slices; the fastest-moving index follows memory order for coalescing. */
+        for (int p = tid; p < MT * GEMM_KB; p += WG) {
+            const int mm = ta ? p % MT : p / GEMM_KB, kk = ta ? p / MT : p % GEMM_KB;
+            const int m = mt0 + mm, k = k0 + kk;
+            as[kk * (MT + GEMM_PAD) + mm] = m < M && k < K ? GEMM_A(ta, m, k) : 0.0f;
+        }
+        for (int p = tid; p < NT * GEMM_KB; p += WG) {
+            const int nn = tb ? p / GEMM_KB : p % NT, kk = tb ? p % GEMM_KB : p / NT;
+            const int n = nt0 + nn, k = k0 + kk;
+            bs[kk * (NT + GEMM_PAD) + nn] = n < N && k < K ? GEMM_B(tb, k, n) : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll 4
+        for (int kk = 0; kk < GEMM_KB; kk++) {
+            float av[GEMM_TM], bv[GEMM_TN];
+#pragma unroll
+            for (int i = 0; i < GEMM_TM; i++) av[i] = as[kk * (MT + GEMM_PAD) + lm + i * GEMM_WGM];
+#pragma unroll
+            for (int j = 0; j < GEMM_TN; j++) bv[j] = bs[kk * (NT + GEMM_PAD) + ln + j * GEMM_WGN];
+#pragma unroll
+            for (int i = 0; i < GEMM_TM; i++)
+#pragma unroll
+                for (int j = 0; j < GEMM_TN; j++) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    /* Item (ln, lm) holds rows lm + i * WGM and columns ln + j * WGN of the tile. */
+#pragma unroll
+    for (int i = 0; i < GEMM_TM; i++) {
+        const int m = mt0 + lm + i * GEMM_WGM;
+        if (m < M) {
+#pragma unroll
+            for (int j = 0; j < GEMM_TN; j++) {
+                const int n = nt0 + ln + j * GEMM_WGN;
+                if (n < N) GEMM_STORE1(m, n, acc[i][j]);
+            }
+        }
+    }
+}
+
+/* Launched over (ceil(N / NT) * GEMM_WGN, ceil(M / MT) * GEMM_WGM) items in work-groups of
+ * exactly (GEMM_WGN, GEMM_WGM). */
+#define GEMM_TILED_KERNEL(name, ta, tb)                                                           \
+    kernel __attribute__((reqd_work_group_size(GEMM_WGN, GEMM_WGM, 1))) void name(GEMM_ARGS)      \
+    {                                                                                             \
+        local float as[GEMM_KB * (MT + GEMM_PAD)], bs[GEMM_KB * (NT + GEMM_PAD)];                 \
+        gemm_tiled(ta, tb, GEMM_PASS, as, bs);                                                    \
+    }
+#if GEMM_HAS(0, 0)
+GEMM_TILED_KERNEL(gemm_tiled_nn, 0, 0)
+#endif
+#if GEMM_HAS(0, 1)
+GEMM_TILED_KERNEL(gemm_tiled_nt, 0, 1)
+#endif
+#if GEMM_HAS(1, 0)
+GEMM_TILED_KERNEL(gemm_tiled_tn, 1, 0)
+#endif
+#if GEMM_HAS(1, 1)
+GEMM_TILED_KERNEL(gemm_tiled_tt, 1, 1)
+#endif
+#endif

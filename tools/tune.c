@@ -1,0 +1,388 @@
+/* cltrain-tune: times CLBlast and cltrain's own GEMM variants (cl/gemm.cl) on the shapes of the
+ * MLP presets, for the three layouts a linear layer uses, checks every variant's result against
+ * CLBlast's, prints GFLOP/s per variant and shape, and writes the fastest choice per layout
+ * (least total time over the shapes) to the device's tuning file, which ctxs read at creation.
+ * usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] [--layout L]
+ *                     [--repeats N] [--min] [--variant SPEC]... */
+#include "cltrain/tune.h"
+#include "cltrain/cltrain.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct shape {
+    clt_gemm_layout layout;
+    size_t M, N, K;
+};
+
+struct run {
+    clt_ctx *ctx;
+    clt_tensor *A, *B, *C;
+    float *ref, *got;
+    int repeats;
+    bool use_min;    /* report the fastest repeat instead of the median */
+    double min_time; /* seconds each timed repeat runs at least */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static clt_status call(struct run *r, const struct clt_gemm_choice *c, const struct shape *s,
+                       float beta)
+{
+    bool ta = s->layout == CLT_GEMM_TN || s->layout == CLT_GEMM_TT;
+    bool tb = s->layout == CLT_GEMM_NT || s->layout == CLT_GEMM_TT;
+    return clt_op_gemm_with(c, ta ? CLT_TRANS : CLT_NO_TRANS, tb ? CLT_TRANS : CLT_NO_TRANS, s->M,
+                            s->N, s->K, 1.0f, r->A, r->B, beta, r->C);
+}
+
+/* A warm-up call (it compiles), then one timed call: how many calls make a timed batch of at
+ * least r->min_time. Negative on failure. */
+static int calibrate(struct run *r, const struct clt_gemm_choice *c, const struct shape *s)
+{
+    if (call(r, c, s, 0.0f) != CLT_OK || clt_ctx_finish(r->ctx, CLT_WAIT_TIMING) != CLT_OK)
+        return -1;
+    double t0 = now_s();
+    if (call(r, c, s, 0.0f) != CLT_OK || clt_ctx_finish(r->ctx, CLT_WAIT_TIMING) != CLT_OK)
+        return -1;
+    double one = now_s() - t0;
+    int calls = one >= r->min_time ? 1 : (int)ceil(r->min_time / (one > 1e-6 ? one : 1e-6));
+    return calls > 1000 ? 1000 : calls;
+}
+
+/* Seconds per call over one batch of `calls`, the queue finished before each clock read.
+ * Negative on failure. */
+static double time_batch(struct run *r, const struct clt_gemm_choice *c, const struct shape *s,
+                         int calls)
+{
+    if (clt_ctx_finish(r->ctx, CLT_WAIT_TIMING) != CLT_OK) return -1;
+    double t0 = now_s();
+    for (int j = 0; j < calls; j++)
+        if (call(r, c, s, 0.0f) != CLT_OK) return -1;
+    if (clt_ctx_finish(r->ctx, CLT_WAIT_TIMING) != CLT_OK) return -1;
+    return (now_s() - t0) / calls;
+}
+
+/* Runs c once over a NaN-poisoned C (beta 0) and compares with r->ref:
+ * max |got - ref| <= 1e-4 * max |ref| (the two differ only in summation order). */
+static bool check_choice(struct run *r, const struct clt_gemm_choice *c, const struct shape *s,
+                         char *why, size_t n)
+{
+    size_t count = s->M * s->N;
+    for (size_t i = 0; i < count; i++)
+        r->got[i] = NAN;
+    if (clt_tensor_write(r->C, r->got, true, NULL) != CLT_OK || call(r, c, s, 0.0f) != CLT_OK ||
+        clt_tensor_read(r->C, r->got, true, NULL) != CLT_OK) {
+        snprintf(why, n, "%s", clt_ctx_errmsg(r->ctx));
+        return false;
+    }
+    double maxref = 0, maxdiff = 0;
+    size_t worst = 0;
+    for (size_t i = 0; i < count; i++) {
+        double d = fabs((double)r->got[i] - (double)r->ref[i]);
+        if (fabs(r->ref[i]) > maxref) maxref = fabs(r->ref[i]);
+        if (!(d <= maxdiff)) { /* NaN counts as the worst */
+            maxdiff = isnan(d) ? INFINITY : d;
+            worst = i;
+        }
+    }
+    if (maxdiff <= 1e-4 * maxref) return true;
+    snprintf(why, n, "element %zu: got %g, CLBlast %g", worst, r->got[worst], r->ref[worst]);
+    return false;
+}
+
+static int usage(FILE *f, int rc)
+{
+    fprintf(f, "usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] "
+               "[--layout L]\n                    [--repeats N] [--min] [--variant SPEC]...\n"
+               "  --device SEL   auto, gpu, cpu, accelerator, N, P:D or part of a name\n"
+               "  --output FILE  where to write (default: $CLTRAIN_TUNE_FILE, else the device's\n"
+               "                 file in the program cache dir)\n"
+               "  --quick        only the MLP presets' own shapes, fewer repeats\n"
+               "  --all          also the variants unlikely to win on this device type\n"
+               "                 (local-memory tiles on a CPU, mismatched vector directions)\n"
+               "  --layout L     only layout L (NT, NN or TN); the others keep the defaults\n"
+               "  --repeats N    timed repeats per variant and shape (5; 3 with --quick)\n"
+               "  --min          rank by the fastest repeat, not the median (noisy machines)\n"
+               "  --variant SPEC time SPEC (e.g. \"direct tm8 tn32 vw16 veck0 mdim0 wg4x1\")\n"
+               "                 instead of the built-in table; repeatable\n");
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    const char *device = NULL, *output = NULL, *only = NULL;
+    bool quick = false, all = false, use_min = false;
+    int repeats = 0;
+    struct clt_gemm_choice given[32];
+    int ngiven = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
+            device = argv[++i];
+        else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc)
+            only = argv[++i];
+        else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
+            repeats = atoi(argv[++i]);
+            if (repeats < 1 || repeats > 64) {
+                fprintf(stderr, "cltrain-tune: --repeats: expected 1 to 64\n");
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--min") == 0)
+            use_min = true;
+        else if (strcmp(argv[i], "--variant") == 0 && i + 1 < argc) {
+            if (ngiven == 32 || clt_gemm_choice_parse(argv[++i], &given[ngiven]) != CLT_OK ||
+                given[ngiven].kernel == CLT_GEMM_CLBLAST) {
+                fprintf(stderr, "cltrain-tune: --variant: %s\n",
+                        ngiven == 32 ? "at most 32" : clt_last_errmsg());
+                return 2;
+            }
+            ngiven++;
+        } else if (strcmp(argv[i], "--output") == 0 && i + 1 < argc)
+            output = argv[++i];
+        else if (strcmp(argv[i], "--quick") == 0)
+            quick = true;
+        else if (strcmp(argv[i], "--all") == 0)
+            all = true;
+        else if (strcmp(argv[i], "--help") == 0)
+            return usage(stdout, 0);
+        else {
+            fprintf(stderr, "cltrain-tune: unknown argument \"%s\"\n", argv[i]);
+            return usage(stderr, 2);
+        }
+    }
+
+    static const size_t pairs[][2] = {{784, 256},  {256, 128},   {128, 10},
+                                      {784, 1024}, {1024, 1024}, {1024, 10}};
+    static const size_t batches[] = {128, 512};
+    static const clt_gemm_layout layouts[] = {CLT_GEMM_NT, CLT_GEMM_NN, CLT_GEMM_TN};
+    static const char *roles[] = {"NN: dx = dy W", "NT: y = x W^T", "TN: dW = dy^T x", "TT"};
+    struct shape shapes[3][12];
+    int nshape = 0;
+    for (int bi = 0; bi < 2; bi++)
+        for (int p = 0; p < 6; p++) {
+            size_t B = batches[bi], IN = pairs[p][0], OUT = pairs[p][1];
+            if (quick && (bi == 0) != (p < 3)) continue; /* the presets: S at 128, M at 512 */
+            shapes[0][nshape] = (struct shape){CLT_GEMM_NT, B, OUT, IN};
+            shapes[1][nshape] = (struct shape){CLT_GEMM_NN, B, IN, OUT};
+            shapes[2][nshape] = (struct shape){CLT_GEMM_TN, OUT, IN, B};
+            nshape++;
+        }
+
+    int rc = 1, nvar = 0;
+    const struct clt_gemm_choice *vars = clt_gemm_variants(&nvar);
+    if (ngiven) {
+        vars = given;
+        nvar = ngiven;
+        all = true;
+    }
+    if (only && strcmp(only, "NT") != 0 && strcmp(only, "NN") != 0 && strcmp(only, "TN") != 0) {
+        fprintf(stderr, "cltrain-tune: --layout: expected NT, NN or TN\n");
+        return 2;
+    }
+    static const struct clt_gemm_choice clblast = {.kernel = CLT_GEMM_CLBLAST};
+    struct run r = {.repeats = repeats ? repeats
+                               : quick ? 3
+                                       : 5,
+                    .use_min = use_min,
+                    .min_time = quick ? 0.01 : 0.02};
+    double *times = NULL;
+    char path[4096], why[512];
+    struct clt_tune tune;
+    float *host = NULL;
+    size_t max_a = 0, max_b = 0, max_c = 0;
+    for (int l = 0; l < 3; l++)
+        for (int s = 0; s < nshape; s++) {
+            const struct shape *sh = &shapes[l][s];
+            if (sh->M * sh->K > max_a) max_a = sh->M * sh->K;
+            if (sh->K * sh->N > max_b) max_b = sh->K * sh->N;
+            if (sh->M * sh->N > max_c) max_c = sh->M * sh->N;
+        }
+
+    struct clt_ctx_params cp = clt_ctx_default_params();
+    cp.device = device;
+    if (clt_ctx_create(&r.ctx, &cp) != CLT_OK) {
+        fprintf(stderr, "cltrain-tune: %s\n", clt_last_errmsg());
+        return 1;
+    }
+    const clt_device_info *dev = clt_ctx_device(r.ctx);
+    clt_tune_defaults(dev, &tune);
+    if (output)
+        snprintf(path, sizeof path, "%s", output);
+    else if (clt_tune_path(r.ctx, path, sizeof path) != CLT_OK) {
+        fprintf(stderr, "cltrain-tune: %s; pass --output\n", clt_ctx_errmsg(r.ctx));
+        goto done;
+    }
+    size_t big = max_a > max_b ? max_a : max_b;
+    big = big > max_c ? big : max_c;
+    r.ref = malloc(max_c * sizeof *r.ref);
+    r.got = malloc(max_c * sizeof *r.got);
+    host = malloc(big * sizeof *host);
+    times = malloc((size_t)(nvar + 1) * 12 * sizeof *times);
+    if (!r.ref || !r.got || !host || !times) {
+        fprintf(stderr, "cltrain-tune: out of host memory\n");
+        goto done;
+    }
+    if (clt_tensor_create(&r.A, r.ctx, CLT_DTYPE_F32, 1, &max_a, CLT_MEM_OTHER) != CLT_OK ||
+        clt_tensor_create(&r.B, r.ctx, CLT_DTYPE_F32, 1, &max_b, CLT_MEM_OTHER) != CLT_OK ||
+        clt_tensor_create(&r.C, r.ctx, CLT_DTYPE_F32, 1, &max_c, CLT_MEM_OTHER) != CLT_OK)
+        goto cl_fail;
+    uint64_t state = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < big; i++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        host[i] = (float)((double)(state >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+    }
+    if (clt_tensor_write(r.A, host, true, NULL) != CLT_OK ||
+        clt_tensor_write(r.B, host + (big - max_b) / 2, true, NULL) != CLT_OK)
+        goto cl_fail;
+
+    printf("cltrain-tune on [%d] %s (%s, driver %s): GFLOP/s, %s of %d\n", dev->index,
+           dev->device_name, dev->platform_version, dev->driver_version,
+           r.use_min ? "best" : "median", r.repeats);
+    for (int li = 0; li < 3; li++) {
+        clt_gemm_layout l = layouts[li];
+        if (only && strcmp(only, clt_gemm_layout_name(l)) != 0) continue;
+        const struct shape *sh = shapes[li];
+        /* candidate 0 is CLBlast, then the variants; times[c * 12 + s], < 0: not run */
+        for (int c = 0; c <= nvar; c++)
+            for (int s = 0; s < nshape; s++)
+                times[c * 12 + s] = -1;
+        bool *ok = calloc((size_t)nvar + 1, sizeof *ok);
+        if (!ok) goto done;
+        for (int c = 0; c <= nvar; c++)
+            ok[c] = c == 0 || (all ? clt_gemm_choice_check(&vars[c - 1], dev, NULL, 0) == CLT_OK
+                                   : clt_gemm_variant_applies(&vars[c - 1], l, dev));
+        printf("\n%s\n%-52s", roles[l], "variant \\ M x N x K");
+        for (int s = 0; s < nshape; s++) {
+            char dims[32];
+            snprintf(dims, sizeof dims, "%zux%zux%zu", sh[s].M, sh[s].N, sh[s].K);
+            printf(" %13s", dims);
+        }
+        printf(" %9s\n", "total ms");
+        fflush(stdout);
+        for (int s = 0; s < nshape; s++) {
+            if (call(&r, &clblast, &sh[s], 0.0f) != CLT_OK ||
+                clt_tensor_read(r.C, r.ref, true, NULL) != CLT_OK) {
+                free(ok);
+                goto cl_fail;
+            }
+            /* Check every candidate, then time them in rounds (one batch of each per round),
+             * so that a burst of load on a shared machine hits all of them alike; the median
+             * (or the best, --min) round counts. */
+            int *calls = calloc((size_t)nvar + 1, sizeof *calls);
+            double *samples = calloc(((size_t)nvar + 1) * 64, sizeof *samples);
+            if (!calls || !samples) {
+                free(calls);
+                free(samples);
+                free(ok);
+                fprintf(stderr, "cltrain-tune: out of host memory\n");
+                goto done;
+            }
+            for (int c = 0; c <= nvar; c++) {
+                calls[c] = -1;
+                if (!ok[c]) continue;
+                char name[96];
+                if (c > 0 && !check_choice(&r, &vars[c - 1], &sh[s], why, sizeof why)) {
+                    clt_gemm_choice_format(&vars[c - 1], name, sizeof name);
+                    fprintf(stderr, "cltrain-tune: %s %s at %zux%zux%zu rejected: %s\n",
+                            clt_gemm_layout_name(l), name, sh[s].M, sh[s].N, sh[s].K, why);
+                    ok[c] = false;
+                    continue;
+                }
+                calls[c] = calibrate(&r, c == 0 ? &clblast : &vars[c - 1], &sh[s]);
+                if (calls[c] < 0) ok[c] = c == 0; /* CLBlast stays the reference */
+            }
+            int reps = r.repeats < 64 ? r.repeats : 64;
+            for (int i = 0; i < reps; i++)
+                for (int c = 0; c <= nvar; c++)
+                    if (calls[c] > 0)
+                        samples[c * 64 + i] =
+                            time_batch(&r, c == 0 ? &clblast : &vars[c - 1], &sh[s], calls[c]);
+            for (int c = 0; c <= nvar; c++) {
+                if (calls[c] <= 0) continue;
+                double *t = samples + c * 64;
+                qsort(t, (size_t)reps, sizeof *t, cmp_double);
+                times[c * 12 + s] = t[0] < 0 ? -1 : r.use_min ? t[0] : t[reps / 2];
+                if (times[c * 12 + s] < 0 && c > 0) ok[c] = false;
+            }
+            free(calls);
+            free(samples);
+        }
+        /* the table, with each candidate's total time per size class */
+        int best[CLT_GEMM__SIZES] = {-1, -1};
+        double best_total[CLT_GEMM__SIZES] = {0, 0}, flop[CLT_GEMM__SIZES] = {0, 0};
+        bool present[CLT_GEMM__SIZES] = {false, false};
+        for (int s = 0; s < nshape; s++) {
+            double macs = (double)sh[s].M * (double)sh[s].N * (double)sh[s].K;
+            int z = macs >= (double)tune.gemm_large_macs ? CLT_GEMM_LARGE : CLT_GEMM_SMALL;
+            present[z] = true;
+            flop[z] += 2.0 * macs;
+        }
+        for (int c = 0; c <= nvar; c++) {
+            bool timed = ok[c];
+            for (int s = 0; s < nshape && timed; s++)
+                timed = times[c * 12 + s] > 0;
+            if (!timed) continue;
+            char name[96];
+            double total[CLT_GEMM__SIZES] = {0, 0};
+            clt_gemm_choice_format(c == 0 ? &clblast : &vars[c - 1], name, sizeof name);
+            printf("%-52s", name);
+            for (int s = 0; s < nshape; s++) {
+                double t = times[c * 12 + s];
+                double macs = (double)sh[s].M * (double)sh[s].N * (double)sh[s].K;
+                total[macs >= (double)tune.gemm_large_macs ? CLT_GEMM_LARGE : CLT_GEMM_SMALL] += t;
+                printf(" %13.1f", 2e-9 * macs / t);
+            }
+            printf(" %9.2f\n", (total[0] + total[1]) * 1e3);
+            for (int z = 0; z < CLT_GEMM__SIZES; z++)
+                if (present[z] && (best[z] < 0 || total[z] < best_total[z])) {
+                    best[z] = c;
+                    best_total[z] = total[z];
+                }
+        }
+        free(ok);
+        for (int z = 0; z < CLT_GEMM__SIZES; z++) {
+            if (best[z] < 0) continue; /* no shape of this class: keep the default */
+            tune.gemm[l][z] = best[z] == 0 ? clblast : vars[best[z] - 1];
+            tune.gemm_gflops[l][z] = flop[z] / best_total[z] * 1e-9;
+            char name[96];
+            clt_gemm_choice_format(&tune.gemm[l][z], name, sizeof name);
+            printf("-> %s %s (M*N*K %s %llu): %s, %.1f GFLOP/s over those shapes\n",
+                   clt_gemm_layout_name(l), clt_gemm_size_name((clt_gemm_size)z),
+                   z == CLT_GEMM_LARGE ? ">=" : "<", (unsigned long long)tune.gemm_large_macs, name,
+                   tune.gemm_gflops[l][z]);
+        }
+        fflush(stdout);
+    }
+    if (clt_tune_save(path, &tune) != CLT_OK) {
+        fprintf(stderr, "cltrain-tune: %s\n", clt_last_errmsg());
+        goto done;
+    }
+    printf("\nwrote %s\n", path);
+    rc = 0;
+    goto done;
+cl_fail:
+    fprintf(stderr, "cltrain-tune: %s\n", clt_ctx_errmsg(r.ctx));
+done:
+    clt_tensor_free(r.A);
+    clt_tensor_free(r.B);
+    clt_tensor_free(r.C);
+    clt_ctx_free(r.ctx);
+    free(r.ref);
+    free(r.got);
+    free(host);
+    free(times);
+    return rc;
+}
