@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 /* Options of the f32 elementwise program, as clt_op_fill builds it, so that a program built
@@ -332,10 +333,11 @@ END_TEST
 
 START_TEST(test_build_failure_log)
 {
-    const char *data = getenv("CLTRAIN_TEST_DATA");
-    ck_assert_msg(data && *data, "CLTRAIN_TEST_DATA is not set (run through meson test)");
+    const char *dir = getenv("CLTRAIN_TESTS_DIR");
+    ck_assert_msg(dir && *dir, "CLTRAIN_TESTS_DIR is not set (run through meson test)");
     char broken[4096];
-    snprintf(broken, sizeof broken, "%s/../broken", data);
+    snprintf(broken, sizeof broken, "%s/broken", dir);
+    ck_assert_msg(access(broken, R_OK) == 0, "no folder %s", broken);
     setenv("CLTRAIN_KERNEL_DIR", broken, 1);
 
     clt_ctx *ctx = ctx_cached(NULL);
