@@ -45,6 +45,28 @@ clt_status clt__fail_cl(struct clt_ctx *ctx, int cl_error, const char *what)
                      clt_cl_error_name(cl_error), cl_error);
 }
 
+char *clt__read_file(const char *path, size_t max_bytes, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *data = NULL;
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long size = ftell(f);
+        if (size >= 0 && (unsigned long)size <= max_bytes && fseek(f, 0, SEEK_SET) == 0 &&
+            (data = malloc((size_t)size + 1))) {
+            if (fread(data, 1, (size_t)size, f) != (size_t)size) {
+                free(data);
+                data = NULL;
+            } else {
+                data[size] = '\0';
+                *len = (size_t)size;
+            }
+        }
+    }
+    fclose(f);
+    return data;
+}
+
 unsigned long long clt__hash(unsigned long long h, const void *data, size_t n)
 {
     const unsigned char *p = data;

@@ -61,6 +61,10 @@ clt_status clt__fail_cl(struct clt_ctx *ctx, int cl_error, const char *what);
         if (!(ptr)) CLT_FAIL((ctx), CLT_ERR_HOST_MEMORY, "out of host memory (%s)", #ptr);        \
     } while (0)
 
+/* The whole file as a NUL-terminated malloc'ed buffer (length in *len), or NULL when it cannot
+ * be opened or read or is larger than max_bytes. */
+char *clt__read_file(const char *path, size_t max_bytes, size_t *len);
+
 /* 64-bit FNV-1a, continued from `h` (start with CLT__FNV_SEED). */
 #define CLT__FNV_SEED 0xcbf29ce484222325ull
 unsigned long long clt__hash(unsigned long long h, const void *data, size_t n);

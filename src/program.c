@@ -64,27 +64,6 @@ static clt_status append(clt_ctx *ctx, char **buf, size_t *len, size_t *cap, con
     return CLT_OK;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *data = NULL;
-    if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long size = ftell(f);
-        if (size >= 0 && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)size + 1))) {
-            if (fread(data, 1, (size_t)size, f) != (size_t)size) {
-                free(data);
-                data = NULL;
-            } else {
-                data[size] = '\0';
-                *len = (size_t)size;
-            }
-        }
-    }
-    fclose(f);
-    return data;
-}
-
 /* Appends the source of one stem: $CLTRAIN_KERNEL_DIR/<stem>.cl if that folder is set and has
  * the file, else the embedded copy. */
 static clt_status append_stem(clt_ctx *ctx, const char *stem, char **buf, size_t *len,
@@ -95,7 +74,7 @@ static clt_status append_stem(clt_ctx *ctx, const char *stem, char **buf, size_t
         char path[4096];
         size_t n = 0;
         snprintf(path, sizeof path, "%s/%s.cl", dir, stem);
-        char *text = read_file(path, &n);
+        char *text = clt__read_file(path, SIZE_MAX, &n);
         if (text) {
             clt_status st = append(ctx, buf, len, cap, text, n);
             free(text);
@@ -216,7 +195,7 @@ static cl_program cache_load(clt_ctx *ctx, const uint64_t key[2], const char *op
     size_t len = 0;
     cl_program prog = NULL;
     cache_path(ctx, key, path, sizeof path);
-    unsigned char *data = (unsigned char *)read_file(path, &len);
+    unsigned char *data = (unsigned char *)clt__read_file(path, SIZE_MAX, &len);
     if (!data) return NULL;
     struct cache_header h;
     bool ok = len >= sizeof h;

@@ -295,28 +295,6 @@ bad:
 #define TUNE_FORMAT "cltrain-tune"
 #define TUNE_VERSION 1
 
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *data = NULL;
-    if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long size = ftell(f);
-        if (size >= 0 && size < (1l << 24) && fseek(f, 0, SEEK_SET) == 0 &&
-            (data = malloc((size_t)size + 1))) {
-            if (fread(data, 1, (size_t)size, f) != (size_t)size) {
-                free(data);
-                data = NULL;
-            } else {
-                data[size] = '\0';
-                *len = (size_t)size;
-            }
-        }
-    }
-    fclose(f);
-    return data;
-}
-
 static bool get_int(const clt__json *obj, const char *key, int lo, int hi, int *out)
 {
     const clt__json *v = clt__json_get(obj, key);
@@ -371,7 +349,7 @@ clt_status clt_tune_load(const char *path, const clt_device_info *dev, struct cl
     clt_tune_defaults(dev, out);
     clt_tune_defaults(dev, &t);
 
-    if (!(text = read_all(path, &len)))
+    if (!(text = clt__read_file(path, (size_t)1 << 24, &len)))
         CLT_FAIL(NULL, CLT_ERR_IO, "tuning file %s: cannot read it (%s)", path, strerror(errno));
     st = clt__json_parse(&root, text, len, &jerr);
     if (st == CLT_ERR_HOST_MEMORY) CLT_FAIL(NULL, st, "tuning file %s: out of host memory", path);
