@@ -15,7 +15,13 @@
  * Any M, N >= 1 and K >= 1 (edges: loads are clamped or zero-filled, stores masked; K = 0 works
  * too except in the packed form, which then stores nothing: the host runs another choice).
  * beta == 0 never reads C. The summation order depends only on the defines and the shape, so
- * results are deterministic. */
+ * results are deterministic.
+ * Mixed precision: GEMM_A_DTYPE, GEMM_B_DTYPE and GEMM_C_DTYPE (common.cl's codes, f32 by
+ * default) make each operand f32, f16 or bf16 storage, loaded and stored through CLT_LOAD and
+ * CLT_STORE; arithmetic stays f32. Only the packed direct kernel (it converts while packing
+ * and keeps its partial sums in a private f32 array rather than in C) and the tiled kernel
+ * (it converts while staging) take 16-bit operands; the host picks one of them. With every
+ * dtype f32 the code is the same as before. */
 
 #ifndef GEMM_TILED
 #define GEMM_TILED 0 /* 0: direct kernel, 1: local-memory tiled kernel */
@@ -54,6 +60,23 @@
 #ifndef GEMM_PAD
 #define GEMM_PAD 1 /* tiled: padding of each local row, against bank conflicts */
 #endif
+#ifndef GEMM_A_DTYPE
+#define GEMM_A_DTYPE CLT_F32 /* storage of A, B and C: CLT_F32, CLT_F16 or CLT_BF16 */
+#endif
+#ifndef GEMM_B_DTYPE
+#define GEMM_B_DTYPE CLT_F32
+#endif
+#ifndef GEMM_C_DTYPE
+#define GEMM_C_DTYPE CLT_F32
+#endif
+#define GEMM_MIXED (GEMM_A_DTYPE != CLT_F32 || GEMM_B_DTYPE != CLT_F32 || GEMM_C_DTYPE != CLT_F32)
+#define GEMM_LA(p, i) CLT_LOAD(GEMM_A_DTYPE, p, i)
+#define GEMM_LB(p, i) CLT_LOAD(GEMM_B_DTYPE, p, i)
+#define GEMM_LC(p, i) CLT_LOAD(GEMM_C_DTYPE, p, i)
+#define GEMM_SC(p, i, v) CLT_STORE(GEMM_C_DTYPE, p, i, v)
+typedef CLT_TYPE(GEMM_A_DTYPE) gemm_a_t;
+typedef CLT_TYPE(GEMM_B_DTYPE) gemm_b_t;
+typedef CLT_TYPE(GEMM_C_DTYPE) gemm_c_t;
 
 /* GEMM_TA and GEMM_TB (0 or 1), when defined, keep only that layout's kernel in the program:
  * some drivers (PoCL) compile every kernel of a program when its binary is fetched. */
@@ -75,22 +98,28 @@
 #if !GEMM_TILED && GEMM_VECK && GEMM_KB > 0
 #error "packing (GEMM_KB > 0) is for vectors along N (GEMM_VECK 0)"
 #endif
+#if GEMM_MIXED && !GEMM_TILED && (GEMM_VECK || GEMM_KB == 0)
+#error "16-bit operands need the packed direct kernel (GEMM_KB > 0) or the tiled kernel"
+#endif
 
 #define GEMM_ARGS                                                                                 \
-    const int M, const int N, const int K, const float alpha, global const float *restrict a,     \
-        const ulong a_off, const int lda, global const float *restrict b, const ulong b_off,      \
-        const int ldb, const float beta, global float *restrict c, const ulong c_off, const int ldc
+    const int M, const int N, const int K, const float alpha, global const gemm_a_t *restrict a,  \
+        const ulong a_off, const int lda, global const gemm_b_t *restrict b, const ulong b_off,   \
+        const int ldb, const float beta, global gemm_c_t *restrict c, const ulong c_off,          \
+        const int ldc
 #define GEMM_PASS M, N, K, alpha, a + a_off, lda, b + b_off, ldb, beta, c + c_off, ldc
 
 /* Element (m, k) of op(A) and (k, n) of op(B) for a layout known at compile time. */
-#define GEMM_A(ta, m, k) ((ta) ? a[(size_t)(k) * lda + (m)] : a[(size_t)(m) * lda + (k)])
-#define GEMM_B(tb, k, n) ((tb) ? b[(size_t)(n) * ldb + (k)] : b[(size_t)(k) * ldb + (n)])
+#define GEMM_A(ta, m, k)                                                                          \
+    ((ta) ? GEMM_LA(a, (size_t)(k) * lda + (m)) : GEMM_LA(a, (size_t)(m) * lda + (k)))
+#define GEMM_B(tb, k, n)                                                                          \
+    ((tb) ? GEMM_LB(b, (size_t)(n) * ldb + (k)) : GEMM_LB(b, (size_t)(k) * ldb + (n)))
 
 /* C[m, n] = alpha * v + beta * C[m, n], without reading C when beta == 0. */
 #define GEMM_STORE1(m, n, v)                                                                      \
     do {                                                                                          \
-        global float *p_ = c + (size_t)(m) * ldc + (n);                                          \
-        *p_ = beta == 0.0f ? alpha * (v) : fma(beta, *p_, alpha * (v));                          \
+        const size_t i_ = (size_t)(m) * ldc + (n);                                               \
+        GEMM_SC(c, i_, beta == 0.0f ? alpha * (v) : fma(beta, GEMM_LC(c, i_), alpha * (v)));      \
     } while (0)
 
 #if !GEMM_TILED
@@ -138,9 +167,9 @@ inline floatv gemm_gather(global const float *p, int start, int last, int stride
  * columns past the edge are clamped copies and never stored. C holds the partial sums between
  * slices: the first slice writes alpha * acc + beta * C, the later ones add alpha * acc. */
 inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
-                        const float alpha, global const float *restrict a, const int lda,
-                        global const float *restrict b, const int ldb, const float beta,
-                        global float *restrict c, const int ldc)
+                        const float alpha, global const gemm_a_t *restrict a, const int lda,
+                        global const gemm_b_t *restrict b, const int ldb, const float beta,
+                        global gemm_c_t *restrict c, const int ldc)
 {
     const int m0 = (int)get_global_id(GEMM_MDIM) * MB;
     const int n0 = (int)get_global_id(1 - GEMM_MDIM) * NB;
@@ -152,34 +181,41 @@ inline void gemm_direct(const int ta, const int tb, const int M, const int N, co
     const int mrows = min(MB, (M - m0 + GEMM_TM - 1) / GEMM_TM * GEMM_TM);
     const int ncols = min(NB, (N - n0 + GEMM_TN - 1) / GEMM_TN * GEMM_TN);
     const bool mfull = m0 + mrows <= M, nfull = n0 + ncols <= N;
+#if GEMM_MIXED
+    /* 16-bit C: the partial sums stay in f32 here (not in C) until the end */
+    float cacc[MB * NB];
+    for (int p = 0; p < MB * NB; p++) cacc[p] = 0.0f;
+#endif
     for (int kc = 0; kc < K; kc += GEMM_KB) {
         const int kn = min(GEMM_KB, K - kc);
         if (ta) {
             for (int kk = 0; kk < kn; kk++) {
-                global const float *row = a + (size_t)(kc + kk) * lda;
+                global const gemm_a_t *row = a + (size_t)(kc + kk) * lda;
                 if (mfull)
-                    for (int mm = 0; mm < mrows; mm++) ap[kk * MB + mm] = row[m0 + mm];
+                    for (int mm = 0; mm < mrows; mm++) ap[kk * MB + mm] = GEMM_LA(row, m0 + mm);
                 else
-                    for (int mm = 0; mm < mrows; mm++) ap[kk * MB + mm] = row[min(m0 + mm, M - 1)];
+                    for (int mm = 0; mm < mrows; mm++)
+                        ap[kk * MB + mm] = GEMM_LA(row, min(m0 + mm, M - 1));
             }
         } else {
             for (int mm = 0; mm < mrows; mm++) {
-                global const float *row = a + (size_t)min(m0 + mm, M - 1) * lda + kc;
-                for (int kk = 0; kk < kn; kk++) ap[mm * GEMM_KB + kk] = row[kk];
+                global const gemm_a_t *row = a + (size_t)min(m0 + mm, M - 1) * lda + kc;
+                for (int kk = 0; kk < kn; kk++) ap[mm * GEMM_KB + kk] = GEMM_LA(row, kk);
             }
         }
         if (tb) {
             for (int nn = 0; nn < ncols; nn++) {
-                global const float *row = b + (size_t)min(n0 + nn, N - 1) * ldb + kc;
-                for (int kk = 0; kk < kn; kk++) bp[kk * NB + nn] = row[kk];
+                global const gemm_b_t *row = b + (size_t)min(n0 + nn, N - 1) * ldb + kc;
+                for (int kk = 0; kk < kn; kk++) bp[kk * NB + nn] = GEMM_LB(row, kk);
             }
         } else {
             for (int kk = 0; kk < kn; kk++) {
-                global const float *row = b + (size_t)(kc + kk) * ldb;
+                global const gemm_b_t *row = b + (size_t)(kc + kk) * ldb;
                 if (nfull)
-                    for (int nn = 0; nn < ncols; nn++) bp[kk * NB + nn] = row[n0 + nn];
+                    for (int nn = 0; nn < ncols; nn++) bp[kk * NB + nn] = GEMM_LB(row, n0 + nn);
                 else
-                    for (int nn = 0; nn < ncols; nn++) bp[kk * NB + nn] = row[min(n0 + nn, N - 1)];
+                    for (int nn = 0; nn < ncols; nn++)
+                        bp[kk * NB + nn] = GEMM_LB(row, min(n0 + nn, N - 1));
             }
         }
         for (int si = 0; si < GEMM_BM; si++) {
@@ -207,6 +243,19 @@ inline void gemm_direct(const int ta, const int tb, const int M, const int N, co
                         for (int j = 0; j < NV; j++) acc[i][j] = fma((floatv)(av), bv[j], acc[i][j]);
                     }
                 }
+#if GEMM_MIXED
+                {
+                    float t[GEMM_TM * GEMM_TN];
+#pragma unroll
+                    for (int i = 0; i < GEMM_TM; i++)
+#pragma unroll
+                        for (int j = 0; j < NV; j++)
+                            VSTORE(acc[i][j], t + i * GEMM_TN + j * GEMM_VW);
+                    float *cp = cacc + si * GEMM_TM * NB + sj * GEMM_TN;
+                    for (int i = 0; i < GEMM_TM; i++)
+                        for (int j = 0; j < GEMM_TN; j++) cp[i * NB + j] += t[i * GEMM_TN + j];
+                }
+#else
                 /* the first slice applies beta (without reading C when it is 0), the later
                  * ones accumulate */
                 const float bet = kc == 0 ? beta : 1.0f;
@@ -239,9 +288,14 @@ inline void gemm_direct(const int ta, const int tb, const int M, const int N, co
                         }
                     }
                 }
+#endif
             }
         }
     }
+#if GEMM_MIXED
+    for (int mm = 0; mm < MB && m0 + mm < M; mm++)
+        for (int nn = 0; nn < NB && n0 + nn < N; nn++) GEMM_STORE1(m0 + mm, n0 + nn, cacc[mm * NB + nn]);
+#endif
 }
 
 #elif !GEMM_VECK
@@ -403,9 +457,10 @@ kernel void gemm_direct_tt(GEMM_ARGS) { gemm_direct(1, 1, GEMM_PASS); }
 #define WG (GEMM_WGM * GEMM_WGN)
 
 inline void gemm_tiled(const int ta, const int tb, const int M, const int N, const int K,
-                       const float alpha, global const float *restrict a, const int lda,
-                       global const float *restrict b, const int ldb, const float beta,
-                       global float *restrict c, const int ldc, local float *as, local float *bs)
+                       const float alpha, global const gemm_a_t *restrict a, const int lda,
+                       global const gemm_b_t *restrict b, const int ldb, const float beta,
+                       global gemm_c_t *restrict c, const int ldc, local float *as,
+                       local float *bs)
 {
     /* as[kk * (MT + PAD) + mm] = op(A)[mt0 + mm, k0 + kk]; bs likewise with NT. */
     const int ln = (int)get_local_id(0), lm = (int)get_local_id(1), tid = lm * GEMM_WGN + ln;

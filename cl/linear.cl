@@ -1,32 +1,45 @@
 /* The bias half of a linear layer (the GEMM half is clt_op_gemm): y (B, OUT) += bias (OUT), and
- * the bias gradient db (OUT) = beta * db + column sums of dy (B, OUT). f32. The column sums run
+ * the bias gradient db (OUT) = beta * db + column sums of dy (B, OUT). y, bias and dy may be f32,
+ * f16 or bf16 storage (-DY_DTYPE, -DB_DTYPE, -DDY_DTYPE; f32 arithmetic); db is f32. The column sums run
  * in an order fixed by the constants below, never by the work-group size or the number of
  * groups, so the bits are the same on every launch configuration and every run. */
 
 #ifndef CLT_BIAS_COLS
 #define CLT_BIAS_COLS 16 /* columns per work-group tile; CLT_BIAS_COLS * CLT_BIAS_SLICES items */
 #endif
+#ifndef Y_DTYPE
+#define Y_DTYPE CLT_F32
+#endif
+#ifndef B_DTYPE
+#define B_DTYPE CLT_F32
+#endif
+#ifndef DY_DTYPE
+#define DY_DTYPE CLT_F32
+#endif
 #ifndef CLT_BIAS_SLICES
 #define CLT_BIAS_SLICES 16 /* row slices per column, a power of two */
 #endif
 
 /* y[b * OUT + o] += bias[o], one work-item per element of y (n = B * OUT). */
-kernel void linear_forward_bias(global float *y, ulong y_off, const global float *bias,
-                                ulong b_off, ulong n, uint OUT)
+kernel void linear_forward_bias(global CLT_TYPE(Y_DTYPE) *y, ulong y_off,
+                                const global CLT_TYPE(B_DTYPE) *bias, ulong b_off, ulong n,
+                                uint OUT)
 {
     const ulong i = get_global_id(0);
     if (i >= n) return;
     /* 64-bit division is slow on GPUs: use 32 bits whenever the index fits */
     const uint o = n <= 0xffffffffu ? (uint)i % OUT : (uint)(i % OUT);
-    y[y_off + i] += bias[b_off + o];
+    CLT_STORE(Y_DTYPE, y, y_off + i,
+              CLT_LOAD(Y_DTYPE, y, y_off + i) + CLT_LOAD(B_DTYPE, bias, b_off + o));
 }
 
 /* db[o] = beta * db[o] + sum_b dy[b, o]; beta == 0 overwrites (db is not read, so NaN or garbage
  * in it does not leak through). Launched with ceil(OUT / CLT_BIAS_COLS) work-groups of any size.
  * Each group sums CLT_BIAS_COLS columns: slice s of column o adds rows s, s + SLICES, ...
  * sequentially; the SLICES partial sums are then added by a fixed pairwise tree. */
-kernel void linear_backward_bias(global float *db, ulong db_off, const global float *dy,
-                                 ulong dy_off, ulong B, uint OUT, float beta)
+kernel void linear_backward_bias(global float *db, ulong db_off,
+                                 const global CLT_TYPE(DY_DTYPE) *dy, ulong dy_off, ulong B,
+                                 uint OUT, float beta)
 {
     local float part[CLT_BIAS_SLICES][CLT_BIAS_COLS];
     const uint lid = get_local_id(0), lsz = get_local_size(0);
@@ -37,7 +50,7 @@ kernel void linear_backward_bias(global float *db, ulong db_off, const global fl
         const ulong o = col0 + c;
         float acc = 0.0f;
         if (o < OUT) {
-            for (ulong b = s; b < B; b += CLT_BIAS_SLICES) acc += dy[dy_off + b * OUT + o];
+            for (ulong b = s; b < B; b += CLT_BIAS_SLICES) acc += CLT_LOAD(DY_DTYPE, dy, dy_off + b * OUT + o);
         }
         part[s][c] = acc;
     }

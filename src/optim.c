@@ -302,10 +302,13 @@ clt_tensor *clt_optim_params_tensor(const clt_optim *o)
     return o->params;
 }
 
-clt_status clt_optim_step(clt_optim *o, const clt_tensor *grads)
+/* One step; with `amp` (a scaler's state) the *_amp kernels, which skip on found_inf. */
+static clt_status step(clt_optim *o, const clt_tensor *grads, const clt_tensor *amp)
 {
     clt_status st = CLT_OK;
     CLT_ASSERT(o && grads);
+    cl_mem am = amp ? clt_tensor_mem(amp) : NULL;
+    const cl_long steps_l = o->steps;
     const struct clt_optim_params *p = &o->p;
     clt_ctx *ctx = clt_tensor_ctx(o->params);
     cl_kernel k;
@@ -320,7 +323,7 @@ clt_status clt_optim_step(clt_optim *o, const clt_tensor *grads)
     const float lr_f = (float)lr, wd = p->weight_decay;
 
     if (p->kind == CLT_OPTIM_SGD && o->nstate == 0) {
-        CLT_TRY(clt__kernel(ctx, "optim", NULL, "sgd_step", &k));
+        CLT_TRY(clt__kernel(ctx, "optim", NULL, amp ? "sgd_step_amp" : "sgd_step", &k));
         err = CLT__SET_ARG(k, 0, pm);
         err |= CLT__SET_ARG(k, 1, po);
         err |= CLT__SET_ARG(k, 2, gm);
@@ -328,12 +331,14 @@ clt_status clt_optim_step(clt_optim *o, const clt_tensor *grads)
         err |= CLT__SET_ARG(k, 4, n);
         err |= CLT__SET_ARG(k, 5, lr_f);
         err |= CLT__SET_ARG(k, 6, wd);
+        if (amp) err |= CLT__SET_ARG(k, 7, am);
     } else if (p->kind == CLT_OPTIM_SGD) {
         cl_mem bm = clt_tensor_mem(o->state[0]);
         cl_ulong bo = clt_tensor_offset(o->state[0]);
         const float mom = p->momentum, one_minus_damp = (float)(1.0 - (double)p->dampening);
         const cl_int nesterov = p->nesterov, first = o->steps == 0;
-        CLT_TRY(clt__kernel(ctx, "optim", NULL, "sgd_momentum_step", &k));
+        CLT_TRY(clt__kernel(ctx, "optim", NULL, amp ? "sgd_momentum_step_amp" : "sgd_momentum_step",
+                            &k));
         err = CLT__SET_ARG(k, 0, pm);
         err |= CLT__SET_ARG(k, 1, po);
         err |= CLT__SET_ARG(k, 2, gm);
@@ -346,7 +351,47 @@ clt_status clt_optim_step(clt_optim *o, const clt_tensor *grads)
         err |= CLT__SET_ARG(k, 9, mom);
         err |= CLT__SET_ARG(k, 10, one_minus_damp);
         err |= CLT__SET_ARG(k, 11, nesterov);
-        err |= CLT__SET_ARG(k, 12, first);
+        if (amp) {
+            err |= CLT__SET_ARG(k, 12, steps_l);
+            err |= CLT__SET_ARG(k, 13, am);
+        } else {
+            err |= CLT__SET_ARG(k, 12, first);
+        }
+    } else if (amp) {
+        cl_mem mm = clt_tensor_mem(o->state[0]), vm = clt_tensor_mem(o->state[1]);
+        cl_ulong mo = clt_tensor_offset(o->state[0]), vo = clt_tensor_offset(o->state[1]);
+        const bool adamw = p->kind == CLT_OPTIM_ADAMW;
+        const float log_b1 = p->beta1 > 0 ? (float)log((double)p->beta1) : -INFINITY,
+                    log_b2 = p->beta2 > 0 ? (float)log((double)p->beta2) : -INFINITY;
+        const float one_minus_b1 = (float)(1.0 - p->beta1), beta2 = p->beta2,
+                    one_minus_b2 = (float)(1.0 - p->beta2), eps = p->eps;
+        const float l2 = adamw ? 0.0f : wd;
+        const float decay = adamw ? (float)(1.0 - lr * (double)wd) : 1.0f;
+        CLT_TRY(clt__kernel(ctx, "optim", NULL, "adam_amp_prepare", &k));
+        err = CLT__SET_ARG(k, 0, am);
+        err |= CLT__SET_ARG(k, 1, lr_f);
+        err |= CLT__SET_ARG(k, 2, log_b1);
+        err |= CLT__SET_ARG(k, 3, log_b2);
+        err |= CLT__SET_ARG(k, 4, steps_l);
+        CLT_CHECK_CL(ctx, err, "optimizer step: clSetKernelArg");
+        CLT_TRY(clt__launch_1d(ctx, k, 1, "adam prepare"));
+        CLT_TRY(clt__kernel(ctx, "optim", NULL, "adam_step_amp", &k));
+        err = CLT__SET_ARG(k, 0, pm);
+        err |= CLT__SET_ARG(k, 1, po);
+        err |= CLT__SET_ARG(k, 2, gm);
+        err |= CLT__SET_ARG(k, 3, go);
+        err |= CLT__SET_ARG(k, 4, mm);
+        err |= CLT__SET_ARG(k, 5, mo);
+        err |= CLT__SET_ARG(k, 6, vm);
+        err |= CLT__SET_ARG(k, 7, vo);
+        err |= CLT__SET_ARG(k, 8, n);
+        err |= CLT__SET_ARG(k, 9, one_minus_b1);
+        err |= CLT__SET_ARG(k, 10, beta2);
+        err |= CLT__SET_ARG(k, 11, one_minus_b2);
+        err |= CLT__SET_ARG(k, 12, eps);
+        err |= CLT__SET_ARG(k, 13, l2);
+        err |= CLT__SET_ARG(k, 14, decay);
+        err |= CLT__SET_ARG(k, 15, am);
     } else {
         cl_mem mm = clt_tensor_mem(o->state[0]), vm = clt_tensor_mem(o->state[1]);
         cl_ulong mo = clt_tensor_offset(o->state[0]), vo = clt_tensor_offset(o->state[1]);
@@ -382,4 +427,108 @@ clt_status clt_optim_step(clt_optim *o, const clt_tensor *grads)
     o->steps++;
 fail:
     return st;
+}
+
+clt_status clt_optim_step(clt_optim *o, const clt_tensor *grads)
+{
+    return step(o, grads, NULL);
+}
+
+/* ---- dynamic loss scaling ------------------------------------------------------------------ */
+struct clt_scaler {
+    struct clt_scaler_params p;
+    clt_tensor *state; /* (CLT_AMP_STATE_LEN) i32, see ops.h */
+};
+
+struct clt_scaler_params clt_scaler_default_params(void)
+{
+    struct clt_scaler_params p = {
+        .init_scale = 65536.0f, .growth_factor = 2.0f, .backoff_factor = 0.5f,
+        .growth_interval = 2000};
+    return p;
+}
+
+clt_status clt_scaler_create(clt_scaler **out, clt_ctx *ctx, const struct clt_scaler_params *p)
+{
+    clt_status st = CLT_OK;
+    clt_scaler *s = NULL;
+    CLT_ASSERT(out && ctx);
+    *out = NULL;
+    struct clt_scaler_params q = p ? *p : clt_scaler_default_params();
+    if (!(q.init_scale > 0.0f) || !isfinite(q.init_scale) || !(q.growth_factor >= 1.0f) ||
+        !isfinite(q.growth_factor) || !(q.backoff_factor > 0.0f && q.backoff_factor <= 1.0f) ||
+        q.growth_interval < 1)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG,
+                 "loss scaler: init_scale %g must be finite and > 0, growth_factor %g >= 1, "
+                 "backoff_factor %g in (0, 1], growth_interval %d >= 1",
+                 (double)q.init_scale, (double)q.growth_factor, (double)q.backoff_factor,
+                 q.growth_interval);
+    CLT_ALLOC(ctx, s, 1);
+    s->p = q;
+    size_t len = CLT_AMP_STATE_LEN;
+    CLT_TRY(clt_tensor_create(&s->state, ctx, CLT_DTYPE_I32, 1, &len, CLT_MEM_OPTIM));
+    int32_t init[CLT_AMP_STATE_LEN] = {0};
+    memcpy(&init[0], &q.init_scale, sizeof init[0]);
+    CLT_TRY(clt_tensor_write(s->state, init, true, NULL));
+    *out = s;
+    s = NULL;
+fail:
+    clt_scaler_free(s);
+    return st;
+}
+
+void clt_scaler_free(clt_scaler *s)
+{
+    if (!s) return;
+    clt_tensor_free(s->state);
+    free(s);
+}
+
+const struct clt_scaler_params *clt_scaler_get_params(const clt_scaler *s)
+{
+    CLT_ASSERT(s);
+    return &s->p;
+}
+
+clt_tensor *clt_scaler_state(const clt_scaler *s)
+{
+    CLT_ASSERT(s);
+    return s->state;
+}
+
+clt_status clt_scaler_scale(clt_scaler *s, clt_tensor *dloss)
+{
+    CLT_ASSERT(s && dloss);
+    return clt_op_amp_scale(dloss, s->state);
+}
+
+clt_status clt_optim_step_scaled(clt_optim *o, const clt_tensor *grads, clt_scaler *s)
+{
+    clt_status st = CLT_OK;
+    CLT_ASSERT(o && grads);
+    if (!s) return step(o, grads, NULL);
+    CLT_TRY(clt__check_pair(o->params, grads, true, "scaled step"));
+    CLT_TRY(clt_tensor_same_ctx(o->params, s->state));
+    CLT_TRY(clt_op_amp_unscale((clt_tensor *)grads, s->state));
+    CLT_TRY(step(o, grads, s->state));
+    CLT_TRY(clt_op_amp_update(s->state, s->p.growth_factor, s->p.backoff_factor,
+                              s->p.growth_interval));
+fail:
+    return st;
+}
+
+clt_status clt_scaler_read(const clt_scaler *s, int32_t *raw, bool blocking, cl_event *done)
+{
+    CLT_ASSERT(s && raw);
+    return clt_tensor_read(s->state, raw, blocking, done);
+}
+
+struct clt_scaler_values clt_scaler_decode(const int32_t *raw)
+{
+    struct clt_scaler_values v;
+    memcpy(&v.scale, &raw[0], sizeof v.scale);
+    v.found_inf = raw[1] != 0;
+    v.tracker = raw[2];
+    v.skipped = raw[3];
+    return v;
 }

@@ -265,6 +265,8 @@ struct clt_trainer {
     struct clt_train_params p;
     clt_tensor *dbuf;     /* (max_batch, N): the output gradient */
     clt_tensor *loss_acc; /* (1) f32: summed loss since the last read */
+    clt_scaler *scaler;   /* fp16 mixed precision: dynamic loss scaling, else NULL */
+    struct clt_scaler_values scaled; /* as read at the last log point */
     struct eval_bufs eval; /* for the test split, made at creation */
     long step;            /* optimizer steps taken */
     int epoch;            /* epochs completed */
@@ -285,6 +287,7 @@ void clt_trainer_free(clt_trainer *t)
     if (!t) return;
     if (t->ctx) clt_ctx_finish(t->ctx, CLT_WAIT_SETUP); /* kernels may still use dbuf */
     clt_optim_free(t->optim);
+    clt_scaler_free(t->scaler);
     clt_tensor_free(t->dbuf);
     clt_tensor_free(t->loss_acc);
     eval_bufs_free(&t->eval);
@@ -329,6 +332,8 @@ clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *t
     t->p = *p;
     /* The model lives on its device already: the optimizer's state is born there. */
     CLT_TRY(clt_optim_create(&t->optim, clt_model_params(model), &p->optim));
+    if (clt_model_precision(model) == CLT_DTYPE_F16)
+        CLT_TRY(clt_scaler_create(&t->scaler, ctx, NULL));
     size_t n = clt_loader_count(train), N = clt_model_outputs(model), one = 1;
     size_t dd[2] = {clt_model_max_batch(model), N};
     CLT_TRY(clt_tensor_create(&t->dbuf, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_ACTIVATIONS));
@@ -369,6 +374,9 @@ static void emit(clt_trainer *t, struct clt_train_event *e)
     e->lr = clt_optim_lr_at(&t->p.optim, t->step > 0 ? t->step - 1 : 0);
     e->stats = clt_ctx_stats(t->ctx);
     e->loader = clt_loader_stats(t->train);
+    e->precision = clt_model_precision(t->model);
+    e->skipped = t->scaler ? t->scaled.skipped : 0;
+    e->loss_scale = t->scaler ? t->scaled.scale : 1.0;
     e->stats.host_waits[CLT_WAIT_LOADER] += e->loader.waits;
     e->stats.host_waits_total += e->loader.waits;
     if (t->p.on_event) t->p.on_event(e, t->p.user);
@@ -379,13 +387,17 @@ static clt_status read_loss(clt_trainer *t, double *sum)
 {
     clt_status st = CLT_OK;
     float v = 0;
-    cl_event ev = NULL;
-    CLT_TRY(clt_tensor_read(t->loss_acc, &v, false, &ev));
-    CLT_TRY(clt_ctx_wait(t->ctx, CLT_WAIT_LOG, 1, &ev));
+    int32_t raw[CLT_AMP_STATE_LEN];
+    cl_event ev[2] = {NULL, NULL};
+    CLT_TRY(clt_tensor_read(t->loss_acc, &v, false, &ev[0]));
+    if (t->scaler) CLT_TRY(clt_scaler_read(t->scaler, raw, false, &ev[1])); /* the same wait */
+    CLT_TRY(clt_ctx_wait(t->ctx, CLT_WAIT_LOG, t->scaler ? 2 : 1, ev));
     CLT_TRY(clt_op_fill(t->loss_acc, 0.0f));
+    if (t->scaler) t->scaled = clt_scaler_decode(raw);
     *sum = v;
 fail:
-    if (ev) clReleaseEvent(ev);
+    for (int k = 0; k < 2; k++)
+        if (ev[k]) clReleaseEvent(ev[k]);
     return st;
 }
 
@@ -500,11 +512,13 @@ static clt_status train_step(clt_trainer *t, int epoch, long s, size_t *samples)
         CLT_TRY(clt_model_forward(t->model, b.x, true, (uint64_t)b.step, &out));
         CLT_TRY(batch_loss(t->p.task, out, b.y, t->p.label_smoothing, grad_scale, dout,
                            t->loss_acc, NULL));
+        if (t->scaler) CLT_TRY(clt_scaler_scale(t->scaler, dout));
         CLT_TRY(clt_model_backward(t->model, dout, j > 0));
         clt_tensor_free(dout);
         dout = NULL;
     }
-    CLT_TRY(clt_optim_step(t->optim, clt_model_grads(t->model)));
+    CLT_TRY(clt_optim_step_scaled(t->optim, clt_model_grads(t->model), t->scaler));
+    CLT_TRY(clt_model_sync_weights(t->model)); /* the 16-bit copy (mixed precision) */
     *samples = n;
 fail:
     clt_tensor_free(dout);
@@ -611,7 +625,8 @@ static void est_add(uint64_t *by_category, clt_mem_category c, uint64_t bytes)
 }
 
 /* Mirrors the allocations of clt_model_create (parameters, gradients, one (B, OUT) output per
- * layer that is not an identity, two (B, widest) gradient buffers), clt_optim_create (0, 1 or
+ * layer that is not an identity, two (B, widest) gradient buffers: clt_model_mem_estimate,
+ * which also knows mixed precision), the loss scaler (fp16), clt_optim_create (0, 1 or
  * 2 state vectors), clt_trainer_create (the output gradient (B, N), the loss accumulator),
  * the loader and the test split. A change there must change this: test_memory checks it. */
 clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_setup_params *p,
@@ -623,18 +638,17 @@ clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_set
     clt_status st = clt_spec_validate(p->spec, (int)p->in_features, (int)p->outputs);
     if (st != CLT_OK) return st;
     uint64_t *c = out->by_category, B = batch, P = 0;
-    size_t width = p->in_features, widest = p->in_features;
-    for (int i = 0; i < p->spec->n; i++) {
+    for (int i = 0, width = (int)p->in_features; i < p->spec->n; i++) {
         const clt_layer_spec *L = &p->spec->layers[i];
-        size_t w = L->kind == CLT_LAYER_LINEAR ? (size_t)L->out : width;
-        if (L->kind == CLT_LAYER_LINEAR) P += (uint64_t)w * width + (L->bias ? w : 0);
-        if (L->kind != CLT_LAYER_FLATTEN) est_add(c, CLT_MEM_ACTIVATIONS, B * w * 4);
-        width = w;
-        if (width > widest) widest = width;
+        if (L->kind != CLT_LAYER_LINEAR) continue;
+        P += (uint64_t)L->out * (uint64_t)width + (L->bias ? (uint64_t)L->out : 0);
+        width = L->out;
     }
-    est_add(c, CLT_MEM_PARAMS, P * 4);
-    est_add(c, CLT_MEM_GRADS, P * 4);
-    for (int k = 0; k < 2; k++) est_add(c, CLT_MEM_ACTIVATIONS, B * widest * 4);
+    struct clt_model_params mp = p->model;
+    mp.max_batch = batch;
+    st = clt_model_mem_estimate(p->spec, p->in_features, p->outputs, &mp, c);
+    if (st != CLT_OK) return st;
+    if (mp.precision == CLT_DTYPE_F16) est_add(c, CLT_MEM_OPTIM, 4 * CLT_AMP_STATE_LEN);
     const struct clt_optim_params *op = &p->train.optim;
     int nstate = op->kind != CLT_OPTIM_SGD ? 2 : op->momentum != 0.0f ? 1 : 0;
     for (int k = 0; k < nstate; k++) est_add(c, CLT_MEM_OPTIM, P * 4);

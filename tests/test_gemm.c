@@ -420,7 +420,7 @@ START_TEST(test_argument_checks)
 {
     clt_ctx *ctx = ctx_with_gemm(NULL);
     clt_tensor *A = tc_tensor(ctx, CLT_DTYPE_F32, 12), *B = tc_tensor(ctx, CLT_DTYPE_F32, 12),
-               *C = tc_tensor(ctx, CLT_DTYPE_F32, 9), *H = tc_tensor(ctx, CLT_DTYPE_F16, 12);
+               *C = tc_tensor(ctx, CLT_DTYPE_F32, 9), *H = tc_tensor(ctx, CLT_DTYPE_I32, 12);
     ck_assert_int_eq(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, 3, 3, 4, 1, A, B, 0, C), CLT_OK);
     ck_assert_int_eq(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, 3, 3, 5, 1, A, B, 0, C),
                      CLT_ERR_SHAPE);

@@ -167,7 +167,7 @@ START_TEST(test_linear_errors)
     clt_tensor *y = nt_tensor2(ctx, CLT_DTYPE_F32, 4, 10),
                *b10 = nt_tensor1(ctx, CLT_DTYPE_F32, 10), *b4 = nt_tensor1(ctx, CLT_DTYPE_F32, 4),
                *b40 = nt_tensor1(ctx, CLT_DTYPE_F32, 40), *bi = nt_tensor1(ctx, CLT_DTYPE_I32, 10),
-               *yh = nt_tensor2(ctx, CLT_DTYPE_F16, 4, 10),
+               *yh = nt_tensor2(ctx, CLT_DTYPE_I32, 4, 10), /* 16-bit y is allowed; i32 is not */
                *other = nt_tensor1(ctx2, CLT_DTYPE_F32, 10);
     ck_assert_int_eq(clt_op_bias_add(y, b4), CLT_ERR_SHAPE);
     ck_assert(tc_contains(clt_ctx_errmsg(ctx), "bias_add"));

@@ -24,6 +24,15 @@ struct clt_model_params {
     clt_init init;
     uint64_t seed;   /* initial weights and dropout masks */
     size_t max_batch; /* activations are allocated for this many rows */
+    /* Storage of what forward and backward read and keep (default CLT_DTYPE_F32).
+     * CLT_DTYPE_F16 or CLT_DTYPE_BF16 (mixed precision): the flat f32 parameters stay the
+     * master copy (the optimizer updates them) and a flat 16-bit copy of them (counted as
+     * CLT_MEM_PARAMS, refreshed by clt_model_sync_weights) is what the layers read; the layer
+     * outputs kept for backward and the gradients passed between layers are 16-bit from the
+     * first linear layer up to (not including) the last one; the last linear layer's output,
+     * the layers after it and the model's output stay f32, as do the flat gradients. Every
+     * kernel computes in f32. */
+    clt_dtype precision;
 };
 struct clt_model_params clt_model_default_params(void);
 
@@ -54,15 +63,30 @@ size_t clt_model_outputs(const clt_model *m);
 size_t clt_model_max_batch(const clt_model *m);
 clt_tensor *clt_model_params(const clt_model *m); /* flat (P) f32, owned by the model */
 clt_tensor *clt_model_grads(const clt_model *m);  /* flat (P) f32, owned by the model */
+clt_dtype clt_model_precision(const clt_model *m); /* params->precision */
+/* The flat (P) weights forward and backward read: the 16-bit copy in mixed precision, else
+ * the f32 parameters themselves. Owned by the model. */
+clt_tensor *clt_model_weights(const clt_model *m);
+/* Mixed precision: refreshes the 16-bit copy from the f32 master parameters (one cast launch,
+ * enqueued, no host wait). Call it after every change to the parameters made outside the
+ * model (an optimizer step, clt_tensor_write on clt_model_params); clt_model_create and
+ * clt_model_write_params call it themselves. A no-op in f32. */
+clt_status clt_model_sync_weights(clt_model *m);
+/* Adds the device bytes clt_model_create would allocate for these arguments (max_batch from
+ * params) to by_category[CLT_MEM__COUNT], per category, as the allocator counts them; the
+ * spec must be valid (CLT_ERR_INVALID_ARG otherwise). Thread-safe. */
+clt_status clt_model_mem_estimate(const clt_spec *spec, size_t in_features, size_t outputs,
+                                  const struct clt_model_params *params, uint64_t *by_category);
 int clt_model_param_count(const clt_model *m);    /* named parameters */
 const struct clt_param_info *clt_model_param_info(const clt_model *m, int i);
 
-/* Forward pass of x (B, IN) f32 on the model's ctx, B <= max_batch. `train` enables dropout,
+/* Forward pass of x (B, IN) f32 on the model's ctx, B <= max_batch; the output is f32 in
+ * every precision. `train` enables dropout,
  * whose masks come from (seed, step). *out is a view (B, OUTPUTS) owned by the model, valid
  * until the next forward. Enqueued only: no host wait. */
 clt_status clt_model_forward(clt_model *m, const clt_tensor *x, bool train, uint64_t step,
                              clt_tensor **out);
-/* Backward pass from dout (B, OUTPUTS), the gradient of the loss with respect to the last
+/* Backward pass from dout (B, OUTPUTS) f32, the gradient of the loss with respect to the last
  * forward's output. accumulate=false overwrites the gradients, true adds to them (gradient
  * accumulation over micro-batches). */
 clt_status clt_model_backward(clt_model *m, const clt_tensor *dout, bool accumulate);

@@ -23,12 +23,17 @@ clt_status clt_op_scale(clt_tensor *y, const clt_tensor *x, float alpha);
 clt_status clt_op_axpy(clt_tensor *y, float alpha, const clt_tensor *x);
 
 
-/* ---- GEMM (CLBlast) ------------------------------------------------------------------------ */
+/* ---- GEMM (own kernels or CLBlast) --------------------------------------------------------------------- */
 typedef enum clt_trans { CLT_NO_TRANS = 0, CLT_TRANS = 1 } clt_trans;
 
-/* C = alpha * op(A) * op(B) + beta * C on row-major f32 tensors: op(A) is (M, K), op(B) is
+/* C = alpha * op(A) * op(B) + beta * C on row-major tensors: op(A) is (M, K), op(B) is
  * (K, N), C is (M, N); A is stored (M, K), or (K, M) when ta is CLT_TRANS; likewise B. Shapes
- * are given explicitly; each tensor must hold at least the elements the shapes imply. */
+ * are given explicitly; each tensor must hold at least the elements the shapes imply.
+ * Each of A, B and C may be f32, f16 or bf16 independently (mixed precision): 16-bit values
+ * are storage only, converted to f32 as they are loaded, summed in f32 and rounded (to nearest
+ * even) once when C is stored. With any 16-bit operand the GEMM runs cltrain's own packed
+ * direct kernel (CPU) or tiled kernel (GPU): the ctx's choice when it is one of those, else
+ * the device's built-in one (never CLBlast, whose half routines need cl_khr_fp16). */
 clt_status clt_op_gemm(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K, float alpha,
                        const clt_tensor *A, const clt_tensor *B, float beta, clt_tensor *C);
 
@@ -51,9 +56,11 @@ clt_status clt_op_act_forward(clt_act a, clt_tensor *y, const clt_tensor *x);
  * dx may be dy. */
 clt_status clt_op_act_backward(clt_act a, clt_tensor *dx, const clt_tensor *dy,
                                const clt_tensor *x, const clt_tensor *y);
-/* y (B, OUT) += bias (OUT), broadcast over rows; y's last dimension must be OUT. */
+/* y (B, OUT) += bias (OUT), broadcast over rows; y's last dimension must be OUT. y and bias
+ * may each be f32, f16 or bf16 (f32 arithmetic, y rounded once). */
 clt_status clt_op_bias_add(clt_tensor *y, const clt_tensor *bias);
-/* db (OUT) = beta * db + sum over rows of dy (B, OUT); beta = 0 overwrites db without reading
+/* db (OUT) f32 = beta * db + sum over rows of dy (B, OUT) (f32, f16 or bf16, summed in f32);
+ * beta = 0 overwrites db without reading
  * it, beta = 1 accumulates. Deterministic: the summation order is fixed by the shape alone. */
 clt_status clt_op_bias_grad(clt_tensor *db, const clt_tensor *dy, float beta);
 /* Softmax cross-entropy on logits (B, N) with i32 labels (B), label smoothing `smoothing` in
@@ -97,6 +104,24 @@ clt_status clt_op_softmax(clt_tensor *out, const clt_tensor *x);
  * any (e.g. (B, 28, 28) with F = 784). */
 clt_status clt_op_u8_to_f32(clt_tensor *y, const clt_tensor *x_u8, const clt_tensor *scale,
                             const clt_tensor *shift);
+
+/* ---- dynamic loss scaling (cl/amp.cl, src/ops/amp.c) ----------------------------------------
+ * The device half of fp16 loss scaling (the scaler object, clt_scaler in optim.h, drives it).
+ * `state` is an i32 tensor of CLT_AMP_STATE_LEN elements, not a view: [0] the scale (the bits
+ * of an f32), [1] found_inf (non-zero after an unscale saw inf or NaN), [2] the growth tracker
+ * (clean steps since the scale last changed), [3] the number of skipped steps, [4] and [5]
+ * scratch for the optimizer (Adam's bias corrections of the step, f32 bits). None of these
+ * waits for the device. */
+#define CLT_AMP_STATE_LEN 6
+/* x (f32) *= scale, in place: the loss gradient before backward. */
+clt_status clt_op_amp_scale(clt_tensor *x, const clt_tensor *state);
+/* grads (f32) *= 1 / scale, in place, and found_inf = 1 if any result is inf or NaN. */
+clt_status clt_op_amp_unscale(clt_tensor *grads, clt_tensor *state);
+/* PyTorch's GradScaler.update: found_inf ? (scale *= backoff, tracker = 0, skipped += 1)
+ * : (tracker += 1; at growth_interval: scale *= growth unless that overflows, tracker = 0);
+ * then found_inf = 0. growth >= 1, backoff in (0, 1], growth_interval >= 1
+ * (CLT_ERR_INVALID_ARG otherwise). One work-item. */
+clt_status clt_op_amp_update(clt_tensor *state, float growth, float backoff, int growth_interval);
 
 /* ---- batch assembly from resident data (cl/gather.cl) -------------------------------------- */
 /* y (B, F) f32 = x[idx[b], :] * scale[f] + shift[f] for the rows idx (B) i32 of x (N, F) u8 or

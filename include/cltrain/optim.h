@@ -7,6 +7,7 @@
 #ifndef CLTRAIN_OPTIM_H
 #define CLTRAIN_OPTIM_H
 
+#include "cltrain/ops.h"
 #include "cltrain/tensor.h"
 
 #include <stdbool.h>
@@ -120,6 +121,50 @@ clt_tensor *clt_optim_params_tensor(const clt_optim *o);
 
 /* Frees the optimizer and its state (not params). Accepts NULL. */
 void clt_optim_free(clt_optim *o);
+
+/* ---- dynamic loss scaling (fp16 mixed precision), as PyTorch's GradScaler -------------------
+ * Every decision happens on the device, so a training step needs no host wait: the loss
+ * gradient is multiplied by the scale before backward (clt_scaler_scale), and
+ * clt_optim_step_scaled unscales the flat gradients, skips the update (parameters and state
+ * untouched) when any of them is inf or NaN, and updates the scale. The scale and the count of
+ * skipped steps are read at log points (clt_scaler_read: one counted wait, or none when joined
+ * to another read). bf16 needs no loss scaling. Not thread-safe (per ctx). */
+struct clt_scaler_params {
+    float init_scale;     /* default 2^16; finite, > 0 */
+    float growth_factor;  /* default 2; >= 1 */
+    float backoff_factor; /* default 0.5; in (0, 1] */
+    int growth_interval;  /* clean steps between growths, default 2000; >= 1 */
+};
+struct clt_scaler_params clt_scaler_default_params(void);
+
+typedef struct clt_scaler clt_scaler;
+/* Its state is a CLT_AMP_STATE_LEN i32 tensor on ctx (see ops.h), counted as CLT_MEM_OPTIM.
+ * p NULL: the defaults. CLT_ERR_INVALID_ARG for a bad field, CLT_ERR_OUT_OF_MEMORY,
+ * CLT_ERR_OPENCL. The initial write is a counted host wait (setup). */
+clt_status clt_scaler_create(clt_scaler **out, clt_ctx *ctx, const struct clt_scaler_params *p);
+void clt_scaler_free(clt_scaler *s); /* accepts NULL */
+const struct clt_scaler_params *clt_scaler_get_params(const clt_scaler *s);
+clt_tensor *clt_scaler_state(const clt_scaler *s); /* owned by the scaler */
+/* dloss (f32) *= the current scale, in place (enqueued). */
+clt_status clt_scaler_scale(clt_scaler *s, clt_tensor *dloss);
+/* With s NULL, clt_optim_step. Otherwise three launches: grads *= 1 / scale (in place) while
+ * checking for inf/NaN; the optimizer's update unless one was found (the skipped step leaves
+ * parameters and state unchanged, and the steps that count for SGD's first step and Adam's
+ * bias corrections exclude the skipped ones; the learning-rate schedule follows
+ * clt_optim_steps, which counts every attempted step, as PyTorch's schedulers); the scale's
+ * update (backoff and a skipped step counted on inf/NaN, growth after growth_interval clean
+ * steps). Statuses as clt_optim_step. */
+clt_status clt_optim_step_scaled(clt_optim *o, const clt_tensor *grads, clt_scaler *s);
+/* Copies the raw state (CLT_AMP_STATE_LEN int32) to raw, as clt_tensor_read (blocking, or
+ * non-blocking with an event to wait on); decode gives its fields. */
+clt_status clt_scaler_read(const clt_scaler *s, int32_t *raw, bool blocking, cl_event *done);
+struct clt_scaler_values {
+    float scale;
+    bool found_inf; /* false between steps */
+    int tracker;    /* clean steps since the scale last changed */
+    long skipped;   /* steps skipped so far */
+};
+struct clt_scaler_values clt_scaler_decode(const int32_t *raw);
 
 #ifdef __cplusplus
 }

@@ -46,6 +46,10 @@ struct clt_train_event {
     size_t batch_size;      /* micro-batch (samples per forward pass) */
     int accumulate;         /* micro-batches per optimizer step */
     const char *message;    /* BACKOFF: the out-of-memory message of the failed attempt */
+    clt_dtype precision;    /* the model's (mixed precision: f16, bf16) */
+    long skipped;           /* f16: optimizer steps skipped on inf/NaN gradients so far, as
+                               read at the last log point (0 otherwise) */
+    double loss_scale;      /* f16: the loss scale read at the last log point (1 otherwise) */
     /* Counters: the ctx's (the training thread's host waits by reason) with the loader
      * thread's waits folded in under CLT_WAIT_LOADER (and in host_waits_total). */
     struct clt_ctx_stats stats;

@@ -52,7 +52,7 @@ static int fail_train(clt_ctx *ctx, clt_status st, const struct clt_train_setup_
         char report[4096];
         clt_train_mem_report(ctx, sp, batch, report, sizeof report);
         fprintf(stderr, "%sremedies, in this order: a smaller --batch-size; then mixed precision "
-                        "(not available yet); then --accumulate N with a smaller --batch-size to "
+                        "(--precision bf16, or fp16); then --accumulate N with a smaller --batch-size to "
                         "keep the effective batch (--auto-batch does both for you)\n",
                 report);
     }
@@ -170,11 +170,15 @@ static void on_event(const struct clt_train_event *e, void *user)
         if (r->tty) {
             printf("\r\033[Kepoch %d/%d  step %ld/%ld  loss %.4f  %.0f samples/s  ETA %s", e->epoch,
                    e->epochs, e->step, e->total_steps, e->loss, e->samples_per_s, eta);
+            if (e->precision == CLT_DTYPE_F16) printf("  skipped %ld", e->skipped);
             r->line_open = true;
         } else {
-            printf("epoch %d/%d step %ld/%ld loss %.4f lr %.3g %.0f samples/s elapsed %s ETA %s\n",
+            printf("epoch %d/%d step %ld/%ld loss %.4f lr %.3g %.0f samples/s elapsed %s ETA %s",
                    e->epoch, e->epochs, e->step, e->total_steps, e->loss, e->lr, e->samples_per_s,
                    elapsed, eta);
+            if (e->precision == CLT_DTYPE_F16) /* loss scaling */
+                printf(" skipped %ld scale %g", e->skipped, e->loss_scale);
+            printf("\n");
         }
         break;
     case CLT_EVENT_EPOCH:
@@ -229,6 +233,7 @@ int cli_train(int argc, char **argv)
           smoothing = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
     const char *label_text = NULL;
     long accumulate = 1;
+    const char *precision = "fp32";
     bool profile = false, sync_debug = false, memory = false, seed_seen = false, dry_run = false,
          auto_batch = false;
     bool no_shuffle = false, drop_last = false, normalize = false, nesterov = false, quiet = false,
@@ -251,6 +256,9 @@ int cli_train(int argc, char **argv)
          "micro-batches per optimizer step, gradients summed (1)", NULL},
         {"auto-batch", OPT_FLAG, &auto_batch,
          "out of memory: halve the micro-batch, double --accumulate, retry", NULL},
+        {"precision", OPT_STR, &precision,
+         "fp32, bf16 or fp16 (loss-scaled): storage of activations and weights used (fp32)",
+         NULL},
         {"optimizer", OPT_STR, &optimizer, "sgd, adam or adamw (adam)", NULL},
         {"lr", OPT_POS_FLOAT, &lr, "learning rate (1e-3)", &lr_seen},
         {"momentum", OPT_NONNEG_FLOAT, &momentum, "SGD momentum (0)", NULL},
@@ -344,6 +352,10 @@ int cli_train(int argc, char **argv)
     op = clt_optim_default_params(kind);
     if (clt_optim_parse_schedule(schedule, &op.schedule) != CLT_OK)
         return cli_usage_error("%s", clt_last_errmsg());
+    clt_dtype prec;
+    if (clt_dtype_parse(precision, &prec) != CLT_OK ||
+        (prec != CLT_DTYPE_F32 && prec != CLT_DTYPE_F16 && prec != CLT_DTYPE_BF16))
+        return cli_usage_error("--precision %s: expected fp32, bf16 or fp16", precision);
     if (lr_seen) op.lr = lr;
     if (wd_seen) op.weight_decay = weight_decay;
     op.momentum = momentum;
@@ -436,6 +448,7 @@ int cli_train(int argc, char **argv)
     sp.norm = norm;
     sp.model.init = init_kind;
     sp.model.seed = seed;
+    sp.model.precision = prec;
     sp.loader.mode = lmode;
     sp.loader.prefetch = (int)prefetch;
     sp.loader.pinned = !no_pin;
@@ -486,12 +499,14 @@ int cli_train(int argc, char **argv)
                clt_train_setup_backoffs(setup) == 1 ? "retry" : "retries");
     if (!quiet)
         printf("cltrain: %s on [%d] %s (%s); data %s: %zu train, %zu test, %zu features, %s; "
-               "model %s (%zu parameters); %s lr %g; %s; %s on the device\n",
+               "model %s (%zu parameters); %s lr %g; %s; precision %s; %s on the device\n",
                dry_run ? "dry run" : resume ? "resuming" : "training", dev->index,
                dev->device_name, clt_device_type_name(dev->type), data, train.n, test.n,
                train.features, clt_loader_describe(clt_train_setup_loader(setup)), spec_text,
                clt_tensor_numel(clt_model_params(m)), clt_optim_kind_name(op.kind),
-               (double)op.lr, batch_text, mem);
+               (double)op.lr, batch_text,
+               prec == CLT_DTYPE_F32 ? "fp32" : prec == CLT_DTYPE_F16 ? "fp16" : "bf16",
+               mem);
     fflush(stdout);
     if (dry_run) {
         /* the set-up's allocations, then the accountant after one real step and evaluation */

@@ -37,9 +37,10 @@ static clt_status sync_debug(clt_ctx *ctx, const char *name)
 
 static clt_status check_operand(const clt_tensor *t, size_t rows, size_t cols, const char *name)
 {
-    if (clt_tensor_dtype(t) != CLT_DTYPE_F32)
-        return clt__fail(clt_tensor_ctx(t), CLT_ERR_SHAPE, "gemm: %s must be f32, got %s", name,
-                         clt_dtype_name(clt_tensor_dtype(t)));
+    clt_dtype d = clt_tensor_dtype(t);
+    if (d != CLT_DTYPE_F32 && d != CLT_DTYPE_F16 && d != CLT_DTYPE_BF16)
+        return clt__fail(clt_tensor_ctx(t), CLT_ERR_SHAPE, "gemm: %s must be f32, f16 or bf16, got %s",
+                         name, clt_dtype_name(d));
     if (clt_tensor_numel(t) < rows * cols)
         return clt__fail(clt_tensor_ctx(t), CLT_ERR_SHAPE,
                          "gemm: %s holds %zu elements, the shapes need %zu x %zu", name,
@@ -97,15 +98,21 @@ static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_tra
 {
     static const char *suffix[] = {"nn", "nt", "tn", "tt"};
     clt_status st = CLT_OK;
-    char opts[256], name[32];
+    char opts[320], name[32];
     cl_kernel k;
     bool tiled = c->kernel == CLT_GEMM_TILED;
-    snprintf(opts, sizeof opts,
-             "-DGEMM_TA=%d -DGEMM_TB=%d -DGEMM_TILED=%d -DGEMM_TM=%d -DGEMM_TN=%d -DGEMM_VW=%d "
-             "-DGEMM_VECK=%d -DGEMM_MDIM=%d -DGEMM_WGM=%d -DGEMM_WGN=%d -DGEMM_KB=%d -DGEMM_BM=%d "
-             "-DGEMM_BN=%d",
-             (int)ta, (int)tb, tiled, c->tm, c->tn, tiled ? 1 : c->vw, tiled ? 0 : c->veck,
-             tiled ? 0 : c->mdim, c->wgm, c->wgn, c->kb, tiled ? 1 : c->bm, tiled ? 1 : c->bn);
+    int len = snprintf(
+        opts, sizeof opts,
+        "-DGEMM_TA=%d -DGEMM_TB=%d -DGEMM_TILED=%d -DGEMM_TM=%d -DGEMM_TN=%d -DGEMM_VW=%d "
+        "-DGEMM_VECK=%d -DGEMM_MDIM=%d -DGEMM_WGM=%d -DGEMM_WGN=%d -DGEMM_KB=%d -DGEMM_BM=%d "
+        "-DGEMM_BN=%d",
+        (int)ta, (int)tb, tiled, c->tm, c->tn, tiled ? 1 : c->vw, tiled ? 0 : c->veck,
+        tiled ? 0 : c->mdim, c->wgm, c->wgn, c->kb, tiled ? 1 : c->bm, tiled ? 1 : c->bn);
+    clt_dtype da = clt_tensor_dtype(A), db = clt_tensor_dtype(B), dc = clt_tensor_dtype(C);
+    if (da != CLT_DTYPE_F32 || db != CLT_DTYPE_F32 || dc != CLT_DTYPE_F32) /* f32: as before */
+        snprintf(opts + len, sizeof opts - (size_t)len,
+                 " -DGEMM_A_DTYPE=%d -DGEMM_B_DTYPE=%d -DGEMM_C_DTYPE=%d", (int)da, (int)db,
+                 (int)dc);
     snprintf(name, sizeof name, "gemm_%s_%s", tiled ? "tiled" : "direct", suffix[ta * 2 + tb]);
     CLT_TRY(clt__kernel(ctx, "gemm", opts, name, &k));
 
@@ -146,13 +153,38 @@ static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_tra
     cl_event ev = NULL;
     err = clEnqueueNDRangeKernel(ctx->compute, k, 2, NULL, global, local, 0, NULL,
                                  ctx->profiling ? &ev : NULL);
-    char what[320];
+    char what[400];
     snprintf(what, sizeof what, "gemm: launching %s (%s)", name, opts);
     CLT_CHECK_CL(ctx, err, what);
     if (ev) clt__profile_event(ctx, name, CLT_PROFILE_KERNEL, 0, ev); /* the profiler owns it */
     CLT_TRY(sync_debug(ctx, name));
 fail:
     return st;
+}
+
+/* Whether a choice's kernel reads and writes 16-bit storage (cl/gemm.cl's GEMM_MIXED): the
+ * packed direct kernel and the tiled one. */
+static bool takes_16bit(const struct clt_gemm_choice *c)
+{
+    return c->kernel == CLT_GEMM_TILED || (c->kernel == CLT_GEMM_DIRECT && c->kb > 0 && !c->veck);
+}
+
+/* The kernel for 16-bit operands when the chosen one does not take them (CLBlast, an unpacked
+ * direct kernel, dot products): the device's built-in packed (CPU) or tiled (GPU) choice,
+ * else a small packed block that fits anywhere. No fp32 copy of the operands is made. */
+static struct clt_gemm_choice mixed_choice(const clt_ctx *ctx)
+{
+    static const struct clt_gemm_choice small = {.kernel = CLT_GEMM_DIRECT,
+                                                 .tm = 4,
+                                                 .tn = 4,
+                                                 .vw = 4,
+                                                 .wgm = 1,
+                                                 .wgn = 1,
+                                                 .kb = 16,
+                                                 .bm = 1,
+                                                 .bn = 1};
+    struct clt_gemm_choice c = clt_gemm_own_default(&ctx->dev, CLT_GEMM_TT, CLT_GEMM_LARGE);
+    return takes_16bit(&c) ? c : small;
 }
 
 /* The shared checks and the dispatch; `c` NULL means the ctx's choice for the layout. */
@@ -162,6 +194,7 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
 {
     clt_status st = CLT_OK;
     clt_ctx *ctx = clt_tensor_ctx(C);
+    struct clt_gemm_choice fallback;
     char why[128];
     CLT_TRY(clt_tensor_same_ctx(C, A));
     CLT_TRY(clt_tensor_same_ctx(C, B));
@@ -191,6 +224,17 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
                                                    .bm = 1,
                                                    .bn = 1};
         c = &one;
+    }
+    bool mixed = clt_tensor_dtype(A) != CLT_DTYPE_F32 || clt_tensor_dtype(B) != CLT_DTYPE_F32 ||
+                 clt_tensor_dtype(C) != CLT_DTYPE_F32;
+    if (mixed) {
+        if (!fits)
+            CLT_FAIL(ctx, CLT_ERR_UNSUPPORTED,
+                     "gemm: 16-bit operands with M=%zu N=%zu K=%zu beyond int range", M, N, K);
+        if (!takes_16bit(c)) {
+            fallback = mixed_choice(ctx);
+            c = &fallback;
+        }
     }
     if (c->kernel == CLT_GEMM_CLBLAST || !fits) {
         if (K == 0)

@@ -7,11 +7,16 @@
 
 #define BIAS_COLS 16 /* columns per work-group of linear_backward_bias (CLT_BIAS_COLS) */
 
-/* Both kernels come from one program (one compile). */
-static clt_status linear_kernel(clt_ctx *ctx, const char *name, cl_kernel *k)
+/* Both kernels come from one program per dtype combination; the f32 one has no dtype
+ * defines (the same program as before 16-bit storage existed). */
+static clt_status linear_kernel(clt_ctx *ctx, const char *name, clt_dtype y, clt_dtype b,
+                                clt_dtype dy, cl_kernel *k)
 {
-    char opts[32];
-    snprintf(opts, sizeof opts, "-DCLT_BIAS_COLS=%d", BIAS_COLS);
+    char opts[96];
+    int len = snprintf(opts, sizeof opts, "-DCLT_BIAS_COLS=%d", BIAS_COLS);
+    if (y != CLT_DTYPE_F32 || b != CLT_DTYPE_F32 || dy != CLT_DTYPE_F32)
+        snprintf(opts + len, sizeof opts - (size_t)len, " -DY_DTYPE=%d -DB_DTYPE=%d -DDY_DTYPE=%d",
+                 (int)y, (int)b, (int)dy);
     return clt__kernel(ctx, "linear", opts, name, k);
 }
 
@@ -36,13 +41,14 @@ clt_status clt_op_bias_add(clt_tensor *y, const clt_tensor *bias)
     cl_kernel k;
     size_t OUT = 0;
     CLT_TRY(clt_tensor_same_ctx(y, bias));
-    CLT_TRY(clt__nn_need_dtype(y, CLT_DTYPE_F32, "bias_add", "y"));
-    CLT_TRY(clt__nn_need_dtype(bias, CLT_DTYPE_F32, "bias_add", "bias"));
+    CLT_TRY(clt__nn_need_float(y, "bias_add", "y"));
+    CLT_TRY(clt__nn_need_float(bias, "bias_add", "bias"));
     CLT_TRY(check_rows(y, bias, "bias_add", "y", &OUT));
     cl_mem ym = clt_tensor_mem(y), bm = clt_tensor_mem(bias);
     cl_ulong yo = clt_tensor_offset(y), bo = clt_tensor_offset(bias), n = clt_tensor_numel(y);
     cl_uint out = (cl_uint)OUT;
-    CLT_TRY(linear_kernel(ctx, "linear_forward_bias", &k));
+    CLT_TRY(linear_kernel(ctx, "linear_forward_bias", clt_tensor_dtype(y), clt_tensor_dtype(bias),
+                          CLT_DTYPE_F32, &k));
     cl_int err = CLT__SET_ARG(k, 0, ym);
     err |= CLT__SET_ARG(k, 1, yo);
     err |= CLT__SET_ARG(k, 2, bm);
@@ -64,13 +70,14 @@ clt_status clt_op_bias_grad(clt_tensor *db, const clt_tensor *dy, float beta)
     size_t OUT = 0;
     CLT_TRY(clt_tensor_same_ctx(db, dy));
     CLT_TRY(clt__nn_need_dtype(db, CLT_DTYPE_F32, "bias_grad", "db"));
-    CLT_TRY(clt__nn_need_dtype(dy, CLT_DTYPE_F32, "bias_grad", "dy"));
+    CLT_TRY(clt__nn_need_float(dy, "bias_grad", "dy"));
     CLT_TRY(check_rows(dy, db, "bias_grad", "dy", &OUT));
     cl_mem dbm = clt_tensor_mem(db), dym = clt_tensor_mem(dy);
     cl_ulong dbo = clt_tensor_offset(db), dyo = clt_tensor_offset(dy),
              B = clt_tensor_numel(dy) / OUT;
     cl_uint out = (cl_uint)OUT;
-    CLT_TRY(linear_kernel(ctx, "linear_backward_bias", &k));
+    CLT_TRY(linear_kernel(ctx, "linear_backward_bias", CLT_DTYPE_F32, CLT_DTYPE_F32,
+                          clt_tensor_dtype(dy), &k));
     cl_int err = CLT__SET_ARG(k, 0, dbm);
     err |= CLT__SET_ARG(k, 1, dbo);
     err |= CLT__SET_ARG(k, 2, dym);

@@ -1,0 +1,75 @@
+/* C wrappers of cl/amp.cl: the device half of dynamic loss scaling (fp16 mixed precision):
+ * scale the loss gradient, unscale the flat gradients while checking them for inf/NaN, and
+ * update the scale, all without a host wait. The scaler object is in src/optim.c. */
+#include "nn_internal.h"
+
+static clt_status check_state(const clt_tensor *state, const char *op)
+{
+    if (clt_tensor_dtype(state) == CLT_DTYPE_I32 && clt_tensor_numel(state) >= CLT_AMP_STATE_LEN)
+        return CLT_OK;
+    return clt__fail(clt_tensor_ctx(state), CLT_ERR_SHAPE,
+                     "%s: the scaler state must be i32 with %d elements, got %s with %zu", op,
+                     CLT_AMP_STATE_LEN, clt_dtype_name(clt_tensor_dtype(state)),
+                     clt_tensor_numel(state));
+}
+
+/* x (f32) and the state: one item per element of x. */
+static clt_status run_xs(const char *name, clt_tensor *x, const clt_tensor *state)
+{
+    clt_status st = CLT_OK;
+    clt_ctx *ctx = clt_tensor_ctx(x);
+    cl_kernel k;
+    CLT_TRY(clt_tensor_same_ctx(x, state));
+    CLT_TRY(clt__nn_need_dtype(x, CLT_DTYPE_F32, name, "x"));
+    CLT_TRY(check_state(state, name));
+    cl_mem xm = clt_tensor_mem(x), sm = clt_tensor_mem(state);
+    cl_ulong xo = clt_tensor_offset(x), n = clt_tensor_numel(x);
+    if (n == 0) return CLT_OK;
+    CLT_ASSERT(clt_tensor_offset(state) == 0); /* the kernels index the state from 0 */
+    CLT_TRY(clt__kernel(ctx, "amp", NULL, name, &k));
+    cl_int err = CLT__SET_ARG(k, 0, xm);
+    err |= CLT__SET_ARG(k, 1, xo);
+    err |= CLT__SET_ARG(k, 2, n);
+    err |= CLT__SET_ARG(k, 3, sm);
+    CLT_CHECK_CL(ctx, err, "amp: clSetKernelArg");
+    CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, name));
+fail:
+    return st;
+}
+
+clt_status clt_op_amp_scale(clt_tensor *x, const clt_tensor *state)
+{
+    CLT_ASSERT(x && state);
+    return run_xs("amp_scale", x, state);
+}
+
+clt_status clt_op_amp_unscale(clt_tensor *grads, clt_tensor *state)
+{
+    CLT_ASSERT(grads && state);
+    return run_xs("amp_unscale", grads, state);
+}
+
+clt_status clt_op_amp_update(clt_tensor *state, float growth, float backoff, int growth_interval)
+{
+    clt_status st = CLT_OK;
+    CLT_ASSERT(state);
+    clt_ctx *ctx = clt_tensor_ctx(state);
+    cl_kernel k;
+    CLT_TRY(check_state(state, "amp_update"));
+    CLT_ASSERT(clt_tensor_offset(state) == 0);
+    if (!(growth >= 1.0f) || !(backoff > 0.0f && backoff <= 1.0f) || growth_interval < 1)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG,
+                 "amp_update: growth %g must be >= 1, backoff %g in (0, 1], interval %d >= 1",
+                 (double)growth, (double)backoff, growth_interval);
+    cl_mem sm = clt_tensor_mem(state);
+    cl_int gi = growth_interval;
+    CLT_TRY(clt__kernel(ctx, "amp", NULL, "amp_update", &k));
+    cl_int err = CLT__SET_ARG(k, 0, sm);
+    err |= CLT__SET_ARG(k, 1, growth);
+    err |= CLT__SET_ARG(k, 2, backoff);
+    err |= CLT__SET_ARG(k, 3, gi);
+    CLT_CHECK_CL(ctx, err, "amp_update: clSetKernelArg");
+    CLT_TRY(clt__launch_1d(ctx, k, 1, "amp_update"));
+fail:
+    return st;
+}
