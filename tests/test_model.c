@@ -216,7 +216,7 @@ static void check_spec(clt_ctx *ctx, tc_rng *r, const char *text, size_t IN, siz
     tc_fill_nonzero(r, xf, nx, 0.1f, 1.5f);
     tc_fill_nonzero(r, d1f, no, 0.1f, 1.0f);
     tc_fill_nonzero(r, d2f, no, 0.1f, 1.0f);
-    double *acts[MAXL + 1], *d1 = malloc(no * sizeof *d1), *d2 = malloc(no * sizeof *d2);
+    double *acts[MAXL + 1] = {0}, *d1 = malloc(no * sizeof *d1), *d2 = malloc(no * sizeof *d2);
     double *g1 = malloc(P * sizeof *g1), *g2 = malloc(P * sizeof *g2), *fd = malloc(P * sizeof *fd);
     double *s0 = malloc((size_t)B * widest * sizeof *s0),
            *s1 = malloc((size_t)B * widest * sizeof *s1);

@@ -4,7 +4,7 @@
 # Extra arguments go to `cltrain train`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/setup.sh build
+tools/setup.sh build --buildtype=release -Dtests=disabled
 ./build/src/cli/cltrain devices
 ./build/src/cli/cltrain train --data fashion-mnist --model mlp --epochs 10 --normalize \
   --schedule cosine --save fashion-mlp.safetensors "$@"
