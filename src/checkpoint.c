@@ -41,8 +41,17 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
     char *mean = NULL, *std = NULL, *opt = NULL, *spec = NULL;
     char scale[32], classes[16], step[32], epoch[16], seed[32], features[32];
 
+    const clt_tensor *amp = info->scaler_state;
+    size_t amp_n = amp ? clt_tensor_numel(amp) : 0;
+    int32_t *amp_host = NULL;
     CLT_ALLOC(ctx, host, P * (size_t)(1 + ns));
-    CLT_ALLOC(ctx, ts, np * (1 + ns));
+    CLT_ALLOC(ctx, ts, np * (1 + ns) + 1);
+    if (amp) {
+        if (clt_tensor_dtype(amp) != CLT_DTYPE_I32)
+            CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "checkpoint: the scaler state must be i32");
+        CLT_ALLOC(ctx, amp_host, amp_n);
+        CLT_TRY(clt_tensor_read(amp, amp_host, false, &ev[nev++]));
+    }
     CLT_TRY(clt_tensor_read(clt_model_params(m), host, false, &ev[nev++]));
     for (int s = 0; s < ns; s++)
         CLT_TRY(clt_tensor_read(clt_optim_state(optim, s, NULL), host + P * (size_t)(1 + s), false,
@@ -64,6 +73,15 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
             t->data = host + P * (size_t)(s + 1) + pi->offset;
             t->nbytes = pi->numel * sizeof(float);
         }
+    }
+    if (amp) {
+        clt_st_tensor *t = &ts[n++];
+        snprintf(t->name, sizeof t->name, "amp.scaler_state");
+        t->dtype = CLT_DTYPE_I32;
+        t->ndim = 1;
+        t->shape[0] = (int64_t)amp_n;
+        t->data = amp_host;
+        t->nbytes = amp_n * sizeof *amp_host;
     }
 
     const struct clt_input_norm *nm = &info->norm;
@@ -103,6 +121,7 @@ fail:
         if (ev[i]) clReleaseEvent(ev[i]);
     if (st != CLT_OK && nev) clt_ctx_finish(ctx, CLT_WAIT_SAVE); /* reads into `host` */
     free(host);
+    free(amp_host);
     free(ts);
     free(mean);
     free(std);
@@ -331,5 +350,25 @@ fail:
     if (st != CLT_OK) clt__fail(ctx, st, "%s", clt_last_errmsg());
     if (ev) clReleaseEvent(ev);
     free(host);
+    return st;
+}
+
+clt_status clt_checkpoint_load_scaler(const clt_checkpoint *ck, clt_tensor *state)
+{
+    clt_status st = CLT_OK;
+    clt_ctx *ctx = clt_tensor_ctx(state);
+    cl_event ev = NULL;
+    const clt_st_tensor *t = clt_st_find(ck->file, "amp.scaler_state");
+    if (!t)
+        CLT_FAIL(ctx, CLT_ERR_FORMAT, "%s: no loss-scaler state (\"amp.scaler_state\"): it was "
+                                      "not saved by an fp16 run; use --init to start from its "
+                                      "weights", ck->path);
+    if (t->dtype != CLT_DTYPE_I32 || t->ndim != 1 || (size_t)t->shape[0] != clt_tensor_numel(state))
+        CLT_FAIL(ctx, CLT_ERR_FORMAT, "%s: tensor \"amp.scaler_state\" must be i32 [%zu]",
+                 ck->path, clt_tensor_numel(state));
+    CLT_TRY(clt_tensor_write(state, t->data, false, &ev));
+    CLT_TRY(clt_ctx_wait(ctx, CLT_WAIT_SETUP, 1, &ev));
+fail:
+    if (ev) clReleaseEvent(ev);
     return st;
 }

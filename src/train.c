@@ -411,6 +411,7 @@ clt_status clt_trainer_save(clt_trainer *t, const char *path)
         .step = t->step,
         .epoch = t->epoch,
         .seed = t->p.seed,
+        .scaler_state = t->scaler ? clt_scaler_state(t->scaler) : NULL,
     };
     return clt_checkpoint_save(path, t->model, t->optim, &info);
 }
@@ -421,6 +422,7 @@ clt_status clt_trainer_resume(clt_trainer *t, const char *path)
     clt_checkpoint *ck = NULL;
     CLT_TRY(clt_checkpoint_open(&ck, path));
     CLT_TRY(clt_checkpoint_load_optim(ck, t->optim, t->model));
+    if (t->scaler) CLT_TRY(clt_checkpoint_load_scaler(ck, clt_scaler_state(t->scaler)));
     struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
     t->step = info.step;
     t->epoch = (int)(info.step / t->steps_per_epoch);

@@ -6,6 +6,7 @@
  * the memory the accountant sees per precision (and clt_model_mem_estimate against it). */
 #include "common.h"
 
+#include "cltrain/checkpoint.h"
 #include "cltrain/model.h"
 #include "cltrain/optim.h"
 #include "cltrain/spec.h"
@@ -596,6 +597,71 @@ START_TEST(test_memory16)
 }
 END_TEST
 
+/* ---- checkpoints ---------------------------------------------------------------------------- */
+
+/* An fp16 run's loss-scaler state goes into the checkpoint ("amp.scaler_state") and comes back
+ * bit for bit into another scaler, so that --resume continues with the same scale, growth
+ * tracker and skipped count; a checkpoint without it is refused by clt_checkpoint_load_scaler. */
+START_TEST(test_scaler_checkpoint)
+{
+    clt_ctx *ctx = tc_ctx();
+    char dir[4096], with[4200], without[4200];
+    tc_mkdtemp(dir, sizeof dir);
+    snprintf(with, sizeof with, "%s/with.safetensors", dir);
+    snprintf(without, sizeof without, "%s/without.safetensors", dir);
+    clt_spec spec = {0};
+    ck_assert_msg(clt_spec_parse("linear 5, relu, linear 3", 3, &spec) == CLT_OK, "%s",
+                  clt_last_errmsg());
+    struct clt_model_params mp = clt_model_default_params();
+    mp.max_batch = 4;
+    mp.precision = CLT_DTYPE_F16;
+    clt_model *m = NULL;
+    clt_scaler *a = NULL, *b = NULL;
+    TC_OK(ctx, clt_model_create(&m, ctx, &spec, 4, 3, &mp));
+    TC_OK(ctx, clt_scaler_create(&a, ctx, NULL));
+    TC_OK(ctx, clt_scaler_create(&b, ctx, NULL));
+    /* a state no fresh scaler has: scale 2^9, tracker 7, skipped 3 (fields as ops.h says) */
+    int32_t raw[CLT_AMP_STATE_LEN], back[CLT_AMP_STATE_LEN];
+    TC_OK(ctx, clt_scaler_read(a, raw, true, NULL));
+    struct clt_scaler_values fresh = clt_scaler_decode(raw);
+    float scale = 512.0f;
+    memcpy(&raw[0], &scale, sizeof scale);
+    for (int i = 1; i < CLT_AMP_STATE_LEN; i++) raw[i] += 3 + i;
+    TC_OK(ctx, clt_tensor_write(clt_scaler_state(a), raw, true, NULL));
+    struct clt_input_norm norm = {.features = 4, .scale = 1.0f};
+    struct clt_checkpoint_info info = {.model_text = "linear 5, relu, linear 3", .norm = norm,
+                                       .classes = 3, .seed = 1,
+                                       .scaler_state = clt_scaler_state(a)};
+    TC_OK(ctx, clt_checkpoint_save(with, m, NULL, &info));
+    info.scaler_state = NULL;
+    TC_OK(ctx, clt_checkpoint_save(without, m, NULL, &info));
+
+    clt_checkpoint *ck = NULL;
+    ck_assert_msg(clt_checkpoint_open(&ck, with) == CLT_OK, "%s", clt_last_errmsg());
+    TC_OK(ctx, clt_checkpoint_load_scaler(ck, clt_scaler_state(b)));
+    clt_checkpoint_close(ck);
+    TC_OK(ctx, clt_scaler_read(b, back, true, NULL));
+    ck_assert_msg(memcmp(raw, back, sizeof raw) == 0, "the scaler state changed on its way");
+    ck_assert_msg(clt_scaler_decode(back).scale == 512.0f && fresh.scale != 512.0f,
+                  "scale %g", (double)clt_scaler_decode(back).scale);
+
+    ck_assert_msg(clt_checkpoint_open(&ck, without) == CLT_OK, "%s", clt_last_errmsg());
+    ck_assert_int_eq(clt_checkpoint_load_scaler(ck, clt_scaler_state(b)), CLT_ERR_FORMAT);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "amp.scaler_state"), "%s",
+                  clt_ctx_errmsg(ctx));
+    clt_checkpoint_close(ck);
+    remove(with);
+    remove(without);
+    tc_rmdir(dir);
+    clt_scaler_free(a);
+    clt_scaler_free(b);
+    clt_model_free(m);
+    clt_spec_free(&spec);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 int main(void)
 {
     const struct {
@@ -603,7 +669,8 @@ int main(void)
         const TTest *test;
     } tests[] = {{"gemm16", test_gemm16},         {"model16", test_model16},
                  {"scaler_adam", test_scaler_adam}, {"scaler_sgd", test_scaler_sgd},
-                 {"train16", test_train16},       {"memory16", test_memory16}};
+                 {"train16", test_train16},       {"memory16", test_memory16},
+                 {"scaler_checkpoint", test_scaler_checkpoint}};
     Suite *s = suite_create("amp");
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
         TCase *tc = tc_tcase(tests[i].name);

@@ -20,6 +20,10 @@ struct clt_checkpoint_info {
     long step;
     int epoch;              /* epochs completed */
     uint64_t seed;
+    /* fp16 runs: the loss scaler's state (i32, see clt_scaler_state), saved as the tensor
+     * "amp.scaler_state" so that --resume continues with the same scale, growth tracker and
+     * skipped-step count; NULL otherwise. Not filled by clt_checkpoint_get_info. */
+    const clt_tensor *scaler_state;
 };
 
 /* Saves the model's parameters (a counted host wait, CLT_WAIT_SAVE) and, when optim is not
@@ -42,6 +46,11 @@ clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m);
 /* Restores optimizer state tensors and the step count (CLT_ERR_FORMAT if the checkpoint has no
  * state for this optimizer). */
 clt_status clt_checkpoint_load_optim(const clt_checkpoint *ck, clt_optim *o, const clt_model *m);
+
+/* Restores the loss scaler's state saved with an fp16 run into `state` (the scaler's i32
+ * tensor). CLT_ERR_FORMAT when the checkpoint has none or its shape differs. A counted host
+ * wait (setup). */
+clt_status clt_checkpoint_load_scaler(const clt_checkpoint *ck, clt_tensor *state);
 
 #ifdef __cplusplus
 }
