@@ -20,6 +20,7 @@ struct clt__pending {
     int kind; /* clt_profile_kind */
     size_t bytes;
     cl_event ev;
+    cl_event after[2]; /* CLT_PROFILE_DATA_WAIT: the uploads the compute queue waited for */
 };
 struct clt__profile_row {
     struct clt_profile_row r;

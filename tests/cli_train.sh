@@ -113,6 +113,16 @@ grep -q "^epoch 2/2: .*host waits 4 (log 3, eval 1); loader thread waits [0-9]* 
 summaries "$tmp/out" >"$tmp/streaming.sum"
 cmp -s "$tmp/resident.sum" "$tmp/streaming.sum" ||
     fail "streaming and resident differ: $(cat "$tmp/resident.sum" "$tmp/streaming.sum")"
+# --profile with streaming: kernels, the loader's uploads, and the compute queue's wait for data
+# (one per batch: 2 epochs x 7 batches), the same results as without profiling
+run "profile" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 --batch-size 32 \
+    --lr 0.01 --log-every 3 --loader streaming --prefetch 2 --no-pin --profile
+grep -Eq "^  waiting for data \[compute idle\] +14 " "$tmp/out" ||
+    fail "profile: no data-wait row: $(cat "$tmp/out")"
+grep -Eq "^  loader upload \(inputs\) \[upload\] +14 " "$tmp/out" ||
+    fail "profile: no upload row: $(cat "$tmp/out")"
+summaries "$tmp/out" | cmp -s "$tmp/resident.sum" - ||
+    fail "profile changes the results: $(cat "$tmp/out")"
 
 # -- Ctrl-C: stops at a step boundary, saves the checkpoint, exit code 130 ----------------------
 python3 - "$tmp/int.ckpt" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" \

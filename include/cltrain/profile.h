@@ -18,7 +18,9 @@ typedef enum clt_profile_kind {
     CLT_PROFILE_KERNEL = 0, /* device time from the event's START to END */
     CLT_PROFILE_UPLOAD,     /* host to device copy: device time and bytes */
     CLT_PROFILE_DOWNLOAD,   /* device to host copy */
-    CLT_PROFILE_WALL        /* wall clock around finished queues (CLBlast GEMMs) */
+    CLT_PROFILE_WALL,       /* wall clock around finished queues (CLBlast GEMMs) */
+    CLT_PROFILE_DATA_WAIT   /* the compute queue idle, its earlier work done, waiting for an
+                             * upload of data: max(0, upload END - marker END) per batch */
 } clt_profile_kind;
 
 struct clt_profile_row {

@@ -771,6 +771,13 @@ static clt_status next_streaming(clt_loader *l, long idx, size_t *Bout, long *go
     /* The slot's events are stable until this thread marks it consumed. */
     cl_command_queue q = clt_ctx_compute_queue(ctx);
     size_t xd[2] = {B, l->F};
+    if (l->profiling) {
+        /* the marker ends when the compute work before this batch is done: from then until
+         * the uploads end, the compute queue waits for data */
+        cl_event ready = NULL;
+        if (clEnqueueMarkerWithWaitList(q, 0, NULL, &ready) == CL_SUCCESS)
+            clt__profile_data_wait(ctx, "waiting for data", ready, 2, up);
+    }
     CLT_CHECK_CL(ctx, clEnqueueBarrierWithWaitList(q, 2, up, NULL),
                  "barrier on the loader's upload");
     enqueued = true;
