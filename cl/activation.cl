@@ -37,7 +37,7 @@ CLT_ACT_BACKWARD(relu_backward, v > 0.0f ? g : 0.0f)
 /* gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), written as x * sigmoid(2u)
  * (the same function: 1 + tanh(u) = 2 / (1 + exp(-2u))), which keeps full relative accuracy
  * for negative x where 1 + tanh(u) cancels, and saturates cleanly (exp overflow gives x / inf). */
-inline float clt_gelu(float x)
+static inline float clt_gelu(float x)
 {
     const float u = CLT_SQRT_2_OVER_PI * (x + CLT_GELU_KAPPA * x * x * x);
     return x / (1.0f + exp(-2.0f * u));
@@ -46,7 +46,7 @@ inline float clt_gelu(float x)
 /* d gelu / dx = sg + 2 x sg (1 - sg) du/dx, sg = sigmoid(2u), du/dx = sqrt(2/pi) (1 + 3 k x^2).
  * Beyond |x| = 10 the derivative is 0 or 1 to far below fp32 resolution (sigmoid(2u) is within
  * 1e-37 of 0 or 1), and taking it as such avoids 0 * inf for huge |x|. */
-inline float clt_gelu_grad(float x)
+static inline float clt_gelu_grad(float x)
 {
     if (fabs(x) > 10.0f) return x > 0.0f ? 1.0f : 0.0f;
     const float u = CLT_SQRT_2_OVER_PI * (x + CLT_GELU_KAPPA * x * x * x);

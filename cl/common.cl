@@ -12,12 +12,12 @@
 #define CLT_I32 3
 #define CLT_U8 4
 
-inline float clt_bf16_load(const global ushort *p, ulong i)
+static inline float clt_bf16_load(const global ushort *p, ulong i)
 {
     return as_float((uint)p[i] << 16);
 }
 
-inline void clt_bf16_store(global ushort *p, ulong i, float v)
+static inline void clt_bf16_store(global ushort *p, ulong i, float v)
 {
     uint x = as_uint(v);
     if ((x & 0x7fffffffu) > 0x7f800000u) p[i] = (ushort)((x >> 16) | 0x40u); /* quiet NaN */

@@ -9,7 +9,7 @@
 #define X_T CLT_TYPE(X_DTYPE)
 
 /* y[i] = keep(i) ? scale * x[i] : 0 for the four elements of block get_global_id(0). */
-inline void clt_dropout_block(global X_T *y, const global X_T *x, ulong n, float p, float scale,
+static inline void clt_dropout_block(global X_T *y, const global X_T *x, ulong n, float p, float scale,
                               ulong seed, ulong stream)
 {
     const ulong block = get_global_id(0), i0 = block * 4;

@@ -148,7 +148,7 @@ typedef float floatv;
 #define NV (GEMM_TN / GEMM_VW) /* vectors per row of the block (GEMM_VECK 0) */
 
 /* p[min(start + l, last) * stride] for the GEMM_VW lanes l: a clamped, strided gather. */
-inline floatv gemm_gather(global const float *p, int start, int last, int stride)
+static inline floatv gemm_gather(global const float *p, int start, int last, int stride)
 {
     float t[GEMM_VW];
 #pragma unroll
@@ -166,7 +166,7 @@ inline floatv gemm_gather(global const float *p, int start, int last, int stride
  * the GEMM_TM x GEMM_TN register block over the GEMM_BM x GEMM_BN sub-blocks. Rows and
  * columns past the edge are clamped copies and never stored. C holds the partial sums between
  * slices: the first slice writes alpha * acc + beta * C, the later ones add alpha * acc. */
-inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
+static inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
                         const float alpha, global const gemm_a_t *restrict a, const int lda,
                         global const gemm_b_t *restrict b, const int ldb, const float beta,
                         global gemm_c_t *restrict c, const int ldc)
@@ -317,7 +317,7 @@ inline void gemm_direct(const int ta, const int tb, const int M, const int N, co
         }                                                                                         \
     } while (0)
 
-inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
+static inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
                         const float alpha, global const float *restrict a, const int lda,
                         global const float *restrict b, const int ldb, const float beta,
                         global float *restrict c, const int ldc)
@@ -381,7 +381,7 @@ inline void gemm_direct(const int ta, const int tb, const int M, const int N, co
 }
 
 #else /* GEMM_VECK */
-inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
+static inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
                         const float alpha, global const float *restrict a, const int lda,
                         global const float *restrict b, const int ldb, const float beta,
                         global float *restrict c, const int ldc)
@@ -456,7 +456,7 @@ kernel void gemm_direct_tt(GEMM_ARGS) { gemm_direct(1, 1, GEMM_PASS); }
 #define NT (GEMM_WGN * GEMM_TN) /* columns of the work-group's tile */
 #define WG (GEMM_WGM * GEMM_WGN)
 
-inline void gemm_tiled(const int ta, const int tb, const int M, const int N, const int K,
+static inline void gemm_tiled(const int ta, const int tb, const int M, const int N, const int K,
                        const float alpha, global const gemm_a_t *restrict a, const int lda,
                        global const gemm_b_t *restrict b, const int ldb, const float beta,
                        global gemm_c_t *restrict c, const int ldc, local float *as,

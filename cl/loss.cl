@@ -17,7 +17,7 @@
 /* Pairwise sum of a[0 .. CLT_RED_TILE) into a[0], in a shape that does not depend on the local
  * size. Call with every work-item of the group after a barrier that publishes the leaves; ends
  * with a barrier. */
-inline void clt_tile_tree(local float *a)
+static inline void clt_tile_tree(local float *a)
 {
     const uint lid = get_local_id(0), lsz = get_local_size(0);
     for (uint h = CLT_RED_TILE / 2; h > 0; h >>= 1) {
@@ -27,7 +27,7 @@ inline void clt_tile_tree(local float *a)
 }
 
 /* The same for two arrays at once (one set of barriers). */
-inline void clt_tile_tree2(local float *a, local float *b)
+static inline void clt_tile_tree2(local float *a, local float *b)
 {
     const uint lid = get_local_id(0), lsz = get_local_size(0);
     for (uint h = CLT_RED_TILE / 2; h > 0; h >>= 1) {
@@ -41,7 +41,7 @@ inline void clt_tile_tree2(local float *a, local float *b)
 
 /* Index of the row's maximum; the first maximum wins, and NaN counts as larger than any number
  * (the first NaN wins), as torch.argmax. */
-inline uint clt_row_argmax(const global float *z, uint N)
+static inline uint clt_row_argmax(const global float *z, uint N)
 {
     uint best = 0;
     float bv = z[0];

@@ -5,7 +5,7 @@
 #define CLT_RNG_CL
 
 /* 10 rounds of Philox4x32 on the counter ctr under the key key (Random123's philox4x32_R). */
-uint4 clt_philox4x32(uint2 key, uint4 ctr)
+static uint4 clt_philox4x32(uint2 key, uint4 ctr)
 {
     for (int round = 0; round < 10; round++) {
         if (round > 0) {
@@ -22,7 +22,7 @@ uint4 clt_philox4x32(uint2 key, uint4 ctr)
 }
 
 /* Element index of stream under seed: word (index & 3) of the block index >> 2. */
-uint clt_rng_u32(ulong seed, ulong stream, ulong index)
+static uint clt_rng_u32(ulong seed, ulong stream, ulong index)
 {
     const ulong block = index >> 2;
     const uint2 key = (uint2)((uint)seed, (uint)(seed >> 32));
@@ -33,7 +33,7 @@ uint clt_rng_u32(ulong seed, ulong stream, ulong index)
 }
 
 /* Uniform in [0, 1): the top 24 bits times 2^-24, exact in float. */
-float clt_rng_uniform(ulong seed, ulong stream, ulong index)
+static float clt_rng_uniform(ulong seed, ulong stream, ulong index)
 {
     return (float)(clt_rng_u32(seed, stream, index) >> 8) * 0x1.0p-24f;
 }

@@ -49,6 +49,7 @@ struct clt_ctx {
 
     /* tuning data (tune.c): the GEMM choice per layout, read at creation */
     struct clt_tune tune;
+    bool used_clblast; /* a GEMM went to CLBlast (gemm.c): clt_ctx_free clears its cache */
 
     /* accountant (alloc.c) */
     uint64_t mem_current[CLT_MEM__COUNT];

@@ -9,6 +9,7 @@
 
 #include "cltrain/alloc.h"
 
+#include <clblast_c.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -297,13 +298,10 @@ static clt_status create_queue(clt_ctx *ctx, cl_command_queue *q)
 {
     cl_int err = CL_SUCCESS;
     cl_command_queue_properties props = ctx->profiling ? CL_QUEUE_PROFILING_ENABLE : 0;
-    /* OpenCL 1.x platforms (Apple, old drivers) lack clCreateCommandQueueWithProperties. */
-    if (strncmp(ctx->dev.platform_version, "OpenCL 1.", 9) == 0) {
-        *q = clCreateCommandQueue(ctx->context, ctx->dev.device, props, &err);
-    } else {
-        cl_queue_properties qp[] = {CL_QUEUE_PROPERTIES, props, 0};
-        *q = clCreateCommandQueueWithProperties(ctx->context, ctx->dev.device, qp, &err);
-    }
+    /* The 1.2 call on every platform: clCreateCommandQueueWithProperties (2.0) is not exported
+     * by Apple's 1.2 framework, so even a runtime-guarded call would stop the binary linking
+     * there; 2.0+ platforms still provide clCreateCommandQueue (tests/cl_symbols.sh). */
+    *q = clCreateCommandQueue(ctx->context, ctx->dev.device, props, &err);
     return err == CL_SUCCESS ? CLT_OK : clt__fail_cl(ctx, err, "creating a command queue");
 }
 
@@ -364,6 +362,17 @@ void clt_ctx_free(clt_ctx *ctx)
     if (!ctx) return;
     if (ctx->compute) clFinish(ctx->compute);
     if (ctx->transfer) clFinish(ctx->transfer);
+    /* CLBlast keeps the programs it built in a process-wide cache, emptied only by
+     * CLBlastClearCache or by its static destructor at exit. Each program holds a reference to
+     * our context, so without this the context outlives clReleaseContext and is destroyed by
+     * that destructor, when the driver may be torn down already: under Oclgrind one run in two
+     * aborted at exit ("corrupted double-linked list": clblast::Cache::~Cache ->
+     * clReleaseProgram -> clReleaseContext -> oclgrind::Context::~Context -> ~LLVMContext).
+     * The call empties the whole cache (every context's programs, CLBlast's in-memory
+     * binaries): another live ctx that uses CLBlast rebuilds its programs at its next GEMM, a
+     * one-off cost, and a GEMM in flight keeps its program. Clearing at each such ctx's end,
+     * not only at the last one's, keeps no released context alive in CLBlast meanwhile. */
+    if (ctx->used_clblast) CLBlastClearCache();
     clt__program_cache_free(ctx);
     clt__profile_free(ctx);
     if (ctx->compute) clReleaseCommandQueue(ctx->compute);

@@ -115,16 +115,22 @@ fail:
     return st;
 }
 
-/* Device-specific defines every program sees, then the caller's options. */
-static void build_options(const clt_ctx *ctx, const char *options, char *dst, size_t n)
+clt_status clt_program_assemble(const char *files, char **out)
 {
-    size_t wg = ctx->dev.max_work_group < 256 ? ctx->dev.max_work_group : 256;
+    *out = NULL;
+    return assemble(NULL, files, out);
+}
+
+/* Device-specific defines every program sees, then the caller's options. */
+void clt_program_options(const clt_device_info *dev, const char *options, char *dst, size_t n)
+{
+    size_t wg = dev->max_work_group < 256 ? dev->max_work_group : 256;
     snprintf(dst, n, "-cl-std=CL1.2 -DCLT_DEVICE_%s=1 -DCLT_HAS_FP16=%d -DCLT_HAS_FP64=%d "
                      "-DCLT_WG=%zu %s",
-             ctx->dev.type == CLT_DEVICE_GPU   ? "GPU"
-             : ctx->dev.type == CLT_DEVICE_CPU ? "CPU"
-                                               : "OTHER",
-             ctx->dev.fp16, ctx->dev.fp64, wg ? wg : 1, options ? options : "");
+             dev->type == CLT_DEVICE_GPU   ? "GPU"
+             : dev->type == CLT_DEVICE_CPU ? "CPU"
+                                           : "OTHER",
+             dev->fp16, dev->fp64, wg ? wg : 1, options ? options : "");
 }
 
 /* ---- disk cache --------------------------------------------------------------------------- */
@@ -276,6 +282,22 @@ static clt_status build_failure(clt_ctx *ctx, cl_program prog, cl_int err, const
     return st;
 }
 
+/* $CLTRAIN_PROGRAM_LOG: every program a ctx builds or loads is appended as "files<TAB>options"
+ * (one write per line, so concurrent processes do not interleave within a line). The portability
+ * guard checks that what real runs build is in clt_ops_program_variants' list. Best effort. */
+static void log_program(const char *files, const char *options)
+{
+    const char *path = getenv("CLTRAIN_PROGRAM_LOG");
+    if (!path || !*path) return;
+    char line[2048];
+    int n = snprintf(line, sizeof line, "%s\t%s\n", files, options ? options : "");
+    if (n <= 0 || (size_t)n >= sizeof line) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    fwrite(line, 1, (size_t)n, f);
+    fclose(f);
+}
+
 static clt_status get_program(clt_ctx *ctx, const char *files, const char *options,
                               cl_program *out)
 {
@@ -295,7 +317,7 @@ static clt_status get_program(clt_ctx *ctx, const char *files, const char *optio
         }
     }
     CLT_TRY(assemble(ctx, files, &source));
-    build_options(ctx, options, opts, sizeof opts);
+    clt_program_options(&ctx->dev, options, opts, sizeof opts);
 
     uint64_t hkey[2];
     cache_key(ctx, source, opts, hkey);
@@ -320,6 +342,7 @@ static clt_status get_program(clt_ctx *ctx, const char *files, const char *optio
     e->next = ctx->programs;
     ctx->programs = e;
     atomic_fetch_add(&clt__live_programs, 1);
+    log_program(files, options);
     *out = prog;
     key = NULL;
     prog = NULL;

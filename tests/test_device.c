@@ -354,10 +354,15 @@ static void default_selector_case(const char *env, const char *expected)
 
 START_TEST(test_default_selector)
 {
+    /* restored afterwards: with CK_FORK=no later tests run in this process */
+    const char *was = getenv("CLTRAIN_DEVICE");
+    char *saved = was ? strdup(was) : NULL;
     default_selector_case(NULL, "auto");
     default_selector_case("", "auto");
     default_selector_case("cpu", "cpu");
     default_selector_case("1:0", "1:0");
+    default_selector_case(saved, saved && *saved ? saved : "auto");
+    free(saved);
 }
 END_TEST
 

@@ -94,10 +94,14 @@ START_TEST(test_no_device)
     tc_assert_no_live();
 
     /* The same through $CLTRAIN_DEVICE when params name no device. */
+    const char *was = getenv("CLTRAIN_DEVICE");
+    char *saved = was ? strdup(was) : NULL; /* restored: with CK_FORK=no later tests run here */
     setenv("CLTRAIN_DEVICE", "nosuchdevice", 1);
     ctx = NULL;
     st = clt_ctx_create(&ctx, NULL);
-    unsetenv("CLTRAIN_DEVICE");
+    if (saved) setenv("CLTRAIN_DEVICE", saved, 1);
+    else unsetenv("CLTRAIN_DEVICE");
+    free(saved);
     ck_assert_int_eq(st, CLT_ERR_NO_DEVICE);
     ck_assert_ptr_null(ctx);
     tc_assert_no_live();

@@ -61,9 +61,10 @@ struct clt_data_params {
 struct clt_data_params clt_data_default_params(void);
 
 /* Opens the data set named by `spec` and loads its training and test splits:
- *   "fashion-mnist"           the folder /usr/share/datasets/fashion-mnist (Debian package
- *                             dataset-fashion-mnist), read as idx:
- *   "mnist"                   the folder /usr/share/datasets/mnist, read as idx:
+ *   "fashion-mnist"           the folder $CLTRAIN_DATA_DIR/fashion-mnist, read as idx:
+ *                             (CLTRAIN_DATA_DIR unset or empty: /usr/share/datasets, where
+ *                             Debian's package dataset-fashion-mnist puts it)
+ *   "mnist"                   the folder $CLTRAIN_DATA_DIR/mnist, read as idx:
  *   "idx:DIR"                 a folder holding train-images-idx3-ubyte, train-labels-idx1-ubyte,
  *                             t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, each either
  *                             gzip-compressed with a ".gz" suffix (tried first) or raw

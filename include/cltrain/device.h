@@ -6,7 +6,7 @@
 #define CLTRAIN_DEVICE_H
 
 #ifndef CL_TARGET_OPENCL_VERSION
-#define CL_TARGET_OPENCL_VERSION 300
+#define CL_TARGET_OPENCL_VERSION 120
 #endif
 #include <CL/cl.h>
 

@@ -132,6 +132,16 @@ clt_status clt_op_gather_rows(clt_tensor *y, const clt_tensor *x, const clt_tens
 /* y (B) = x[idx[b]] for i32 or f32 x (N) (labels, targets); idx (B) i32. */
 clt_status clt_op_gather(clt_tensor *y, const clt_tensor *x, const clt_tensor *idx);
 
+/* ---- every program the ops may build (src/ops/variants.c) ---------------------------------- */
+/* Receives one program: its comma-separated cl/ stems and the options the op passes (the device
+ * defines of clt_program_options come on top). */
+typedef void (*clt_program_variant_fn)(const char *files, const char *options, void *user);
+/* Calls fn for every program the ops may build on dev: each cl/ program with every set of
+ * options an op can produce (dtypes, the GEMM choices of the tuner's table and the built-in
+ * defaults that fit dev, in every layout). Used by the kernel portability guard
+ * (`cltrain kernels --list`). dev may be synthetic (no OpenCL handles). Thread-safe. */
+void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user);
+
 #ifdef __cplusplus
 }
 #endif

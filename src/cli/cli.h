@@ -18,5 +18,6 @@ int cli_train(int argc, char **argv);
 int cli_eval(int argc, char **argv);
 int cli_predict(int argc, char **argv);
 int cli_bench(int argc, char **argv);
+int cli_kernels(int argc, char **argv);
 
 #endif

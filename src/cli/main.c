@@ -43,6 +43,8 @@ static void usage(FILE *f)
           "  eval --load FILE [options]        loss and accuracy of a checkpoint\n"
           "  predict --load FILE [options]     predicted classes and probabilities as CSV\n"
           "  bench [options]                   training steps/s on synthetic resident data\n"
+          "  kernels --list | --source FILES   (developers) every program the library may\n"
+          "                                    build, or one program's complete source\n"
           "  (COMMAND --help lists a command's options)\n"
           "\n"
           "device selectors (--device, else $CLTRAIN_DEVICE, else auto):\n"
@@ -68,5 +70,6 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "eval") == 0) return cli_eval(argc - 1, argv + 1);
     if (strcmp(cmd, "predict") == 0) return cli_predict(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cli_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "kernels") == 0) return cli_kernels(argc - 1, argv + 1);
     return cli_usage_error("unknown command \"%s\"; try: cltrain --help", cmd);
 }

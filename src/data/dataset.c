@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define CLT__DATASETS_DIR "/usr/share/datasets"
+#define CLT__DATASETS_DIR "/usr/share/datasets" /* CLTRAIN_DATA_DIR overrides it */
 
 struct clt_data_params clt_data_default_params(void)
 {
@@ -237,6 +237,7 @@ clt_status clt_data_open(const char *spec, const struct clt_data_params *p, clt_
     clt_status st = CLT_OK;
     struct clt_data_params prm = p ? *p : clt_data_default_params();
     clt_dataset tr, te;
+    char *dir = NULL;
     memset(&tr, 0, sizeof tr);
     memset(&te, 0, sizeof te);
     if (train) memset(train, 0, sizeof *train);
@@ -246,13 +247,22 @@ clt_status clt_data_open(const char *spec, const struct clt_data_params *p, clt_
 
     if (strcmp(spec, "fashion-mnist") == 0 || strcmp(spec, "mnist") == 0) {
         bool fashion = spec[0] == 'f';
+        const char *root = getenv("CLTRAIN_DATA_DIR");
+        size_t len;
+        if (!root || !*root) root = CLT__DATASETS_DIR;
+        len = strlen(root) + strlen(spec) + 2;
+        CLT_ALLOC(NULL, dir, len);
+        snprintf(dir, len, "%s/%s", root, spec);
         if (prm.classes == 0) prm.classes = 10;
         CLT_TRY(open_idx(
-            spec, fashion ? CLT__DATASETS_DIR "/fashion-mnist" : CLT__DATASETS_DIR "/mnist", &prm,
-            fashion ? "(data set 'fashion-mnist': install the Debian package "
-                      "dataset-fashion-mnist, or use idx:DIR)"
-                    : "(data set 'mnist': put the four IDX files there, or use "
-                      "idx:DIR)",
+            spec, dir, &prm,
+            fashion ? "(data set 'fashion-mnist', looked for under $CLTRAIN_DATA_DIR, "
+                      "default " CLT__DATASETS_DIR
+                      ": install the Debian package dataset-fashion-mnist, "
+                      "set CLTRAIN_DATA_DIR to a folder holding fashion-mnist/, or use idx:DIR)"
+                    : "(data set 'mnist', looked for under $CLTRAIN_DATA_DIR, "
+                      "default " CLT__DATASETS_DIR
+                      ": put the four IDX files there, or use idx:DIR)",
             &tr, test ? &te : NULL));
     } else if (strncmp(spec, "idx:", 4) == 0) {
         CLT_TRY(open_idx(spec, spec + 4, &prm, NULL, &tr, test ? &te : NULL));
@@ -270,6 +280,7 @@ clt_status clt_data_open(const char *spec, const struct clt_data_params *p, clt_
     memset(&tr, 0, sizeof tr);
     memset(&te, 0, sizeof te);
 fail:
+    free(dir);
     clt_dataset_free(&tr);
     clt_dataset_free(&te);
     return st;

@@ -9,7 +9,7 @@ static const char *const act_names[] = {"relu", "gelu", "tanh", "sigmoid"};
 static clt_status act_kernel(const clt_tensor *t, clt_act a, const char *dir, cl_kernel *k)
 {
     char opts[32], name[32];
-    snprintf(opts, sizeof opts, "-DX_DTYPE=%d", (int)clt_tensor_dtype(t));
+    clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(t));
     snprintf(name, sizeof name, "%s_%s", act_names[a], dir);
     return clt__kernel(clt_tensor_ctx(t), "activation", opts, name, k);
 }

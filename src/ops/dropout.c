@@ -20,7 +20,7 @@ static clt_status dropout(const char *op, const char *kernel, clt_tensor *y, con
     cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x), n = clt_tensor_numel(y),
              s = seed, str = stream;
     float scale = 1.0f / (1.0f - p);
-    snprintf(opts, sizeof opts, "-DX_DTYPE=%d", (int)clt_tensor_dtype(y));
+    clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(y));
     CLT_TRY(clt__kernel(ctx, "rng,dropout", opts, kernel, &k));
     cl_int err = CLT__SET_ARG(k, 0, ym);
     err |= CLT__SET_ARG(k, 1, yo);

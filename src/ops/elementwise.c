@@ -35,7 +35,7 @@ static clt_status need_float(const clt_tensor *t, const char *op)
 static clt_status elementwise_kernel(const clt_tensor *t, const char *name, cl_kernel *k)
 {
     char opts[32];
-    snprintf(opts, sizeof opts, "-DX_DTYPE=%d", (int)clt_tensor_dtype(t));
+    clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(t));
     return clt__kernel(clt_tensor_ctx(t), "elementwise", opts, name, k);
 }
 
@@ -120,8 +120,7 @@ clt_status clt_op_cast(clt_tensor *dst, const clt_tensor *src)
     CLT_TRY(clt__check_pair(dst, src, false, "cast"));
     CLT_TRY(need_float(dst, "cast"));
     CLT_TRY(need_float(src, "cast"));
-    snprintf(opts, sizeof opts, "-DSRC_DTYPE=%d -DDST_DTYPE=%d", (int)clt_tensor_dtype(src),
-             (int)clt_tensor_dtype(dst));
+    clt__opts_cast(opts, sizeof opts, clt_tensor_dtype(src), clt_tensor_dtype(dst));
     CLT_TRY(clt__kernel(clt_tensor_ctx(dst), "cast", opts, "cast", &k));
     CLT_TRY(launch_yx(k, dst, src, NULL, "cast"));
 fail:

@@ -24,7 +24,7 @@ clt_status clt_op_gather_rows(clt_tensor *y, const clt_tensor *x, const clt_tens
         clt_tensor_numel(scale) != F || clt_tensor_numel(shift) != F)
         CLT_FAIL(ctx, CLT_ERR_SHAPE, "gather_rows: expected y f32 (B, F), x u8/f32 (N, F), idx "
                                      "i32 (B), scale and shift f32 (F)");
-    snprintf(opts, sizeof opts, "-DX_DTYPE=%d", (int)xd);
+    clt__opts_dtype(opts, sizeof opts, xd);
     CLT_TRY(clt__kernel(ctx, "gather", opts, "gather_rows", &k));
     cl_mem ym = clt_tensor_mem(y), xm = clt_tensor_mem(x), im = clt_tensor_mem(idx),
            sm = clt_tensor_mem(scale), hm = clt_tensor_mem(shift);
@@ -62,7 +62,7 @@ clt_status clt_op_gather(clt_tensor *y, const clt_tensor *x, const clt_tensor *i
         clt_tensor_dtype(idx) != CLT_DTYPE_I32 || clt_tensor_numel(y) != B)
         CLT_FAIL(ctx, CLT_ERR_SHAPE, "gather: expected y (B) and x (N) of one dtype (i32 or f32) "
                                      "and idx i32 (B)");
-    snprintf(opts, sizeof opts, "-DX_DTYPE=%d", (int)d);
+    clt__opts_dtype(opts, sizeof opts, d);
     CLT_TRY(clt__kernel(ctx, "gather", opts, "gather", &k));
     cl_mem ym = clt_tensor_mem(y), xm = clt_tensor_mem(x), im = clt_tensor_mem(idx);
     cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x), io = clt_tensor_offset(idx);

@@ -64,6 +64,7 @@ static clt_status run_clblast(clt_ctx *ctx, clt_trans ta, clt_trans tb, size_t M
         CLT_TRY(clt_ctx_finish(ctx, CLT_WAIT_TIMING));
         t0 = now_ms();
     }
+    ctx->used_clblast = true; /* CLBlast's cache now holds programs of our context */
     CLBlastStatusCode rc = CLBlastSgemm(
         CLBlastLayoutRowMajor, ta ? CLBlastTransposeYes : CLBlastTransposeNo,
         tb ? CLBlastTransposeYes : CLBlastTransposeNo, M, N, K, alpha, clt_tensor_mem(A),
@@ -101,18 +102,8 @@ static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_tra
     char opts[320], name[32];
     cl_kernel k;
     bool tiled = c->kernel == CLT_GEMM_TILED;
-    int len = snprintf(
-        opts, sizeof opts,
-        "-DGEMM_TA=%d -DGEMM_TB=%d -DGEMM_TILED=%d -DGEMM_TM=%d -DGEMM_TN=%d -DGEMM_VW=%d "
-        "-DGEMM_VECK=%d -DGEMM_MDIM=%d -DGEMM_WGM=%d -DGEMM_WGN=%d -DGEMM_KB=%d -DGEMM_BM=%d "
-        "-DGEMM_BN=%d",
-        (int)ta, (int)tb, tiled, c->tm, c->tn, tiled ? 1 : c->vw, tiled ? 0 : c->veck,
-        tiled ? 0 : c->mdim, c->wgm, c->wgn, c->kb, tiled ? 1 : c->bm, tiled ? 1 : c->bn);
-    clt_dtype da = clt_tensor_dtype(A), db = clt_tensor_dtype(B), dc = clt_tensor_dtype(C);
-    if (da != CLT_DTYPE_F32 || db != CLT_DTYPE_F32 || dc != CLT_DTYPE_F32) /* f32: as before */
-        snprintf(opts + len, sizeof opts - (size_t)len,
-                 " -DGEMM_A_DTYPE=%d -DGEMM_B_DTYPE=%d -DGEMM_C_DTYPE=%d", (int)da, (int)db,
-                 (int)dc);
+    clt__opts_gemm(opts, sizeof opts, c, ta, tb, clt_tensor_dtype(A), clt_tensor_dtype(B),
+                   clt_tensor_dtype(C));
     snprintf(name, sizeof name, "gemm_%s_%s", tiled ? "tiled" : "direct", suffix[ta * 2 + tb]);
     CLT_TRY(clt__kernel(ctx, "gemm", opts, name, &k));
 
@@ -162,17 +153,12 @@ fail:
     return st;
 }
 
-/* Whether a choice's kernel reads and writes 16-bit storage (cl/gemm.cl's GEMM_MIXED): the
- * packed direct kernel and the tiled one. */
-static bool takes_16bit(const struct clt_gemm_choice *c)
+bool clt__gemm_takes_16bit(const struct clt_gemm_choice *c)
 {
     return c->kernel == CLT_GEMM_TILED || (c->kernel == CLT_GEMM_DIRECT && c->kb > 0 && !c->veck);
 }
 
-/* The kernel for 16-bit operands when the chosen one does not take them (CLBlast, an unpacked
- * direct kernel, dot products): the device's built-in packed (CPU) or tiled (GPU) choice,
- * else a small packed block that fits anywhere. No fp32 copy of the operands is made. */
-static struct clt_gemm_choice mixed_choice(const clt_ctx *ctx)
+struct clt_gemm_choice clt__gemm_mixed_choice(const clt_device_info *dev)
 {
     static const struct clt_gemm_choice small = {.kernel = CLT_GEMM_DIRECT,
                                                  .tm = 4,
@@ -183,8 +169,8 @@ static struct clt_gemm_choice mixed_choice(const clt_ctx *ctx)
                                                  .kb = 16,
                                                  .bm = 1,
                                                  .bn = 1};
-    struct clt_gemm_choice c = clt_gemm_own_default(&ctx->dev, CLT_GEMM_TT, CLT_GEMM_LARGE);
-    return takes_16bit(&c) ? c : small;
+    struct clt_gemm_choice c = clt_gemm_own_default(dev, CLT_GEMM_TT, CLT_GEMM_LARGE);
+    return clt__gemm_takes_16bit(&c) ? c : small;
 }
 
 /* The shared checks and the dispatch; `c` NULL means the ctx's choice for the layout. */
@@ -231,8 +217,8 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
         if (!fits)
             CLT_FAIL(ctx, CLT_ERR_UNSUPPORTED,
                      "gemm: 16-bit operands with M=%zu N=%zu K=%zu beyond int range", M, N, K);
-        if (!takes_16bit(c)) {
-            fallback = mixed_choice(ctx);
+        if (!clt__gemm_takes_16bit(c)) {
+            fallback = clt__gemm_mixed_choice(&ctx->dev);
             c = &fallback;
         }
     }

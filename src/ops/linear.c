@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define BIAS_COLS 16 /* columns per work-group of linear_backward_bias (CLT_BIAS_COLS) */
+#define BIAS_COLS CLT__BIAS_COLS
 
 /* Both kernels come from one program per dtype combination; the f32 one has no dtype
  * defines (the same program as before 16-bit storage existed). */
@@ -13,10 +13,7 @@ static clt_status linear_kernel(clt_ctx *ctx, const char *name, clt_dtype y, clt
                                 clt_dtype dy, cl_kernel *k)
 {
     char opts[96];
-    int len = snprintf(opts, sizeof opts, "-DCLT_BIAS_COLS=%d", BIAS_COLS);
-    if (y != CLT_DTYPE_F32 || b != CLT_DTYPE_F32 || dy != CLT_DTYPE_F32)
-        snprintf(opts + len, sizeof opts - (size_t)len, " -DY_DTYPE=%d -DB_DTYPE=%d -DDY_DTYPE=%d",
-                 (int)y, (int)b, (int)dy);
+    clt__opts_linear(opts, sizeof opts, y, b, dy);
     return clt__kernel(ctx, "linear", opts, name, k);
 }
 

@@ -1,0 +1,144 @@
+/* The build options of every program the ops compile, in one place: the ops format their options
+ * with these functions, and clt_ops_program_variants walks every combination they can produce
+ * (dtypes, GEMM choices and layouts), so the kernel portability guard
+ * (tests/kernel_guard.py) compiles exactly what the library may build on a device. */
+#include "ops_internal.h"
+
+#include "cltrain/tune.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void clt__opts_dtype(char *dst, size_t n, clt_dtype x)
+{
+    snprintf(dst, n, "-DX_DTYPE=%d", (int)x);
+}
+
+void clt__opts_cast(char *dst, size_t n, clt_dtype src, clt_dtype dstd)
+{
+    snprintf(dst, n, "-DSRC_DTYPE=%d -DDST_DTYPE=%d", (int)src, (int)dstd);
+}
+
+void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype dy)
+{
+    int len = snprintf(dst, n, "-DCLT_BIAS_COLS=%d", CLT__BIAS_COLS);
+    /* the f32 program has no dtype defines (the same program as before 16-bit storage) */
+    if (len > 0 && (size_t)len < n &&
+        (y != CLT_DTYPE_F32 || b != CLT_DTYPE_F32 || dy != CLT_DTYPE_F32))
+        snprintf(dst + len, n - (size_t)len, " -DY_DTYPE=%d -DB_DTYPE=%d -DDY_DTYPE=%d", (int)y,
+                 (int)b, (int)dy);
+}
+
+void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_trans ta,
+                    clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd)
+{
+    bool tiled = c->kernel == CLT_GEMM_TILED;
+    int len = snprintf(
+        dst, n,
+        "-DGEMM_TA=%d -DGEMM_TB=%d -DGEMM_TILED=%d -DGEMM_TM=%d -DGEMM_TN=%d -DGEMM_VW=%d "
+        "-DGEMM_VECK=%d -DGEMM_MDIM=%d -DGEMM_WGM=%d -DGEMM_WGN=%d -DGEMM_KB=%d -DGEMM_BM=%d "
+        "-DGEMM_BN=%d",
+        (int)ta, (int)tb, tiled, c->tm, c->tn, tiled ? 1 : c->vw, tiled ? 0 : c->veck,
+        tiled ? 0 : c->mdim, c->wgm, c->wgn, c->kb, tiled ? 1 : c->bm, tiled ? 1 : c->bn);
+    /* all-f32 GEMMs have no dtype defines (the same programs as before 16-bit storage) */
+    if (len > 0 && (size_t)len < n &&
+        (a != CLT_DTYPE_F32 || b != CLT_DTYPE_F32 || cd != CLT_DTYPE_F32))
+        snprintf(dst + len, n - (size_t)len, " -DGEMM_A_DTYPE=%d -DGEMM_B_DTYPE=%d -DGEMM_C_DTYPE=%d",
+                 (int)a, (int)b, (int)cd);
+}
+
+/* ---- every variant ------------------------------------------------------------------------- */
+
+static const clt_dtype all_dtypes[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16, CLT_DTYPE_I32,
+                                       CLT_DTYPE_U8};
+static const clt_dtype float_dtypes[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
+#define COUNT(a) (sizeof(a) / sizeof *(a))
+
+/* The operand dtypes a 16-bit-storage model may pass to a three-operand op: each operand f32
+ * or the precision's 16-bit type, for fp16 and bf16 (the all-f32 case once). */
+static int mixed_triples(clt_dtype out[][3])
+{
+    int n = 0;
+    out[n][0] = out[n][1] = out[n][2] = CLT_DTYPE_F32;
+    n++;
+    const clt_dtype half[] = {CLT_DTYPE_F16, CLT_DTYPE_BF16};
+    for (size_t h = 0; h < COUNT(half); h++)
+        for (int bits = 1; bits < 8; bits++) {
+            for (int i = 0; i < 3; i++) out[n][i] = (bits >> i) & 1 ? half[h] : CLT_DTYPE_F32;
+            n++;
+        }
+    return n;
+}
+
+/* The GEMM choices a ctx on dev may use: the tuner's table (any of which a tuning file may name,
+ * for any layout with --all), the built-in own defaults and the 16-bit fallback, each once, if
+ * it fits dev. */
+static int gemm_choices(const clt_device_info *dev, struct clt_gemm_choice *out, int cap)
+{
+    int nv = 0, n = 0;
+    const struct clt_gemm_choice *table = clt_gemm_variants(&nv);
+    struct clt_gemm_choice cand[64];
+    int nc = 0;
+    for (int i = 0; i < nv && nc < (int)COUNT(cand); i++) cand[nc++] = table[i];
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
+        for (int z = 0; z < CLT_GEMM__SIZES && nc < (int)COUNT(cand); z++)
+            cand[nc++] = clt_gemm_own_default(dev, (clt_gemm_layout)l, (clt_gemm_size)z);
+    if (nc < (int)COUNT(cand)) cand[nc++] = clt__gemm_mixed_choice(dev);
+    for (int i = 0; i < nc && n < cap; i++) {
+        if (cand[i].kernel == CLT_GEMM_CLBLAST) continue;
+        if (clt_gemm_choice_check(&cand[i], dev, NULL, 0) != CLT_OK) continue;
+        char a[256], b[256];
+        clt_gemm_choice_format(&cand[i], a, sizeof a);
+        bool seen = false;
+        for (int j = 0; j < n && !seen; j++) {
+            clt_gemm_choice_format(&out[j], b, sizeof b);
+            seen = strcmp(a, b) == 0;
+        }
+        if (!seen) out[n++] = cand[i];
+    }
+    return n;
+}
+
+void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
+{
+    char o[512];
+    for (size_t i = 0; i < COUNT(all_dtypes); i++) {
+        clt__opts_dtype(o, sizeof o, all_dtypes[i]);
+        fn("elementwise", o, user);
+    }
+    for (size_t i = 0; i < COUNT(float_dtypes); i++)
+        for (size_t j = 0; j < COUNT(float_dtypes); j++) {
+            clt__opts_cast(o, sizeof o, float_dtypes[i], float_dtypes[j]);
+            fn("cast", o, user);
+        }
+    for (size_t i = 0; i < COUNT(float_dtypes); i++) {
+        clt__opts_dtype(o, sizeof o, float_dtypes[i]);
+        fn("activation", o, user);
+        fn("rng,dropout", o, user);
+    }
+    const clt_dtype gathered[] = {CLT_DTYPE_U8, CLT_DTYPE_F32, CLT_DTYPE_I32};
+    for (size_t i = 0; i < COUNT(gathered); i++) {
+        clt__opts_dtype(o, sizeof o, gathered[i]);
+        fn("gather", o, user);
+    }
+    fn("loss", "", user);
+    fn("input", "", user);
+    fn("amp", "", user);
+    fn("optim", "", user);
+
+    clt_dtype triples[16][3]; /* [0] is all-f32 */
+    int nt = mixed_triples(triples);
+    for (int t = 0; t < nt; t++) {
+        clt__opts_linear(o, sizeof o, triples[t][0], triples[t][1], triples[t][2]);
+        fn("linear", o, user);
+    }
+    struct clt_gemm_choice choices[64];
+    int nc = gemm_choices(dev, choices, (int)COUNT(choices));
+    for (int c = 0; c < nc; c++)
+        for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
+            for (int t = 0; t < (clt__gemm_takes_16bit(&choices[c]) ? nt : 1); t++) {
+                clt__opts_gemm(o, sizeof o, &choices[c], (clt_trans)(l >> 1), (clt_trans)(l & 1),
+                               triples[t][0], triples[t][1], triples[t][2]);
+                fn("gemm", o, user);
+            }
+}
