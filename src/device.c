@@ -110,6 +110,10 @@ static void describe(clt_device_info *info, cl_platform_id p, cl_device_id d)
     info->max_work_group = wg;
     info->fp16 = has_extension(d, "cl_khr_fp16");
     info->fp64 = dbl != 0 || has_extension(d, "cl_khr_fp64");
+    /* The one platform quirk, kept here so no other module knows platforms by name: Oclgrind's
+     * queues and event maps have no locks, and enqueues and flushes from two threads corrupt
+     * its heap (backtraces and a standalone reproduction in tests/test_loader.c). */
+    info->serial_runtime = strstr(info->platform_name, "Oclgrind") != NULL;
 }
 
 clt_status clt_device_list(clt_device_info **out, int *n)

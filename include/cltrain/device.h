@@ -50,6 +50,9 @@ typedef struct clt_device_info {
     size_t max_work_group;
     bool fp16;              /* cl_khr_fp16 reported */
     bool fp64;              /* cl_khr_fp64 reported, or double config non-zero */
+    bool serial_runtime;    /* quirk: the platform's runtime must not be called from two host
+                               threads at once, against OpenCL 1.2 (Oclgrind 21.10: the data
+                               loader then fills batches on the training thread) */
     cl_platform_id platform; /* NULL in synthetic lists */
     cl_device_id device;     /* NULL in synthetic lists */
 } clt_device_info;

@@ -15,7 +15,11 @@
  * Every wait list holds events of commands already enqueued and flushed, so nothing the loader
  * enqueues can wait forever: on an error or a stop the thread just stops producing. Only the
  * training thread launches kernels (clSetKernelArg is not thread-safe) or touches the ctx's
- * counters and message; the thread reports through its own fields under the mutex. */
+ * counters and message; the thread reports through its own fields under the mutex.
+ * On Oclgrind, whose runtime is not thread-safe (its queues and event maps have no locks, and
+ * clFlush executes commands on the calling thread), there is no thread: clt_loader_next
+ * produces the batches up to P - 1 ahead itself, in the same ring with the same events, before
+ * taking its batch (evidence in tests/test_loader.c). */
 #include "cltrain/loader.h"
 
 #include "internal.h"
@@ -180,7 +184,7 @@ struct clt_loader {
     clt_ctx *ctx;
     const clt_dataset *d;
     clt_loader_mode mode;
-    char why[320];
+    char why[384];
     size_t n, F, mb, xes;
     clt_dtype ydt;
     long fail_at;
@@ -209,6 +213,10 @@ struct clt_loader {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool sync_init, thread_running;
+    /* false where the OpenCL runtime is not thread-safe (Oclgrind): the training thread
+     * produces the batches itself, in clt_loader_next, with the same ring and events */
+    bool own_thread;
+    long inline_epoch; /* the epoch of tperm when produced inline */
 
     /* the run (set by clt_loader_start before the thread starts) */
     bool started;
@@ -311,7 +319,7 @@ static void choose_mode(clt_loader *l, const struct clt_loader_params *p)
     struct clt_mem_stats ms = clt_ctx_mem_stats(l->ctx);
     uint64_t bytes = 0;
     bool fits = resident_fits(l->ctx, l->n, l->F, l->xes, p, &bytes);
-    char size[32], cap[32], how[96], reason[192];
+    char size[32], cap[32], how[128], reason[192];
     clt_format_bytes(bytes, size, sizeof size);
     clt_format_bytes(ms.cap, cap, sizeof cap);
     if (p->mode == CLT_LOADER_AUTO) {
@@ -326,8 +334,9 @@ static void choose_mode(clt_loader *l, const struct clt_loader_params *p)
     if (l->mode == CLT_LOADER_RESIDENT)
         snprintf(how, sizeof how, "data resident on the device");
     else
-        snprintf(how, sizeof how, "data streamed through %d %s staging buffers", p->prefetch,
-                 p->pinned ? "pinned" : "pageable");
+        snprintf(how, sizeof how, "data streamed through %d %s staging buffers%s", p->prefetch,
+                 p->pinned ? "pinned" : "pageable",
+                 l->own_thread ? "" : ", filled on the training thread (the runtime is not thread-safe)");
     snprintf(l->why, sizeof l->why, "%s (%s)", how, reason);
 }
 
@@ -407,6 +416,20 @@ static clt_status create_streaming(clt_loader *l, const struct clt_input_norm *n
                                   CLT_MEM_STAGING));
         CLT_TRY(clt_tensor_create(&s->dy, ctx, l->ydt, 1, &l->mb, CLT_MEM_STAGING));
     }
+    /* A new buffer is zero-filled on the compute queue (clt__buffer_alloc), while a slot's
+     * uploads go on the transfer queue: without an event between them, the fill may run after
+     * the slot's first upload and zero that batch (seen on Oclgrind every time, on PoCL about
+     * one fresh loader in 20; tests/test_loader.c test_first_batches). A marker after the fills
+     * stands in for each slot's "consumed" event until its first batch has been read. */
+    cl_event fills = NULL;
+    cl_command_queue cq = clt_ctx_compute_queue(ctx);
+    CLT_CHECK_CL(ctx, clEnqueueMarkerWithWaitList(cq, 0, NULL, &fills),
+                 "marker after the staging buffers' fills");
+    for (int i = 0; i < l->nslots; i++) {
+        if (i > 0) clRetainEvent(fills);
+        l->slots[i].consumed = fills; /* each slot owns one reference */
+    }
+    CLT_CHECK_CL(ctx, clFlush(cq), "clFlush"); /* the uploads will wait for the marker */
     if (pthread_mutex_init(&l->mu, NULL) != 0)
         CLT_FAIL(ctx, CLT_ERR_UNSUPPORTED, "pthread_mutex_init failed");
     if (pthread_cond_init(&l->cv, NULL) != 0) {
@@ -460,6 +483,7 @@ clt_status clt_loader_create(clt_loader **out, clt_ctx *ctx, const clt_dataset *
     l->nslots = p->prefetch;
     l->fail_at = p->fail_at;
     l->perm_epoch = -1;
+    l->own_thread = !clt_ctx_device(ctx)->serial_runtime;
     const char *env = getenv("CLTRAIN_LOADER_FAIL_AT");
     if (env && *env) {
         char *end = NULL;
@@ -607,22 +631,29 @@ fail:
     return st;
 }
 
+/* Produces batch k; false when production ends there (a stop, or a failure recorded for the
+ * consumer). On the loader thread, or on the training thread where there is none. */
+static bool produce_next(clt_loader *l, long k, long *cur_epoch)
+{
+    bool stopped = false;
+    clt_status st = produce(l, k, cur_epoch, &stopped);
+    if (stopped) return false;
+    if (st != CLT_OK) {
+        pthread_mutex_lock(&l->mu);
+        l->err = st;
+        snprintf(l->errmsg, sizeof l->errmsg, "%s", clt_last_errmsg());
+        pthread_cond_broadcast(&l->cv);
+        pthread_mutex_unlock(&l->mu);
+        return false;
+    }
+    return true;
+}
+
 static void *loader_main(void *arg)
 {
     clt_loader *l = arg;
     long cur_epoch = -1;
-    for (long k = 0; k < l->count; k++) {
-        bool stopped = false;
-        clt_status st = produce(l, k, &cur_epoch, &stopped);
-        if (stopped) break;
-        if (st != CLT_OK) {
-            pthread_mutex_lock(&l->mu);
-            l->err = st;
-            snprintf(l->errmsg, sizeof l->errmsg, "%s", clt_last_errmsg());
-            pthread_cond_broadcast(&l->cv);
-            pthread_mutex_unlock(&l->mu);
-            break;
-        }
+    for (long k = 0; k < l->count && produce_next(l, k, &cur_epoch); k++) {
     }
     return NULL;
 }
@@ -659,7 +690,8 @@ clt_status clt_loader_start(clt_loader *l, const struct clt_loader_order *o)
         l->stop = false;
         l->err = CLT_OK;
         l->errmsg[0] = '\0';
-        if (l->count > 0) {
+        l->inline_epoch = -1;
+        if (l->count > 0 && l->own_thread) {
             /* The thread takes no signals: Ctrl-C goes to the training thread's handler. */
             sigset_t all, old;
             sigfillset(&all);
@@ -749,8 +781,18 @@ static clt_status next_streaming(clt_loader *l, long idx, size_t *Bout, long *go
     bool enqueued = false;
     size_t B = 0;
 
+    if (!l->own_thread) {
+        /* No loader thread: fill the ring up to batch idx + P - 1 as the thread would, only
+         * into slots already handed back (so produce() never waits for this thread). */
+        double t0 = now_s();
+        long upto = idx + l->nslots < l->count ? idx + l->nslots : l->count;
+        while (l->produced < upto && l->err == CLT_OK && l->consumed_n > l->produced - l->nslots &&
+               produce_next(l, l->produced, &l->inline_epoch)) {
+        }
+        l->stats.stall_s += now_s() - t0;
+    }
     pthread_mutex_lock(&l->mu);
-    if (l->produced <= idx && l->err == CLT_OK) {
+    if (l->own_thread && l->produced <= idx && l->err == CLT_OK) {
         double t0 = now_s();
         while (l->produced <= idx && l->err == CLT_OK) pthread_cond_wait(&l->cv, &l->mu);
         l->stats.stall_s += now_s() - t0;
@@ -766,6 +808,9 @@ static clt_status next_streaming(clt_loader *l, long idx, size_t *Bout, long *go
     char msg[sizeof l->errmsg];
     snprintf(msg, sizeof msg, "%s", l->errmsg);
     pthread_mutex_unlock(&l->mu);
+    if (!ready && lerr == CLT_OK) /* inline, with batch idx's slot never handed back */
+        CLT_FAIL(ctx, CLT_ERR_STATE, "data loader: batch %ld's staging buffer is still in use",
+                 idx);
     if (!ready) CLT_FAIL(ctx, lerr, "data loader: %s", msg);
 
     /* The slot's events are stable until this thread marks it consumed. */
