@@ -3,8 +3,13 @@
 #include "ctx_internal.h"
 #include "internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static _Thread_local char tls_errmsg[CLT_ERRMSG_MAX];
 
@@ -47,23 +52,47 @@ clt_status clt__fail_cl(struct clt_ctx *ctx, int cl_error, const char *what)
 
 char *clt__read_file(const char *path, size_t max_bytes, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer; whatever is not a
+     * regular file is refused after fstat, before a byte is read. The size is checked before
+     * anything is allocated, and at most that many bytes are read even if the file grows. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     char *data = NULL;
-    if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long size = ftell(f);
-        if (size >= 0 && (unsigned long)size <= max_bytes && fseek(f, 0, SEEK_SET) == 0 &&
-            (data = malloc((size_t)size + 1))) {
-            if (fread(data, 1, (size_t)size, f) != (size_t)size) {
-                free(data);
-                data = NULL;
-            } else {
-                data[size] = '\0';
-                *len = (size_t)size;
+    struct stat sb;
+    size_t size = 0, have = 0;
+    int err = 0;
+    if (fd < 0) return NULL;
+    if (fstat(fd, &sb) != 0) {
+        err = errno;
+    } else if (S_ISDIR(sb.st_mode)) {
+        err = EISDIR;
+    } else if (!S_ISREG(sb.st_mode)) {
+        err = EINVAL; /* FIFO, socket, device */
+    } else if (sb.st_size < 0 || (uintmax_t)sb.st_size > max_bytes ||
+               (uintmax_t)sb.st_size >= SIZE_MAX) {
+        err = EFBIG;
+    } else if (!(data = malloc((size_t)sb.st_size + 1))) {
+        err = ENOMEM;
+    } else {
+        size = (size_t)sb.st_size;
+        while (have < size) {
+            ssize_t got = read(fd, data + have, size - have);
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) {
+                err = got < 0 ? errno : EIO; /* an error, or the file shrank */
+                break;
             }
+            have += (size_t)got;
         }
     }
-    fclose(f);
+    if (err) {
+        free(data);
+        data = NULL;
+    } else {
+        data[size] = '\0';
+        *len = size;
+    }
+    close(fd);
+    if (err) errno = err;
     return data;
 }
 

@@ -61,8 +61,10 @@ clt_status clt__fail_cl(struct clt_ctx *ctx, int cl_error, const char *what);
         if (!(ptr)) CLT_FAIL((ctx), CLT_ERR_HOST_MEMORY, "out of host memory (%s)", #ptr);        \
     } while (0)
 
-/* The whole file as a NUL-terminated malloc'ed buffer (length in *len), or NULL when it cannot
- * be opened or read or is larger than max_bytes. */
+/* The whole file as a NUL-terminated malloc'ed buffer (length in *len), or NULL (errno set)
+ * when it cannot be opened or read, is not a regular file (a directory: EISDIR; a FIFO, socket
+ * or device: EINVAL, opened without blocking and never read) or is larger than max_bytes
+ * (EFBIG, checked before anything is allocated). */
 char *clt__read_file(const char *path, size_t max_bytes, size_t *len);
 
 /* 64-bit FNV-1a, continued from `h` (start with CLT__FNV_SEED). */

@@ -27,6 +27,10 @@ struct clt__kernel_entry {
 };
 
 #define CACHE_MAGIC "CLTBIN01"
+/* A cached binary larger than this is a miss, never read (device binaries are a few MiB). */
+#define CACHE_FILE_MAX ((size_t)256 << 20)
+/* A .cl file in CLTRAIN_KERNEL_DIR larger than this is not read (the embedded copy is used). */
+#define SOURCE_FILE_MAX ((size_t)16 << 20)
 struct cache_header {
     char magic[8];
     uint64_t key_lo, key_hi; /* two 64-bit hashes of the key material */
@@ -74,7 +78,7 @@ static clt_status append_stem(clt_ctx *ctx, const char *stem, char **buf, size_t
         char path[4096];
         size_t n = 0;
         snprintf(path, sizeof path, "%s/%s.cl", dir, stem);
-        char *text = clt__read_file(path, SIZE_MAX, &n);
+        char *text = clt__read_file(path, SOURCE_FILE_MAX, &n);
         if (text) {
             clt_status st = append(ctx, buf, len, cap, text, n);
             free(text);
@@ -201,8 +205,13 @@ static cl_program cache_load(clt_ctx *ctx, const uint64_t key[2], const char *op
     size_t len = 0;
     cl_program prog = NULL;
     cache_path(ctx, key, path, sizeof path);
-    unsigned char *data = (unsigned char *)clt__read_file(path, SIZE_MAX, &len);
-    if (!data) return NULL;
+    /* Only a regular file of a sane size is read: a directory, a FIFO (never opened for a
+     * blocking read) or a huge (e.g. sparse) file is a miss, and the build writes a fresh one. */
+    unsigned char *data = (unsigned char *)clt__read_file(path, CACHE_FILE_MAX, &len);
+    if (!data) {
+        if (errno != ENOENT) ctx->stats.disk_cache_rejects++;
+        return NULL;
+    }
     struct cache_header h;
     bool ok = len >= sizeof h;
     if (ok) {

@@ -401,6 +401,25 @@ fail:
     return st;
 }
 
+/* The run's geometry, as checkpoints store it. */
+static struct clt_run_geometry run_geometry(const clt_trainer *t)
+{
+    struct clt_run_geometry g = {
+        .present = true,
+        .batch_size = t->p.batch_size,
+        .accumulate = t->accumulate,
+        .steps_per_epoch = t->steps_per_epoch,
+        .total_steps = t->total_steps,
+        .epochs = (int)((t->total_steps + t->steps_per_epoch - 1) / t->steps_per_epoch),
+        .drop_last = t->p.drop_last,
+        .dropout_seed = t->p.seed,
+        .data_samples = clt_loader_count(t->train),
+        .data_crc32c = t->p.data_crc32c,
+    };
+    snprintf(g.data_name, sizeof g.data_name, "%s", t->p.data_name ? t->p.data_name : "");
+    return g;
+}
+
 clt_status clt_trainer_save(clt_trainer *t, const char *path)
 {
     struct clt_checkpoint_info info = {
@@ -412,6 +431,7 @@ clt_status clt_trainer_save(clt_trainer *t, const char *path)
         .epoch = t->epoch,
         .seed = t->p.seed,
         .scaler_state = t->scaler ? clt_scaler_state(t->scaler) : NULL,
+        .run = run_geometry(t),
     };
     return clt_checkpoint_save(path, t->model, t->optim, &info);
 }
@@ -420,14 +440,23 @@ clt_status clt_trainer_resume(clt_trainer *t, const char *path)
 {
     clt_status st = CLT_OK;
     clt_checkpoint *ck = NULL;
+    struct clt_run_geometry now = run_geometry(t);
     CLT_TRY(clt_checkpoint_open(&ck, path));
-    CLT_TRY(clt_checkpoint_load_optim(ck, t->optim, t->model));
-    if (t->scaler) CLT_TRY(clt_checkpoint_load_scaler(ck, clt_scaler_state(t->scaler)));
     struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
+    CLT_TRY(clt_checkpoint_check_run(ck, &now));
+    if (info.task != t->p.task || info.classes != t->p.classes)
+        CLT_FAIL(NULL, CLT_ERR_INVALID_ARG, "--resume %s: the checkpoint is a %s model with %d "
+                 "output%s, this run's data asks for %s with %d", path,
+                 info.task == CLT_TASK_REGRESSION ? "regression" : "classification", info.classes,
+                 info.classes == 1 ? "" : "s",
+                 t->p.task == CLT_TASK_REGRESSION ? "regression" : "classification", t->p.classes);
+    CLT_TRY(clt_checkpoint_load_optim(ck, t->optim, t->model));
+    CLT_TRY(clt_checkpoint_load_scaler(ck, t->scaler ? clt_scaler_state(t->scaler) : NULL));
     t->step = info.step;
     t->epoch = (int)(info.step / t->steps_per_epoch);
     clt_optim_set_steps(t->optim, info.step);
 fail:
+    if (st != CLT_OK) clt__fail(t->ctx, st, "%s", clt_last_errmsg());
     clt_checkpoint_close(ck);
     return st;
 }
@@ -755,7 +784,17 @@ static clt_status setup_build(clt_train_setup *s)
     CLT_TRY(clt_model_create(&s->model, s->ctx, p->spec, p->in_features, p->outputs, &mp));
     const char *from = p->resume_path ? p->resume_path : p->init_path;
     if (from) {
-        CLT_TRY(clt_checkpoint_open(&ck, from));
+        if (p->resume_path) CLT_TRY(clt_checkpoint_open(&ck, from));
+        else CLT_TRY(clt_checkpoint_open_weights(&ck, from));
+        struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
+        if (!clt_checkpoint_is_plain(ck) &&
+            (info.task != p->train.task || (size_t)info.classes != p->outputs))
+            CLT_FAIL(NULL, CLT_ERR_INVALID_ARG, "%s: the checkpoint is a %s model with %d "
+                     "output%s, this run's data asks for %s with %zu", from,
+                     info.task == CLT_TASK_REGRESSION ? "regression" : "classification",
+                     info.classes, info.classes == 1 ? "" : "s",
+                     p->train.task == CLT_TASK_REGRESSION ? "regression" : "classification",
+                     p->outputs);
         CLT_TRY(clt_checkpoint_load_model(ck, s->model));
     }
     struct clt_loader_params lp = p->loader;
@@ -769,6 +808,8 @@ static clt_status setup_build(clt_train_setup *s)
     CLT_TRY(clt_trainer_create(&s->trainer, s->model, s->loader, s->test, &tp));
     if (p->resume_path) CLT_TRY(clt_trainer_resume(s->trainer, p->resume_path));
 fail:
+    /* checkpoint and spec failures are recorded for the thread only: the caller reads the ctx */
+    if (st != CLT_OK && clt_last_errmsg()[0]) clt__fail(s->ctx, st, "%s", clt_last_errmsg());
     clt_checkpoint_close(ck);
     if (st != CLT_OK) setup_teardown(s);
     return st;
@@ -825,6 +866,7 @@ clt_status clt_train_setup_create(clt_train_setup **out, clt_ctx *ctx,
     s->p = *p;
     s->batch = p->train.batch_size;
     s->accumulate = p->train.accumulate > 1 ? p->train.accumulate : 1;
+    if (!s->p.train.data_crc32c) s->p.train.data_crc32c = clt_checkpoint_data_crc32c(p->train_set);
     do {
         st = setup_build(s);
     } while (st != CLT_OK && backoff(s, st));

@@ -7,6 +7,7 @@
 #include "internal.h"
 #include "io/json.h"
 
+#include "cltrain/outfile.h"
 #include "cltrain/program.h"
 
 #include <errno.h>
@@ -413,8 +414,7 @@ clt_status clt_tune_save(const char *path, const struct clt_tune *t)
 {
     clt_status st = CLT_OK;
     clt__json_buf b = {0};
-    char tmp[4200];
-    FILE *f = NULL;
+    clt_outfile *f = NULL;
     clt__json_buf_printf(&b, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"device\": ",
                          TUNE_FORMAT, TUNE_VERSION);
     clt__json_buf_string(&b, t->device_name, strlen(t->device_name));
@@ -445,19 +445,13 @@ clt_status clt_tune_save(const char *path, const struct clt_tune *t)
     }
     clt__json_buf_puts(&b, "\n  }\n}\n");
     if (b.failed) CLT_FAIL(NULL, CLT_ERR_HOST_MEMORY, "out of host memory writing %s", path);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (!(f = fopen(tmp, "wb")))
-        CLT_FAIL(NULL, CLT_ERR_IO, "tuning file %s: cannot create %s (%s)", path, tmp,
-                 strerror(errno));
-    bool ok = fwrite(b.data, 1, b.len, f) == b.len && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = fclose(f) == 0 && ok;
+    /* temporary file + rename; symlinks followed, non-regular files refused, writes checked */
+    CLT_TRY(clt_outfile_open(&f, path));
+    CLT_TRY(clt_outfile_write(f, b.data, b.len));
+    st = clt_outfile_commit(f); /* frees f */
     f = NULL;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        CLT_FAIL(NULL, CLT_ERR_IO, "tuning file %s: cannot write it (%s)", path, strerror(e));
-    }
 fail:
+    clt_outfile_discard(f);
     clt__json_buf_free(&b);
     return st;
 }

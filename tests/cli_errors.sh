@@ -167,6 +167,11 @@ check_bad "width 0" "model spec" '"linear 0"' "positive" -- \
     train --data "idx:$tmp/good" --model "linear 0, relu, linear 3"
 check_bad "last layer != classes" "5" "3 classes" -- \
     train --data "idx:$tmp/good" --model "linear 8, relu, linear 5"
+# issue 12: empty layers were skipped; an activation after the last linear layer was trained
+check_bad "empty layer" "model spec" "layer 2" "empty layer" -- \
+    train --data "idx:$tmp/good" --model "linear 8,,relu, linear 3"
+check_bad "relu after the last linear" "layer 4 (relu)" "after the last linear layer" -- \
+    train --data "idx:$tmp/good" --model "linear 8, relu, linear 3, relu"
 
 # flags
 check_bad "--lr 0" "--lr 0" "positive" -- train --data "idx:$tmp/good" --model "$M" --lr 0
@@ -174,8 +179,22 @@ check_bad "--batch-size 0" "--batch-size 0" "positive" -- \
     "$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "$M" --batch-size 0 --save "$save"
 check_bad "unknown flag" "--frobnicate" -- train --data "idx:$tmp/good" --frobnicate 3
 check_bad "flag without value" "--epochs" -- train --data "idx:$tmp/good" --model "$M" --epochs
-check_bad "--prefetch 1" "--prefetch 1" "at least 2" -- \
+check_bad "--prefetch 1" "--prefetch 1" "2 to 64" -- \
     train --data "idx:$tmp/good" --model "$M" --loader streaming --prefetch 1
+# issue 12: --prefetch 1000000 allocated 7 GiB before failing; numbers parse strictly
+# (--label-column 4294967296 trained on column 0, eval --label-column abc meant 0)
+check_bad "--prefetch 1000000" "--prefetch 1000000" "2 to 64" -- \
+    train --data "idx:$tmp/good" --model "$M" --loader streaming --prefetch 1000000
+check_bad "--label-column 2^32" "--label-column 4294967296" "[-1, 2147483647]" -- \
+    train --data "idx:$tmp/good" --model "$M" --label-column 4294967296
+check_bad "eval --label-column abc" "--label-column abc" "[-1, 2147483647]" -- \
+    "$CLTRAIN_BIN" eval --load "$tmp/nothere.ckpt" --data "idx:$tmp/good" --label-column abc
+check_bad "predict --label-column 1x" "--label-column 1x" "integer" -- \
+    "$CLTRAIN_BIN" predict --load "$tmp/nothere.ckpt" --data "idx:$tmp/good" --label-column 1x
+check_bad "--epochs +3" "--epochs +3" "positive integer" -- \
+    train --data "idx:$tmp/good" --model "$M" --epochs +3
+check_bad "--lr with a space" "--lr  0.1" "positive number" -- \
+    train --data "idx:$tmp/good" --model "$M" --lr " 0.1"
 check_bad "unknown loader" "--loader sometimes" "streaming" -- \
     train --data "idx:$tmp/good" --model "$M" --loader sometimes
 check_bad "--no-pin with a resident loader" "--no-pin" "resident" -- \
@@ -218,6 +237,18 @@ for n in "device memory on " "cap 16.0 KiB (CLTRAIN_MAX_MEMORY)" "peak" \
 done
 [ -z "$(ls -A "$tmp/out")" ] || fail "out of memory: left files behind: $(ls -A "$tmp/out")"
 echo "ok: out of memory: $(head -1 "$tmp/bad.err")"
+# out of memory in the streaming loader's staging ring: the remedies start with --prefetch
+set +e
+CLTRAIN_MAX_MEMORY=8k "$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "$M" --batch-size 8 \
+    --steps 1 --loader streaming --prefetch 64 --save "$save" >"$tmp/bad.out" 2>"$tmp/bad.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || fail "staging out of memory: exit code $rc: $(cat "$tmp/bad.err")"
+head -1 "$tmp/bad.err" | grep -q "requested for staging" ||
+    fail "staging out of memory: first line: $(cat "$tmp/bad.err")"
+grep -qF "remedies, in this order: fewer staging buffers (--prefetch 2 or 3, now 64); a smaller" \
+    "$tmp/bad.err" || fail "staging out of memory: remedies: $(cat "$tmp/bad.err")"
+echo "ok: staging out of memory names --prefetch"
 # --auto-batch with a cap that not even micro-batch 1 fits: backs off to 1, then the same report
 set +e
 CLTRAIN_MAX_MEMORY=4k "$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "$M" --batch-size 4 \

@@ -12,6 +12,7 @@
 #include "cltrain/safetensors.h"
 #include "cltrain/spec.h"
 #include "cltrain/train.h"
+#include "io/crc32c.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,8 @@
 enum { IN = 4, H = 6, N = 3, P = H * IN + H + N * H + N };
 static const char *const SPEC = "linear 6, relu, linear 3";
 
-static clt_model *make_model(clt_ctx *ctx, const char *text, size_t in, uint64_t seed)
+static clt_model *make_model_out(clt_ctx *ctx, const char *text, size_t in, size_t out,
+                                 uint64_t seed)
 {
     clt_spec s = {0};
     ck_assert_msg(clt_spec_parse(text, 0, &s) == CLT_OK, "%s", clt_last_errmsg());
@@ -30,9 +32,14 @@ static clt_model *make_model(clt_ctx *ctx, const char *text, size_t in, uint64_t
     p.seed = seed;
     p.max_batch = 4;
     clt_model *m = NULL;
-    TC_OK(ctx, clt_model_create(&m, ctx, &s, in, N, &p));
+    TC_OK(ctx, clt_model_create(&m, ctx, &s, in, out, &p));
     clt_spec_free(&s);
     return m;
+}
+
+static clt_model *make_model(clt_ctx *ctx, const char *text, size_t in, uint64_t seed)
+{
+    return make_model_out(ctx, text, in, N, seed);
 }
 
 /* An optimizer of `kind` on m's parameters after `steps` steps with random gradients. */
@@ -199,7 +206,7 @@ START_TEST(test_round_trip)
     /* no optimizer: weights and metadata only; regression; no mean/std (0 and 1) */
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    clt_model *m = make_model(ctx, "linear 5 nobias, tanh, dropout 0.25, linear 3", 7, 1);
+    clt_model *m = make_model_out(ctx, "linear 5 nobias, tanh, dropout 0.25, linear 1", 7, 1, 1);
     struct clt_checkpoint_info info = {
         .norm = {.features = 7, .scale = 1.0f}, .classes = 1, .task = CLT_TASK_REGRESSION};
     TC_OK(ctx, clt_checkpoint_save(path, m, NULL, &info));
@@ -207,21 +214,21 @@ START_TEST(test_round_trip)
     ck_assert_msg(clt_checkpoint_open(&ck, path) == CLT_OK, "%s", clt_last_errmsg());
     ck_assert_ptr_null(clt_checkpoint_optimizer(ck));
     struct clt_checkpoint_info got = clt_checkpoint_get_info(ck);
-    ck_assert_str_eq(got.model_text, "linear 5 nobias, tanh, dropout 0.25, linear 3");
+    ck_assert_str_eq(got.model_text, "linear 5 nobias, tanh, dropout 0.25, linear 1");
     ck_assert_int_eq(got.task, CLT_TASK_REGRESSION);
     ck_assert_int_eq(got.step, 0);
     for (int i = 0; i < 7; i++) {
         ck_assert(got.norm.mean[i] == 0.0f);
         ck_assert(got.norm.std[i] == 1.0f);
     }
-    clt_model *m2 = make_model(ctx, "linear 5 nobias, tanh, dropout 0.25, linear 3", 7, 2);
+    clt_model *m2 = make_model_out(ctx, "linear 5 nobias, tanh, dropout 0.25, linear 1", 7, 1, 2);
     TC_OK(ctx, clt_checkpoint_load_model(ck, m2));
     float *a = read_all(clt_model_params(m)), *b = read_all(clt_model_params(m2));
     ck_assert_msg(memcmp(a, b, clt_tensor_nbytes(clt_model_params(m))) == 0, "other bits");
     free(a);
     free(b);
     /* a model with other input features is refused */
-    clt_model *m3 = make_model(ctx, "linear 5 nobias, tanh, dropout 0.25, linear 3", 8, 2);
+    clt_model *m3 = make_model_out(ctx, "linear 5 nobias, tanh, dropout 0.25, linear 1", 8, 1, 2);
     ck_assert_int_eq(clt_checkpoint_load_model(ck, m3), CLT_ERR_FORMAT);
     ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "7") && tc_contains(clt_ctx_errmsg(ctx), "8"),
                   "%s", clt_ctx_errmsg(ctx));
@@ -304,11 +311,15 @@ static void rewrite(const char *src, const char *dst, const char *name, bool dro
         }
         ts[k++] = *t;
     }
+    int kept = 0;
     for (int i = 0; i < nm; i++) {
-        keys[i] = clt_st_meta_key(f, i);
-        vals[i] = clt_st_meta(f, keys[i]);
+        /* a changed tensor set drops the checksums, as another tool's edit would */
+        if (name && strcmp(clt_st_meta_key(f, i), "crc32c") == 0) continue;
+        keys[kept] = clt_st_meta_key(f, i);
+        vals[kept] = clt_st_meta(f, keys[kept]);
+        kept++;
     }
-    clt_status st = clt_st_write(dst, ts, k, keys, vals, no_meta ? 0 : nm);
+    clt_status st = clt_st_write(dst, ts, k, keys, vals, no_meta ? 0 : kept);
     ck_assert_msg(st == CLT_OK, "rewrite: %s", clt_last_errmsg());
     free(ts);
     free(keys);
@@ -515,6 +526,8 @@ START_TEST(test_resume_other_optimizer)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         struct clt_train_params tp = clt_train_default_params();
         tp.batch_size = 4;
+        tp.classes = N;
+        tp.task = CLT_TASK_CLASSIFICATION;
         tp.optim = clt_optim_default_params(cases[i].kind);
         tp.optim.momentum = cases[i].momentum;
         clt_trainer *t = NULL;
@@ -540,6 +553,8 @@ START_TEST(test_resume_other_optimizer)
     /* the matching optimizer resumes: step and epoch from the file */
     struct clt_train_params tp = clt_train_default_params();
     tp.batch_size = 4;
+    tp.classes = N;
+    tp.task = CLT_TASK_CLASSIFICATION;
     clt_trainer *t = NULL;
     TC_OK(ctx, clt_trainer_create(&t, m, rd, NULL, &tp));
     TC_OK(ctx, clt_trainer_resume(t, adam_path));
@@ -599,10 +614,34 @@ START_TEST(test_atomic_save)
 }
 END_TEST
 
+/* ---- CRC-32C ------------------------------------------------------------------------------ */
+
+/* Known vectors (RFC 3720 B.4 and the "123456789" check value), every alignment and split. */
+START_TEST(test_crc32c)
+{
+    ck_assert_uint_eq(clt__crc32c(0, "123456789", 9), 0xE3069283u);
+    ck_assert_uint_eq(clt__crc32c(0, "", 0), 0u);
+    unsigned char z[48] = {0}, ff[48], inc[48];
+    memset(ff, 0xff, sizeof ff);
+    for (int i = 0; i < 48; i++) inc[i] = (unsigned char)i;
+    ck_assert_uint_eq(clt__crc32c(0, z, 32), 0x8A9136AAu);
+    ck_assert_uint_eq(clt__crc32c(0, ff, 32), 0x62A8AB43u);
+    ck_assert_uint_eq(clt__crc32c(0, inc, 32), 0x46DD794Eu);
+    unsigned char buf[64];
+    for (size_t off = 0; off < 8; off++) {
+        memcpy(buf + off, "123456789", 9);
+        for (size_t k = 0; k <= 9; k++)
+            ck_assert_uint_eq(clt__crc32c(clt__crc32c(0, buf + off, k), buf + off + k, 9 - k),
+                              0xE3069283u);
+    }
+}
+END_TEST
+
 static Suite *checkpoint_suite(void)
 {
     Suite *s = suite_create("checkpoint");
     TCase *tc = tc_tcase("checkpoint");
+    tcase_add_test(tc, test_crc32c);
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_validation);
     tcase_add_test(tc, test_resume_other_optimizer);

@@ -116,7 +116,8 @@ static void write_idx(const char *path, int gz, uint32_t magic, int ndims, const
     free(b);
 }
 
-/* Random images (values 1..255) and labels (0..max_label, max_label present). */
+/* Random images (values 1..255) and labels (0..max_label, max_label present; every label when
+ * n > max_label). */
 static void random_set(size_t n, size_t pix, uint8_t *images, uint8_t *labels, int max_label)
 {
     for (size_t i = 0; i < n * pix; i++)
@@ -124,6 +125,8 @@ static void random_set(size_t n, size_t pix, uint8_t *images, uint8_t *labels, i
     for (size_t i = 0; i < n; i++)
         labels[i] = (uint8_t)(rnd() % (unsigned)(max_label + 1));
     labels[rnd() % n] = (uint8_t)max_label;
+    for (size_t c = 0; c <= (size_t)max_label && (size_t)max_label < n; c++)
+        labels[c] = (uint8_t)c; /* every class present: inferred classes must all appear */
 }
 
 /* A matching, valid image/label pair in slots 0 and 1. */
@@ -387,12 +390,18 @@ START_TEST(open_idx_folder)
     clt_dataset tr, te;
     write_idx_folder(gz, 4);
     snprintf(spec, sizeof spec, "idx:%s", g_dir);
-    ck_assert_int_eq(clt_data_open(spec, NULL, &tr, &te), CLT_OK);
+    /* Train labels reach 4, test labels 8: inferred classes 9, but 5-8 never appear in the
+     * training split, an error (issue 12); with the classes given, 9 for both. */
+    ck_assert_int_eq(clt_data_open(spec, NULL, &tr, &te), CLT_ERR_FORMAT);
+    ASSERT_MSG_HAS("train-images-idx3-ubyte");
+    ASSERT_MSG_HAS("4 of them never appear in the training split (5, 6, 7, 8)");
+    struct clt_data_params dp = clt_data_default_params();
+    dp.classes = 9;
+    ck_assert_int_eq(clt_data_open(spec, &dp, &tr, &te), CLT_OK);
     ck_assert_uint_eq(tr.n, 20);
     ck_assert_uint_eq(te.n, 7);
     ck_assert_uint_eq(tr.features, 16);
     ck_assert_uint_eq(te.features, 16);
-    /* Classes over both splits: train labels reach 4, test labels 8. */
     ck_assert_int_eq(tr.classes, 9);
     ck_assert_int_eq(te.classes, 9);
     ck_assert_ptr_nonnull(strstr(tr.source, "train-images-idx3-ubyte"));
@@ -670,16 +679,37 @@ START_TEST(open_csv_splits)
     char spec[300];
     clt_dataset tr, te;
     write_text(in_dir(0, "train.csv"), "a,b,y\n1,2,0\n3,4,1\n5,6,1\n");
-    write_text(in_dir(1, "test.csv"), "7,8,4\n");
+    write_text(in_dir(1, "test.csv"), "7,8,1\n");
     snprintf(spec, sizeof spec, "csv:%s,%s", g_path[0], g_path[1]);
     ck_assert_int_eq(clt_data_open(spec, NULL, &tr, &te), CLT_OK);
     ck_assert_uint_eq(tr.n, 3);
     ck_assert_uint_eq(te.n, 1);
-    ck_assert_int_eq(tr.classes, 5);
-    ck_assert_int_eq(te.classes, 5);
+    ck_assert_int_eq(tr.classes, 2);
+    ck_assert_int_eq(te.classes, 2);
     ck_assert_float_eq(te.f32[1], 8.0f);
     clt_dataset_free(&tr);
     clt_dataset_free(&te);
+    /* Inferred classes must all appear in the training split (issue 12: a label 4 in the test
+     * file used to widen the model to 5 classes without a word)... */
+    write_text(in_dir(1, "test.csv"), "7,8,4\n");
+    ck_assert_int_eq(clt_data_open(spec, NULL, &tr, &te), CLT_ERR_FORMAT);
+    ASSERT_MSG_HAS("the labels make 5 classes (0 to 4), but 3 of them never appear in the "
+                   "training split (2, 3, 4)");
+    ck_assert_ptr_null(tr.f32);
+    /* ... as a stray label in the training file does (200 among 0-1: 201 classes)... */
+    write_text(in_dir(2, "stray.csv"), "1,2,0\n3,4,1\n5,6,200\n7,8,1\n");
+    snprintf(spec, sizeof spec, "csv:%s", g_path[2]);
+    ck_assert_int_eq(clt_data_open(spec, NULL, &tr, &te), CLT_ERR_FORMAT);
+    ASSERT_MSG_HAS("198 of them never appear in the training split (2, 3, 4, 5, 6, 7, 8, 9, "
+                   "...); the largest label, 200, is at sample 2");
+    /* ... unless the number of classes is given. */
+    struct clt_data_params dp = clt_data_default_params();
+    dp.classes = 201;
+    ck_assert_int_eq(clt_data_open(spec, &dp, &tr, &te), CLT_OK);
+    ck_assert_int_eq(tr.classes, 201);
+    clt_dataset_free(&tr);
+    clt_dataset_free(&te);
+    snprintf(spec, sizeof spec, "csv:%s,%s", g_path[0], g_path[1]);
     /* No test file: an empty test split shaped like the training split. */
     snprintf(spec, sizeof spec, "csv:%s", g_path[0]);
     ck_assert_int_eq(clt_data_open(spec, NULL, &tr, &te), CLT_OK);

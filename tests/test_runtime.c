@@ -1,6 +1,7 @@
 /* Tests of the ctx and the program module on a real device: ctx create/free and the
  * live-object counters, a bad selector, the in-memory program cache, the on-disk binary cache
- * (hits, corrupt files rejected and rewritten, off switch), build failures carrying the
+ * (hits, corrupt files rejected and rewritten, a FIFO, directory or huge sparse file at a cache
+ * path a bounded miss, off switch), build failures carrying the
  * compiler's log (CLTRAIN_KERNEL_DIR at tests/broken), missing sources, and counted host
  * waits. */
 #include "common.h"
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 /* Options of the f32 elementwise program, as clt_op_fill builds it, so that a program built
@@ -282,6 +284,90 @@ START_TEST(test_disk_cache_corrupt)
 }
 END_TEST
 
+/* What sits at a cache file's path instead of a binary. */
+enum squatter { SQUAT_FIFO, SQUAT_DIR, SQUAT_SPARSE, SQUAT_COUNT };
+static const char *squatter_name[] = {"a FIFO", "a directory", "a 1 GiB sparse file"};
+
+static long max_rss_kib(void)
+{
+    struct rusage ru;
+    ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+    return ru.ru_maxrss;
+}
+
+/* Something that is not a sane cache file at a cache path is a miss, never read: a FIFO is not
+ * opened for a blocking read (it hung the build forever), a directory is not read (an ASan
+ * abort, allocation-size-too-big, via ftell), a huge sparse file is not read whole (3 GB RSS).
+ * The build compiles and works; a FIFO or a big file is replaced by a valid binary. alarm()
+ * bounds the time: a hang fails the test in 120 s rather than at the tcase timeout. */
+START_TEST(test_disk_cache_not_a_file)
+{
+    char dir[512], file[4096];
+    tc_mkdtemp(dir, sizeof dir);
+    clt_ctx *ctx = ctx_cached(dir);
+    TC_OK(ctx, clt_program_build(ctx, "elementwise", EW_F32));
+    clt_ctx_free(ctx);
+    ck_assert_int_eq(tc_count_files(dir, file, sizeof file), 1);
+    for (int c = 0; c < SQUAT_COUNT; c++) {
+        ck_assert_int_eq(remove(file), 0);
+        switch ((enum squatter)c) {
+        case SQUAT_FIFO:
+            ck_assert_int_eq(mkfifo(file, 0600), 0);
+            break;
+        case SQUAT_DIR:
+            ck_assert_int_eq(mkdir(file, 0700), 0);
+            break;
+        case SQUAT_SPARSE: {
+            FILE *f = fopen(file, "wb");
+            ck_assert_ptr_nonnull(f);
+            ck_assert_int_eq(ftruncate(fileno(f), (off_t)1 << 30), 0);
+            ck_assert_int_eq(fclose(f), 0);
+            break;
+        }
+        case SQUAT_COUNT:
+            break;
+        }
+        long rss_before = max_rss_kib();
+        alarm(120);
+        ctx = ctx_cached(dir);
+        TC_OK(ctx, clt_program_build(ctx, "elementwise", EW_F32));
+        struct clt_ctx_stats s = stats_of(ctx);
+        ck_assert_msg(s.compiles == 1 && s.disk_cache_hits == 0 && s.disk_cache_rejects == 1,
+                      "%s: compiles %ld, hits %ld, rejects %ld", squatter_name[c], s.compiles,
+                      s.disk_cache_hits, s.disk_cache_rejects);
+        check_fill_works(ctx);
+        clt_ctx_free(ctx);
+        alarm(0);
+        long grew = max_rss_kib() - rss_before;
+        ck_assert_msg(grew < 256 * 1024, "%s: peak RSS grew by %ld KiB", squatter_name[c], grew);
+
+        struct stat sb;
+        ck_assert_int_eq(stat(file, &sb), 0);
+        if (c == SQUAT_DIR) {
+            ck_assert(S_ISDIR(sb.st_mode)); /* left alone; the build just works */
+            ck_assert_int_eq(rmdir(file), 0);
+            ctx = ctx_cached(dir); /* writes the binary again for the next case */
+            TC_OK(ctx, clt_program_build(ctx, "elementwise", EW_F32));
+            clt_ctx_free(ctx);
+            continue;
+        }
+        /* Replaced by a valid binary: the next ctx loads it. */
+        ck_assert_msg(S_ISREG(sb.st_mode) && sb.st_size < ((off_t)1 << 30), "%s not replaced",
+                      squatter_name[c]);
+        ctx = ctx_cached(dir);
+        TC_OK(ctx, clt_program_build(ctx, "elementwise", EW_F32));
+        s = stats_of(ctx);
+        ck_assert_msg(s.compiles == 0 && s.disk_cache_hits == 1,
+                      "after %s: compiles %ld, hits %ld", squatter_name[c], s.compiles,
+                      s.disk_cache_hits);
+        clt_ctx_free(ctx);
+    }
+    ck_assert_int_eq(tc_count_files(dir, NULL, 0), 1);
+    tc_rmdir(dir);
+    tc_assert_no_live();
+}
+END_TEST
+
 START_TEST(test_disk_cache_off)
 {
     char dir[512];
@@ -440,6 +526,7 @@ int main(void)
     tcase_add_test(prog, test_build_twice_compiles_once);
     tcase_add_test(prog, test_disk_cache_hit);
     tcase_add_test(prog, test_disk_cache_corrupt);
+    tcase_add_test(prog, test_disk_cache_not_a_file);
     tcase_add_test(prog, test_disk_cache_off);
     tcase_add_test(prog, test_build_failure_log);
     tcase_add_test(prog, test_missing_stem);

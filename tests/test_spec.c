@@ -61,7 +61,7 @@ START_TEST(test_parse_comments_newlines_spaces)
     const char *text = "# a small model\n"
                        "  LINEAR\t64   # hidden\r\n"
                        "\n"
-                       ", ,ReLU,,\n"
+                       "ReLU,\n"
                        "dropout   0.1  \n"
                        "\tlinear 10 NoBias # out, with a comma in the comment\n";
     ck_assert_int_eq(clt_spec_parse(text, 0, &s), CLT_OK);
@@ -189,9 +189,20 @@ START_TEST(test_errors_positions_and_empty)
     expect_error("", 10, CLT_ERR_FORMAT,
                  "model spec: no layers; expected e.g. \"linear 128, relu, linear 10\" or a "
                  "preset (mlp, logreg)");
-    expect_error(" ,\n, # nothing here\n\t", 10, CLT_ERR_FORMAT,
+    expect_error(" \n # nothing here\n\t", 10, CLT_ERR_FORMAT,
                  "model spec: no layers; expected e.g. \"linear 128, relu, linear 10\" or a "
                  "preset (mlp, logreg)");
+    /* An empty entry before a comma is an error (it used to be skipped: "a,,b" was "a,b"); a
+     * trailing comma and blank lines are not. */
+    expect_error("linear 64,,relu, linear 10", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 2 (\"\") at column 11: empty layer: nothing before this "
+                 "comma (\"a,,b\" or a leading comma); remove the extra comma");
+    expect_error(" , linear 10", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"\") at column 2: empty layer: nothing before this "
+                 "comma (\"a,,b\" or a leading comma); remove the extra comma");
+    expect_error("linear 64\nrelu,\n  ,\nlinear 10\n", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 3 (\"\") at line 3, column 3: empty layer: nothing before "
+                 "this comma (\"a,,b\" or a leading comma); remove the extra comma");
     /* Long entries are cut in the quote. */
     char text[200];
     snprintf(text, sizeof text, "%s", "linear 10, dense ");
@@ -201,6 +212,59 @@ START_TEST(test_errors_positions_and_empty)
     ck_assert_int_eq(clt_spec_parse(text, 10, &s), CLT_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(clt_last_errmsg(), "layer 2 (\"dense xxxxxxx"));
     ck_assert_ptr_nonnull(strstr(clt_last_errmsg(), "xxx...\") at column 12: unknown layer"));
+}
+END_TEST
+
+/* At most CLT_SPEC_MAX_LAYERS layers: 10,000 layers used to be parsed and built (4.8 GB). */
+START_TEST(test_errors_too_many_layers)
+{
+    size_t cap = 16 * (CLT_SPEC_MAX_LAYERS + 2);
+    char *text = malloc(cap);
+    clt_spec s;
+    ck_assert_ptr_nonnull(text);
+    text[0] = '\0';
+    for (int i = 0; i < CLT_SPEC_MAX_LAYERS - 1; i++)
+        strcat(text, "linear 8, ");
+    strcat(text, "linear 10");
+    ck_assert_int_eq(clt_spec_parse(text, 10, &s), CLT_OK);
+    ck_assert_int_eq(s.n, CLT_SPEC_MAX_LAYERS);
+    clt_spec_free(&s);
+    strcat(text, ", relu");
+    expect_error(text, 10, CLT_ERR_FORMAT,
+                 "model spec: more than 1024 layers; a model spec this deep is almost certainly "
+                 "a mistake");
+    free(text);
+}
+END_TEST
+
+/* An activation after the last linear layer squashes the logits: clt_spec_check_output says
+ * so (the cltrain program calls it before training); dropout or flatten there is allowed. */
+START_TEST(test_check_output)
+{
+    clt_spec s;
+    ck_assert_int_eq(clt_spec_parse("linear 32, relu, linear 10, relu", 0, &s), CLT_OK);
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 10), CLT_OK); /* a valid model... */
+    ck_assert_int_eq(clt_spec_check_output(&s), CLT_ERR_INVALID_ARG); /* ...but not to train */
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: layer 4 (relu) comes after the last linear layer; the loss "
+                     "reads that layer's outputs as they are (logits for classification, where "
+                     "softmax is part of the loss; the predictions for regression), and an "
+                     "activation there clips or squashes them. Remove it, or put a linear layer "
+                     "after it");
+    clt_spec_free(&s);
+    const char *bad[] = {"linear 10, sigmoid", "linear 10, gelu, dropout 0.1", "linear 10, tanh"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ck_assert_int_eq(clt_spec_parse(bad[i], 0, &s), CLT_OK);
+        ck_assert_msg(clt_spec_check_output(&s) == CLT_ERR_INVALID_ARG, "%s", bad[i]);
+        clt_spec_free(&s);
+    }
+    const char *good[] = {"linear 10", "linear 32, relu, linear 10, dropout 0.2",
+                          "flatten, linear 16, tanh, linear 10, flatten"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        ck_assert_int_eq(clt_spec_parse(good[i], 0, &s), CLT_OK);
+        ck_assert_msg(clt_spec_check_output(&s) == CLT_OK, "%s: %s", good[i], clt_last_errmsg());
+        clt_spec_free(&s);
+    }
 }
 END_TEST
 
@@ -391,6 +455,8 @@ int main(void)
     tcase_add_test(tc, test_errors_layers);
     tcase_add_test(tc, test_errors_dropout);
     tcase_add_test(tc, test_errors_positions_and_empty);
+    tcase_add_test(tc, test_errors_too_many_layers);
+    tcase_add_test(tc, test_check_output);
     tcase_add_test(tc, test_validate);
     tcase_add_test(tc, test_to_string_round_trip);
     tcase_add_test(tc, test_parse_file);

@@ -1,9 +1,12 @@
 /* Tests of the training loop (src/train.c) through the public API: one SGD step against a
  * float64 host computation, bit-for-bit determinism from a seed, resume from a checkpoint
  * written mid-run, a golden loss trajectory, the exact count of host waits, and NaN detection.
- * Data sets are made in memory by each test; every test creates its own ctx (check forks). */
+ * Data sets are made in memory by each test; every test creates its own ctx (check forks).
+ * CLTRAIN_TEST_SMALL (tests/small.h) makes the accumulation tests' samples and batches a
+ * quarter or half of their size, with the same step counts. */
 #include "common.h"
 #include "ref/ref_nn.h"
+#include "small.h"
 
 #include "cltrain/checkpoint.h"
 #include "cltrain/model.h"
@@ -745,7 +748,8 @@ START_TEST(test_accumulate_one_step)
     clt_ctx *ctx = tc_ctx();
     tc_rng r = tc_rng_for(__func__);
     struct set s;
-    set_random(&s, &r, 600, 20, 5);
+    const size_t q = tc_small() ? 4 : 1; /* CLTRAIN_TEST_SMALL: 150 samples, 64 and 16 x 4 */
+    set_random(&s, &r, 600 / q, 20, 5);
     struct clt_train_params tp = clt_train_default_params();
     tp.epochs = 1;
     tp.max_steps = 1;
@@ -758,12 +762,12 @@ START_TEST(test_accumulate_one_step)
     memset(&c2, 0, sizeof c2);
     const char *spec = "linear 32, relu, linear 5";
     /* the starting weights: a run of 0 steps is not possible; read them from a fresh model */
-    tp.batch_size = 256;
+    tp.batch_size = 256 / q;
     tp.optim.lr = 1e-30f; /* a step that moves nothing: the initial weights */
     struct run_out w0 = train_once(ctx, spec, &s, NULL, 9, &tp, NULL, &c0);
     tp.optim.lr = 1.0f;
     struct run_out big = train_once(ctx, spec, &s, NULL, 9, &tp, NULL, &c1);
-    tp.batch_size = 64;
+    tp.batch_size = 64 / q;
     tp.accumulate = 4;
     struct run_out acc = train_once(ctx, spec, &s, NULL, 9, &tp, NULL, &c2);
     ck_assert_msg(big.st == CLT_OK && acc.st == CLT_OK, "%s / %s", big.msg, acc.msg);
@@ -801,13 +805,15 @@ END_TEST
  * drop_last (2 steps; the micro-batch loader would have 9 of 64, the step uses 8): batch 256
  * against 64 x 4. Same step count, log points at the same steps, losses within rtol 1e-5,
  * weights within atol 1e-5 x max |w| + rtol 1e-4 (9 steps of summation-order differences);
- * each log point the only host wait. */
+ * each log point the only host wait. CLTRAIN_TEST_SMALL: 300 samples, 128 against 32 x 4 (300 =
+ * 9 x 32 + 12 as 600 = 9 x 64 + 24: the same steps; a quarter left too few samples to learn). */
 static void check_accumulate_run(bool drop_last)
 {
     clt_ctx *ctx = tc_ctx();
     tc_rng r = tc_rng_for(drop_last ? "accumulate_run_drop" : "accumulate_run");
     struct set s;
-    set_random(&s, &r, 600, 20, 5);
+    const size_t q = tc_small() ? 2 : 1;
+    set_random(&s, &r, 600 / q, 20, 5);
     struct clt_train_params tp = clt_train_default_params();
     tp.epochs = 3;
     tp.log_every = 1;
@@ -819,9 +825,9 @@ static void check_accumulate_run(bool drop_last)
     memset(&c1, 0, sizeof c1);
     memset(&c2, 0, sizeof c2);
     const char *spec = "linear 32, relu, linear 5";
-    tp.batch_size = 256;
+    tp.batch_size = 256 / q;
     struct run_out big = train_once(ctx, spec, &s, NULL, 4, &tp, NULL, &c1);
-    tp.batch_size = 64;
+    tp.batch_size = 64 / q;
     tp.accumulate = 4;
     struct run_out acc = train_once(ctx, spec, &s, NULL, 4, &tp, NULL, &c2);
     ck_assert_msg(big.st == CLT_OK && acc.st == CLT_OK, "%s / %s", big.msg, acc.msg);

@@ -2,11 +2,18 @@
 """Reproduces a cltrain checkpoint's predictions with numpy alone (no cltrain, no PyTorch).
 
 usage: checkpoint_numpy.py CHECKPOINT IDX_IMAGES[.gz] [PREDICTIONS.csv]
+       checkpoint_numpy.py --state-dict CHECKPOINT OUT [--format-pt]
 
 Reads the safetensors file by hand (8-byte header length, JSON header, raw little-endian data),
 rebuilds the layer list from the spec in __metadata__, scales the inputs as the metadata says,
 and prints the predicted class of every image. With PREDICTIONS.csv (from `cltrain predict`)
 it compares classes and probabilities and exits non-zero on a mismatch.
+
+--state-dict writes the checkpoint's model weights as PyTorch writes a state dict with
+safetensors.torch.save_file(model.state_dict(), OUT): only the "{i}.weight"/"{i}.bias" tensors
+(F32, nn.Sequential's names), no optimizer state, no cltrain metadata (with --format-pt, the
+{"format": "pt"} metadata that Hugging Face's save_pretrained adds), header padded with spaces
+to 8 bytes. `cltrain train --init OUT --model SPEC` must accept it.
 """
 import gzip
 import json
@@ -53,7 +60,33 @@ def forward(tensors, spec, x):
     return x
 
 
+def save_safetensors(path, tensors, meta=None):
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        blob = np.ascontiguousarray(tensors[name], dtype='<f4').tobytes()
+        header[name] = {'dtype': 'F32', 'shape': list(tensors[name].shape),
+                        'data_offsets': [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    if meta:
+        header['__metadata__'] = meta
+    h = json.dumps(header, separators=(',', ':')).encode()
+    h += b' ' * (-len(h) % 8)
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+
+
+def state_dict(args):
+    tensors, _ = load_safetensors(args[0])
+    weights = {k: v for k, v in tensors.items()
+               if k.split('.')[0].isdigit() and k.split('.')[-1] in ('weight', 'bias')}
+    save_safetensors(args[1], weights, {'format': 'pt'} if '--format-pt' in args[2:] else None)
+    return 0
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == '--state-dict':
+        return state_dict(sys.argv[2:])
     tensors, meta = load_safetensors(sys.argv[1])
     pixels = load_idx(sys.argv[2]).astype(np.float64)
     x = (pixels * float(meta['input_scale']) - np.array(json.loads(meta['input_mean']))) \

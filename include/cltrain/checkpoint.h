@@ -1,8 +1,11 @@
 /* Checkpoints as safetensors files that PyTorch loads without renaming: "{i}.weight" (OUT, IN)
  * and "{i}.bias" (OUT) as nn.Sequential's state_dict for the same layer list, optimizer state
- * as "optim.{i}.weight.exp_avg" etc., and __metadata__ with model (the spec), input_scale,
- * input_mean, input_std, classes, task, features, step, epoch, seed and optimizer (JSON).
- * Written to a temporary file, flushed and renamed. Not thread-safe (per ctx). */
+ * as "optim.{i}.weight.exp_avg" etc., and __metadata__ with format ("cltrain-1"), model (the
+ * spec), input_scale, input_mean, input_std, classes, task, features, step, epoch, seed,
+ * optimizer (JSON), run (JSON: the run's geometry, see clt_run_geometry) and crc32c (JSON:
+ * tensor name -> CRC-32C of its bytes, 8 hex digits, verified on every open). Written to a
+ * temporary file, flushed and renamed. Also opens plain safetensors state dicts (PyTorch's
+ * save_file(model.state_dict())) as a source of weights. Not thread-safe (per ctx). */
 #ifndef CLTRAIN_CHECKPOINT_H
 #define CLTRAIN_CHECKPOINT_H
 
@@ -11,6 +14,22 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The run a checkpoint belongs to: what --resume must keep for the step count to mean the
+ * same samples. Saved as the metadata "run" by clt_checkpoint_save when `present`. */
+struct clt_run_geometry {
+    bool present;          /* false: the file has none (older cltrain files, other tools) */
+    size_t batch_size;     /* the micro-batch */
+    int accumulate;        /* micro-batches per optimizer step */
+    long steps_per_epoch;  /* optimizer steps */
+    long total_steps;      /* of the run as planned */
+    int epochs;            /* of the run as planned (total_steps rounded up to epochs) */
+    bool drop_last;
+    uint64_t dropout_seed; /* the seed of dropout masks and shuffling */
+    char data_name[256];   /* the data set as named (--data), for messages */
+    size_t data_samples;   /* training samples */
+    uint32_t data_crc32c;  /* clt_checkpoint_data_crc32c of the training split */
+};
 
 struct clt_checkpoint_info {
     const char *model_text; /* the canonical spec */
@@ -24,32 +43,68 @@ struct clt_checkpoint_info {
      * "amp.scaler_state" so that --resume continues with the same scale, growth tracker and
      * skipped-step count; NULL otherwise. Not filled by clt_checkpoint_get_info. */
     const clt_tensor *scaler_state;
+    struct clt_run_geometry run;
 };
 
+/* The training split's identity for clt_run_geometry: CRC-32C of its labels (or regression
+ * targets) followed by the first MiB of its inputs as stored (u8 pixels or f32 values).
+ * Thread-safe. */
+uint32_t clt_checkpoint_data_crc32c(const clt_dataset *d);
+
 /* Saves the model's parameters (a counted host wait, CLT_WAIT_SAVE) and, when optim is not
- * NULL, its state and hyper-parameters. CLT_ERR_IO when the file cannot be written; the final
+ * NULL, its state and hyper-parameters, with a CRC-32C of every tensor and, when
+ * info->run.present, the run's geometry. CLT_ERR_IO when the file cannot be written; the final
  * name is then untouched. */
 clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *optim,
                                const struct clt_checkpoint_info *info);
 
 typedef struct clt_checkpoint clt_checkpoint;
-/* Opens and validates a checkpoint (format, and the metadata cltrain needs). */
+/* Opens and validates a cltrain checkpoint: the safetensors format; "format" absent or
+ * "cltrain-1" (another cltrain-N is refused as an unknown version); the metadata cltrain needs,
+ * integers written as integers; the metadata consistent with itself (the spec's last layer
+ * has `classes` outputs, 1 for regression; features); every tensor's CRC-32C when the file
+ * has "crc32c" (a mismatch names the tensor; a file without checksums opens, see
+ * clt_checkpoint_has_checksums); "run" when present. CLT_ERR_IO (cannot read), CLT_ERR_FORMAT
+ * (a one-line message naming the file: "not a cltrain checkpoint" for a file without
+ * cltrain's metadata), CLT_ERR_HOST_MEMORY. Messages: clt_last_errmsg(). */
 clt_status clt_checkpoint_open(clt_checkpoint **out, const char *path);
+/* As clt_checkpoint_open, but a safetensors file without cltrain's metadata (no "model", and
+ * "format" absent or not cltrain's, e.g. PyTorch's save_file of a state_dict, "format":"pt")
+ * also opens, as a plain state dict: clt_checkpoint_is_plain is then true, get_info gives
+ * zeros (no spec, classes, norm or run), and clt_checkpoint_load_model matches tensors by
+ * name and shape only, refusing tensors the model does not have. For --init. */
+clt_status clt_checkpoint_open_weights(clt_checkpoint **out, const char *path);
+/* True for a plain state dict opened by clt_checkpoint_open_weights. */
+bool clt_checkpoint_is_plain(const clt_checkpoint *ck);
+/* True when the file carried "crc32c" and every tensor matched it (files of other tools, and
+ * of cltrain before checksums, have none: the caller may say so). */
+bool clt_checkpoint_has_checksums(const clt_checkpoint *ck);
+/* --resume's check: the run about to continue (`now`, present) against the checkpoint's
+ * geometry. Refused (CLT_ERR_INVALID_ARG, one line naming every difference and the flag that
+ * fixes it, "or start a new run with --init"): another effective batch (batch size x
+ * accumulate), steps per epoch (--drop-last), dropout/shuffle seed, training sample count or
+ * data CRC. Accepted: a different split of the same effective batch into micro-batch x
+ * accumulate (--auto-batch; the step count keeps its meaning), other --epochs/--steps, and a
+ * checkpoint without geometry (older files: the caller may note it). */
+clt_status clt_checkpoint_check_run(const clt_checkpoint *ck, const struct clt_run_geometry *now);
 void clt_checkpoint_close(clt_checkpoint *ck);
 /* The metadata; norm's arrays point into ck. */
 struct clt_checkpoint_info clt_checkpoint_get_info(const clt_checkpoint *ck);
 /* The optimizer's hyper-parameters as saved (JSON text), or NULL. */
 const char *clt_checkpoint_optimizer(const clt_checkpoint *ck);
 /* Copies the weights into a model built from the checkpoint's spec: every parameter must be
- * present with the model's shape and dtype F32 (CLT_ERR_FORMAT naming the tensor otherwise). */
+ * present with the model's shape and dtype F32 (CLT_ERR_FORMAT naming the tensor otherwise)
+ * and finite (CLT_ERR_NUMERIC naming the tensor and the element). A plain state dict must hold
+ * nothing else (CLT_ERR_FORMAT naming the extra tensor). On failure the model is unchanged. */
 clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m);
 /* Restores optimizer state tensors and the step count (CLT_ERR_FORMAT if the checkpoint has no
- * state for this optimizer). */
+ * state for this optimizer; CLT_ERR_NUMERIC for a non-finite value, naming the tensor). */
 clt_status clt_checkpoint_load_optim(const clt_checkpoint *ck, clt_optim *o, const clt_model *m);
 
 /* Restores the loss scaler's state saved with an fp16 run into `state` (the scaler's i32
  * tensor). CLT_ERR_FORMAT when the checkpoint has none or its shape differs. A counted host
- * wait (setup). */
+ * wait (setup). With state NULL (a run without loss scaling, fp32 or bf16): CLT_ERR_FORMAT if
+ * the checkpoint has a scaler state (it was saved by an fp16 run), else CLT_OK. */
 clt_status clt_checkpoint_load_scaler(const clt_checkpoint *ck, clt_tensor *state);
 
 #ifdef __cplusplus

@@ -12,6 +12,7 @@
 #include "cltrain/model.h"
 #include "cltrain/ops.h"
 #include "cltrain/optim.h"
+#include "cltrain/outfile.h"
 #include "cltrain/profile.h"
 #include "cltrain/program.h"
 #include "cltrain/rng.h"

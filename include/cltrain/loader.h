@@ -69,10 +69,16 @@ const char *clt_loader_mode_name(clt_loader_mode m); /* "auto", "resident", "str
  * CLT_ERR_INVALID_ARG otherwise (message in clt_last_errmsg). Thread-safe. */
 clt_status clt_loader_mode_parse(const char *s, clt_loader_mode *out);
 
+/* The most staging buffers a streaming loader may have: the ring only has to cover the
+ * upload of the next batches while one is read, and each buffer costs a batch of device and
+ * pinned host memory (1,000,000 allocated 7 GiB before failing). */
+#define CLT_LOADER_MAX_PREFETCH 64
+
 struct clt_loader_params {
     clt_loader_mode mode;     /* default CLT_LOADER_AUTO */
     size_t batch_size;        /* the largest batch that will be asked for (default 128) */
-    int prefetch;             /* streaming: staging buffers in the ring, >= 2 (default 3) */
+    int prefetch;             /* streaming: staging buffers in the ring, 2 ..
+                               * CLT_LOADER_MAX_PREFETCH (default 3) */
     bool pinned;              /* streaming: pinned (CL_MEM_ALLOC_HOST_PTR, mapped once) staging
                                * (default); false: pageable malloc'ed staging, for comparison */
     double resident_fraction; /* auto: resident when inputs + labels take at most this fraction
@@ -90,7 +96,8 @@ typedef struct clt_loader clt_loader;
  * streaming thread reads it) on ctx: chooses the mode, allocates the batch buffers and, for
  * resident, the split on the device; streaming allocates `prefetch` pinned staging buffers
  * and their device buffers. Set-up waits count as CLT_WAIT_SETUP. Returns CLT_OK,
- * CLT_ERR_INVALID_ARG (empty set, batch_size 0, prefetch < 2, fraction outside (0, 1]),
+ * CLT_ERR_INVALID_ARG (empty set, batch_size 0, prefetch outside 2 ..
+ * CLT_LOADER_MAX_PREFETCH, fraction outside (0, 1]),
  * CLT_ERR_SHAPE (norm), CLT_ERR_OUT_OF_MEMORY, CLT_ERR_HOST_MEMORY or CLT_ERR_OPENCL. */
 clt_status clt_loader_create(clt_loader **out, clt_ctx *ctx, const clt_dataset *d,
                              const struct clt_input_norm *norm, const struct clt_loader_params *p);

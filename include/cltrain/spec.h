@@ -15,7 +15,9 @@ extern "C" {
 #endif
 
 /* Grammar.
- *   spec    := entry { (',' | newline) entry }      blank entries are ignored
+ *   spec    := entry { (',' | newline) entry }      at most 1024 entries; blank lines and a
+ *                                                    trailing comma are ignored, an empty
+ *                                                    entry before a comma ("a,,b") is an error
  *   comment := '#' to the end of the line            (removed before parsing)
  *   entry   := "linear" OUT ["nobias"]                fully connected, bias on by default
  *            | "relu" | "gelu" | "tanh" | "sigmoid"   elementwise; gelu is the tanh approximation
@@ -26,6 +28,8 @@ extern "C" {
  *            | "logreg"   = linear N                  N: the number of classes given to the parser
  * Words are case-insensitive; spaces and tabs separate the words of an entry and are otherwise
  * ignored. OUT is a decimal integer in [1, CLT_SPEC_MAX_WIDTH]; P a decimal number. */
+
+#define CLT_SPEC_MAX_LAYERS 1024 /* the most layers a spec may have */
 
 #define CLT_SPEC_MAX_WIDTH (1 << 24) /* the widest linear layer the parser accepts */
 
@@ -79,6 +83,13 @@ clt_status clt_spec_parse_file(const char *path, int classes, clt_spec *out);
  * classes"), and every layer's fields in range (for specs built by hand). Layers after the last
  * linear layer are allowed. Returns CLT_OK or CLT_ERR_INVALID_ARG. */
 clt_status clt_spec_validate(const clt_spec *s, int in_features, int outputs);
+
+/* Rejects what is almost certainly a mistake in a model to be trained: an activation (relu,
+ * gelu, tanh, sigmoid) after the last linear layer, which would clip or squash the logits the
+ * loss reads. Models built for other uses (tests of the layers) may have one: clt_model_create
+ * does not call this; the cltrain program does before training. Returns CLT_OK or
+ * CLT_ERR_INVALID_ARG with a message naming the layer. Thread-safe. */
+clt_status clt_spec_check_output(const clt_spec *s);
 
 /* The canonical text of `s`: layers joined by ", ", lower-case words, "nobias" when a linear
  * layer has no bias, the shortest decimal of P that reads back as the same float ("dropout 0.1"),

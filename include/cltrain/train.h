@@ -84,6 +84,11 @@ struct clt_train_params {
     const char *model_text;  /* the spec as given, stored in checkpoints */
     struct clt_input_norm norm; /* stored in checkpoints */
     int classes;
+    /* The training data's identity, stored in checkpoints with the run's geometry and compared
+     * by clt_trainer_resume: its name (--data; NULL: "") and clt_checkpoint_data_crc32c of the
+     * split (clt_train_setup_create fills it from train_set when 0). */
+    const char *data_name;
+    uint32_t data_crc32c;
     void (*on_event)(const struct clt_train_event *e, void *user);
     void *user;
     /* Checked before every step (NULL: never): when it reads non-zero the run stops at a step
@@ -105,7 +110,10 @@ clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *t
 void clt_trainer_free(clt_trainer *t);
 clt_optim *clt_trainer_optim(clt_trainer *t);
 /* Restores optimizer state, step and epoch from a checkpoint written by this trainer's
- * clt_trainer_save (the model's weights are restored by the caller). */
+ * clt_trainer_save (the model's weights are restored by the caller). Refused (the checkpoint's
+ * statuses and messages): a checkpoint of another run geometry (clt_checkpoint_check_run:
+ * effective batch, steps per epoch, seed, data), of another task or number of classes, or
+ * with a loss-scaler state when this run has no loss scaling (or none when it has). */
 clt_status clt_trainer_resume(clt_trainer *t, const char *path);
 /* Runs until the epochs are done or max_steps reached. A step makes no blocking call: host
  * waits happen at log points, epoch ends (the loss is read), evaluations and checkpoints only
@@ -146,7 +154,9 @@ struct clt_train_setup_params {
     struct clt_model_params model;   /* max_batch is set to the micro-batch */
     struct clt_loader_params loader; /* batch_size is set to the micro-batch */
     struct clt_train_params train;   /* batch_size (micro-batch) and accumulate as asked */
-    const char *init_path;   /* start from this checkpoint's weights (fresh optimizer) or */
+    /* start from this checkpoint's weights (fresh optimizer; a plain safetensors state dict
+     * is accepted, see clt_checkpoint_open_weights) or */
+    const char *init_path;
     const char *resume_path; /* continue this checkpoint's run (weights, optimizer, step) */
     /* On CLT_ERR_OUT_OF_MEMORY during create or before the run's first optimizer step
      * completes: free everything of the failed attempt, take the largest divisor of the

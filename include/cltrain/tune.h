@@ -110,7 +110,8 @@ clt_status clt_gemm_choice_parse(const char *s, struct clt_gemm_choice *out);
  * invalid choice, CLT_ERR_UNSUPPORTED if it belongs to another device or driver; *out then
  * holds the defaults. The message is in clt_last_errmsg(). Thread-safe. */
 clt_status clt_tune_load(const char *path, const clt_device_info *dev, struct clt_tune *out);
-/* Writes t as JSON to path atomically (temporary file, then rename). CLT_ERR_IO on failure.
+/* Writes t as JSON to path atomically through clt_outfile_open (temporary file, then rename;
+ * a symlink's target is replaced, a non-regular file refused). CLT_ERR_IO on failure.
  * Thread-safe for distinct paths. */
 clt_status clt_tune_save(const char *path, const struct clt_tune *t);
 /* The tuning file for ctx's device: $CLTRAIN_TUNE_FILE if set, else

@@ -152,7 +152,9 @@ static int bench_data(const struct data_bench *o)
     if (strcmp(o->loader, "all") == 0 || want == CLT_LOADER_AUTO) first = 0, last = 2;
     else if (want == CLT_LOADER_RESIDENT) first = last = 0;
     else first = last = o->no_pin ? 2 : 1;
-    if (o->prefetch < 2) return cli_usage_error("--prefetch %ld: expected at least 2", o->prefetch);
+    if (o->prefetch < 2 || o->prefetch > CLT_LOADER_MAX_PREFETCH)
+        return cli_usage_error("--prefetch %ld: expected 2 to %d staging buffers", o->prefetch,
+                               CLT_LOADER_MAX_PREFETCH);
 
     clt_dataset train = {0};
     clt_spec spec = {0};

@@ -1,8 +1,10 @@
-/* The cltrain program: dispatches subcommands and turns statuses into one-line messages and
- * exit codes. */
+/* The cltrain program: dispatches subcommands, turns statuses into one-line messages and
+ * exit codes, and fails when stdout could not be written. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,7 +55,7 @@ static void usage(FILE *f)
           f);
 }
 
-int main(int argc, char **argv)
+static int run_command(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
@@ -72,4 +74,20 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "bench") == 0) return cli_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "kernels") == 0) return cli_kernels(argc - 1, argv + 1);
     return cli_usage_error("unknown command \"%s\"; try: cltrain --help", cmd);
+}
+
+/* Runs the command, then makes sure what it printed reached stdout: a full disk or /dev/full
+ * behind `> FILE` is a failure naming stdout, never a silent exit 0. */
+int main(int argc, char **argv)
+{
+    int rc = run_command(argc, argv);
+    errno = 0;
+    bool flush_failed = fflush(stdout) != 0;
+    int err = errno;
+    if (flush_failed || ferror(stdout)) {
+        cli_error("writing stdout failed%s%s", flush_failed && err ? ": " : "",
+                  flush_failed && err ? strerror(err) : "");
+        if (rc == CLI_OK) rc = CLI_FAIL;
+    }
+    return rc;
 }

@@ -15,6 +15,28 @@ static int bad(const char *name, const char *value, const char *expected)
     return cli_usage_error("--%s %s: expected %s", name, value, expected);
 }
 
+/* The one strict integer parser of the command line: decimal digits with an optional leading
+ * '-', nothing else (no spaces, no '+', no "0x", no trailing text), within [lo, hi]. */
+static bool strict_integer(const char *v, long long lo, long long hi, long long *out)
+{
+    char *end = NULL;
+    if (!v || !(v[0] == '-' || (v[0] >= '0' && v[0] <= '9'))) return false;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) return false;
+    *out = x;
+    return true;
+}
+
+int cli_parse_long(const char *name, const char *v, long lo, long hi, long *out)
+{
+    long long x = 0;
+    if (!strict_integer(v, lo, hi, &x))
+        return cli_usage_error("--%s %s: expected an integer in [%ld, %ld]", name, v, lo, hi);
+    *out = (long)x;
+    return CLI_OK;
+}
+
 static int set_value(const struct cli_opt *o, const char *v)
 {
     char *end = NULL;
@@ -25,26 +47,29 @@ static int set_value(const struct cli_opt *o, const char *v)
         return CLI_OK;
     case OPT_POS_INT:
     case OPT_NONNEG_INT: {
-        long long x = strtoll(v, &end, 10);
-        bool ok = !errno && end != v && !*end && (o->type == OPT_POS_INT ? x > 0 : x >= 0) &&
-                  x <= INT32_MAX;
-        if (!ok)
-            return bad(o->name, v, o->type == OPT_POS_INT ? "a positive integer"
-                                                          : "a non-negative integer");
+        long long x = 0;
+        if (!strict_integer(v, o->type == OPT_POS_INT ? 1 : 0, INT32_MAX, &x))
+            return bad(o->name, v, o->type == OPT_POS_INT ? "a positive integer (at most 2^31-1)"
+                                                          : "a non-negative integer (at most "
+                                                            "2^31-1)");
         *(long *)o->dst = (long)x;
         return CLI_OK;
     }
     case OPT_U64: {
-        unsigned long long x = strtoull(v, &end, 10);
-        if (errno || end == v || *end || v[0] == '-') return bad(o->name, v, "an integer >= 0");
+        unsigned long long x = 0;
+        if (v[0] >= '0' && v[0] <= '9') x = strtoull(v, &end, 10);
+        if (errno || !end || end == v || *end) return bad(o->name, v, "an integer in [0, 2^64-1]");
         *(uint64_t *)o->dst = (uint64_t)x;
         return CLI_OK;
     }
     case OPT_POS_FLOAT:
     case OPT_NONNEG_FLOAT:
     case OPT_UNIT_FLOAT: {
-        double x = strtod(v, &end);
-        bool ok = !errno && end != v && !*end && isfinite(x);
+        /* Strict as the integers: a number and nothing else, no leading space, no hex. */
+        bool plain = (v[0] == '-' || v[0] == '.' || (v[0] >= '0' && v[0] <= '9')) &&
+                     !strpbrk(v, "xXpP");
+        double x = plain ? strtod(v, &end) : 0.0;
+        bool ok = plain && !errno && end != v && !*end && isfinite(x);
         if (o->type == OPT_POS_FLOAT) ok = ok && x > 0;
         if (o->type == OPT_NONNEG_FLOAT) ok = ok && x >= 0;
         if (o->type == OPT_UNIT_FLOAT) ok = ok && x >= 0 && x < 1;

@@ -29,5 +29,9 @@ struct cli_opt {
  * returns CLI_USAGE. */
 int cli_parse(int argc, char **argv, const struct cli_opt *opts, const char *command);
 void cli_print_options(FILE *f, const struct cli_opt *opts);
+/* The strict integer parser the table uses, for values checked after parsing: decimal digits
+ * with an optional '-', the whole string, within [lo, hi]; else prints "--NAME V: expected an
+ * integer in [lo, hi]" and returns CLI_USAGE. */
+int cli_parse_long(const char *name, const char *v, long lo, long hi, long *out);
 
 #endif

@@ -3,42 +3,66 @@
 #include "cli.h"
 #include "options.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* Exit code after Ctrl-C, as shells report a SIGINT death (128 + 2). */
-enum { CLI_INTERRUPTED = 130 };
+/* Ctrl-C (SIGINT), SIGTERM (preemption on clusters) and SIGHUP (the terminal went away): the
+ * first one raises the flag the training loop checks before every step (it stops at a step
+ * boundary, saves a checkpoint if --save was given, and returns CLT_ERR_INTERRUPTED); the exit
+ * code is then the shell's for a death by that signal, 128 + its number (130, 143, 129).
+ * SA_RESETHAND makes a second one of the same kind kill the program as usual. */
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define NSTOP_SIGNALS (int)(sizeof stop_signals / sizeof stop_signals[0])
+static volatile sig_atomic_t interrupt_flag = 0; /* the signal's number once one came */
 
-/* Ctrl-C: the first one raises the flag the training loop checks before every step (it stops at
- * a step boundary, saves a checkpoint if --save was given, and returns CLT_ERR_INTERRUPTED);
- * SA_RESETHAND makes a second one kill the program as usual. */
-static volatile sig_atomic_t interrupt_flag = 0;
-
-static void on_sigint(int sig)
+static void on_stop_signal(int sig)
 {
-    (void)sig;
-    interrupt_flag = 1;
+    interrupt_flag = sig;
 }
 
-static void catch_sigint(struct sigaction *old)
+static const char *stop_signal_name(int sig)
+{
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT";
+}
+
+static void catch_stop_signals(struct sigaction old[NSTOP_SIGNALS])
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
+    sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESETHAND;
     interrupt_flag = 0;
-    sigaction(SIGINT, &sa, old);
+    for (int i = 0; i < NSTOP_SIGNALS; i++)
+        sigaction(stop_signals[i], &sa, &old[i]);
+}
+
+static void restore_stop_signals(const struct sigaction old[NSTOP_SIGNALS])
+{
+    for (int i = 0; i < NSTOP_SIGNALS; i++)
+        sigaction(stop_signals[i], &old[i], NULL);
 }
 
 /* ---- shared set-up ------------------------------------------------------------------------ */
 
 static int fail_status(clt_ctx *ctx)
 {
-    return cli_error("%s", ctx ? clt_ctx_errmsg(ctx) : clt_last_errmsg());
+    /* never an empty line: a failure recorded for the thread only still has its message */
+    const char *msg = ctx ? clt_ctx_errmsg(ctx) : "";
+    if (!msg[0]) msg = clt_last_errmsg();
+    return cli_error("%s", msg[0] ? msg : "failed without a message (a bug: please report it)");
+}
+
+/* The one-line note for a checkpoint without checksums, once it has loaded. */
+static void note_unverified(const clt_checkpoint *ck, const char *path)
+{
+    if (!clt_checkpoint_has_checksums(ck))
+        fprintf(stderr, "cltrain: note: %s has no checksums (written by another tool or an older "
+                        "cltrain): its tensors were loaded unverified\n", path);
 }
 
 /* A failure during set-up or training: the message, and on out-of-memory the memory report
@@ -51,10 +75,16 @@ static int fail_train(clt_ctx *ctx, clt_status st, const struct clt_train_setup_
     if (st == CLT_ERR_OUT_OF_MEMORY && ctx) {
         char report[4096];
         clt_train_mem_report(ctx, sp, batch, report, sizeof report);
-        fprintf(stderr, "%sremedies, in this order: a smaller --batch-size; then mixed precision "
+        /* Staging is the streaming loader's ring: --prefetch buffers of a batch each. */
+        bool staging = strstr(clt_ctx_errmsg(ctx), "requested for staging") != NULL;
+        char first[96] = "";
+        if (staging && sp->loader.mode != CLT_LOADER_RESIDENT)
+            snprintf(first, sizeof first, "fewer staging buffers (--prefetch 2 or 3, now %d); ",
+                     sp->loader.prefetch);
+        fprintf(stderr, "%sremedies, in this order: %sa smaller --batch-size; then mixed precision "
                         "(--precision bf16, or fp16); then --accumulate N with a smaller --batch-size to "
                         "keep the effective batch (--auto-batch does both for you)\n",
-                report);
+                report, first);
     }
     return rc;
 }
@@ -86,6 +116,8 @@ static int open_ctx(const char *device, bool profiling, bool sync_debug, clt_ctx
 
 struct reporter {
     FILE *metrics;
+    bool metrics_failed; /* a write to it failed (metrics_errno: why, 0 if unknown) */
+    int metrics_errno;
     bool tty, quiet;
     bool line_open, has_test;
     double epoch_loss, epoch_s, epoch_rate; /* of the epoch whose evaluation comes next */
@@ -215,7 +247,13 @@ static void on_event(const struct clt_train_event *e, void *user)
                e->message, e->batch_size, e->accumulate, e->batch_size * (size_t)e->accumulate);
         break;
     }
-    if (r->metrics) fflush(r->metrics);
+    if (r->metrics && !r->metrics_failed) {
+        errno = 0;
+        if (fflush(r->metrics) != 0 || ferror(r->metrics)) {
+            r->metrics_failed = true;
+            r->metrics_errno = errno;
+        }
+    }
     fflush(stdout);
 }
 
@@ -316,12 +354,8 @@ int cli_train(int argc, char **argv)
     }
     int rc = cli_parse(argc, argv, opts, "train");
     if (rc != CLI_OK) return rc;
-    if (label_seen) {
-        char *end = NULL;
-        label_column = strtol(label_text, &end, 10);
-        if (end == label_text || *end)
-            return cli_usage_error("--label-column %s: expected an integer", label_text);
-    }
+    if (label_seen && cli_parse_long("label-column", label_text, -1, INT32_MAX, &label_column))
+        return CLI_USAGE;
     if (resume && init) return cli_usage_error("--resume and --init exclude each other");
     clt_loader_mode lmode;
     if (clt_loader_mode_parse(loader, &lmode) != CLT_OK)
@@ -331,11 +365,17 @@ int cli_train(int argc, char **argv)
             return cli_usage_error("--data-on-device and --loader %s exclude each other", loader);
         lmode = CLT_LOADER_RESIDENT;
     }
-    if (prefetch < 2) return cli_usage_error("--prefetch %ld: expected at least 2", prefetch);
+    if (prefetch < 2 || prefetch > CLT_LOADER_MAX_PREFETCH)
+        return cli_usage_error("--prefetch %ld: expected 2 to %d staging buffers", prefetch,
+                               CLT_LOADER_MAX_PREFETCH);
     if (lmode == CLT_LOADER_RESIDENT && (no_pin || prefetch_seen))
         return cli_usage_error("%s applies to the streaming loader, not --loader resident",
                                no_pin ? "--no-pin" : "--prefetch");
     if (save_every && !save) return cli_usage_error("--save-every needs --save FILE");
+    /* outputs that cannot be written are reported now, not after the whole run */
+    if (save && clt_outfile_check(save) != CLT_OK) return cli_error("--save %s", clt_last_errmsg());
+    if (metrics && clt_outfile_check(metrics) != CLT_OK)
+        return cli_error("--metrics %s", clt_last_errmsg());
 
     struct clt_data_params dp = clt_data_default_params();
     dp.label_column = (int)label_column;
@@ -374,8 +414,8 @@ int cli_train(int argc, char **argv)
     clt_model *m = NULL;
     clt_train_setup *setup = NULL;
     struct clt_train_setup_params sp = clt_train_setup_default_params();
-    struct sigaction old_sigint;
-    bool sigint_caught = false;
+    struct sigaction old_signals[NSTOP_SIGNALS];
+    bool signals_caught = false;
     clt_checkpoint *ck = NULL;
     float *mean = NULL, *std = NULL;
     char *spec_text = NULL;
@@ -390,11 +430,16 @@ int cli_train(int argc, char **argv)
     int classes = train.task == CLT_TASK_CLASSIFICATION ? train.classes : 1;
     const char *from = resume ? resume : init;
     struct clt_input_norm norm = {.features = train.features, .scale = train.input_scale};
+    bool plain = false; /* --init from a plain state dict: model, scaling from the flags */
     if (from) {
-        if (clt_checkpoint_open(&ck, from) != CLT_OK) {
+        if ((resume ? clt_checkpoint_open(&ck, from) : clt_checkpoint_open_weights(&ck, from)) !=
+            CLT_OK) {
             fail_status(NULL);
             goto done;
         }
+        plain = clt_checkpoint_is_plain(ck);
+    }
+    if (from && !plain) {
         struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
         if (!model_seen) model = info.model_text;
         if (resume && !seed_seen) seed = info.seed; /* same shuffles and dropout masks */
@@ -416,6 +461,7 @@ int cli_train(int argc, char **argv)
     }
     if (parse_model(model, classes, &spec) != CLT_OK ||
         clt_spec_validate(&spec, (int)train.features, classes) != CLT_OK ||
+        clt_spec_check_output(&spec) != CLT_OK ||
         clt_spec_to_string(&spec, &spec_text) != CLT_OK) {
         fail_status(NULL);
         goto done;
@@ -433,8 +479,8 @@ int cli_train(int argc, char **argv)
     op.step_size = step_size_seen ? step_size : (spe > 0 ? spe : 1);
     op.total_steps = total > 0 ? total : 1;
 
-    if (metrics && !(mf = fopen(metrics, "a"))) {
-        cli_error("--metrics %s: cannot open for appending", metrics);
+    if (metrics && clt_outfile_append(&mf, metrics) != CLT_OK) {
+        cli_error("--metrics %s", clt_last_errmsg());
         goto done;
     }
     rep.metrics = mf;
@@ -472,6 +518,7 @@ int cli_train(int argc, char **argv)
     tp->model_text = spec_text;
     tp->norm = norm;
     tp->classes = classes;
+    tp->data_name = data;
     tp->on_event = on_event;
     tp->user = &rep;
     tp->interrupt = &interrupt_flag;
@@ -481,6 +528,21 @@ int cli_train(int argc, char **argv)
         goto done;
     }
     m = clt_train_setup_model(setup);
+    if (ck) note_unverified(ck, from);
+    if (ck && resume) {
+        struct clt_run_geometry was = clt_checkpoint_get_info(ck).run;
+        size_t now_micro = clt_train_setup_batch(setup);
+        int now_acc = clt_train_setup_accumulate(setup);
+        if (!was.present)
+            fprintf(stderr, "cltrain: note: %s does not record its run's geometry (an older "
+                            "cltrain): resuming at its step with this run's batch size and data, "
+                            "unchecked\n", resume);
+        else if (was.batch_size != now_micro || was.accumulate != now_acc)
+            printf("resume: re-planned as micro-batch %zu x accumulate %d (the checkpoint: %zu x "
+                   "%d), the same effective batch of %zu: steps keep their meaning, the sums' "
+                   "order and dropout masks differ\n", now_micro, now_acc, was.batch_size,
+                   was.accumulate, now_micro * (size_t)now_acc);
+    }
     size_t micro = clt_train_setup_batch(setup);
     int acc = clt_train_setup_accumulate(setup);
     const clt_device_info *dev = clt_ctx_device(ctx);
@@ -538,15 +600,16 @@ int cli_train(int argc, char **argv)
         printf("%s", report);
     }
     rep.last = clt_ctx_stats(ctx); /* epoch summaries count the run's waits, not set-up's */
-    catch_sigint(&old_sigint);
-    sigint_caught = true;
+    catch_stop_signals(old_signals);
+    signals_caught = true;
     st = clt_train_setup_run(setup);
-    sigaction(SIGINT, &old_sigint, NULL);
-    sigint_caught = false;
+    restore_stop_signals(old_signals);
+    signals_caught = false;
     end_line(&rep);
     if (st == CLT_ERR_INTERRUPTED) {
-        fail_status(ctx);
-        rc = CLI_INTERRUPTED;
+        int sig = interrupt_flag;
+        cli_error("%s: %s", stop_signal_name(sig), clt_ctx_errmsg(ctx));
+        rc = 128 + sig; /* as a shell reports a death by the signal: 130, 143, 129 */
         goto done;
     }
     if (st != CLT_OK) {
@@ -565,7 +628,7 @@ int cli_train(int argc, char **argv)
     }
     rc = CLI_OK;
 done:
-    if (sigint_caught) sigaction(SIGINT, &old_sigint, NULL);
+    if (signals_caught) restore_stop_signals(old_signals);
     clt_train_setup_free(setup);
     clt_ctx_free(ctx);
     clt_checkpoint_close(ck);
@@ -575,7 +638,19 @@ done:
     free(spec_text);
     free(mean);
     free(std);
-    if (mf) fclose(mf);
+    if (mf) { /* a metrics file that could not be written fails the run, named */
+        int err = rep.metrics_errno;
+        bool failed = rep.metrics_failed;
+        if (fclose(mf) != 0 && !failed) {
+            failed = true;
+            err = errno;
+        }
+        if (failed) {
+            cli_error("--metrics %s: write failed%s%s", metrics, err ? ": " : "",
+                      err ? strerror(err) : "");
+            if (rc == CLI_OK) rc = CLI_FAIL;
+        }
+    }
     return rc;
 }
 
@@ -612,8 +687,15 @@ static int load_for_inference(struct loaded *l, const char *load, const char *da
     l->info = clt_checkpoint_get_info(l->ck);
     dp.task = l->info.task;
     dp.label_column = (int)label_column;
-    if (l->info.task == CLT_TASK_CLASSIFICATION) dp.classes = l->info.classes;
     if (clt_data_open(data, &dp, &l->train, &l->test) != CLT_OK) return fail_status(NULL);
+    /* classes come from the data (declared by the named sets, else the largest label + 1 over
+     * both splits): a label the model cannot output, or another named set's classes, is an
+     * error; a CSV or IDX subset may lack the top classes */
+    bool named = strcmp(data, "mnist") == 0 || strcmp(data, "fashion-mnist") == 0;
+    if (l->info.task == CLT_TASK_CLASSIFICATION &&
+        (l->train.classes > l->info.classes || (named && l->train.classes != l->info.classes)))
+        return cli_error("%s: the checkpoint's model has %d classes, %s has %d", load,
+                         l->info.classes, data, l->train.classes);
     clt_dataset *d = strcmp(split, "train") == 0 ? &l->train : &l->test;
     if (strcmp(split, "train") != 0 && strcmp(split, "test") != 0)
         return cli_usage_error("--split %s: expected train or test", split);
@@ -631,6 +713,7 @@ static int load_for_inference(struct loaded *l, const char *load, const char *da
         clt_checkpoint_load_model(l->ck, l->m) != CLT_OK ||
         clt_resident_create(&l->data, l->ctx, d, &l->info.norm) != CLT_OK)
         return fail_status(l->ctx);
+    note_unverified(l->ck, load);
     return CLI_OK;
 }
 
@@ -657,7 +740,8 @@ int cli_eval(int argc, char **argv)
     int rc = cli_parse(argc, argv, opts, "eval");
     if (rc != CLI_OK) return rc;
     if (!load) return cli_usage_error("eval: --load FILE is required");
-    if (label_text) label_column = strtol(label_text, NULL, 10);
+    if (label_text && cli_parse_long("label-column", label_text, -1, INT32_MAX, &label_column))
+        return CLI_USAGE;
     struct loaded l = {0};
     long *matrix = NULL;
     rc = load_for_inference(&l, load, data, split, device, batch, label_column);
@@ -717,18 +801,21 @@ int cli_predict(int argc, char **argv)
     int rc = cli_parse(argc, argv, opts, "predict");
     if (rc != CLI_OK) return rc;
     if (!load) return cli_usage_error("predict: --load FILE is required");
-    if (label_text) label_column = strtol(label_text, NULL, 10);
+    if (label_text && cli_parse_long("label-column", label_text, -1, INT32_MAX, &label_column))
+        return CLI_USAGE;
     char csv_spec[4200];
     if (input) {
         snprintf(csv_spec, sizeof csv_spec, "csv:%s,%s", input, input);
         data = csv_spec;
         split = "test";
     }
+    /* an output that cannot be written is reported before the model runs */
+    if (output && clt_outfile_check(output) != CLT_OK)
+        return cli_error("--output %s", clt_last_errmsg());
     struct loaded l = {0};
     int32_t *classes = NULL;
     float *probs = NULL;
-    FILE *f = NULL;
-    char tmp[4200];
+    clt_outfile *f = NULL;
     rc = load_for_inference(&l, load, data, split, device, batch, label_column);
     if (rc != CLI_OK) goto done;
     rc = CLI_FAIL;
@@ -743,14 +830,11 @@ int cli_predict(int argc, char **argv)
         fail_status(l.ctx);
         goto done;
     }
-    if (output) {
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", output, (long)getpid());
-        if (!(f = fopen(tmp, "w"))) {
-            cli_error("--output %s: cannot write", output);
-            goto done;
-        }
+    if (output && clt_outfile_open(&f, output) != CLT_OK) {
+        cli_error("--output %s", clt_last_errmsg());
+        goto done;
     }
-    FILE *o = f ? f : stdout;
+    FILE *o = f ? clt_outfile_stream(f) : stdout; /* stdout's errors: checked in main() */
     bool classify = l.info.task == CLT_TASK_CLASSIFICATION;
     fprintf(o, classify ? "index,predicted" : "index,value");
     for (size_t j = 0; classify && j < N; j++) fprintf(o, ",p%zu", j);
@@ -762,21 +846,16 @@ int cli_predict(int argc, char **argv)
         fprintf(o, "\n");
     }
     if (f) {
-        bool ok = fflush(f) == 0 && !ferror(f);
-        ok = fclose(f) == 0 && ok;
+        clt_status st = clt_outfile_commit(f); /* checks every write; frees f */
         f = NULL;
-        if (!ok || rename(tmp, output) != 0) {
-            remove(tmp);
-            cli_error("--output %s: writing failed", output);
+        if (st != CLT_OK) {
+            cli_error("--output %s", clt_last_errmsg());
             goto done;
         }
     }
     rc = CLI_OK;
 done:
-    if (f) {
-        fclose(f);
-        remove(tmp);
-    }
+    clt_outfile_discard(f);
     free(classes);
     free(probs);
     loaded_free(&l);

@@ -180,6 +180,45 @@ fail:
     return st;
 }
 
+/* Classes inferred from the labels (classes 0) must all be present in the training split: a
+ * class in [0, classes) with no training sample means a gap in the labels (a stray 200 among
+ * 0-9 widened the model to 201 classes without a word) or 1-based labels. An error naming the
+ * missing classes and the largest label; fixing classes in the parameters skips the check. */
+static clt_status check_classes_present(const clt_dataset *train)
+{
+    clt_status st = CLT_OK;
+    bool *seen = NULL;
+    size_t missing = 0, at = 0;
+    int32_t max = -1;
+    char list[160] = "";
+    if (train->task != CLT_TASK_CLASSIFICATION || !train->labels || train->n == 0) goto fail;
+    CLT_ALLOC(NULL, seen, (size_t)train->classes);
+    for (size_t i = 0; i < train->n; i++) {
+        int32_t y = train->labels[i];
+        if (y >= 0 && y < train->classes) seen[y] = true;
+        if (y > max) {
+            max = y;
+            at = i;
+        }
+    }
+    for (int c = 0; c < train->classes; c++) {
+        if (seen[c]) continue;
+        size_t used = strlen(list);
+        if (missing < 8) snprintf(list + used, sizeof list - used, "%s%d", missing ? ", " : "", c);
+        else if (missing == 8) snprintf(list + used, sizeof list - used, ", ...");
+        missing++;
+    }
+    if (missing)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT,
+                 "%s: the labels make %d classes (0 to %d), but %zu of them never appear in the "
+                 "training split (%s); the largest label, %d, is at sample %zu. Labels must be "
+                 "0 .. N-1 with every class present: a stray label or 1-based labels?",
+                 train->source, train->classes, train->classes - 1, missing, list, (int)max, at);
+fail:
+    free(seen);
+    return st;
+}
+
 static clt_status open_idx(const char *spec, const char *dir, const struct clt_data_params *p,
                            const char *hint, clt_dataset *train, clt_dataset *test)
 {
@@ -275,6 +314,7 @@ clt_status clt_data_open(const char *spec, const struct clt_data_params *p, clt_
                  spec);
     }
     if (test) CLT_TRY(reconcile(&tr, &te, &prm));
+    if (prm.classes == 0) CLT_TRY(check_classes_present(&tr));
     *train = tr;
     if (test) *test = te;
     memset(&tr, 0, sizeof tr);

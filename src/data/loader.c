@@ -460,10 +460,11 @@ clt_status clt_loader_create(clt_loader **out, clt_ctx *ctx, const clt_dataset *
     CLT_TRY(check_set(ctx, d, norm));
     if (p->batch_size == 0)
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "loader: batch size 0; expected at least 1");
-    if (p->prefetch < 2)
+    if (p->prefetch < 2 || p->prefetch > CLT_LOADER_MAX_PREFETCH)
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG,
-                 "--prefetch %d: expected at least 2 (one buffer uploading while one is read)",
-                 p->prefetch);
+                 "--prefetch %d: expected 2 to %d staging buffers (at least one uploading while "
+                 "one is read; each costs a batch of memory)",
+                 p->prefetch, CLT_LOADER_MAX_PREFETCH);
     if (!(p->resident_fraction > 0 && p->resident_fraction <= 1))
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "loader: resident fraction %g outside (0, 1]",
                  p->resident_fraction);

@@ -280,6 +280,7 @@ static clt_status parse_number(parser *p, clt__json *v)
         fits = fits && (neg ? mag <= 9223372036854775808ull : mag <= 9223372036854775807ull);
         if (fits) {
             v->is_int = true;
+            v->int_literal = true;
             v->integer = neg ? (int64_t)(0 - mag) : (int64_t)mag;
         }
     } else if (v->number == floor(v->number) && v->number >= -9223372036854775808.0 &&

@@ -29,6 +29,8 @@ struct clt__json {
     double number;    /* NUMBER */
     bool is_int;      /* NUMBER: integral and within int64; `integer` is then exact */
     int64_t integer;  /* NUMBER, when is_int */
+    bool int_literal; /* NUMBER: is_int and written as an integer (no '.', no exponent: not
+                         32.0 or 3.2e1), for fields that must be integers */
     char *str;        /* STRING: UTF-8, NUL-terminated; may hold NULs from \u0000 (see len) */
     size_t len;       /* STRING: bytes in str */
     size_t n;         /* ARRAY, OBJECT: number of items */

@@ -1,14 +1,15 @@
-/* safetensors files: the atomic writer (temporary file, fsync, rename) and the reader, which
+/* safetensors files: the atomic writer (through cltrain/outfile.h: temporary file, fsync,
+ * rename, symlinks followed, non-regular files refused) and the reader, which
  * loads the whole file and validates header, entries and offsets before handing out tensors.
  * Failures carry a one-line message naming the file (clt_last_errmsg). */
 #include "cltrain/safetensors.h"
 
+#include "cltrain/outfile.h"
 #include "internal.h"
 #include "io/json.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -215,47 +216,13 @@ fail:
     return st;
 }
 
-static clt_status write_bytes(FILE *fp, const void *p, size_t n, const char *tmp)
-{
-    if (n == 0 || fwrite(p, 1, n, fp) == n) return CLT_OK;
-    return clt__fail(NULL, CLT_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-}
-
-/* Makes the rename durable; best effort (some file systems refuse to sync a folder). */
-static void sync_parent(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = NULL;
-    if (!slash) {
-        dir = malloc(2);
-        if (dir) strcpy(dir, ".");
-    } else {
-        size_t len = slash == path ? 1 : (size_t)(slash - path);
-        dir = malloc(len + 1);
-        if (dir) {
-            memcpy(dir, path, len);
-            dir[len] = '\0';
-        }
-    }
-    int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY) : -1;
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 clt_status clt_st_write(const char *path, const clt_st_tensor *tensors, int n,
                         const char *const *meta_keys, const char *const *meta_values, int nmeta)
 {
-    static atomic_uint counter;
     clt_status st = CLT_OK;
     clt__json_buf h = {0};
     const char **names = NULL;
-    char *tmp = NULL;
-    int fd = -1;
-    FILE *fp = NULL;
-    bool created = false;
+    clt_outfile *f = NULL;
     unsigned char len8[8];
 
     CLT_TRY(check_write_args(path, tensors, n, meta_keys, meta_values, nmeta));
@@ -270,37 +237,15 @@ clt_status clt_st_write(const char *path, const clt_st_tensor *tensors, int n,
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
 
-    CLT_ALLOC(NULL, tmp, strlen(path) + 64);
-    for (int tries = 0; fd < 0; tries++) {
-        sprintf(tmp, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&counter, 1u));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && (errno != EEXIST || tries >= 100))
-            CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot create temporary file %s: %s", path, tmp,
-                     strerror(errno));
-    }
-    created = true;
-    fp = fdopen(fd, "wb");
-    if (!fp) CLT_FAIL(NULL, CLT_ERR_IO, "%s: fdopen failed: %s", tmp, strerror(errno));
-    fd = -1; /* now owned by fp */
-    CLT_TRY(write_bytes(fp, len8, 8, tmp));
-    CLT_TRY(write_bytes(fp, h.data, h.len, tmp));
+    CLT_TRY(clt_outfile_open(&f, path)); /* refuses non-regular files, follows symlinks */
+    CLT_TRY(clt_outfile_write(f, len8, 8));
+    CLT_TRY(clt_outfile_write(f, h.data, h.len));
     for (int i = 0; i < n; i++)
-        CLT_TRY(write_bytes(fp, tensors[i].data, tensors[i].nbytes, tmp));
-    if (fflush(fp) != 0) CLT_FAIL(NULL, CLT_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-    if (fsync(fileno(fp)) != 0)
-        CLT_FAIL(NULL, CLT_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
-    int rc = fclose(fp);
-    fp = NULL;
-    if (rc != 0) CLT_FAIL(NULL, CLT_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
-    if (rename(tmp, path) != 0)
-        CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-    created = false;
-    sync_parent(path);
+        CLT_TRY(clt_outfile_write(f, tensors[i].data, tensors[i].nbytes));
+    st = clt_outfile_commit(f); /* frees f */
+    f = NULL;
 fail:
-    if (fp) fclose(fp);
-    if (fd >= 0) close(fd);
-    if (created) unlink(tmp);
-    free(tmp);
+    clt_outfile_discard(f);
     free(names);
     clt__json_buf_free(&h);
     return st;
@@ -354,11 +299,11 @@ fail:
     return st;
 }
 
-/* The integer at arr->items[i], if it is a non-negative integer. */
+/* The integer at arr->items[i], if it is a non-negative integer written as one (not 32.0). */
 static bool get_uint(const clt__json *arr, size_t i, int64_t *out)
 {
     const clt__json *v = &arr->items[i];
-    if (v->type != CLT__JSON_NUMBER || !v->is_int || v->integer < 0) return false;
+    if (v->type != CLT__JSON_NUMBER || !v->int_literal || v->integer < 0) return false;
     *out = v->integer;
     return true;
 }

@@ -219,7 +219,9 @@ clt_status clt_model_create(clt_model **out, clt_ctx *ctx, const clt_spec *spec,
     clt_model *m = NULL;
     float *host = NULL;
     *out = NULL;
-    CLT_TRY(clt_spec_validate(spec, (int)in_features, (int)outputs));
+    /* the spec module records for the thread only; callers read the ctx's message */
+    if (clt_spec_validate(spec, (int)in_features, (int)outputs) != CLT_OK)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "%s", clt_last_errmsg());
     CLT_ALLOC(ctx, m, 1);
     m->ctx = ctx;
     m->params_cfg = params ? *params : clt_model_default_params();

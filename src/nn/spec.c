@@ -11,7 +11,7 @@
 #include <string.h>
 
 #define SPEC_MAX_TOKENS 4 /* "linear 128 nobias" and one word too many */
-#define SPEC_MAX_LAYERS (1 << 20)
+#define SPEC_MAX_LAYERS CLT_SPEC_MAX_LAYERS /* deeper is a mistake (10,000 took 4.8 GB) */
 #define SPEC_QUOTE_MAX 60       /* longest text quoted in a message */
 #define SPEC_FILE_MAX (1 << 20) /* bytes */
 
@@ -132,6 +132,11 @@ static bool next_entry(cursor *c, entry *e)
         }
         c->p = p;
         if (e->ntok > 0) return true;
+        if (*(p - 1) == ',' && p - 1 >= e->line_start) {
+            /* Nothing before a comma ("a,,b", ", a"): reported, not skipped. */
+            e->start = e->end = p - 1;
+            return true;
+        }
     }
     return false;
 }
@@ -316,8 +321,15 @@ static clt_status parse_source(const source *src, int classes, clt_spec *out)
     bool preset = false;
     *out = s;
     cursor_init(&c, src->text);
-    while (count <= SPEC_MAX_LAYERS && next_entry(&c, &e))
+    while (count <= SPEC_MAX_LAYERS && next_entry(&c, &e)) {
         count++;
+        if (e.ntok == 0) {
+            st = entry_fail(src, &e, count, e.start, CLT_ERR_FORMAT,
+                            "empty layer: nothing before this comma (\"a,,b\" or a leading "
+                            "comma); remove the extra comma");
+            goto fail;
+        }
+    }
     if (count == 0) {
         st = source_fail(src, CLT_ERR_FORMAT,
                          "no layers; expected e.g. \"linear 128, relu, linear 10\" or a preset "
@@ -325,7 +337,8 @@ static clt_status parse_source(const source *src, int classes, clt_spec *out)
         goto fail;
     }
     if (count > SPEC_MAX_LAYERS) {
-        st = source_fail(src, CLT_ERR_FORMAT, "more than 1048576 layers");
+        st = source_fail(src, CLT_ERR_FORMAT, "more than 1024 layers; a model spec this deep is "
+                                              "almost certainly a mistake");
         goto fail;
     }
     cursor_init(&c, src->text);
@@ -433,6 +446,28 @@ clt_status clt_spec_validate(const clt_spec *s, int in_features, int outputs)
         CLT_FAIL(NULL, CLT_ERR_INVALID_ARG,
                  "model spec: the last linear layer has %d outputs but the data has %d classes",
                  s->layers[last].out, outputs);
+fail:
+    return st;
+}
+
+clt_status clt_spec_check_output(const clt_spec *s)
+{
+    clt_status st = CLT_OK;
+    int last = -1;
+    CLT_ASSERT(s && s->n >= 0 && (s->n == 0 || s->layers));
+    for (int i = 0; i < s->n; i++)
+        if (s->layers[i].kind == CLT_LAYER_LINEAR) last = i;
+    for (int i = last + 1; i < s->n; i++) {
+        clt_layer_kind k = s->layers[i].kind;
+        if (k == CLT_LAYER_RELU || k == CLT_LAYER_GELU || k == CLT_LAYER_TANH ||
+            k == CLT_LAYER_SIGMOID)
+            CLT_FAIL(NULL, CLT_ERR_INVALID_ARG,
+                     "model spec: layer %d (%s) comes after the last linear layer; the loss reads "
+                     "that layer's outputs as they are (logits for classification, where softmax "
+                     "is part of the loss; the predictions for regression), and an activation "
+                     "there clips or squashes them. Remove it, or put a linear layer after it",
+                     i + 1, kind_names[k]);
+    }
 fail:
     return st;
 }

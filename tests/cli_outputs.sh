@@ -1,0 +1,237 @@
+#!/bin/sh
+# Outputs never destroy what they should not, and write errors are errors: --save, --metrics
+# and predict --output refuse a FIFO, a directory or a device node up front, follow a symlink
+# (the link survives, its target is replaced), report a missing directory before training,
+# clean stale temporary files of dead runs; predict/eval > /dev/full and a file-size limit hit
+# while writing fail naming the file; SIGTERM and SIGHUP stop like Ctrl-C (exit 143 and 129,
+# checkpoint written). Tiny CSV data written here. Needs CLTRAIN_BIN (set by meson test).
+set -eu
+
+failures=0
+fail() {
+    echo "cli_outputs: FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+die() {
+    echo "cli_outputs: FAIL: $*" >&2
+    exit 1
+}
+
+[ -n "${CLTRAIN_BIN:-}" ] || die "CLTRAIN_BIN is not set (run through meson test)"
+[ -x "$CLTRAIN_BIN" ] || die "CLTRAIN_BIN=$CLTRAIN_BIN is not an executable"
+command -v python3 >/dev/null || die "python3 is needed for the signal cases"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+# run COMMAND...: sets $rc; stdout in $tmp/out, stderr in $tmp/err; a hung command (a FIFO
+# opened for writing) is killed after 60 s
+run() {
+    set +e
+    timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    set -e
+}
+# refused LABEL PATTERN: the last run failed before training, with a message matching PATTERN
+refused() {
+    if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then
+        fail "$1: exit code $rc (expected a refusal): $(cat "$tmp/err") $(tail -3 "$tmp/out")"
+    elif grep -q '^epoch\|^cltrain: training on' "$tmp/out"; then
+        fail "$1: reported only after training started (exit $rc): $(cat "$tmp/err")"
+    elif ! grep -q "$2" "$tmp/err"; then
+        fail "$1: message does not match '$2': $(cat "$tmp/err")"
+    fi
+}
+
+# 4 features, label 0/1/2 from their sum; 96 train and 32 test rows
+awk 'BEGIN { srand(7); print "label,a,b,c,d" > "'"$tmp"'/train.csv";
+    print "label,a,b,c,d" > "'"$tmp"'/test.csv";
+    for (i = 0; i < 128; i++) {
+        s = 0; line = "";
+        for (j = 0; j < 4; j++) { x = rand() * 2 - 1; s += x; line = line sprintf(",%.4f", x) }
+        lab = s < -0.5 ? 0 : (s < 0.5 ? 1 : 2);
+        print lab line > (i < 96 ? "'"$tmp"'/train.csv" : "'"$tmp"'/test.csv")
+    } }'
+D="csv:$tmp/train.csv,$tmp/test.csv"
+M="linear 16, relu, linear 3"
+train() { # train ARGS...: a short run on the tiny data
+    run "$CLTRAIN_BIN" train --data "$D" --label-column 0 --model "$M" --batch-size 16 \
+        --lr 0.01 "$@"
+}
+
+# a checkpoint to evaluate and predict from
+train --epochs 1 --save "$tmp/base.safetensors"
+[ "$rc" -eq 0 ] || die "base training: exit $rc: $(cat "$tmp/err")"
+
+# -- non-regular files are refused up front and left as they were ------------------------------
+mkfifo "$tmp/fifo"
+train --epochs 50 --save "$tmp/fifo"
+refused "--save FIFO" "fifo.*FIFO"
+[ -p "$tmp/fifo" ] || fail "--save FIFO: the FIFO was replaced: $(ls -l "$tmp/fifo")"
+rm -f "$tmp/fifo" && mkfifo "$tmp/fifo"
+train --epochs 50 --metrics "$tmp/fifo"
+refused "--metrics FIFO" "fifo.*FIFO"
+[ -p "$tmp/fifo" ] || fail "--metrics FIFO: the FIFO was replaced"
+rm -f "$tmp/fifo" && mkfifo "$tmp/fifo"
+run "$CLTRAIN_BIN" predict --load "$tmp/base.safetensors" --data "$D" --label-column 0 \
+    --output "$tmp/fifo"
+refused "predict --output FIFO" "fifo.*FIFO"
+[ -p "$tmp/fifo" ] || fail "predict --output FIFO: the FIFO was replaced"
+
+mkdir "$tmp/dir"
+train --epochs 50 --save "$tmp/dir"
+refused "--save directory" "dir.*directory"
+[ -d "$tmp/dir" ] || fail "--save directory: the directory is gone"
+run "$CLTRAIN_BIN" predict --load "$tmp/base.safetensors" --data "$D" --label-column 0 \
+    --output "$tmp/dir"
+refused "predict --output directory" "dir.*directory"
+
+# device nodes: a private one first (as root); /dev/full itself only once the FIFO and private
+# cases showed that non-regular files are refused, so a build without the check cannot replace it
+if [ "$(id -u)" -eq 0 ] && mknod "$tmp/null" c 1 3 2>/dev/null; then
+    train --epochs 50 --save "$tmp/null"
+    refused "--save device node" "null.*character device"
+    [ -c "$tmp/null" ] || fail "--save device node: the node was replaced: $(ls -l "$tmp/null")"
+fi
+if [ "$failures" -eq 0 ]; then
+    train --epochs 50 --save /dev/full
+    refused "--save /dev/full" "/dev/full.*character device"
+    [ -c /dev/full ] || die "--save /dev/full: /dev/full is no longer a character device"
+else
+    echo "cli_outputs: --save /dev/full skipped: non-regular outputs are not refused yet" >&2
+fi
+# --metrics to /dev/full (appending would not replace it, but every write would fail)
+train --epochs 2 --metrics /dev/full
+refused "--metrics /dev/full" "/dev/full.*character device"
+[ -c /dev/full ] || die "--metrics /dev/full: /dev/full is no longer a character device"
+
+# -- a symlinked checkpoint: the link survives, its target is replaced -------------------------
+mkdir "$tmp/real"
+cp "$tmp/base.safetensors" "$tmp/real/target.safetensors"
+ln -s real/target.safetensors "$tmp/link.safetensors"
+train --epochs 2 --save "$tmp/link.safetensors"
+[ "$rc" -eq 0 ] || fail "symlink: exit $rc: $(cat "$tmp/err")"
+if [ ! -L "$tmp/link.safetensors" ]; then
+    fail "symlink: the link was replaced by a regular file"
+elif cmp -s "$tmp/base.safetensors" "$tmp/real/target.safetensors"; then
+    fail "symlink: the link's target was not updated"
+fi
+ls "$tmp" "$tmp/real" | grep -q '\.tmp\.' && fail "symlink: a temporary file was left"
+run "$CLTRAIN_BIN" eval --load "$tmp/real/target.safetensors" --data "$D" --label-column 0
+[ "$rc" -eq 0 ] || fail "symlink: eval of the target: $(cat "$tmp/err")"
+# a dangling link: its target is created
+ln -s real/new.safetensors "$tmp/dangling.safetensors"
+train --epochs 1 --save "$tmp/dangling.safetensors"
+[ "$rc" -eq 0 ] && [ -L "$tmp/dangling.safetensors" ] && [ -s "$tmp/real/new.safetensors" ] ||
+    fail "dangling symlink: exit $rc, $(ls -l "$tmp/dangling.safetensors" "$tmp/real"):" \
+        "$(cat "$tmp/err")"
+
+# -- a missing or read-only directory is reported before training ------------------------------
+train --epochs 50 --save "$tmp/missing/model.safetensors"
+refused "--save in a missing directory" "missing"
+train --epochs 50 --metrics "$tmp/missing/metrics.jsonl"
+refused "--metrics in a missing directory" "missing"
+run "$CLTRAIN_BIN" predict --load "$tmp/base.safetensors" --data "$D" --label-column 0 \
+    --output "$tmp/missing/pred.csv"
+refused "predict --output in a missing directory" "missing"
+mkdir "$tmp/ro"
+chmod 555 "$tmp/ro"
+if touch "$tmp/ro/probe" 2>/dev/null; then
+    rm -f "$tmp/ro/probe"
+    echo "cli_outputs: read-only directory case skipped: running as root, chmod does not" \
+        "stop writes here" >&2
+else
+    train --epochs 50 --save "$tmp/ro/model.safetensors"
+    refused "--save in a read-only directory" "ro"
+fi
+chmod 755 "$tmp/ro"
+
+# -- write errors are errors ---------------------------------------------------------------------
+set +e
+"$CLTRAIN_BIN" eval --load "$tmp/base.safetensors" --data "$D" --label-column 0 \
+    >/dev/full 2>"$tmp/err"
+rc=$?
+set -e
+[ "$rc" -ne 0 ] && grep -q "stdout" "$tmp/err" ||
+    fail "eval > /dev/full: exit $rc: $(cat "$tmp/err")"
+set +e
+"$CLTRAIN_BIN" predict --load "$tmp/base.safetensors" --data "$D" --label-column 0 \
+    >/dev/full 2>"$tmp/err"
+rc=$?
+set -e
+[ "$rc" -ne 0 ] && grep -q "stdout" "$tmp/err" ||
+    fail "predict > /dev/full: exit $rc: $(cat "$tmp/err")"
+[ -c /dev/full ] || die "/dev/full is no longer a character device"
+
+# a full disk, imitated by a file-size limit (SIGXFSZ ignored: writes fail with EFBIG): the
+# metrics log (80 lines, about 10 KB) and a checkpoint of about 40 KB pass 4 blocks
+set +e
+(ulimit -f 4 && trap '' XFSZ && exec "$CLTRAIN_BIN" train --data "$D" --label-column 0 \
+    --model "$M" --batch-size 16 --epochs 20 --log-every 1 --metrics "$tmp/full.jsonl") \
+    >"$tmp/out" 2>"$tmp/err"
+rc=$?
+set -e
+[ "$rc" -ne 0 ] && grep -q "full.jsonl" "$tmp/err" ||
+    fail "--metrics past the file-size limit: exit $rc: $(cat "$tmp/err")"
+# (the kernels for the wide model are compiled and cached first: PoCL's own files need room)
+run "$CLTRAIN_BIN" train --data "$D" --label-column 0 --model "linear 2048, relu, linear 3" \
+    --batch-size 16 --epochs 1
+[ "$rc" -eq 0 ] || fail "wide model: exit $rc: $(cat "$tmp/err")"
+set +e
+(ulimit -f 4 && trap '' XFSZ && exec "$CLTRAIN_BIN" train --data "$D" --label-column 0 \
+    --model "linear 2048, relu, linear 3" --batch-size 16 --epochs 1 \
+    --save "$tmp/big.safetensors") >"$tmp/out" 2>"$tmp/err"
+rc=$?
+set -e
+[ "$rc" -ne 0 ] && grep -q "big.safetensors" "$tmp/err" ||
+    fail "--save past the file-size limit: exit $rc: $(cat "$tmp/err")"
+[ -e "$tmp/big.safetensors" ] && fail "--save past the file-size limit: a file was left"
+ls "$tmp" | grep -q 'big.*\.tmp\.' && fail "--save past the file-size limit: a temporary was left"
+
+# -- stale temporary files of dead runs are removed by the next save to the same path ----------
+: >"$tmp/s.safetensors.tmp.999999.0" # pid_max is at most 4194304: no such process
+: >"$tmp/s.safetensors.tmp.999999"
+: >"$tmp/s.safetensors.tmp.$$.0" # this shell: alive
+: >"$tmp/s.safetensors.tmp.notapid"
+train --epochs 1 --save "$tmp/s.safetensors"
+[ "$rc" -eq 0 ] || fail "stale temporaries: exit $rc: $(cat "$tmp/err")"
+[ -e "$tmp/s.safetensors.tmp.999999.0" ] && fail "stale temporary .tmp.999999.0 was not removed"
+[ -e "$tmp/s.safetensors.tmp.999999" ] && fail "stale temporary .tmp.999999 was not removed"
+[ -e "$tmp/s.safetensors.tmp.$$.0" ] || fail "a live process's temporary was removed"
+[ -e "$tmp/s.safetensors.tmp.notapid" ] || fail "a file not named like a temporary was removed"
+
+# -- SIGTERM and SIGHUP stop like Ctrl-C: the step ends, the checkpoint is written ---------------
+for sig in TERM HUP; do
+    ck="$tmp/sig$sig.safetensors"
+    set +e
+    python3 - "$sig" "$ck" "$CLTRAIN_BIN" train --data "$D" --label-column 0 --model "$M" \
+        --epochs 100000 --batch-size 16 --log-every 1 --save "$ck" >"$tmp/out" 2>&1 <<'EOF'
+import os, signal, subprocess, sys
+name, ck, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+sig = getattr(signal, "SIG" + name)
+p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+for line in p.stdout:
+    if line.startswith("epoch 1/100000 step 2/"):
+        break
+p.send_signal(sig)
+out, err = p.communicate(timeout=300)
+assert p.returncode == 128 + sig, ("exit code", p.returncode, err)
+lines = err.strip().splitlines()
+assert len(lines) == 1 and "interrupted after step" in lines[0], err
+assert "SIG" + name in lines[0], ("the signal is not named", err)
+assert "checkpoint written to " + ck in lines[0], err
+assert os.path.getsize(ck) > 0
+EOF
+    prc=$?
+    set -e
+    if [ "$prc" -ne 0 ]; then
+        fail "SIG$sig: $(tail -3 "$tmp/out")"
+    else
+        run "$CLTRAIN_BIN" eval --load "$ck" --data "$D" --label-column 0
+        [ "$rc" -eq 0 ] && grep -q accuracy "$tmp/out" ||
+            fail "eval after SIG$sig: $(cat "$tmp/err")"
+    fi
+done
+
+[ "$failures" -eq 0 ] || die "$failures case(s) failed"
+echo "cli_outputs: all passed"
