@@ -13,21 +13,43 @@
 
 clt_status clt_parse_size(const char *s, uint64_t *out)
 {
-    char *end = NULL;
-    if (!s || !isdigit((unsigned char)*s)) return CLT_ERR_INVALID_ARG;
-    double v = strtod(s, &end);
-    double mult = 1;
+    /* DIGITS ["." DIGITS] [K|M|G|T ["i"]] ["B"], case-insensitive units: the digits go through
+     * the library's strict integer parser (no sign, spaces, hex or exponent); a fraction needs a
+     * unit ("1.5" bytes is refused) and is rounded to the nearest byte. */
+    char whole[24], frac[24] = "";
+    size_t nw = strspn(s ? s : "", "0123456789"), nf = 0;
+    const char *end = s ? s + nw : NULL;
+    uint64_t w = 0, f = 0, mult = 1, bytes = 0;
+    double fscale = 1.0;
+    if (!s || nw == 0 || nw >= sizeof whole) return CLT_ERR_INVALID_ARG;
+    memcpy(whole, s, nw);
+    whole[nw] = '\0';
+    if (*end == '.') {
+        nf = strspn(end + 1, "0123456789");
+        if (nf == 0 || nf >= sizeof frac) return CLT_ERR_INVALID_ARG;
+        memcpy(frac, end + 1, nf);
+        frac[nf] = '\0';
+        end += 1 + nf;
+    }
     switch (toupper((unsigned char)*end)) {
-    case 'K': mult = 1024.0; end++; break;
-    case 'M': mult = 1024.0 * 1024; end++; break;
-    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    case 'K': mult = 1ull << 10; end++; break;
+    case 'M': mult = 1ull << 20; end++; break;
+    case 'G': mult = 1ull << 30; end++; break;
+    case 'T': mult = 1ull << 40; end++; break;
     default: break;
     }
-    if (toupper((unsigned char)*end) == 'I') end++; /* "MiB" */
-    if (toupper((unsigned char)*end) == 'B') end++; /* "MB" */
-    if (*end != '\0' || !(v >= 0) || v * mult > 1.8e19) return CLT_ERR_INVALID_ARG;
-    *out = (uint64_t)llround(v * mult);
+    if (mult > 1 && toupper((unsigned char)*end) == 'I') end++; /* "MiB" */
+    if (toupper((unsigned char)*end) == 'B') end++;             /* "MB", "12B" */
+    if (*end != '\0' || !clt__parse_u64(whole, 0, UINT64_MAX / mult, &w)) return CLT_ERR_INVALID_ARG;
+    bytes = w * mult;
+    if (nf) {
+        if (mult == 1 || !clt__parse_u64(frac, 0, UINT64_MAX, &f)) return CLT_ERR_INVALID_ARG;
+        for (size_t i = 0; i < nf; i++) fscale *= 10.0;
+        uint64_t part = (uint64_t)llround((double)f / fscale * (double)mult); /* <= mult */
+        if (part > UINT64_MAX - bytes) return CLT_ERR_INVALID_ARG;
+        bytes += part;
+    }
+    *out = bytes;
     return CLT_OK;
 }
 

@@ -230,12 +230,10 @@ static clt_status parse_long(const clt_checkpoint *ck, const char *key, long lon
                              long long hi, long long *out)
 {
     const char *s = NULL;
-    char *end = NULL;
+    int64_t v = 0;
     clt_status st = need_meta(ck, key, &s);
     if (st != CLT_OK) return st;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
+    if (!clt__parse_i64(s, lo, hi, &v))
         return clt__fail(NULL, CLT_ERR_FORMAT, "%s: metadata \"%s\" is \"%s\", expected an integer "
                                                "in [%lld, %lld]", ck->path, key, s, lo, hi);
     *out = v;
@@ -362,11 +360,8 @@ static clt_status parse_run(clt_checkpoint *ck)
                  ck->path);
     g->drop_last = dl->boolean;
     {
-        char *end = NULL;
-        errno = 0;
-        unsigned long long u =
-            seed && seed->type == CLT__JSON_STRING ? strtoull(seed->str, &end, 10) : 0;
-        if (!end || errno || end == seed->str || *end || seed->str[0] < '0' || seed->str[0] > '9')
+        uint64_t u = 0;
+        if (!seed || seed->type != CLT__JSON_STRING || !clt__parse_u64(seed->str, 0, UINT64_MAX, &u))
             CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: metadata \"run\" needs \"dropout_seed\", a string "
                      "holding an integer in [0, %" PRIu64 "]", ck->path, UINT64_MAX);
         g->dropout_seed = (uint64_t)u;
@@ -446,10 +441,8 @@ static clt_status open_any(clt_checkpoint **out, const char *path, bool allow_pl
     /* any uint64 (the CLI's --seed takes the full range) */
     CLT_TRY(need_meta(ck, "seed", &s));
     {
-        char *end = NULL;
-        errno = 0;
-        unsigned long long seed = strtoull(s, &end, 10);
-        if (errno || end == s || *end || s[0] < '0' || s[0] > '9')
+        uint64_t seed = 0;
+        if (!clt__parse_u64(s, 0, UINT64_MAX, &seed))
             CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: metadata \"seed\" is \"%s\", expected an "
                      "integer in [0, %" PRIu64 "]", path, s, UINT64_MAX);
         ck->info.seed = (uint64_t)seed;

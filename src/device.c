@@ -12,6 +12,7 @@
 #include <clblast_c.h>
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -259,15 +260,22 @@ clt_status clt_device_select(const clt_device_info *devs, int n, const char *sel
     } else if (strcasecmp(sel, "accelerator") == 0) {
         pick = best_of_type(devs, n, CLT_DEVICE_ACCELERATOR);
     } else if (all_digits(sel, strlen(sel))) {
-        long idx = strtol(sel, NULL, 10);
-        for (int i = 0; i < n; i++)
-            if (devs[i].index == idx) pick = i;
+        /* Digits only: an index, never a name; one too large for any list matches nothing. */
+        int64_t idx = -1;
+        if (clt__parse_i64(sel, 0, INT_MAX, &idx))
+            for (int i = 0; i < n; i++)
+                if (devs[i].index == idx) pick = i;
     } else {
-        const char *colon = strchr(sel, ':');
+        char *colon = strchr(sel, ':');
         if (colon && all_digits(sel, (size_t)(colon - sel)) &&
             all_digits(colon + 1, strlen(colon + 1))) {
-            long p = strtol(sel, NULL, 10), d = strtol(colon + 1, NULL, 10);
-            for (int i = 0; i < n; i++)
+            /* "P:D", both digits only ("1:0junk" or "-1:0" fall to the name match below). */
+            int64_t p = -1, d = -1;
+            bool ok;
+            *colon = '\0';
+            ok = clt__parse_i64(sel, 0, INT_MAX, &p) && clt__parse_i64(colon + 1, 0, INT_MAX, &d);
+            *colon = ':';
+            for (int i = 0; ok && i < n; i++)
                 if (devs[i].platform_index == p && devs[i].device_index == d) pick = i;
         } else {
             for (int i = 0; i < n && pick < 0; i++)

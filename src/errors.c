@@ -96,6 +96,42 @@ char *clt__read_file(const char *path, size_t max_bytes, size_t *len)
     return data;
 }
 
+/* Digits only, at least one, into *mag; false on anything else or beyond UINT64_MAX. */
+static bool parse_digits(const char *s, uint64_t *mag)
+{
+    uint64_t v = 0;
+    if (!s || !*s) return false;
+    for (; *s; s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (d > 9 || v > (UINT64_MAX - d) / 10) return false;
+        v = v * 10 + d;
+    }
+    *mag = v;
+    return true;
+}
+
+bool clt__parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    bool neg = s && s[0] == '-';
+    uint64_t mag = 0;
+    int64_t v = 0;
+    if (!parse_digits(neg ? s + 1 : s, &mag)) return false;
+    if (neg ? mag > (uint64_t)INT64_MAX + 1 : mag > (uint64_t)INT64_MAX) return false;
+    if (neg) v = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
+    else v = (int64_t)mag;
+    if (v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+bool clt__parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!parse_digits(s, &v) || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
 unsigned long long clt__hash(unsigned long long h, const void *data, size_t n)
 {
     const unsigned char *p = data;

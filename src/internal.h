@@ -5,7 +5,9 @@
 
 #include "cltrain/status.h"
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -66,6 +68,15 @@ clt_status clt__fail_cl(struct clt_ctx *ctx, int cl_error, const char *what);
  * or device: EINVAL, opened without blocking and never read) or is larger than max_bytes
  * (EFBIG, checked before anything is allocated). */
 char *clt__read_file(const char *path, size_t max_bytes, size_t *len);
+
+/* The library's one strict integer parser (every integer it reads from text: selectors,
+ * environment variables, tuning choices, sizes, checkpoint metadata). The whole string must be
+ * decimal digits with an optional leading '-' (clt__parse_i64 only): no spaces, no '+', no
+ * "0x", no trailing text, not empty; the value must lie in [lo, hi] (no silent saturation).
+ * Returns true and sets *out, or false leaving *out unchanged. Records no message: the caller
+ * knows what the number was for. Thread-safe. */
+bool clt__parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+bool clt__parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 
 /* 64-bit FNV-1a, continued from `h` (start with CLT__FNV_SEED). */
 #define CLT__FNV_SEED 0xcbf29ce484222325ull

@@ -861,6 +861,10 @@ clt_status clt_train_setup_create(clt_train_setup **out, clt_ctx *ctx,
     if (p->train.accumulate < 0 || (size_t)p->train.accumulate > SIZE_MAX / p->train.batch_size)
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "--accumulate %d: expected at least 1",
                  p->train.accumulate);
+    /* An activation after the last linear layer is refused here as in the CLI, before
+     * anything is allocated (clt_model_create alone still builds such a model). */
+    if (clt_spec_check_output(p->spec) != CLT_OK)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "%s", clt_last_errmsg());
     CLT_ALLOC(ctx, s, 1);
     s->ctx = ctx;
     s->p = *p;

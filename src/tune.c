@@ -249,20 +249,20 @@ clt_status clt_gemm_choice_parse(const char *s, struct clt_gemm_choice *out)
     } else if (strcmp(word, "direct") != 0)
         goto bad;
     for (s += used; sscanf(s, " %31s%n", word, &used) == 1; s += used) {
-        char *end = NULL;
-        const char *num = word + strcspn(word, "0123456789");
-        long v = strtol(num, &end, 10);
+        /* key letters, then a number in [0, 4096] by the strict parser ("wg" takes MxN) */
+        char *num = word + strcspn(word, "0123456789+-"), *x = strchr(num, 'x');
+        int64_t v = 0, v2 = 0;
         size_t klen = (size_t)(num - word);
-        if (c.kernel == CLT_GEMM_CLBLAST || end == num || v < 0 || v > 4096) goto bad;
-        if (klen == 2 && strncmp(word, "wg", 2) == 0 && *end == 'x') {
-            const char *num2 = end + 1;
-            long v2 = strtol(num2, &end, 10);
-            if (end == num2 || *end || v2 < 0 || v2 > 4096) goto bad;
+        if (c.kernel == CLT_GEMM_CLBLAST) goto bad;
+        if (klen == 2 && strncmp(word, "wg", 2) == 0 && x) {
+            *x = '\0';
+            if (!clt__parse_i64(num, 0, 4096, &v) || !clt__parse_i64(x + 1, 0, 4096, &v2))
+                goto bad;
             c.wgm = (int)v;
             c.wgn = (int)v2;
             continue;
         }
-        if (*end) goto bad;
+        if (!clt__parse_i64(num, 0, 4096, &v)) goto bad;
         if (klen == 2 && strncmp(word, "tm", 2) == 0)
             c.tm = (int)v;
         else if (klen == 2 && strncmp(word, "tn", 2) == 0)

@@ -232,8 +232,15 @@ printf 'a,b,label\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n' >"$tmp/two.csv"
 "$CLTRAIN_BIN" train --data "csv:$tmp/two.csv" --model "linear 4, relu, linear 2" --steps 1 \
     --batch-size 2 --save "$tmp/two.safetensors" --quiet >/dev/null || fail "2-class model"
 printf 'a,b,label\n1,2,0\n3,4,2\n5,6,1\n7,8,1\n' >"$tmp/three.csv"
-check_bad "eval of a 2-class model on 3-class data" "2 classes" "has 3" -- \
+check_bad "eval of a 2-class model on 3-class data" "2 classes" "label 2" -- \
     "$CLTRAIN_BIN" eval --load "$tmp/two.safetensors" --data "csv:$tmp/three.csv"
+# a subset that lacks a class evaluates with the checkpoint's classes (no label-gap error)
+printf 'a,b,label\n1,2,2\n3,4,2\n5,6,0\n' >"$tmp/gap.csv"
+"$CLTRAIN_BIN" train --data "csv:$tmp/three.csv" --model "linear 4, relu, linear 3" --steps 1 \
+    --batch-size 2 --save "$tmp/three.safetensors" --quiet >/dev/null || fail "3-class model"
+"$CLTRAIN_BIN" eval --load "$tmp/three.safetensors" --data "csv:$tmp/gap.csv" --split train >/dev/null \
+    2>"$tmp/gap.err" || fail "eval of a 3-class model on data without class 1: $(cat "$tmp/gap.err")"
+echo "ok: eval of a 3-class model on data without class 1"
 check_bad "--init of a 2-class model on 3-class data" "2 outputs" "3" -- \
     "$CLTRAIN_BIN" train --data "csv:$tmp/three.csv" --model "linear 4, relu, linear 3" \
     --steps 1 --batch-size 2 --init "$tmp/two.safetensors"

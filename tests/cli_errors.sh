@@ -157,6 +157,29 @@ check_bad "IDX truncated data" "train-images-idx3-ubyte" "truncated" -- \
 check_bad "IDX count mismatch" "40 images" "39 labels" -- train --data "idx:$tmp/count" --model "$M"
 check_bad "CSV non-numeric cell" "bad.csv" "line 3" "column 2" "x7" -- \
     train --data "csv:$tmp/bad.csv" --model "linear 4, linear 2"
+# issue 12: 1-based labels (1..3) are refused (class 0 never appears) with a pointer to
+# --classes, which sets the number of classes and trains; its value parses strictly
+python3 - "$tmp/onebased.csv" <<'EOF'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write("a,b,label\n")
+    for i in range(24):
+        f.write("%d,%d,%d\n" % (i % 5, (i * 7) % 3, 1 + i % 3))
+EOF
+check_bad "1-based labels" "onebased.csv" "never appear in the training split (0)" \
+    "--classes N" -- train --data "csv:$tmp/onebased.csv" --model "linear 4"
+"$CLTRAIN_BIN" train --data "csv:$tmp/onebased.csv" --classes 4 --model "linear 8, relu, linear 4" \
+    --steps 2 --batch-size 8 --quiet >"$tmp/ok.out" 2>"$tmp/ok.err" ||
+    fail "--classes 4 on 1-based labels failed: $(cat "$tmp/ok.err")"
+echo "ok: --classes 4 trains on 1-based labels"
+check_bad "--classes below a label" "onebased.csv" "label 3" "3 classes" -- \
+    train --data "csv:$tmp/onebased.csv" --classes 3 --model "linear 3"
+check_bad "--classes 4x" "--classes 4x" "positive integer" -- \
+    train --data "csv:$tmp/onebased.csv" --classes 4x --model "linear 4"
+check_bad "--classes 70000" "--classes 70000" "at most 65536" -- \
+    train --data "csv:$tmp/onebased.csv" --classes 70000 --model "linear 4"
+check_bad "--classes with regression" "--classes" "classification" -- \
+    train --data "csv:$tmp/onebased.csv" --task regression --classes 4 --model "linear 1"
 
 # model specs
 check_bad "unknown layer" "model spec" "conv2" "linear, relu" -- \
@@ -205,6 +228,13 @@ check_bad "--data-on-device against --loader streaming" "--data-on-device" "--lo
 check_bad "loader failure" "data loader" "injected" "batch 1" -- \
     env CLTRAIN_LOADER_FAIL_AT=1 "$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "$M" \
     --loader streaming --steps 4 --batch-size 8 --save "$save"
+# issue 12: the hook's number parses strictly ("+1" was batch 1; 2^64 saturated and never fired)
+check_bad "CLTRAIN_LOADER_FAIL_AT=+1" "CLTRAIN_LOADER_FAIL_AT=+1" "batch number" -- \
+    env CLTRAIN_LOADER_FAIL_AT=+1 "$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "$M" \
+    --loader streaming --steps 4 --batch-size 8 --save "$save"
+check_bad "CLTRAIN_LOADER_FAIL_AT=2^64" "CLTRAIN_LOADER_FAIL_AT=18446744073709551616" \
+    "batch number" -- env CLTRAIN_LOADER_FAIL_AT=18446744073709551616 "$CLTRAIN_BIN" train \
+    --data "idx:$tmp/good" --model "$M" --loader streaming --steps 4 --batch-size 8 --save "$save"
 
 # checkpoints
 check_bad "eval of a truncated checkpoint" "truncated.ckpt" -- \

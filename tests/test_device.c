@@ -4,6 +4,7 @@
 #include "cltrain/alloc.h"
 #include "cltrain/device.h"
 #include "cltrain/status.h"
+#include "cltrain/tune.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -96,6 +97,36 @@ START_TEST(test_nvidia_and_pocl)
     no_pick(d, 2, "accelerator");
     no_pick(d, 2, "0:1");
     no_pick(d, 2, "2:0");
+    /* Digits only are an index, "P:D" digits on both sides; anything else is only a name
+     * substring, so a stray character or sign never selects a device by number. */
+    no_pick(d, 2, "1x");
+    no_pick(d, 2, "1:0junk");
+    no_pick(d, 2, "-1");
+    no_pick(d, 2, "+1");
+    no_pick(d, 2, "1:-0");
+    no_pick(d, 2, "99999999999999999999"); /* beyond 64 bits: no saturation to some index */
+    no_pick(d, 2, "4294967297");           /* 2^32 + 1: no truncation to 1 */
+    no_pick(d, 2, "1:4294967296");
+    ck_assert_int_eq(pick(d, 2, "01"), 1);
+    ck_assert_int_eq(pick(d, 2, " 1:0 "), 1);
+}
+END_TEST
+
+START_TEST(test_selector_digits_vs_names)
+{
+    /* "1x" is part of a name here, so it matches that name, not device 1; "1030" is digits
+     * only, so it is an index even though a device is named gfx1030. */
+    clt_device_info d[2] = {
+        dev(0, 0, 0, CLT_DEVICE_GPU, "Vendor", "OpenCL 3.0", "Accel 1x-large", 8, 1000, 8 * GIB),
+        dev(1, 0, 1, CLT_DEVICE_GPU, "Vendor", "OpenCL 3.0", "gfx1030", 8, 1000, 8 * GIB),
+    };
+    ck_assert_int_eq(pick(d, 2, "1x"), 0);
+    ck_assert_int_eq(pick(d, 2, "1X-L"), 0);
+    ck_assert_int_eq(pick(d, 2, "gfx1030"), 1);
+    ck_assert_int_eq(pick(d, 2, "1"), 1);
+    ck_assert_int_eq(pick(d, 2, "0:1"), 1);
+    no_pick(d, 2, "1030");
+    no_pick(d, 2, "0:1junk");
 }
 END_TEST
 
@@ -262,6 +293,9 @@ START_TEST(test_parse_size)
         {"2G", 2ull << 30},     {"1T", 1ull << 40},   {"1M", 1ull << 20},
         {"1MiB", 1ull << 20},   {"1MB", 1ull << 20},  {"12", 12},
         {"0.5k", 512},          {"16g", 16ull << 30},
+        /* exact beyond double's 53 bits, up to the full range */
+        {"9007199254740993", 9007199254740993ull}, {"18446744073709551615", UINT64_MAX},
+        {"16777215T", 16777215ull << 40}, {"12B", 12}, {"1.25KiB", 1280},
     };
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         uint64_t v = 7;
@@ -271,7 +305,10 @@ START_TEST(test_parse_size)
                       (unsigned long long)v, (unsigned long long)good[i].v);
     }
     const char *bad[] = {"lots", "",    "M",      "-1",  "1X",  "1 M",
-                         " 1M",  "1MM", "1.5.5G", "nan", "inf", "100000000T"};
+                         " 1M",  "1MM", "1.5.5G", "nan", "inf", "100000000T",
+                         /* strtod's grammar is not the size grammar */
+                         "1e3", "0x10", "1.5", "1iB", "+1", "1.", ".5K", "1M ", "1Mx",
+                         "18446744073709551616", "16777216T", "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         uint64_t v = 7;
         clt_status st = clt_parse_size(bad[i], &v);
@@ -280,6 +317,23 @@ START_TEST(test_parse_size)
     }
     uint64_t v = 7;
     ck_assert_int_eq(clt_parse_size(NULL, &v), CLT_ERR_INVALID_ARG);
+}
+END_TEST
+
+/* The tuning choice's numbers go through the strict parser: no sign, no overflow. */
+START_TEST(test_gemm_choice_numbers)
+{
+    struct clt_gemm_choice c;
+    ck_assert_int_eq(clt_gemm_choice_parse("direct tm4 tn16 vw4 wg2x1", &c), CLT_OK);
+    ck_assert_int_eq(c.tm, 4);
+    ck_assert_int_eq(c.wgm, 2);
+    ck_assert_int_eq(c.wgn, 1);
+    const char *bad[] = {"direct tm+4",   "direct tm-4",  "direct tm4x",  "direct wg+2x1",
+                         "direct wg2x+1", "direct wg2x",  "direct wgx1",  "direct tm4097",
+                         "direct tm99999999999999999999", "direct tm",   "direct wg2x1x1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(clt_gemm_choice_parse(bad[i], &c) == CLT_ERR_INVALID_ARG, "\"%s\" accepted",
+                      bad[i]);
 }
 END_TEST
 
@@ -377,6 +431,8 @@ int main(void)
     tcase_add_test(tc, test_nothing);
     tcase_add_test(tc, test_out_of_range_and_garbage);
     tcase_add_test(tc, test_default_selector);
+    tcase_add_test(tc, test_selector_digits_vs_names);
+    tcase_add_test(tc, test_gemm_choice_numbers);
     suite_add_tcase(s, tc);
     TCase *names = tcase_create("names");
     tcase_add_test(names, test_status_names);

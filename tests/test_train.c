@@ -907,6 +907,41 @@ START_TEST(test_accumulate_args)
 }
 END_TEST
 
+/* The library's set-up refuses an activation after the last linear layer as the CLI does
+ * (issue 12), before allocating anything; the same spec with a final linear layer trains. */
+START_TEST(test_setup_trailing_activation)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    struct set s;
+    set_random(&s, &r, 30, 6, 3);
+    clt_spec spec = {0};
+    clt_train_setup *setup = NULL;
+    ck_assert_int_eq(clt_spec_parse("linear 8, relu, linear 3, relu", 0, &spec), CLT_OK);
+    struct clt_train_setup_params p = clt_train_setup_default_params();
+    p.spec = &spec;
+    p.in_features = 6;
+    p.outputs = 3;
+    p.train_set = &s.d;
+    p.norm = (struct clt_input_norm){.features = 6, .scale = 1.0f};
+    p.train = det_params(CLT_OPTIM_SGD);
+    uint64_t before = clt_ctx_mem_stats(ctx).peak;
+    ck_assert_int_eq(clt_train_setup_create(&setup, ctx, &p), CLT_ERR_INVALID_ARG);
+    ck_assert_ptr_null(setup);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "layer 4 (relu) comes after the last linear"),
+                  "%s", clt_ctx_errmsg(ctx));
+    ck_assert_uint_eq(clt_ctx_mem_stats(ctx).peak, before);
+    clt_spec_free(&spec);
+    ck_assert_int_eq(clt_spec_parse("linear 8, relu, linear 3", 0, &spec), CLT_OK);
+    TC_OK(ctx, clt_train_setup_create(&setup, ctx, &p));
+    clt_train_setup_free(setup);
+    clt_spec_free(&spec);
+    set_free(&s);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 static Suite *train_suite(void)
 {
     Suite *s = suite_create("train");
@@ -921,6 +956,7 @@ static Suite *train_suite(void)
     tcase_add_test(tc, test_accumulate_one_step);
     tcase_add_test(tc, test_accumulate_run);
     tcase_add_test(tc, test_accumulate_args);
+    tcase_add_test(tc, test_setup_trailing_activation);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -26,8 +26,11 @@ struct clt_mem_stats clt_ctx_mem_stats(const clt_ctx *ctx);
 /* Resets the peaks to the current values (e.g. between benchmark phases). */
 void clt_ctx_mem_reset_peak(clt_ctx *ctx);
 
-/* Parses "512M", "1.5G", "64k", "1048576" (binary units: K = 1024) into bytes.
- * CLT_ERR_INVALID_ARG on anything else. Thread-safe. */
+/* Parses "512M", "1.5G", "64k", "1048576" (binary units: K = 1024) into bytes. Grammar:
+ * digits, an optional "." and digits, an optional unit K, M, G or T (any case, optionally
+ * followed by "i"), an optional "B"; a fraction needs a unit and is rounded to the nearest byte. Nothing else:
+ * no sign, spaces, hex, exponent, or a value beyond 2^64-1. CLT_ERR_INVALID_ARG (and *out
+ * untouched) otherwise. Thread-safe. */
 clt_status clt_parse_size(const char *s, uint64_t *out);
 
 /* Writes the memory report into dst (several lines): device total, cap, current and peak

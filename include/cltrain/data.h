@@ -18,6 +18,11 @@ extern "C" {
 /* Largest number of classes a classification data set may have (labels 0 .. this - 1). */
 #define CLT_DATA_MAX_CLASSES 65536
 
+/* Limits on what an IDX header may declare, checked before anything is read: each size (count,
+ * rows, cols) at most 2^24, and at most 16 GiB of data in one file. */
+#define CLT_DATA_IDX_MAX_DIM (1u << 24)
+#define CLT_DATA_IDX_MAX_BYTES (16ull << 30)
+
 typedef enum clt_task {
     CLT_TASK_CLASSIFICATION = 0, /* integer labels 0 .. classes - 1 */
     CLT_TASK_REGRESSION = 1      /* one float target per sample */
@@ -86,7 +91,13 @@ clt_status clt_data_open(const char *spec, const struct clt_data_params *p, clt_
 /* Reads one IDX pair: u8 images (magic 0x00000803: count, rows, cols) and u8 labels (magic
  * 0x00000801: count); each file gzip-compressed or raw, whatever its name. The header's
  * lengths must match the data exactly (no short data, no trailing bytes), both files must hold
- * the same count (at least 1), and labels must be < p->classes when that is positive. Fills
+ * the same count (at least 1), and labels must be < p->classes when that is positive. Before
+ * the images are decompressed: every declared size must be <= CLT_DATA_IDX_MAX_DIM and the
+ * data <= CLT_DATA_IDX_MAX_BYTES; the labels file is read and its count compared with the
+ * images header; and a gzip file promising more than 64 MiB must carry a trailer (ISIZE)
+ * equal to the promise mod 2^32 (skipped for files that may hold several gzip members, which
+ * are checked exactly as they are read). A lying header thus fails (CLT_ERR_FORMAT) without
+ * a large allocation. Fills
  * *out (overwritten without being freed) with u8 inputs of sample shape (1, rows, cols),
  * input_scale 1/255, classes = p->classes or the largest label + 1. p may be NULL; only
  * p->classes is used. Returns CLT_OK, CLT_ERR_INVALID_ARG, CLT_ERR_IO, CLT_ERR_FORMAT or

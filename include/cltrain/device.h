@@ -68,7 +68,10 @@ const char *clt_device_default_selector(void);
 /* Pure choice over descriptors. Grammar: "auto", "gpu", "cpu", "accelerator", an index "N" as
  * listed, "P:D" (platform, device), or a case-insensitive substring of the device name, the
  * platform name or the platform version, which is where PoCL names itself ("pocl"; the first
- * match in listing order wins). `auto`: the best GPU, else the best
+ * match in listing order wins). Surrounding blanks are ignored. A selector of decimal digits
+ * only is always an index (never a name; one beyond the list, however long, matches nothing),
+ * and "P:D" needs digits only on both sides; anything else ("1x", "-1", "1:0junk", "+1") is
+ * only ever a name substring, so a stray character never selects a device by number. `auto`: the best GPU, else the best
  * accelerator, else the best CPU; best = most compute units x clock, then most global memory,
  * then first listed. Returns the chosen position in devs through *chosen, or
  * CLT_ERR_NO_DEVICE with a one-line message listing what was found and how to get a CPU

@@ -265,7 +265,7 @@ int cli_train(int argc, char **argv)
                *schedule = "constant", *task = "classification", *init_scheme = "default",
                *metrics = NULL, *save = NULL, *resume = NULL, *init = NULL, *loader = "auto";
     long epochs = 10, steps = 0, batch = 128, log_every = 100, save_every = 0, warmup = 0,
-         step_size = 0, label_column = -1, prefetch = 3;
+         step_size = 0, label_column = -1, prefetch = 3, n_classes = 0;
     uint64_t seed = 0;
     float lr = 1e-3f, momentum = 0, weight_decay = 0, dampening = 0, gamma = 0.1f, min_lr = 0,
           smoothing = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
@@ -283,6 +283,10 @@ int cli_train(int argc, char **argv)
         {"label-column", OPT_STR, &label_text, "CSV column of the label (0-based, -1 = last)",
          &label_seen},
         {"task", OPT_STR, &task, "classification or regression (CSV)", NULL},
+        {"classes", OPT_POS_INT, &n_classes,
+         "classification: the number of classes N, labels 0..N-1 (default: the largest label "
+         "+ 1, every class present; give it for 1-based labels or classes absent from the data)",
+         NULL},
         {"model", OPT_STR, &model, "a spec (\"linear 256, relu, linear 10\"), a file, mlp or logreg",
          &model_seen},
         {"init-scheme", OPT_STR, &init_scheme, "default (PyTorch's), kaiming or xavier", NULL},
@@ -382,6 +386,12 @@ int cli_train(int argc, char **argv)
     if (strcmp(task, "classification") == 0) dp.task = CLT_TASK_CLASSIFICATION;
     else if (strcmp(task, "regression") == 0) dp.task = CLT_TASK_REGRESSION;
     else return cli_usage_error("--task %s: expected classification or regression", task);
+    if (n_classes > CLT_DATA_MAX_CLASSES)
+        return cli_usage_error("--classes %ld: expected at most %d", n_classes,
+                               CLT_DATA_MAX_CLASSES);
+    if (n_classes && dp.task != CLT_TASK_CLASSIFICATION)
+        return cli_usage_error("--classes applies to classification, not --task %s", task);
+    dp.classes = (int)n_classes; /* 0: inferred from the labels, every class present */
 
     struct clt_optim_params op;
     clt_optim_kind kind;
@@ -424,7 +434,10 @@ int cli_train(int argc, char **argv)
     rc = CLI_FAIL;
 
     if (clt_data_open(data, &dp, &train, &test) != CLT_OK) {
-        fail_status(NULL);
+        if (!n_classes && strstr(clt_last_errmsg(), "never appear in the training split"))
+            cli_error("%s Give the number of classes with --classes N (labels 0..N-1) to train "
+                      "anyway", clt_last_errmsg());
+        else fail_status(NULL);
         goto done;
     }
     int classes = train.task == CLT_TASK_CLASSIFICATION ? train.classes : 1;
@@ -687,11 +700,12 @@ static int load_for_inference(struct loaded *l, const char *load, const char *da
     l->info = clt_checkpoint_get_info(l->ck);
     dp.task = l->info.task;
     dp.label_column = (int)label_column;
-    if (clt_data_open(data, &dp, &l->train, &l->test) != CLT_OK) return fail_status(NULL);
-    /* classes come from the data (declared by the named sets, else the largest label + 1 over
-     * both splits): a label the model cannot output, or another named set's classes, is an
-     * error; a CSV or IDX subset may lack the top classes */
+    /* classes: the named sets declare theirs (another count than the checkpoint's is an
+     * error); other data is read with the checkpoint's, so a subset that lacks some classes
+     * evaluates and a label the model cannot output is an error */
     bool named = strcmp(data, "mnist") == 0 || strcmp(data, "fashion-mnist") == 0;
+    if (!named && l->info.task == CLT_TASK_CLASSIFICATION) dp.classes = l->info.classes;
+    if (clt_data_open(data, &dp, &l->train, &l->test) != CLT_OK) return fail_status(NULL);
     if (l->info.task == CLT_TASK_CLASSIFICATION &&
         (l->train.classes > l->info.classes || (named && l->train.classes != l->info.classes)))
         return cli_error("%s: the checkpoint's model has %d classes, %s has %d", load,

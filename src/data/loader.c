@@ -29,6 +29,7 @@
 #include "cltrain/ops.h"
 #include "cltrain/rng.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -487,12 +488,12 @@ clt_status clt_loader_create(clt_loader **out, clt_ctx *ctx, const clt_dataset *
     l->own_thread = !clt_ctx_device(ctx)->serial_runtime;
     const char *env = getenv("CLTRAIN_LOADER_FAIL_AT");
     if (env && *env) {
-        char *end = NULL;
-        long v = strtol(env, &end, 10);
-        if (end == env || *end)
+        int64_t v = 0;
+        if (!clt__parse_i64(env, 0, LONG_MAX, &v))
             CLT_FAIL(ctx, CLT_ERR_INVALID_ARG,
-                     "CLTRAIN_LOADER_FAIL_AT=%s: expected a batch number", env);
-        l->fail_at = v;
+                     "CLTRAIN_LOADER_FAIL_AT=%s: expected a batch number (an integer in [0, %ld])",
+                     env, LONG_MAX);
+        l->fail_at = (long)v;
     }
     choose_mode(l, p);
     size_t xd[2] = {l->mb, l->F};
