@@ -197,6 +197,16 @@ static void cache_path(const clt_ctx *ctx, const uint64_t key[2], char *dst, siz
              (unsigned long long)key[1]);
 }
 
+bool clt__cache_file_ok(const unsigned char *data, size_t len, const uint64_t key[2])
+{
+    struct cache_header h;
+    if (len < sizeof h) return false;
+    memcpy(&h, data, sizeof h);
+    return memcmp(h.magic, CACHE_MAGIC, 8) == 0 && h.key_lo == key[0] && h.key_hi == key[1] &&
+           h.binary_len == len - sizeof h && h.binary_len > 0 &&
+           h.binary_sum == clt__hash(CLT__FNV_SEED, data + sizeof h, (size_t)h.binary_len);
+}
+
 /* Loads and builds a cached binary; returns NULL (and counts a reject if a file was there)
  * when there is none or it does not validate. */
 static cl_program cache_load(clt_ctx *ctx, const uint64_t key[2], const char *options)
@@ -212,17 +222,9 @@ static cl_program cache_load(clt_ctx *ctx, const uint64_t key[2], const char *op
         if (errno != ENOENT) ctx->stats.disk_cache_rejects++;
         return NULL;
     }
-    struct cache_header h;
-    bool ok = len >= sizeof h;
-    if (ok) {
-        memcpy(&h, data, sizeof h);
-        ok = memcmp(h.magic, CACHE_MAGIC, 8) == 0 && h.key_lo == key[0] && h.key_hi == key[1] &&
-             h.binary_len == len - sizeof h && h.binary_len > 0 &&
-             h.binary_sum == clt__hash(CLT__FNV_SEED, data + sizeof h, (size_t)h.binary_len);
-    }
-    if (ok) {
-        const unsigned char *bin = data + sizeof h;
-        size_t bin_len = (size_t)h.binary_len;
+    if (clt__cache_file_ok(data, len, key)) {
+        const unsigned char *bin = data + sizeof(struct cache_header);
+        size_t bin_len = len - sizeof(struct cache_header);
         cl_int bin_status = CL_SUCCESS, err = CL_SUCCESS;
         prog = clCreateProgramWithBinary(ctx->context, 1, &ctx->dev.device, &bin_len, &bin,
                                          &bin_status, &err);

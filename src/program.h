@@ -16,6 +16,11 @@ extern const struct clt__cl_source clt__cl_sources[];
 clt_status clt__program_cache_init(clt_ctx *ctx, const struct clt_ctx_params *p);
 void clt__program_cache_free(clt_ctx *ctx);
 
+/* Whether the len bytes of a cached-binary file (a header, then the device binary) are one
+ * for `key`: magic, key, length and the binary's hash all match. Pure; the fuzz harness
+ * tests/fuzz/fuzz_kernel_cache.c calls it on arbitrary bytes. */
+bool clt__cache_file_ok(const unsigned char *data, size_t len, const uint64_t key[2]);
+
 /* The kernel `kernel` of program (files, options), built on first use and cached in the ctx,
  * which owns it. Not thread-safe (kernel arguments are per kernel object). */
 clt_status clt__kernel(clt_ctx *ctx, const char *files, const char *options, const char *kernel,
