@@ -156,6 +156,25 @@ static inline floatv gemm_gather(global const float *p, int start, int last, int
     return VLOAD(t);
 }
 
+/* The common start of the direct variants: the work-item's block of C (rows x cols of it)
+ * begins at row m0 and column n0, the NDRange dimension GEMM_MDIM walking row blocks. False for
+ * a block past C's edge (the NDRange is rounded up to whole work-groups). */
+static inline bool gemm_direct_origin(const int M, const int N, const int rows, const int cols,
+                                      int *m0, int *n0)
+{
+    *m0 = (int)get_global_id(GEMM_MDIM) * rows;
+    *n0 = (int)get_global_id(1 - GEMM_MDIM) * cols;
+    return *m0 < M && *n0 < N;
+}
+
+/* The rows of op(A) a GEMM_TM-row block from m0 reads, clamped: edge rows repeat the last one
+ * (computed, never stored). */
+static inline void gemm_direct_rows(const int m0, const int M, int mrow[GEMM_TM])
+{
+#pragma unroll
+    for (int i = 0; i < GEMM_TM; i++) mrow[i] = min(m0 + i, M - 1);
+}
+
 #if !GEMM_VECK && GEMM_KB > 0
 #define MB (GEMM_BM * GEMM_TM) /* rows of C per work-item */
 #define NB (GEMM_BN * GEMM_TN) /* columns of C per work-item */
@@ -171,9 +190,8 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
                         global const gemm_b_t *restrict b, const int ldb, const float beta,
                         global gemm_c_t *restrict c, const int ldc)
 {
-    const int m0 = (int)get_global_id(GEMM_MDIM) * MB;
-    const int n0 = (int)get_global_id(1 - GEMM_MDIM) * NB;
-    if (m0 >= M || n0 >= N) return;
+    int m0, n0;
+    if (!gemm_direct_origin(M, N, MB, NB, &m0, &n0)) return;
     float ap[GEMM_KB * MB]; /* ta ? [kk][mm] : [mm][kk] */
     float bp[GEMM_KB * NB]; /* [kk][nn] */
     /* Rows and columns to pack: the valid ones, rounded up to whole register blocks (the
@@ -322,16 +340,15 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
                         global const float *restrict b, const int ldb, const float beta,
                         global float *restrict c, const int ldc)
 {
-    const int m0 = (int)get_global_id(GEMM_MDIM) * GEMM_TM;
-    const int n0 = (int)get_global_id(1 - GEMM_MDIM) * GEMM_TN;
-    if (m0 >= M || n0 >= N) return;
+    int m0, n0;
+    if (!gemm_direct_origin(M, N, GEMM_TM, GEMM_TN, &m0, &n0)) return;
     const bool small = N < GEMM_VW;
     int mrow[GEMM_TM], ncol[NV];
     size_t arow[GEMM_TM];
     floatv acc[GEMM_TM][NV];
+    gemm_direct_rows(m0, M, mrow);
 #pragma unroll
     for (int i = 0; i < GEMM_TM; i++) {
-        mrow[i] = min(m0 + i, M - 1); /* clamped: edge rows repeat the last one */
         arow[i] = (size_t)mrow[i] * lda;
 #pragma unroll
         for (int j = 0; j < NV; j++) acc[i][j] = (floatv)(0.0f);
@@ -386,17 +403,15 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
                         global const float *restrict b, const int ldb, const float beta,
                         global float *restrict c, const int ldc)
 {
-    const int m0 = (int)get_global_id(GEMM_MDIM) * GEMM_TM;
-    const int n0 = (int)get_global_id(1 - GEMM_MDIM) * GEMM_TN;
-    if (m0 >= M || n0 >= N) return;
+    int m0, n0;
+    if (!gemm_direct_origin(M, N, GEMM_TM, GEMM_TN, &m0, &n0)) return;
     int mrow[GEMM_TM], ncol[GEMM_TN];
     floatv acc[GEMM_TM][GEMM_TN];
+    gemm_direct_rows(m0, M, mrow);
 #pragma unroll
-    for (int i = 0; i < GEMM_TM; i++) {
-        mrow[i] = min(m0 + i, M - 1);
+    for (int i = 0; i < GEMM_TM; i++)
 #pragma unroll
         for (int j = 0; j < GEMM_TN; j++) acc[i][j] = (floatv)(0.0f);
-    }
 #pragma unroll
     for (int j = 0; j < GEMM_TN; j++) ncol[j] = min(n0 + j, N - 1);
     const int kv = K - K % GEMM_VW;

@@ -36,10 +36,31 @@ kernel void sgd_momentum_step(global float *param, ulong p_off, const global flo
     param[p_off + i] = p - lr * d;
 }
 
-/* Adam / AdamW: param *= decay (AdamW: 1 - lr * wd, else 1); g = grad + wd * param (Adam's L2,
- * wd = 0 for AdamW); m = lerp(m, g, 1 - beta1); v = beta2 * v + (1 - beta2) * g * g;
+/* Adam / AdamW on element i: param *= decay (AdamW: 1 - lr * wd, else 1); g = grad + wd * param
+ * (Adam's L2, wd = 0 for AdamW); m = lerp(m, g, 1 - beta1); v = beta2 * v + (1 - beta2) * g * g;
  * param -= step_size * m / (sqrt(v) / bc2_sqrt + eps) with step_size = lr / (1 - beta1^t) and
- * bc2_sqrt = sqrt(1 - beta2^t). All tensors (n). */
+ * bc2_sqrt = sqrt(1 - beta2^t). */
+static inline void adam_update(global float *param, const global float *grad,
+                               global float *exp_avg, global float *exp_avg_sq, ulong i,
+                               float step_size, float bc2_sqrt, float one_minus_beta1,
+                               float beta2, float one_minus_beta2, float eps, float wd,
+                               float decay)
+{
+    float p = param[i], g = grad[i];
+    if (decay != 1.0f) p *= decay;
+    if (wd != 0.0f) g += wd * p;
+    float m = exp_avg[i], v = exp_avg_sq[i];
+    /* torch.lerp: start + w * (end - start) for w < 0.5, else end - (end - start) * (1 - w) */
+    m = one_minus_beta1 < 0.5f ? m + one_minus_beta1 * (g - m)
+                               : g - (g - m) * (1.0f - one_minus_beta1);
+    v = beta2 * v + one_minus_beta2 * (g * g);
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+    float denom = sqrt(v) / bc2_sqrt + eps;
+    param[i] = p - step_size * (m / denom);
+}
+
+/* Adam / AdamW (adam_update) with the host's step_size and bc2_sqrt. All tensors (n). */
 kernel void adam_step(global float *param, ulong p_off, const global float *grad, ulong g_off,
                       global float *exp_avg, ulong m_off, global float *exp_avg_sq, ulong v_off,
                       ulong n, float step_size, float bc2_sqrt, float one_minus_beta1,
@@ -47,18 +68,8 @@ kernel void adam_step(global float *param, ulong p_off, const global float *grad
 {
     ulong i = get_global_id(0);
     if (i >= n) return;
-    float p = param[p_off + i], g = grad[g_off + i];
-    if (decay != 1.0f) p *= decay;
-    if (wd != 0.0f) g += wd * p;
-    float m = exp_avg[m_off + i], v = exp_avg_sq[v_off + i];
-    /* torch.lerp: start + w * (end - start) for w < 0.5, else end - (end - start) * (1 - w) */
-    m = one_minus_beta1 < 0.5f ? m + one_minus_beta1 * (g - m)
-                               : g - (g - m) * (1.0f - one_minus_beta1);
-    v = beta2 * v + one_minus_beta2 * (g * g);
-    exp_avg[m_off + i] = m;
-    exp_avg_sq[v_off + i] = v;
-    float denom = sqrt(v) / bc2_sqrt + eps;
-    param[p_off + i] = p - step_size * (m / denom);
+    adam_update(param + p_off, grad + g_off, exp_avg + m_off, exp_avg_sq + v_off, i, step_size,
+                bc2_sqrt, one_minus_beta1, beta2, one_minus_beta2, eps, wd, decay);
 }
 
 /* ---- loss-scaled variants ------------------------------------------------------------------- */
@@ -111,16 +122,7 @@ kernel void adam_step_amp(global float *param, ulong p_off, const global float *
 {
     ulong i = get_global_id(0);
     if (i >= n || amp[1] != 0) return;
-    const float step_size = as_float(amp[4]), bc2_sqrt = as_float(amp[5]);
-    float p = param[p_off + i], g = grad[g_off + i];
-    if (decay != 1.0f) p *= decay;
-    if (wd != 0.0f) g += wd * p;
-    float m = exp_avg[m_off + i], v = exp_avg_sq[v_off + i];
-    m = one_minus_beta1 < 0.5f ? m + one_minus_beta1 * (g - m)
-                               : g - (g - m) * (1.0f - one_minus_beta1);
-    v = beta2 * v + one_minus_beta2 * (g * g);
-    exp_avg[m_off + i] = m;
-    exp_avg_sq[v_off + i] = v;
-    float denom = sqrt(v) / bc2_sqrt + eps;
-    param[p_off + i] = p - step_size * (m / denom);
+    adam_update(param + p_off, grad + g_off, exp_avg + m_off, exp_avg_sq + v_off, i,
+                as_float(amp[4]), as_float(amp[5]), one_minus_beta1, beta2, one_minus_beta2, eps,
+                wd, decay);
 }

@@ -7,6 +7,7 @@
 #include "cltrain/profile.h"
 #include "cltrain/tensor.h"
 #include "cltrain/tune.h"
+#include "program.h"
 
 #include <stdatomic.h>
 
@@ -33,6 +34,18 @@ struct clt__profiler {
 };
 struct clt__kernel_entry;  /* program.c */
 
+/* gemm.c: the own GEMM kernels in use, by choice, layout and operand dtypes; keys are built
+ * zeroed and compared with memcmp, so a launch formats no options. */
+struct clt__gemm_key {
+    struct clt_gemm_choice c;
+    int ta, tb, a, b, cd;
+};
+#define CLT__GEMM_SLOTS 16
+struct clt__gemm_slot {
+    struct clt__gemm_key key;
+    cl_kernel kernel; /* borrowed from the kernel cache; NULL: the slot is free */
+};
+
 struct clt_ctx {
     clt_device_info dev;
     cl_context context;
@@ -45,6 +58,9 @@ struct clt_ctx {
     /* program cache (program.c) */
     struct clt__program_entry *programs;
     struct clt__kernel_entry *kernels;
+    cl_kernel kernel_slots[CLT__KSLOT__COUNT]; /* clt__kernel_slot: the ops' kernels, O(1) */
+    struct clt__gemm_slot gemm_slots[CLT__GEMM_SLOTS];
+    int gemm_next; /* the slot the next new GEMM kernel takes (round robin when all are used) */
     char *cache_dir; /* NULL when the disk cache is off */
 
     /* tuning data (tune.c): the GEMM choice per layout, read at creation */

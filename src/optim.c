@@ -302,6 +302,48 @@ clt_tensor *clt_optim_params_tensor(const clt_optim *o)
     return o->params;
 }
 
+/* The update kernels of cl/optim.cl, by slot (CLT__K_OPTIM). */
+enum { SGD, SGD_AMP, SGD_MOMENTUM, SGD_MOMENTUM_AMP, ADAM_AMP_PREPARE, ADAM_AMP, ADAM };
+static const char *const optim_kernels[] = {"sgd_step",         "sgd_step_amp",
+                                            "sgd_momentum_step", "sgd_momentum_step_amp",
+                                            "adam_amp_prepare",  "adam_step_amp",
+                                            "adam_step"};
+
+/* The ctx's update kernel `which`, built on first use. */
+static clt_status optim_kernel(clt_ctx *ctx, int which, cl_kernel *k)
+{
+    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_OPTIM, which);
+    if (!*slot) {
+        clt_status st = clt__kernel(ctx, "optim", NULL, optim_kernels[which], slot);
+        if (st != CLT_OK) return st;
+    }
+    *k = *slot;
+    return CLT_OK;
+}
+
+/* Sets the arguments every update kernel starts with: the parameters, the gradients and each
+ * state tensor as (buffer, offset), then the element count; *next is the index after them,
+ * where the kernel's hyper-parameters begin. */
+static clt_status set_tensor_args(clt_ctx *ctx, cl_kernel k, const clt_optim *o,
+                                  const clt_tensor *grads, cl_uint *next)
+{
+    clt_status st = CLT_OK;
+    cl_mem pm = clt_tensor_mem(o->params), gm = clt_tensor_mem(grads);
+    cl_ulong po = clt_tensor_offset(o->params), go = clt_tensor_offset(grads);
+    cl_ulong n = clt_tensor_numel(o->params);
+    cl_uint i = 4;
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(pm), CLT__ARG(po), CLT__ARG(gm), CLT__ARG(go)));
+    for (int s = 0; s < o->nstate; s++, i += 2) {
+        cl_mem sm = clt_tensor_mem(o->state[s]);
+        cl_ulong so = clt_tensor_offset(o->state[s]);
+        CLT_TRY(CLT__ARGS_AT(ctx, k, i, CLT__ARG(sm), CLT__ARG(so)));
+    }
+    CLT_TRY(CLT__ARGS_AT(ctx, k, i, CLT__ARG(n)));
+    *next = i + 1;
+fail:
+    return st;
+}
+
 /* One step; with `amp` (a scaler's state) the *_amp kernels, which skip on found_inf. */
 static clt_status step(clt_optim *o, const clt_tensor *grads, const clt_tensor *amp)
 {
@@ -312,54 +354,29 @@ static clt_status step(clt_optim *o, const clt_tensor *grads, const clt_tensor *
     const struct clt_optim_params *p = &o->p;
     clt_ctx *ctx = clt_tensor_ctx(o->params);
     cl_kernel k;
-    cl_int err;
+    cl_uint i; /* the first hyper-parameter's index */
     const char *what = p->kind == CLT_OPTIM_SGD ? "sgd step" : "adam step";
     CLT_TRY(clt__check_pair(o->params, grads, true, what));
 
-    cl_mem pm = clt_tensor_mem(o->params), gm = clt_tensor_mem(grads);
-    cl_ulong po = clt_tensor_offset(o->params), go = clt_tensor_offset(grads);
-    cl_ulong n = clt_tensor_numel(o->params);
+    const size_t n = clt_tensor_numel(o->params);
     const double lr = clt_optim_lr_at(p, o->steps);
     const float lr_f = (float)lr, wd = p->weight_decay;
 
     if (p->kind == CLT_OPTIM_SGD && o->nstate == 0) {
-        CLT_TRY(clt__kernel(ctx, "optim", NULL, amp ? "sgd_step_amp" : "sgd_step", &k));
-        err = CLT__SET_ARG(k, 0, pm);
-        err |= CLT__SET_ARG(k, 1, po);
-        err |= CLT__SET_ARG(k, 2, gm);
-        err |= CLT__SET_ARG(k, 3, go);
-        err |= CLT__SET_ARG(k, 4, n);
-        err |= CLT__SET_ARG(k, 5, lr_f);
-        err |= CLT__SET_ARG(k, 6, wd);
-        if (amp) err |= CLT__SET_ARG(k, 7, am);
+        CLT_TRY(optim_kernel(ctx, amp ? SGD_AMP : SGD, &k));
+        CLT_TRY(set_tensor_args(ctx, k, o, grads, &i));
+        CLT_TRY(CLT__ARGS_AT(ctx, k, i, CLT__ARG(lr_f), CLT__ARG(wd)));
+        if (amp) CLT_TRY(CLT__ARGS_AT(ctx, k, i + 2, CLT__ARG(am)));
     } else if (p->kind == CLT_OPTIM_SGD) {
-        cl_mem bm = clt_tensor_mem(o->state[0]);
-        cl_ulong bo = clt_tensor_offset(o->state[0]);
         const float mom = p->momentum, one_minus_damp = (float)(1.0 - (double)p->dampening);
         const cl_int nesterov = p->nesterov, first = o->steps == 0;
-        CLT_TRY(clt__kernel(ctx, "optim", NULL, amp ? "sgd_momentum_step_amp" : "sgd_momentum_step",
-                            &k));
-        err = CLT__SET_ARG(k, 0, pm);
-        err |= CLT__SET_ARG(k, 1, po);
-        err |= CLT__SET_ARG(k, 2, gm);
-        err |= CLT__SET_ARG(k, 3, go);
-        err |= CLT__SET_ARG(k, 4, bm);
-        err |= CLT__SET_ARG(k, 5, bo);
-        err |= CLT__SET_ARG(k, 6, n);
-        err |= CLT__SET_ARG(k, 7, lr_f);
-        err |= CLT__SET_ARG(k, 8, wd);
-        err |= CLT__SET_ARG(k, 9, mom);
-        err |= CLT__SET_ARG(k, 10, one_minus_damp);
-        err |= CLT__SET_ARG(k, 11, nesterov);
-        if (amp) {
-            err |= CLT__SET_ARG(k, 12, steps_l);
-            err |= CLT__SET_ARG(k, 13, am);
-        } else {
-            err |= CLT__SET_ARG(k, 12, first);
-        }
+        CLT_TRY(optim_kernel(ctx, amp ? SGD_MOMENTUM_AMP : SGD_MOMENTUM, &k));
+        CLT_TRY(set_tensor_args(ctx, k, o, grads, &i));
+        CLT_TRY(CLT__ARGS_AT(ctx, k, i, CLT__ARG(lr_f), CLT__ARG(wd), CLT__ARG(mom),
+                             CLT__ARG(one_minus_damp), CLT__ARG(nesterov)));
+        if (amp) CLT_TRY(CLT__ARGS_AT(ctx, k, i + 5, CLT__ARG(steps_l), CLT__ARG(am)));
+        else CLT_TRY(CLT__ARGS_AT(ctx, k, i + 5, CLT__ARG(first)));
     } else if (amp) {
-        cl_mem mm = clt_tensor_mem(o->state[0]), vm = clt_tensor_mem(o->state[1]);
-        cl_ulong mo = clt_tensor_offset(o->state[0]), vo = clt_tensor_offset(o->state[1]);
         const bool adamw = p->kind == CLT_OPTIM_ADAMW;
         const float log_b1 = p->beta1 > 0 ? (float)log((double)p->beta1) : -INFINITY,
                     log_b2 = p->beta2 > 0 ? (float)log((double)p->beta2) : -INFINITY;
@@ -367,34 +384,16 @@ static clt_status step(clt_optim *o, const clt_tensor *grads, const clt_tensor *
                     one_minus_b2 = (float)(1.0 - p->beta2), eps = p->eps;
         const float l2 = adamw ? 0.0f : wd;
         const float decay = adamw ? (float)(1.0 - lr * (double)wd) : 1.0f;
-        CLT_TRY(clt__kernel(ctx, "optim", NULL, "adam_amp_prepare", &k));
-        err = CLT__SET_ARG(k, 0, am);
-        err |= CLT__SET_ARG(k, 1, lr_f);
-        err |= CLT__SET_ARG(k, 2, log_b1);
-        err |= CLT__SET_ARG(k, 3, log_b2);
-        err |= CLT__SET_ARG(k, 4, steps_l);
-        CLT_CHECK_CL(ctx, err, "optimizer step: clSetKernelArg");
+        CLT_TRY(optim_kernel(ctx, ADAM_AMP_PREPARE, &k));
+        CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(am), CLT__ARG(lr_f), CLT__ARG(log_b1),
+                          CLT__ARG(log_b2), CLT__ARG(steps_l)));
         CLT_TRY(clt__launch_1d(ctx, k, 1, "adam prepare"));
-        CLT_TRY(clt__kernel(ctx, "optim", NULL, "adam_step_amp", &k));
-        err = CLT__SET_ARG(k, 0, pm);
-        err |= CLT__SET_ARG(k, 1, po);
-        err |= CLT__SET_ARG(k, 2, gm);
-        err |= CLT__SET_ARG(k, 3, go);
-        err |= CLT__SET_ARG(k, 4, mm);
-        err |= CLT__SET_ARG(k, 5, mo);
-        err |= CLT__SET_ARG(k, 6, vm);
-        err |= CLT__SET_ARG(k, 7, vo);
-        err |= CLT__SET_ARG(k, 8, n);
-        err |= CLT__SET_ARG(k, 9, one_minus_b1);
-        err |= CLT__SET_ARG(k, 10, beta2);
-        err |= CLT__SET_ARG(k, 11, one_minus_b2);
-        err |= CLT__SET_ARG(k, 12, eps);
-        err |= CLT__SET_ARG(k, 13, l2);
-        err |= CLT__SET_ARG(k, 14, decay);
-        err |= CLT__SET_ARG(k, 15, am);
+        CLT_TRY(optim_kernel(ctx, ADAM_AMP, &k));
+        CLT_TRY(set_tensor_args(ctx, k, o, grads, &i));
+        CLT_TRY(CLT__ARGS_AT(ctx, k, i, CLT__ARG(one_minus_b1), CLT__ARG(beta2),
+                             CLT__ARG(one_minus_b2), CLT__ARG(eps), CLT__ARG(l2),
+                             CLT__ARG(decay), CLT__ARG(am)));
     } else {
-        cl_mem mm = clt_tensor_mem(o->state[0]), vm = clt_tensor_mem(o->state[1]);
-        cl_ulong mo = clt_tensor_offset(o->state[0]), vo = clt_tensor_offset(o->state[1]);
         const double t = (double)o->steps + 1.0, b1 = p->beta1, b2 = p->beta2;
         const bool adamw = p->kind == CLT_OPTIM_ADAMW;
         const float step_size = (float)(lr / (1.0 - pow(b1, t)));
@@ -403,27 +402,13 @@ static clt_status step(clt_optim *o, const clt_tensor *grads, const clt_tensor *
                     one_minus_b2 = (float)(1.0 - b2), eps = p->eps;
         const float l2 = adamw ? 0.0f : wd;
         const float decay = adamw ? (float)(1.0 - lr * (double)wd) : 1.0f;
-        CLT_TRY(clt__kernel(ctx, "optim", NULL, "adam_step", &k));
-        err = CLT__SET_ARG(k, 0, pm);
-        err |= CLT__SET_ARG(k, 1, po);
-        err |= CLT__SET_ARG(k, 2, gm);
-        err |= CLT__SET_ARG(k, 3, go);
-        err |= CLT__SET_ARG(k, 4, mm);
-        err |= CLT__SET_ARG(k, 5, mo);
-        err |= CLT__SET_ARG(k, 6, vm);
-        err |= CLT__SET_ARG(k, 7, vo);
-        err |= CLT__SET_ARG(k, 8, n);
-        err |= CLT__SET_ARG(k, 9, step_size);
-        err |= CLT__SET_ARG(k, 10, bc2_sqrt);
-        err |= CLT__SET_ARG(k, 11, one_minus_b1);
-        err |= CLT__SET_ARG(k, 12, beta2);
-        err |= CLT__SET_ARG(k, 13, one_minus_b2);
-        err |= CLT__SET_ARG(k, 14, eps);
-        err |= CLT__SET_ARG(k, 15, l2);
-        err |= CLT__SET_ARG(k, 16, decay);
+        CLT_TRY(optim_kernel(ctx, ADAM, &k));
+        CLT_TRY(set_tensor_args(ctx, k, o, grads, &i));
+        CLT_TRY(CLT__ARGS_AT(ctx, k, i, CLT__ARG(step_size), CLT__ARG(bc2_sqrt),
+                             CLT__ARG(one_minus_b1), CLT__ARG(beta2), CLT__ARG(one_minus_b2),
+                             CLT__ARG(eps), CLT__ARG(l2), CLT__ARG(decay)));
     }
-    CLT_CHECK_CL(ctx, err, "optimizer step: clSetKernelArg");
-    CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, what));
+    CLT_TRY(clt__launch_1d(ctx, k, n, what));
     o->steps++;
 fail:
     return st;

@@ -316,17 +316,17 @@ static clt_status get_program(clt_ctx *ctx, const char *files, const char *optio
     char *source = NULL, *key = NULL, opts[2048];
     cl_program prog = NULL;
     struct clt__program_entry *e = NULL;
-    size_t klen = strlen(files) + strlen(options ? options : "") + 2;
+    size_t flen = strlen(files), klen = flen + strlen(options ? options : "") + 2;
 
-    CLT_ALLOC(ctx, key, klen);
-    snprintf(key, klen, "%s\n%s", files, options ? options : "");
-    for (e = ctx->programs; e; e = e->next) {
-        if (strcmp(e->key, key) == 0) {
+    for (e = ctx->programs; e; e = e->next) { /* key "files\noptions", compared in place */
+        if (strncmp(e->key, files, flen) == 0 && e->key[flen] == '\n' &&
+            strcmp(e->key + flen + 1, options ? options : "") == 0) {
             *out = e->program;
-            free(key);
             return CLT_OK;
         }
     }
+    CLT_ALLOC(ctx, key, klen);
+    snprintf(key, klen, "%s\n%s", files, options ? options : "");
     CLT_TRY(assemble(ctx, files, &source));
     clt_program_options(&ctx->dev, options, opts, sizeof opts);
 
@@ -405,8 +405,45 @@ fail:
     return st;
 }
 
+static const int slot_count[CLT__K__COUNT] = {
+#define CLT__X(name, n) (n),
+    CLT__KERNEL_SLOTS(CLT__X)
+#undef CLT__X
+};
+static const int slot_base[CLT__K__COUNT] = {
+#define CLT__X(name, n) CLT__KB_##name,
+    CLT__KERNEL_SLOTS(CLT__X)
+#undef CLT__X
+};
+
+cl_kernel *clt__kernel_slot(clt_ctx *ctx, clt__kernel_id id, int variant)
+{
+    CLT_ASSERT((unsigned)id < CLT__K__COUNT && variant >= 0 && variant < slot_count[id]);
+    return &ctx->kernel_slots[slot_base[id] + variant];
+}
+
+clt_status clt__set_args(clt_ctx *ctx, cl_kernel k, cl_uint first, const struct clt__arg *args,
+                         size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        cl_uint index = first + (cl_uint)i;
+        cl_int err = clSetKernelArg(k, index, args[i].size, args[i].value);
+        if (err == CL_SUCCESS) continue;
+        char name[64] = "?", what[160];
+        if (clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL) != CL_SUCCESS)
+            snprintf(name, sizeof name, "?");
+        snprintf(what, sizeof what, "kernel %s: clSetKernelArg(%u, %zu bytes)", name, index,
+                 args[i].size);
+        return clt__fail_cl(ctx, err, what);
+    }
+    return CLT_OK;
+}
+
 void clt__program_cache_free(clt_ctx *ctx)
 {
+    memset(ctx->kernel_slots, 0, sizeof ctx->kernel_slots); /* borrowed from the list below */
+    memset(ctx->gemm_slots, 0, sizeof ctx->gemm_slots);
+    ctx->gemm_next = 0;
     for (struct clt__kernel_entry *k = ctx->kernels, *next; k; k = next) {
         next = k->next;
         clReleaseKernel(k->kernel);

@@ -4,6 +4,7 @@
 #define CLTRAIN_PROGRAM_PRIVATE_H
 
 #include "cltrain/program.h"
+#include "cltrain/tensor.h"
 
 struct clt__cl_source {
     const char *name; /* file stem: "elementwise" for cl/elementwise.cl */
@@ -36,7 +37,59 @@ size_t clt__local_size(clt_ctx *ctx, cl_kernel k);
  * their index against n) on the compute queue. */
 clt_status clt__launch_1d(clt_ctx *ctx, cl_kernel k, size_t n, const char *what);
 
-/* Sets kernel arguments: CLT_ARG(k, idx, value). Evaluates to the cl_int result. */
-#define CLT__SET_ARG(k, i, v) clSetKernelArg((k), (i), sizeof(v), &(v))
+/* Kernel arguments, each call checked: CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo)))
+ * sets arguments 0, 1, ... of k; CLT__ARGS_AT(ctx, k, first, ...) starts at index `first`.
+ * CLT__ARG(v) takes an lvalue and passes sizeof(v) bytes at &v. A failure records
+ * "kernel fill: clSetKernelArg(3, 4 bytes): CL_INVALID_ARG_SIZE (-51)" (the name is asked
+ * from the kernel object, on failure only) and returns CLT_ERR_OPENCL (CLT_ERR_OUT_OF_MEMORY
+ * for the allocation failures). Not thread-safe for one kernel. */
+struct clt__arg {
+    size_t size;
+    const void *value;
+};
+#define CLT__ARG(v) ((struct clt__arg){sizeof(v), &(v)})
+clt_status clt__set_args(clt_ctx *ctx, cl_kernel k, cl_uint first, const struct clt__arg *args,
+                         size_t n);
+#define CLT__ARGS_AT(ctx, k, first, ...)                                                           \
+    clt__set_args((ctx), (k), (first), (const struct clt__arg[]){__VA_ARGS__},                   \
+                  sizeof((const struct clt__arg[]){__VA_ARGS__}) / sizeof(struct clt__arg))
+#define CLT__ARGS(ctx, k, ...) CLT__ARGS_AT(ctx, k, 0, __VA_ARGS__)
+
+/* Kernel slots: the kernels the ops launch, each with its number of variants (a dtype or a
+ * dtype combination, numbered by the op). Every ctx has a table of their handles, NULL until
+ * the first use fills it through clt__kernel, so a launch looks its kernel up in O(1), without
+ * formatting options or comparing strings:
+ *     cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_FILL, dtype);
+ *     if (!*slot) CLT_TRY(clt__kernel(ctx, "elementwise", opts, "fill", slot));
+ * The handles belong to the ctx's kernel cache (the table only borrows them). */
+#define CLT__KERNEL_SLOTS(X)                                                                       \
+    X(FILL, CLT_DTYPE__COUNT)        /* elementwise.c, by dtype */                                 \
+    X(COPY, CLT_DTYPE__COUNT)                                                                      \
+    X(SCALE, CLT_DTYPE__COUNT)                                                                     \
+    X(AXPY, CLT_DTYPE__COUNT)                                                                      \
+    X(CAST, 3 * 3)                   /* by source and destination float dtype */                   \
+    X(ACT, 4 * 2 * 3)                /* activation.c: activation, direction, float dtype */        \
+    X(DROPOUT, 2 * 3)                /* direction, float dtype */                                  \
+    X(GATHER_ROWS, CLT_DTYPE__COUNT) /* gather.c, by the source's dtype */                         \
+    X(GATHER, CLT_DTYPE__COUNT)                                                                    \
+    X(LINEAR, 2 * 3 * 3 * 3)         /* linear.c: kernel, then the y, b and dy float dtypes */     \
+    X(LOSS, 5)                       /* loss.c: one per kernel */                                  \
+    X(INPUT, 1)                                                                                    \
+    X(AMP, 3)                                                                                      \
+    X(OPTIM, 7)                      /* optim.c: one per kernel */
+typedef enum {
+#define CLT__X(name, n) CLT__K_##name,
+    CLT__KERNEL_SLOTS(CLT__X)
+#undef CLT__X
+    CLT__K__COUNT
+} clt__kernel_id;
+enum { /* each id's first slot in the table, and the table's length */
+#define CLT__X(name, n) CLT__KB_##name, CLT__KB_##name##_LAST = CLT__KB_##name + (n)-1,
+    CLT__KERNEL_SLOTS(CLT__X)
+#undef CLT__X
+    CLT__KSLOT__COUNT
+};
+/* The ctx's slot of kernel `id`, variant `variant` (asserted below the id's count). */
+cl_kernel *clt__kernel_slot(clt_ctx *ctx, clt__kernel_id id, int variant);
 
 #endif

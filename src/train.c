@@ -155,7 +155,7 @@ static clt_status evaluate(clt_model *m, clt_resident *data, size_t batch_size, 
     }
     CLT_TRY(clt_ctx_wait(ctx, CLT_WAIT_EVAL, nev, ev));
     res->count = n;
-    res->loss = classify ? sums[0] / (double)n : sums[0] / (double)n;
+    res->loss = sums[0] / (double)n; /* both losses are sums of per-sample means (batch_loss) */
     res->accuracy = classify ? sums[1] / (double)n : NAN;
     if (pred) {
         memset(confusion, 0, N * N * sizeof *confusion);

@@ -42,21 +42,10 @@ const char *clt_gemm_size_name(clt_gemm_size s)
 
 /* ---- choices ------------------------------------------------------------------------------ */
 
-#define DIRECT(tm_, tn_, vw_, veck_, wgm_, wgn_)                                                   \
-    {                                                                                              \
-        .kernel = CLT_GEMM_DIRECT, .tm = tm_, .tn = tn_, .vw = vw_, .veck = veck_, .mdim = 0,      \
-        .wgm = wgm_, .wgn = wgn_, .kb = 0, .bm = 1, .bn = 1                                        \
-    }
-#define PACKED(tm_, tn_, vw_, kb_, bm_, bn_)                                                       \
-    {                                                                                              \
-        .kernel = CLT_GEMM_DIRECT, .tm = tm_, .tn = tn_, .vw = vw_, .veck = 0, .mdim = 0,          \
-        .wgm = 1, .wgn = 1, .kb = kb_, .bm = bm_, .bn = bn_                                        \
-    }
-#define TILED(wgm_, wgn_, tm_, tn_, kb_)                                                           \
-    {                                                                                              \
-        .kernel = CLT_GEMM_TILED, .tm = tm_, .tn = tn_, .vw = 1, .veck = 0, .mdim = 0,             \
-        .wgm = wgm_, .wgn = wgn_, .kb = kb_, .bm = 1, .bn = 1                                      \
-    }
+/* short names for the tables below (the constructors: tune_internal.h) */
+#define DIRECT CLT_GEMM_CHOICE_DIRECT
+#define PACKED CLT_GEMM_CHOICE_PACKED
+#define TILED CLT_GEMM_CHOICE_TILED
 
 /* What the tuner tries on every device (clt_gemm_variant_applies says for which layouts).
  * Direct variants vectorise along N (outer products: NN and TN, and NT too when they pack)
@@ -108,9 +97,10 @@ struct clt_gemm_choice clt_gemm_own_default(const clt_device_info *dev, clt_gemm
                                             clt_gemm_size s)
 {
     if (dev->type == CLT_DEVICE_CPU) {
-        /* Measured on PoCL 3.1, 2-core AVX-512 (BENCHMARKS-gemm.md): dot products for NT;
-         * outer products in place for small NN and TN, over packed slices for large ones
-         * (whose power-of-two leading dimensions thrash the caches otherwise) and for TT.
+        /* Measured on PoCL 3.1, 2-core AVX-512 (BENCHMARKS.md, "GEMM GFLOP/s per shape"):
+         * dot products for NT; outer products in place for small NN and TN, over packed slices
+         * for large ones (whose power-of-two leading dimensions thrash the caches otherwise)
+         * and for TT.
          * Register blocks sized for 32 registers of 16 floats; a CPU with narrower native
          * vectors (AVX2: 16 of 8) gets blocks that fit its 16 registers. */
         cl_uint native = 16;

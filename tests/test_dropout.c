@@ -3,8 +3,10 @@
  * 1 / (1 - p) (checked against float64 with the fp32 tolerance, and bit for bit against the same
  * fp32 product on the host), backward applies the same mask, p = 0 is the identity, the kept
  * fraction is 1 - p, in place works, f16/bf16 storage, and the argument checks. Sizes 1, 17,
- * 1000, 65537 (not multiples of the four elements one work-item handles), through views. */
+ * 1000, 65537 (not multiples of the four elements one work-item handles), through views;
+ * 4099 for 65537 under CLTRAIN_TEST_SMALL (tests/small.h). */
 #include "nnops/nn_testutil.h"
+#include "small.h"
 
 /* Runs forward (x -> y) or backward (dy -> dx) and checks the result against the host mask. */
 static void check_dropout(clt_ctx *ctx, tc_rng *r, size_t n, float p, uint64_t seed,
@@ -44,7 +46,8 @@ static void check_dropout(clt_ctx *ctx, tc_rng *r, size_t n, float p, uint64_t s
 
 START_TEST(test_dropout_mask)
 {
-    static const size_t sizes[] = {1, 17, 1000, 65537};
+    static const size_t full[] = {1, 17, 1000, 65537}, small[] = {1, 17, 1000, 4099};
+    const size_t *sizes = TC_SMALL_OR(full, small);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
     for (size_t si = 0; si < 4; si++) {
@@ -65,7 +68,7 @@ END_TEST
  * seeds and streams give other masks; the forward and backward masks agree in place. */
 START_TEST(test_dropout_properties)
 {
-    const size_t n = 65537;
+    const size_t n = tc_size(65537, 4099); /* the rate's 5-sigma bound follows n */
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
     float *x = NT_FLOATS(n), *y = NT_FLOATS(n), *y2 = NT_FLOATS(n);

@@ -1,11 +1,14 @@
 /* Tests of clt_op_u8_to_f32 (cl/input.cl): y = x * scale[f] + shift[f] against float64, for
- * F in {1, 17, 784} and B in {1, 17, 1000}, a (B, 28, 28) input, views, and the shape checks.
+ * F in {1, 17, 784} and B in {1, 17, 1000} (B 300 for 1000 under CLTRAIN_TEST_SMALL,
+ * tests/small.h), a (B, 28, 28) input, views, and the shape checks.
  * Tolerance: fp32 atol 1e-5, rtol 1e-4 (one multiply and one add, possibly fused). */
 #include "nnops/nn_testutil.h"
+#include "small.h"
 
 START_TEST(test_u8_to_f32)
 {
-    static const size_t Fs[] = {1, 17, 784}, Bs[] = {1, 17, 1000};
+    static const size_t Fs[] = {1, 17, 784}, Bs_full[] = {1, 17, 1000}, Bs_small[] = {1, 17, 300};
+    const size_t *Bs = TC_SMALL_OR(Bs_full, Bs_small);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
     for (size_t fi = 0; fi < 3; fi++) {

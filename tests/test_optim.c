@@ -3,6 +3,7 @@
  * cases, the learning-rate schedules at chosen steps, parameter validation, device mismatch,
  * memory accounting, resume, the absence of host waits in a step, and the JSON description. */
 #include "common.h"
+#include "small.h"
 
 #include "cltrain/optim.h"
 
@@ -19,7 +20,8 @@
 #define P_OFF 3 /* params and grads are views at these offsets into larger buffers */
 #define G_OFF 1
 
-static const size_t sizes[] = {1, 17, 1000, 65537};
+/* CLTRAIN_TEST_SMALL (tests/small.h): 4099 for 65537 */
+static const size_t sizes_full[] = {1, 17, 1000, 65537}, sizes_small[] = {1, 17, 1000, 4099};
 
 /* ---- float64 reference -------------------------------------------------------------------- */
 
@@ -95,7 +97,8 @@ static void run_against_reference(const struct clt_optim_params *hp, const char 
 {
     clt_ctx *ctx = tc_ctx();
     tc_rng rng = tc_rng_for(name);
-    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+    const size_t *sizes = TC_SMALL_OR(sizes_full, sizes_small);
+    for (size_t si = 0; si < sizeof sizes_full / sizeof sizes_full[0]; si++) {
         size_t n = sizes[si];
         clt_tensor *pbase = make_1d(ctx, n + P_OFF + 2, CLT_MEM_PARAMS);
         clt_tensor *gbase = make_1d(ctx, n + G_OFF + 2, CLT_MEM_GRADS);

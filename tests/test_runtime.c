@@ -2,9 +2,10 @@
  * live-object counters, a bad selector, the in-memory program cache, the on-disk binary cache
  * (hits, corrupt files rejected and rewritten, a FIFO, directory or huge sparse file at a cache
  * path a bounded miss, off switch), build failures carrying the
- * compiler's log (CLTRAIN_KERNEL_DIR at tests/broken), missing sources, and counted host
- * waits. */
+ * compiler's log (CLTRAIN_KERNEL_DIR at tests/broken), missing sources, counted host
+ * waits, kernel-argument failures naming the kernel and the index, and the kernel slots. */
 #include "common.h"
+#include "program.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -512,6 +513,34 @@ START_TEST(test_host_waits)
     tc_assert_no_live();
 }
 END_TEST
+/* A wrong argument size on a real kernel: the message names the kernel, the index and the
+ * size; the slot the op fills holds the same handle; the kernel still runs afterwards. */
+START_TEST(test_kernel_arg_failure)
+{
+    clt_ctx *ctx = ctx_cached(NULL);
+    cl_kernel k = NULL;
+    TC_OK(ctx, clt__kernel(ctx, "elementwise", EW_F32, "fill", &k));
+    cl_mem mem = NULL;
+    cl_ulong off = 0, n = 1;
+    double value = 1.0; /* the kernel's argument 3 is a 4-byte float */
+    ck_assert_int_eq(CLT__ARGS(ctx, k, CLT__ARG(mem), CLT__ARG(off), CLT__ARG(n)), CLT_OK);
+    clt_status st = CLT__ARGS_AT(ctx, k, 3, CLT__ARG(value));
+    ck_assert_int_eq(st, CLT_ERR_OPENCL);
+    const char *msg = clt_ctx_errmsg(ctx);
+    ck_assert_msg(strstr(msg, "kernel fill: clSetKernelArg(3, 8 bytes): CL_INVALID_ARG_SIZE (-51)"),
+                  "message: %s", msg);
+    /* The op's slot: empty before its first use, then this kernel, and stable. */
+    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_FILL, CLT_DTYPE_F32);
+    ck_assert_ptr_null(*slot);
+    check_fill_works(ctx);
+    ck_assert_ptr_eq(*slot, k);
+    ck_assert_ptr_eq(clt__kernel_slot(ctx, CLT__K_FILL, CLT_DTYPE_F32), slot);
+    ck_assert_ptr_null(*clt__kernel_slot(ctx, CLT__K_FILL, CLT_DTYPE_F16));
+    check_fill_works(ctx);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
 
 int main(void)
 {
@@ -530,6 +559,7 @@ int main(void)
     tcase_add_test(prog, test_disk_cache_off);
     tcase_add_test(prog, test_build_failure_log);
     tcase_add_test(prog, test_missing_stem);
+    tcase_add_test(prog, test_kernel_arg_failure);
     suite_add_tcase(s, prog);
     return tc_run(s);
 }

@@ -122,40 +122,46 @@ static int usage(FILE *f, int rc)
     return rc;
 }
 
-int main(int argc, char **argv)
-{
-    const char *device = NULL, *output = NULL, *only = NULL;
-    bool quick = false, all = false, use_min = false;
-    int repeats = 0;
+/* The flags of cltrain-tune. */
+struct tune_args {
+    const char *device, *output, *only;
+    bool quick, all, use_min;
+    int repeats;
     struct clt_gemm_choice given[32];
-    int ngiven = 0;
+    int ngiven;
+};
+
+/* Parses argv into *a; returns -1 to go on, else the exit code (after --help or an error). */
+static int parse_args(int argc, char **argv, struct tune_args *a)
+{
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
-            device = argv[++i];
+            a->device = argv[++i];
         else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc)
-            only = argv[++i];
+            a->only = argv[++i];
         else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
-            repeats = atoi(argv[++i]);
-            if (repeats < 1 || repeats > 64) {
+            a->repeats = atoi(argv[++i]);
+            if (a->repeats < 1 || a->repeats > 64) {
                 fprintf(stderr, "cltrain-tune: --repeats: expected 1 to 64\n");
                 return 2;
             }
         } else if (strcmp(argv[i], "--min") == 0)
-            use_min = true;
+            a->use_min = true;
         else if (strcmp(argv[i], "--variant") == 0 && i + 1 < argc) {
-            if (ngiven == 32 || clt_gemm_choice_parse(argv[++i], &given[ngiven]) != CLT_OK ||
-                given[ngiven].kernel == CLT_GEMM_CLBLAST) {
+            struct clt_gemm_choice *g = &a->given[a->ngiven];
+            if (a->ngiven == 32 || clt_gemm_choice_parse(argv[++i], g) != CLT_OK ||
+                g->kernel == CLT_GEMM_CLBLAST) {
                 fprintf(stderr, "cltrain-tune: --variant: %s\n",
-                        ngiven == 32 ? "at most 32" : clt_last_errmsg());
+                        a->ngiven == 32 ? "at most 32" : clt_last_errmsg());
                 return 2;
             }
-            ngiven++;
+            a->ngiven++;
         } else if (strcmp(argv[i], "--output") == 0 && i + 1 < argc)
-            output = argv[++i];
+            a->output = argv[++i];
         else if (strcmp(argv[i], "--quick") == 0)
-            quick = true;
+            a->quick = true;
         else if (strcmp(argv[i], "--all") == 0)
-            all = true;
+            a->all = true;
         else if (strcmp(argv[i], "--help") == 0)
             return usage(stdout, 0);
         else {
@@ -163,13 +169,15 @@ int main(int argc, char **argv)
             return usage(stderr, 2);
         }
     }
+    return -1;
+}
 
+/* The MLP presets' GEMMs per layout (shapes[0]: NT, [1]: NN, [2]: TN); returns their count. */
+static int make_shapes(bool quick, struct shape shapes[3][12])
+{
     static const size_t pairs[][2] = {{784, 256},  {256, 128},   {128, 10},
                                       {784, 1024}, {1024, 1024}, {1024, 10}};
     static const size_t batches[] = {128, 512};
-    static const clt_gemm_layout layouts[] = {CLT_GEMM_NT, CLT_GEMM_NN, CLT_GEMM_TN};
-    static const char *roles[] = {"NN: dx = dy W", "NT: y = x W^T", "TN: dW = dy^T x", "TT"};
-    struct shape shapes[3][12];
     int nshape = 0;
     for (int bi = 0; bi < 2; bi++)
         for (int p = 0; p < 6; p++) {
@@ -180,26 +188,177 @@ int main(int argc, char **argv)
             shapes[2][nshape] = (struct shape){CLT_GEMM_TN, OUT, IN, B};
             nshape++;
         }
+    return nshape;
+}
 
-    int rc = 1, nvar = 0;
+static const struct clt_gemm_choice clblast = {.kernel = CLT_GEMM_CLBLAST};
+
+/* The candidates on one shape: CLBlast's result as the reference, every candidate still ok[]
+ * checked against it, then timed in rounds into times[c * 12 + s]. 0, or 1 after an OpenCL
+ * failure (r->ctx's message), 2 out of host memory (both printed by the caller). */
+static int time_shape(struct run *r, const struct clt_gemm_choice *vars, int nvar,
+                      const struct shape *sh, int s, bool *ok, double *times)
+{
+    char why[512];
+    if (call(r, &clblast, &sh[s], 0.0f) != CLT_OK ||
+        clt_tensor_read(r->C, r->ref, true, NULL) != CLT_OK)
+        return 1;
+    /* Check every candidate, then time them in rounds (one batch of each per round), so that
+     * a burst of load on a shared machine hits all of them alike; the median (or the best,
+     * --min) round counts. */
+    int *calls = calloc((size_t)nvar + 1, sizeof *calls);
+    double *samples = calloc(((size_t)nvar + 1) * 64, sizeof *samples);
+    if (!calls || !samples) {
+        free(calls);
+        free(samples);
+        return 2;
+    }
+    for (int c = 0; c <= nvar; c++) {
+        calls[c] = -1;
+        if (!ok[c]) continue;
+        char name[96];
+        if (c > 0 && !check_choice(r, &vars[c - 1], &sh[s], why, sizeof why)) {
+            clt_gemm_choice_format(&vars[c - 1], name, sizeof name);
+            fprintf(stderr, "cltrain-tune: %s %s at %zux%zux%zu rejected: %s\n",
+                    clt_gemm_layout_name(sh[s].layout), name, sh[s].M, sh[s].N, sh[s].K, why);
+            ok[c] = false;
+            continue;
+        }
+        calls[c] = calibrate(r, c == 0 ? &clblast : &vars[c - 1], &sh[s]);
+        if (calls[c] < 0) ok[c] = c == 0; /* CLBlast stays the reference */
+    }
+    int reps = r->repeats < 64 ? r->repeats : 64;
+    for (int i = 0; i < reps; i++)
+        for (int c = 0; c <= nvar; c++)
+            if (calls[c] > 0)
+                samples[c * 64 + i] =
+                    time_batch(r, c == 0 ? &clblast : &vars[c - 1], &sh[s], calls[c]);
+    for (int c = 0; c <= nvar; c++) {
+        if (calls[c] <= 0) continue;
+        double *t = samples + c * 64;
+        qsort(t, (size_t)reps, sizeof *t, cmp_double);
+        times[c * 12 + s] = t[0] < 0 ? -1 : r->use_min ? t[0] : t[reps / 2];
+        if (times[c * 12 + s] < 0 && c > 0) ok[c] = false;
+    }
+    free(calls);
+    free(samples);
+    return 0;
+}
+
+/* The table of GFLOP/s, with each candidate's total time per size class, and the fastest
+ * candidate per size class written into tune->gemm[l]. */
+static void pick_best(const struct clt_gemm_choice *vars, int nvar, clt_gemm_layout l,
+                      const struct shape *sh, int nshape, const bool *ok, const double *times,
+                      struct clt_tune *tune)
+{
+    int best[CLT_GEMM__SIZES] = {-1, -1};
+    double best_total[CLT_GEMM__SIZES] = {0, 0}, flop[CLT_GEMM__SIZES] = {0, 0};
+    bool present[CLT_GEMM__SIZES] = {false, false};
+    for (int s = 0; s < nshape; s++) {
+        double macs = (double)sh[s].M * (double)sh[s].N * (double)sh[s].K;
+        int z = macs >= (double)tune->gemm_large_macs ? CLT_GEMM_LARGE : CLT_GEMM_SMALL;
+        present[z] = true;
+        flop[z] += 2.0 * macs;
+    }
+    for (int c = 0; c <= nvar; c++) {
+        bool timed = ok[c];
+        for (int s = 0; s < nshape && timed; s++)
+            timed = times[c * 12 + s] > 0;
+        if (!timed) continue;
+        char name[96];
+        double total[CLT_GEMM__SIZES] = {0, 0};
+        clt_gemm_choice_format(c == 0 ? &clblast : &vars[c - 1], name, sizeof name);
+        printf("%-52s", name);
+        for (int s = 0; s < nshape; s++) {
+            double t = times[c * 12 + s];
+            double macs = (double)sh[s].M * (double)sh[s].N * (double)sh[s].K;
+            total[macs >= (double)tune->gemm_large_macs ? CLT_GEMM_LARGE : CLT_GEMM_SMALL] += t;
+            printf(" %13.1f", 2e-9 * macs / t);
+        }
+        printf(" %9.2f\n", (total[0] + total[1]) * 1e3);
+        for (int z = 0; z < CLT_GEMM__SIZES; z++)
+            if (present[z] && (best[z] < 0 || total[z] < best_total[z])) {
+                best[z] = c;
+                best_total[z] = total[z];
+            }
+    }
+    for (int z = 0; z < CLT_GEMM__SIZES; z++) {
+        if (best[z] < 0) continue; /* no shape of this class: keep the default */
+        tune->gemm[l][z] = best[z] == 0 ? clblast : vars[best[z] - 1];
+        tune->gemm_gflops[l][z] = flop[z] / best_total[z] * 1e-9;
+        char name[96];
+        clt_gemm_choice_format(&tune->gemm[l][z], name, sizeof name);
+        printf("-> %s %s (M*N*K %s %llu): %s, %.1f GFLOP/s over those shapes\n",
+               clt_gemm_layout_name(l), clt_gemm_size_name((clt_gemm_size)z),
+               z == CLT_GEMM_LARGE ? ">=" : "<", (unsigned long long)tune->gemm_large_macs, name,
+               tune->gemm_gflops[l][z]);
+    }
+}
+
+/* One layout: its header, every candidate on every shape, the table and the choice. 0, or
+ * what time_shape returns on failure. */
+static int tune_layout(struct run *r, const struct clt_gemm_choice *vars, int nvar, bool all,
+                       clt_gemm_layout l, const struct shape *sh, int nshape, double *times,
+                       struct clt_tune *tune)
+{
+    static const char *roles[] = {"NN: dx = dy W", "NT: y = x W^T", "TN: dW = dy^T x", "TT"};
+    const clt_device_info *dev = clt_ctx_device(r->ctx);
+    /* candidate 0 is CLBlast, then the variants; times[c * 12 + s], < 0: not run */
+    for (int c = 0; c <= nvar; c++)
+        for (int s = 0; s < nshape; s++)
+            times[c * 12 + s] = -1;
+    bool *ok = calloc((size_t)nvar + 1, sizeof *ok);
+    if (!ok) return 3;
+    for (int c = 0; c <= nvar; c++)
+        ok[c] = c == 0 || (all ? clt_gemm_choice_check(&vars[c - 1], dev, NULL, 0) == CLT_OK
+                               : clt_gemm_variant_applies(&vars[c - 1], l, dev));
+    printf("\n%s\n%-52s", roles[l], "variant \\ M x N x K");
+    for (int s = 0; s < nshape; s++) {
+        char dims[32];
+        snprintf(dims, sizeof dims, "%zux%zux%zu", sh[s].M, sh[s].N, sh[s].K);
+        printf(" %13s", dims);
+    }
+    printf(" %9s\n", "total ms");
+    fflush(stdout);
+    int fail = 0;
+    for (int s = 0; s < nshape && !fail; s++)
+        fail = time_shape(r, vars, nvar, sh, s, ok, times);
+    if (!fail) pick_best(vars, nvar, l, sh, nshape, ok, times, tune);
+    free(ok);
+    fflush(stdout);
+    return fail;
+}
+
+int main(int argc, char **argv)
+{
+    struct tune_args a = {0};
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+
+    static const clt_gemm_layout layouts[] = {CLT_GEMM_NT, CLT_GEMM_NN, CLT_GEMM_TN};
+    struct shape shapes[3][12];
+    int nshape = make_shapes(a.quick, shapes);
+    bool all = a.all;
+    int nvar = 0;
+    rc = 1;
     const struct clt_gemm_choice *vars = clt_gemm_variants(&nvar);
-    if (ngiven) {
-        vars = given;
-        nvar = ngiven;
+    if (a.ngiven) {
+        vars = a.given;
+        nvar = a.ngiven;
         all = true;
     }
-    if (only && strcmp(only, "NT") != 0 && strcmp(only, "NN") != 0 && strcmp(only, "TN") != 0) {
+    if (a.only && strcmp(a.only, "NT") != 0 && strcmp(a.only, "NN") != 0 &&
+        strcmp(a.only, "TN") != 0) {
         fprintf(stderr, "cltrain-tune: --layout: expected NT, NN or TN\n");
         return 2;
     }
-    static const struct clt_gemm_choice clblast = {.kernel = CLT_GEMM_CLBLAST};
-    struct run r = {.repeats = repeats ? repeats
-                               : quick ? 3
-                                       : 5,
-                    .use_min = use_min,
-                    .min_time = quick ? 0.01 : 0.02};
+    struct run r = {.repeats = a.repeats ? a.repeats
+                               : a.quick ? 3
+                                         : 5,
+                    .use_min = a.use_min,
+                    .min_time = a.quick ? 0.01 : 0.02};
     double *times = NULL;
-    char path[4096], why[512];
+    char path[4096];
     struct clt_tune tune;
     float *host = NULL;
     size_t max_a = 0, max_b = 0, max_c = 0;
@@ -212,15 +371,15 @@ int main(int argc, char **argv)
         }
 
     struct clt_ctx_params cp = clt_ctx_default_params();
-    cp.device = device;
+    cp.device = a.device;
     if (clt_ctx_create(&r.ctx, &cp) != CLT_OK) {
         fprintf(stderr, "cltrain-tune: %s\n", clt_last_errmsg());
         return 1;
     }
     const clt_device_info *dev = clt_ctx_device(r.ctx);
     clt_tune_defaults(dev, &tune);
-    if (output)
-        snprintf(path, sizeof path, "%s", output);
+    if (a.output)
+        snprintf(path, sizeof path, "%s", a.output);
     else if (clt_tune_path(r.ctx, path, sizeof path) != CLT_OK) {
         fprintf(stderr, "cltrain-tune: %s; pass --output\n", clt_ctx_errmsg(r.ctx));
         goto done;
@@ -253,118 +412,11 @@ int main(int argc, char **argv)
            r.use_min ? "best" : "median", r.repeats);
     for (int li = 0; li < 3; li++) {
         clt_gemm_layout l = layouts[li];
-        if (only && strcmp(only, clt_gemm_layout_name(l)) != 0) continue;
-        const struct shape *sh = shapes[li];
-        /* candidate 0 is CLBlast, then the variants; times[c * 12 + s], < 0: not run */
-        for (int c = 0; c <= nvar; c++)
-            for (int s = 0; s < nshape; s++)
-                times[c * 12 + s] = -1;
-        bool *ok = calloc((size_t)nvar + 1, sizeof *ok);
-        if (!ok) goto done;
-        for (int c = 0; c <= nvar; c++)
-            ok[c] = c == 0 || (all ? clt_gemm_choice_check(&vars[c - 1], dev, NULL, 0) == CLT_OK
-                                   : clt_gemm_variant_applies(&vars[c - 1], l, dev));
-        printf("\n%s\n%-52s", roles[l], "variant \\ M x N x K");
-        for (int s = 0; s < nshape; s++) {
-            char dims[32];
-            snprintf(dims, sizeof dims, "%zux%zux%zu", sh[s].M, sh[s].N, sh[s].K);
-            printf(" %13s", dims);
-        }
-        printf(" %9s\n", "total ms");
-        fflush(stdout);
-        for (int s = 0; s < nshape; s++) {
-            if (call(&r, &clblast, &sh[s], 0.0f) != CLT_OK ||
-                clt_tensor_read(r.C, r.ref, true, NULL) != CLT_OK) {
-                free(ok);
-                goto cl_fail;
-            }
-            /* Check every candidate, then time them in rounds (one batch of each per round),
-             * so that a burst of load on a shared machine hits all of them alike; the median
-             * (or the best, --min) round counts. */
-            int *calls = calloc((size_t)nvar + 1, sizeof *calls);
-            double *samples = calloc(((size_t)nvar + 1) * 64, sizeof *samples);
-            if (!calls || !samples) {
-                free(calls);
-                free(samples);
-                free(ok);
-                fprintf(stderr, "cltrain-tune: out of host memory\n");
-                goto done;
-            }
-            for (int c = 0; c <= nvar; c++) {
-                calls[c] = -1;
-                if (!ok[c]) continue;
-                char name[96];
-                if (c > 0 && !check_choice(&r, &vars[c - 1], &sh[s], why, sizeof why)) {
-                    clt_gemm_choice_format(&vars[c - 1], name, sizeof name);
-                    fprintf(stderr, "cltrain-tune: %s %s at %zux%zux%zu rejected: %s\n",
-                            clt_gemm_layout_name(l), name, sh[s].M, sh[s].N, sh[s].K, why);
-                    ok[c] = false;
-                    continue;
-                }
-                calls[c] = calibrate(&r, c == 0 ? &clblast : &vars[c - 1], &sh[s]);
-                if (calls[c] < 0) ok[c] = c == 0; /* CLBlast stays the reference */
-            }
-            int reps = r.repeats < 64 ? r.repeats : 64;
-            for (int i = 0; i < reps; i++)
-                for (int c = 0; c <= nvar; c++)
-                    if (calls[c] > 0)
-                        samples[c * 64 + i] =
-                            time_batch(&r, c == 0 ? &clblast : &vars[c - 1], &sh[s], calls[c]);
-            for (int c = 0; c <= nvar; c++) {
-                if (calls[c] <= 0) continue;
-                double *t = samples + c * 64;
-                qsort(t, (size_t)reps, sizeof *t, cmp_double);
-                times[c * 12 + s] = t[0] < 0 ? -1 : r.use_min ? t[0] : t[reps / 2];
-                if (times[c * 12 + s] < 0 && c > 0) ok[c] = false;
-            }
-            free(calls);
-            free(samples);
-        }
-        /* the table, with each candidate's total time per size class */
-        int best[CLT_GEMM__SIZES] = {-1, -1};
-        double best_total[CLT_GEMM__SIZES] = {0, 0}, flop[CLT_GEMM__SIZES] = {0, 0};
-        bool present[CLT_GEMM__SIZES] = {false, false};
-        for (int s = 0; s < nshape; s++) {
-            double macs = (double)sh[s].M * (double)sh[s].N * (double)sh[s].K;
-            int z = macs >= (double)tune.gemm_large_macs ? CLT_GEMM_LARGE : CLT_GEMM_SMALL;
-            present[z] = true;
-            flop[z] += 2.0 * macs;
-        }
-        for (int c = 0; c <= nvar; c++) {
-            bool timed = ok[c];
-            for (int s = 0; s < nshape && timed; s++)
-                timed = times[c * 12 + s] > 0;
-            if (!timed) continue;
-            char name[96];
-            double total[CLT_GEMM__SIZES] = {0, 0};
-            clt_gemm_choice_format(c == 0 ? &clblast : &vars[c - 1], name, sizeof name);
-            printf("%-52s", name);
-            for (int s = 0; s < nshape; s++) {
-                double t = times[c * 12 + s];
-                double macs = (double)sh[s].M * (double)sh[s].N * (double)sh[s].K;
-                total[macs >= (double)tune.gemm_large_macs ? CLT_GEMM_LARGE : CLT_GEMM_SMALL] += t;
-                printf(" %13.1f", 2e-9 * macs / t);
-            }
-            printf(" %9.2f\n", (total[0] + total[1]) * 1e3);
-            for (int z = 0; z < CLT_GEMM__SIZES; z++)
-                if (present[z] && (best[z] < 0 || total[z] < best_total[z])) {
-                    best[z] = c;
-                    best_total[z] = total[z];
-                }
-        }
-        free(ok);
-        for (int z = 0; z < CLT_GEMM__SIZES; z++) {
-            if (best[z] < 0) continue; /* no shape of this class: keep the default */
-            tune.gemm[l][z] = best[z] == 0 ? clblast : vars[best[z] - 1];
-            tune.gemm_gflops[l][z] = flop[z] / best_total[z] * 1e-9;
-            char name[96];
-            clt_gemm_choice_format(&tune.gemm[l][z], name, sizeof name);
-            printf("-> %s %s (M*N*K %s %llu): %s, %.1f GFLOP/s over those shapes\n",
-                   clt_gemm_layout_name(l), clt_gemm_size_name((clt_gemm_size)z),
-                   z == CLT_GEMM_LARGE ? ">=" : "<", (unsigned long long)tune.gemm_large_macs, name,
-                   tune.gemm_gflops[l][z]);
-        }
-        fflush(stdout);
+        if (a.only && strcmp(a.only, clt_gemm_layout_name(l)) != 0) continue;
+        int fail = tune_layout(&r, vars, nvar, all, l, shapes[li], nshape, times, &tune);
+        if (fail == 1) goto cl_fail;
+        if (fail == 2) fprintf(stderr, "cltrain-tune: out of host memory\n");
+        if (fail) goto done;
     }
     if (clt_tune_save(path, &tune) != CLT_OK) {
         fprintf(stderr, "cltrain-tune: %s\n", clt_last_errmsg());

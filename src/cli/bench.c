@@ -136,33 +136,182 @@ static clt_status raw_uploads(clt_ctx *ctx, const void *src, size_t xbytes, size
     return st;
 }
 
-static int bench_data(const struct data_bench *o)
+/* The loaders bench_data compares, in the order of its table. */
+static const struct loader_variant {
+    const char *name;
+    clt_loader_mode mode;
+    bool pinned;
+} loader_variants[3] = {{"resident", CLT_LOADER_RESIDENT, true},
+                        {"streaming, pinned", CLT_LOADER_STREAMING, true},
+                        {"streaming, pageable", CLT_LOADER_STREAMING, false}};
+
+/* --loader and --no-pin as the range first..last of loader_variants; --prefetch checked. */
+static int choose_variants(const struct data_bench *o, int *first, int *last)
 {
-    struct variant {
-        const char *name;
-        clt_loader_mode mode;
-        bool pinned;
-    } all[3] = {{"resident", CLT_LOADER_RESIDENT, true},
-                {"streaming, pinned", CLT_LOADER_STREAMING, true},
-                {"streaming, pageable", CLT_LOADER_STREAMING, false}};
-    int first = 0, last = 2;
     clt_loader_mode want;
     if (clt_loader_mode_parse(o->loader, &want) != CLT_OK && strcmp(o->loader, "all") != 0)
         return cli_usage_error("--loader %s: expected all, resident or streaming", o->loader);
-    if (strcmp(o->loader, "all") == 0 || want == CLT_LOADER_AUTO) first = 0, last = 2;
-    else if (want == CLT_LOADER_RESIDENT) first = last = 0;
-    else first = last = o->no_pin ? 2 : 1;
+    if (strcmp(o->loader, "all") == 0 || want == CLT_LOADER_AUTO) *first = 0, *last = 2;
+    else if (want == CLT_LOADER_RESIDENT) *first = *last = 0;
+    else *first = *last = o->no_pin ? 2 : 1;
     if (o->prefetch < 2 || o->prefetch > CLT_LOADER_MAX_PREFETCH)
         return cli_usage_error("--prefetch %ld: expected 2 to %d staging buffers", o->prefetch,
                                CLT_LOADER_MAX_PREFETCH);
+    return CLI_OK;
+}
+
+/* The training thread's host waits per epoch, by reason: "1.0 (log 0.5, epoch 0.5)". */
+static void format_waits(const struct epoch_capture *cap, char *waits, size_t size)
+{
+    double ne = (double)cap->epochs;
+    long tot = cap->last.host_waits_total - cap->first.host_waits_total -
+               (cap->llast.waits - cap->lfirst.waits);
+    int k = snprintf(waits, size, "%.1f (", (double)tot / ne);
+    bool firstr = true;
+    for (int r = 0; r < CLT_WAIT__COUNT; r++) {
+        long n = cap->last.host_waits[r] - cap->first.host_waits[r];
+        if (!n || r == CLT_WAIT_LOADER || k >= (int)size) continue;
+        k += snprintf(waits + k, size - (size_t)k, "%s%s %.1f", firstr ? "" : ", ",
+                      clt_wait_reason_name((clt_wait_reason)r), (double)n / ne);
+        firstr = false;
+    }
+    if (k < (int)size) snprintf(waits + k, size - (size_t)k, ")");
+}
+
+/* The table of epoch times: a warm-up, then o->epochs timed epochs per loader first..last. */
+static int time_epochs(clt_ctx *ctx, const clt_spec *spec, const clt_dataset *train,
+                       const struct clt_input_norm *norm, const struct data_bench *o, int first,
+                       int last)
+{
+    int rc = CLI_FAIL;
+    clt_loader *l = NULL;
+    double resident_s = 0;
+    for (int v = first; v <= last; v++) {
+        struct clt_loader_params lp = clt_loader_default_params();
+        struct epoch_capture cap;
+        lp.mode = loader_variants[v].mode;
+        lp.pinned = loader_variants[v].pinned;
+        lp.batch_size = (size_t)o->batch;
+        lp.prefetch = (int)o->prefetch;
+        clt_status st = clt_loader_create(&l, ctx, train, norm, &lp);
+        if (st == CLT_OK && o->warmup > 0) st = train_with(ctx, spec, train, l, o, o->warmup, &cap);
+        if (st == CLT_OK) st = train_with(ctx, spec, train, l, o, 0, &cap);
+        if (st != CLT_OK) {
+            cli_error("%s: %s", loader_variants[v].name, clt_ctx_errmsg(ctx));
+            goto done;
+        }
+        double es = cap.epoch_s / cap.epochs, ne = (double)cap.epochs;
+        if (v == 0) resident_s = es;
+        char waits[128] = "", vs[16] = "-";
+        format_waits(&cap, waits, sizeof waits);
+        if (resident_s > 0) snprintf(vs, sizeof vs, "%.3fx", es / resident_s);
+        printf("  %-22s %9.3f %10.0f %8s %22s %14.1f %8.3f (%.3f)\n", loader_variants[v].name, es,
+               (double)train->n / es, vs, waits, (double)(cap.llast.waits - cap.lfirst.waits) / ne,
+               (cap.llast.stall_s - cap.lfirst.stall_s) / ne,
+               (cap.llast.wait_s - cap.lfirst.wait_s) / ne);
+        clt_loader_free(l);
+        l = NULL;
+    }
+    rc = CLI_OK;
+done:
+    clt_loader_free(l);
+    return rc;
+}
+
+/* One streaming variant's upload bandwidth on a profiling ctx: an epoch through the loader,
+ * then raw copies of the same batches and one copy of the epoch's bytes from host memory of
+ * the same kind. */
+static int measure_upload(clt_ctx *ctx, const clt_spec *spec, const clt_dataset *train,
+                          const struct clt_input_norm *norm, const struct data_bench *o,
+                          const struct loader_variant *var, long spe)
+{
+    size_t xbytes = (size_t)o->batch * train->features * (train->u8 ? 1 : 4),
+           ybytes = (size_t)o->batch * 4;
+    struct clt_loader_params lp = clt_loader_default_params();
+    struct epoch_capture cap;
+    clt_loader *l = NULL;
+    clt_pinned *pin = NULL;
+    void *heap = NULL, *src = NULL;
+    double raw = 0, whole = 0;
+    size_t ex = xbytes * (size_t)spe, ey = ybytes * (size_t)spe; /* an epoch's bytes */
+    lp.mode = CLT_LOADER_STREAMING;
+    lp.pinned = var->pinned;
+    lp.batch_size = (size_t)o->batch;
+    lp.prefetch = (int)o->prefetch;
+    struct data_bench one = *o;
+    one.epochs = 1;
+    int rc = CLI_FAIL;
+    clt_status st = clt_loader_create(&l, ctx, train, norm, &lp);
+    if (st == CLT_OK) st = train_with(ctx, spec, train, l, &one, 0, &cap);
+    if (st == CLT_OK && var->pinned) {
+        st = clt_pinned_create(&pin, ctx, ex + ey);
+        if (st == CLT_OK) src = clt_pinned_ptr(pin);
+    } else if (st == CLT_OK) {
+        src = heap = malloc(ex + ey);
+        if (!src) st = CLT_ERR_HOST_MEMORY;
+    }
+    if (src) memset(src, 1, ex + ey);
+    if (st == CLT_OK) st = raw_uploads(ctx, src, xbytes, ybytes, spe, &raw);
+    if (st == CLT_OK) st = raw_uploads(ctx, src, ex, ey, 1, &whole);
+    clt_pinned_free(pin);
+    free(heap);
+    if (st != CLT_OK) {
+        cli_error("%s bandwidth: %s", var->name, clt_ctx_errmsg(ctx));
+        goto done;
+    }
+    struct clt_loader_stats ls = clt_loader_stats(l);
+    double got = ls.upload_ms > 0 ? ls.timed_bytes / (ls.upload_ms * 1e6) : 0;
+    printf("  %-20s loader %6.2f GB/s (%.1f ms of copies per epoch); raw "
+           "clEnqueueWriteBuffer from %s memory: the same copies %6.2f GB/s (loader "
+           "%.0f%%), one copy of the epoch's bytes %6.2f GB/s (loader %.0f%%)\n",
+           var->name, got, ls.upload_ms * (double)(xbytes + ybytes) * (double)spe /
+                               (ls.timed_bytes > 0 ? ls.timed_bytes : 1),
+           var->pinned ? "pinned" : "pageable", raw, raw > 0 ? 100.0 * got / raw : 0.0,
+           whole, whole > 0 ? 100.0 * got / whole : 0.0);
+    rc = CLI_OK;
+done:
+    clt_loader_free(l);
+    return rc;
+}
+
+/* Bandwidth: event times need a profiling ctx (which also times GEMMs with a finish, so its
+ * epoch times are not the table's). */
+static int measure_uploads(struct clt_ctx_params cp, const clt_spec *spec,
+                           const clt_dataset *train, const struct clt_input_norm *norm,
+                           const struct data_bench *o, long spe, int first, int last)
+{
+    int rc = CLI_FAIL;
+    clt_ctx *ctx = NULL;
+    size_t xbytes = (size_t)o->batch * train->features * (train->u8 ? 1 : 4),
+           ybytes = (size_t)o->batch * 4;
+    cp.profiling = true;
+    if (clt_ctx_create(&ctx, &cp) != CLT_OK) {
+        cli_error("%s", clt_last_errmsg());
+        goto done;
+    }
+    printf("upload bandwidth (a profiling ctx; device time of each copy from its events; "
+           "an epoch is %ld batches of up to %zu + %zu bytes):\n", spe, xbytes, ybytes);
+    for (int v = first < 1 ? 1 : first; v <= last; v++)
+        if (measure_upload(ctx, spec, train, norm, o, &loader_variants[v], spe) != CLI_OK)
+            goto done;
+    printf("  goal: the loader's pinned uploads >= 90%% of the raw pinned copies\n");
+    rc = CLI_OK;
+done:
+    clt_ctx_free(ctx);
+    return rc;
+}
+
+static int bench_data(const struct data_bench *o)
+{
+    int first = 0, last = 2;
+    int rc = choose_variants(o, &first, &last);
+    if (rc != CLI_OK) return rc;
 
     clt_dataset train = {0};
     clt_spec spec = {0};
     clt_ctx *ctx = NULL;
-    clt_loader *l = NULL;
     char *text = NULL;
-    int rc = CLI_FAIL;
-    double resident_s = 0;
+    rc = CLI_FAIL;
     struct clt_data_params dp = clt_data_default_params();
     struct clt_ctx_params cp = clt_ctx_default_params();
     cp.device = o->device;
@@ -186,112 +335,176 @@ static int bench_data(const struct data_bench *o)
            text, o->batch, o->epochs, spe, o->warmup, o->log_every);
     printf("  %-22s %9s %10s %8s %22s %14s %16s\n", "loader", "epoch s", "samples/s",
            "vs res.", "host waits/epoch", "loader waits", "stall s (wait s)");
-    for (int v = first; v <= last; v++) {
-        struct clt_loader_params lp = clt_loader_default_params();
-        struct epoch_capture cap;
-        lp.mode = all[v].mode;
-        lp.pinned = all[v].pinned;
-        lp.batch_size = (size_t)o->batch;
-        lp.prefetch = (int)o->prefetch;
-        clt_status st = clt_loader_create(&l, ctx, &train, &norm, &lp);
-        if (st == CLT_OK && o->warmup > 0) st = train_with(ctx, &spec, &train, l, o, o->warmup, &cap);
-        if (st == CLT_OK) st = train_with(ctx, &spec, &train, l, o, 0, &cap);
-        if (st != CLT_OK) {
-            cli_error("%s: %s", all[v].name, clt_ctx_errmsg(ctx));
-            goto done;
-        }
-        double es = cap.epoch_s / cap.epochs, ne = (double)cap.epochs;
-        if (v == 0) resident_s = es;
-        char waits[128] = "", vs[16] = "-";
-        long tot = cap.last.host_waits_total - cap.first.host_waits_total -
-                   (cap.llast.waits - cap.lfirst.waits);
-        int k = snprintf(waits, sizeof waits, "%.1f (", (double)tot / ne);
-        bool firstr = true;
-        for (int r = 0; r < CLT_WAIT__COUNT; r++) {
-            long n = cap.last.host_waits[r] - cap.first.host_waits[r];
-            if (!n || r == CLT_WAIT_LOADER || k >= (int)sizeof waits) continue;
-            k += snprintf(waits + k, sizeof waits - (size_t)k, "%s%s %.1f", firstr ? "" : ", ",
-                          clt_wait_reason_name((clt_wait_reason)r), (double)n / ne);
-            firstr = false;
-        }
-        if (k < (int)sizeof waits) snprintf(waits + k, sizeof waits - (size_t)k, ")");
-        if (resident_s > 0) snprintf(vs, sizeof vs, "%.3fx", es / resident_s);
-        printf("  %-22s %9.3f %10.0f %8s %22s %14.1f %8.3f (%.3f)\n", all[v].name, es,
-               (double)train.n / es, vs, waits, (double)(cap.llast.waits - cap.lfirst.waits) / ne,
-               (cap.llast.stall_s - cap.lfirst.stall_s) / ne,
-               (cap.llast.wait_s - cap.lfirst.wait_s) / ne);
-        clt_loader_free(l);
-        l = NULL;
-    }
+    if (time_epochs(ctx, &spec, &train, &norm, o, first, last) != CLI_OK) goto done;
     printf("  goal: streaming <= 1.05x resident; host waits per epoch = log points + epoch-end "
            "reads + evaluations + checkpoints = %.1f here\n", (double)goal / (double)o->epochs);
     clt_ctx_free(ctx);
     ctx = NULL;
-
-    /* Bandwidth: event times need a profiling ctx (which also times GEMMs with a finish, so
-     * its epoch times are not the ones above). */
-    if (last >= 1) {
-        size_t xbytes = (size_t)o->batch * train.features * (train.u8 ? 1 : 4),
-               ybytes = (size_t)o->batch * 4;
-        cp.profiling = true;
-        if (clt_ctx_create(&ctx, &cp) != CLT_OK) {
-            cli_error("%s", clt_last_errmsg());
-            goto done;
-        }
-        printf("upload bandwidth (a profiling ctx; device time of each copy from its events; "
-               "an epoch is %ld batches of up to %zu + %zu bytes):\n", spe, xbytes, ybytes);
-        for (int v = first < 1 ? 1 : first; v <= last; v++) {
-            struct clt_loader_params lp = clt_loader_default_params();
-            struct epoch_capture cap;
-            clt_pinned *pin = NULL;
-            void *heap = NULL, *src = NULL;
-            double raw = 0, whole = 0;
-            size_t ex = xbytes * (size_t)spe, ey = ybytes * (size_t)spe; /* an epoch's bytes */
-            lp.mode = CLT_LOADER_STREAMING;
-            lp.pinned = all[v].pinned;
-            lp.batch_size = (size_t)o->batch;
-            lp.prefetch = (int)o->prefetch;
-            struct data_bench one = *o;
-            one.epochs = 1;
-            clt_status st = clt_loader_create(&l, ctx, &train, &norm, &lp);
-            if (st == CLT_OK) st = train_with(ctx, &spec, &train, l, &one, 0, &cap);
-            if (st == CLT_OK && all[v].pinned) {
-                st = clt_pinned_create(&pin, ctx, ex + ey);
-                if (st == CLT_OK) src = clt_pinned_ptr(pin);
-            } else if (st == CLT_OK) {
-                src = heap = malloc(ex + ey);
-                if (!src) st = CLT_ERR_HOST_MEMORY;
-            }
-            if (src) memset(src, 1, ex + ey);
-            if (st == CLT_OK) st = raw_uploads(ctx, src, xbytes, ybytes, spe, &raw);
-            if (st == CLT_OK) st = raw_uploads(ctx, src, ex, ey, 1, &whole);
-            clt_pinned_free(pin);
-            free(heap);
-            if (st != CLT_OK) {
-                cli_error("%s bandwidth: %s", all[v].name, clt_ctx_errmsg(ctx));
-                goto done;
-            }
-            struct clt_loader_stats ls = clt_loader_stats(l);
-            double got = ls.upload_ms > 0 ? ls.timed_bytes / (ls.upload_ms * 1e6) : 0;
-            printf("  %-20s loader %6.2f GB/s (%.1f ms of copies per epoch); raw "
-                   "clEnqueueWriteBuffer from %s memory: the same copies %6.2f GB/s (loader "
-                   "%.0f%%), one copy of the epoch's bytes %6.2f GB/s (loader %.0f%%)\n",
-                   all[v].name, got, ls.upload_ms * (double)(xbytes + ybytes) * (double)spe /
-                                         (ls.timed_bytes > 0 ? ls.timed_bytes : 1),
-                   all[v].pinned ? "pinned" : "pageable", raw, raw > 0 ? 100.0 * got / raw : 0.0,
-                   whole, whole > 0 ? 100.0 * got / whole : 0.0);
-            clt_loader_free(l);
-            l = NULL;
-        }
-        printf("  goal: the loader's pinned uploads >= 90%% of the raw pinned copies\n");
-    }
+    if (last >= 1 &&
+        measure_uploads(cp, &spec, &train, &norm, o, spe, first, last) != CLI_OK)
+        goto done;
     rc = CLI_OK;
 done:
-    clt_loader_free(l);
     clt_ctx_free(ctx);
     clt_spec_free(&spec);
     clt_dataset_free(&train);
     free(text);
+    return rc;
+}
+
+/* `cltrain bench` without --data: the flags that matter to the step benchmark. */
+struct step_bench {
+    const char *model, *device;
+    clt_optim_kind kind;
+    long batch, steps, warmup, features, classes, repeats;
+};
+
+enum { NBATCH = 8 }; /* distinct batches the timed steps cycle through */
+
+/* The model, its optimizer, NBATCH batches of random inputs (x) and labels (y) on the device,
+ * the gradient of the output and the loss sum: what step_bench_run uses. */
+struct step_state {
+    clt_ctx *ctx;
+    clt_spec spec;
+    clt_model *m;
+    clt_optim *opt;
+    clt_tensor *x, *y, *dout, *loss;
+};
+
+static void step_state_free(struct step_state *s)
+{
+    clt_tensor_free(s->x);
+    clt_tensor_free(s->y);
+    clt_tensor_free(s->dout);
+    clt_tensor_free(s->loss);
+    clt_optim_free(s->opt);
+    clt_model_free(s->m);
+    clt_spec_free(&s->spec);
+    clt_ctx_free(s->ctx);
+}
+
+static int step_state_create(struct step_state *s, const struct step_bench *o)
+{
+    int rc = CLI_FAIL;
+    float *hx = NULL;
+    int32_t *hy = NULL;
+    size_t B = (size_t)o->batch, F = (size_t)o->features, N = (size_t)o->classes, one = 1;
+    struct clt_ctx_params cp = clt_ctx_default_params();
+    cp.device = o->device;
+    if (clt_ctx_create(&s->ctx, &cp) != CLT_OK) {
+        cli_error("%s", clt_last_errmsg());
+        goto done;
+    }
+    if (clt_spec_parse(o->model, (int)o->classes, &s->spec) != CLT_OK) {
+        cli_error("%s", clt_last_errmsg());
+        goto done;
+    }
+    struct clt_model_params mp = clt_model_default_params();
+    mp.max_batch = B;
+    struct clt_optim_params op = clt_optim_default_params(o->kind);
+    size_t xd[2] = {NBATCH * B, F}, yd = NBATCH * B, dd[2] = {B, N};
+    hx = malloc(xd[0] * F * sizeof *hx);
+    hy = malloc(yd * sizeof *hy);
+    if (!hx || !hy) {
+        cli_error("out of host memory");
+        goto done;
+    }
+    clt_rng_fill_uniform(1, clt_rng_stream(CLT_RNG_USER, 0), 0, hx, xd[0] * F, 0.0f, 1.0f);
+    for (size_t i = 0; i < yd; i++) hy[i] = (int32_t)(clt_rng_u32(1, 1, i) % (uint32_t)N);
+    if (clt_model_create(&s->m, s->ctx, &s->spec, F, N, &mp) != CLT_OK ||
+        clt_optim_create(&s->opt, clt_model_params(s->m), &op) != CLT_OK ||
+        clt_tensor_create(&s->x, s->ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_OTHER) != CLT_OK ||
+        clt_tensor_create(&s->y, s->ctx, CLT_DTYPE_I32, 1, &yd, CLT_MEM_OTHER) != CLT_OK ||
+        clt_tensor_create(&s->dout, s->ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_ACTIVATIONS) !=
+            CLT_OK ||
+        clt_tensor_zeros(&s->loss, s->ctx, CLT_DTYPE_F32, 1, &one, CLT_MEM_WORKSPACE) != CLT_OK ||
+        clt_tensor_write(s->x, hx, true, NULL) != CLT_OK ||
+        clt_tensor_write(s->y, hy, true, NULL) != CLT_OK) {
+        cli_error("%s", clt_ctx_errmsg(s->ctx));
+        goto done;
+    }
+    rc = CLI_OK;
+done:
+    free(hx);
+    free(hy);
+    return rc;
+}
+
+/* n training steps (forward, cross-entropy, backward, optimizer) over the NBATCH batches in
+ * turn, enqueued without waiting. */
+static clt_status step_bench_run(struct step_state *s, const struct step_bench *o, long n)
+{
+    clt_status st = CLT_OK;
+    clt_tensor *xb = NULL, *yb = NULL;
+    size_t B = (size_t)o->batch, F = (size_t)o->features, bd[2] = {B, F};
+    for (long i = 0; i < n && st == CLT_OK; i++) {
+        size_t k = (size_t)i % NBATCH;
+        clt_tensor *out = NULL;
+        st = clt_tensor_view(&xb, s->x, k * B * F, 2, bd);
+        if (st == CLT_OK) st = clt_tensor_view(&yb, s->y, k * B, 1, &B);
+        if (st == CLT_OK) st = clt_model_forward(s->m, xb, true, (uint64_t)i, &out);
+        if (st == CLT_OK)
+            st = clt_op_softmax_xent(out, yb, 0.0f, 1.0f, 1.0f / (float)B, s->dout, s->loss,
+                                     NULL);
+        if (st == CLT_OK) st = clt_model_backward(s->m, s->dout, false);
+        if (st == CLT_OK) st = clt_optim_step(s->opt, clt_model_grads(s->m));
+        clt_tensor_free(xb);
+        clt_tensor_free(yb);
+        xb = yb = NULL;
+    }
+    return st;
+}
+
+/* A warm-up, then nrep timed repeats of o->steps steps, the queue finished before each clock
+ * read; rates[] (steps/s) sorted ascending. */
+static clt_status step_bench_time(struct step_state *s, const struct step_bench *o, long nrep,
+                                  double *rates)
+{
+    for (long r = -1; r < nrep; r++) {
+        long n = r < 0 ? o->warmup : o->steps;
+        if (clt_ctx_finish(s->ctx, CLT_WAIT_TIMING) != CLT_OK) return CLT_ERR_OPENCL;
+        double t0 = now_s();
+        if (step_bench_run(s, o, n) != CLT_OK ||
+            clt_ctx_finish(s->ctx, CLT_WAIT_TIMING) != CLT_OK)
+            return CLT_ERR_OPENCL;
+        if (r >= 0) rates[r] = (double)n / (now_s() - t0);
+    }
+    /* median of the repeats */
+    for (long i = 1; i < nrep; i++)
+        for (long j = i; j > 0 && rates[j] < rates[j - 1]; j--) {
+            double tmp = rates[j];
+            rates[j] = rates[j - 1];
+            rates[j - 1] = tmp;
+        }
+    return CLT_OK;
+}
+
+/* Training steps per second on synthetic data resident on the device. */
+static int bench_steps(const struct step_bench *o)
+{
+    struct step_state s = {0};
+    double rates[64];
+    long nrep = o->repeats < 64 ? o->repeats : 64;
+    int rc = step_state_create(&s, o);
+    if (rc == CLI_OK && step_bench_time(&s, o, nrep, rates) != CLT_OK)
+        rc = cli_error("%s", clt_ctx_errmsg(s.ctx));
+    if (rc == CLI_OK) {
+        char *text = NULL;
+        clt_spec_to_string(&s.spec, &text);
+        struct clt_mem_stats ms = clt_ctx_mem_stats(s.ctx);
+        char peak[32];
+        clt_format_bytes(ms.peak, peak, sizeof peak);
+        printf("bench on [%d] %s: model %zu-%s, batch %zu, %s: %.1f steps/s, %.0f samples/s "
+               "(median of %ld x %ld steps after %ld warm-up; min %.1f, max %.1f steps/s); peak "
+               "device memory %s\n",
+               clt_ctx_device(s.ctx)->index, clt_ctx_device(s.ctx)->device_name,
+               (size_t)o->features, text ? text : o->model, (size_t)o->batch,
+               clt_optim_kind_name(o->kind), rates[nrep / 2],
+               rates[nrep / 2] * (double)o->batch, nrep, o->steps, o->warmup, rates[0],
+               rates[nrep - 1], peak);
+        free(text);
+    }
+    step_state_free(&s);
     return rc;
 }
 
@@ -337,109 +550,6 @@ int cli_bench(int argc, char **argv)
                                prefetch, no_pin};
         return bench_data(&o);
     }
-
-    enum { NBATCH = 8 };
-    clt_ctx *ctx = NULL;
-    clt_spec spec = {0};
-    clt_model *m = NULL;
-    clt_optim *opt = NULL;
-    clt_tensor *x = NULL, *y = NULL, *dout = NULL, *loss = NULL, *xb = NULL, *yb = NULL;
-    float *hx = NULL;
-    int32_t *hy = NULL;
-    size_t B = (size_t)batch, F = (size_t)features, N = (size_t)classes, one = 1;
-    rc = CLI_FAIL;
-    struct clt_ctx_params cp = clt_ctx_default_params();
-    cp.device = device;
-    if (clt_ctx_create(&ctx, &cp) != CLT_OK) {
-        cli_error("%s", clt_last_errmsg());
-        goto done;
-    }
-    if (clt_spec_parse(model, (int)classes, &spec) != CLT_OK) {
-        cli_error("%s", clt_last_errmsg());
-        goto done;
-    }
-    struct clt_model_params mp = clt_model_default_params();
-    mp.max_batch = B;
-    struct clt_optim_params op = clt_optim_default_params(kind);
-    size_t xd[2] = {NBATCH * B, F}, yd = NBATCH * B, dd[2] = {B, N}, bd[2] = {B, F};
-    hx = malloc(xd[0] * F * sizeof *hx);
-    hy = malloc(yd * sizeof *hy);
-    if (!hx || !hy) {
-        cli_error("out of host memory");
-        goto done;
-    }
-    clt_rng_fill_uniform(1, clt_rng_stream(CLT_RNG_USER, 0), 0, hx, xd[0] * F, 0.0f, 1.0f);
-    for (size_t i = 0; i < yd; i++) hy[i] = (int32_t)(clt_rng_u32(1, 1, i) % (uint32_t)N);
-    if (clt_model_create(&m, ctx, &spec, F, N, &mp) != CLT_OK ||
-        clt_optim_create(&opt, clt_model_params(m), &op) != CLT_OK ||
-        clt_tensor_create(&x, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_OTHER) != CLT_OK ||
-        clt_tensor_create(&y, ctx, CLT_DTYPE_I32, 1, &yd, CLT_MEM_OTHER) != CLT_OK ||
-        clt_tensor_create(&dout, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_ACTIVATIONS) != CLT_OK ||
-        clt_tensor_zeros(&loss, ctx, CLT_DTYPE_F32, 1, &one, CLT_MEM_WORKSPACE) != CLT_OK ||
-        clt_tensor_write(x, hx, true, NULL) != CLT_OK ||
-        clt_tensor_write(y, hy, true, NULL) != CLT_OK) {
-        cli_error("%s", clt_ctx_errmsg(ctx));
-        goto done;
-    }
-    double rates[64];
-    long nrep = repeats < 64 ? repeats : 64;
-    for (long r = -1; r < nrep; r++) {
-        long n = r < 0 ? warmup : steps;
-        if (clt_ctx_finish(ctx, CLT_WAIT_TIMING) != CLT_OK) goto fail;
-        double t0 = now_s();
-        for (long s = 0; s < n; s++) {
-            size_t k = (size_t)s % NBATCH;
-            clt_tensor *out = NULL;
-            if (clt_tensor_view(&xb, x, k * B * F, 2, bd) != CLT_OK ||
-                clt_tensor_view(&yb, y, k * B, 1, &B) != CLT_OK ||
-                clt_model_forward(m, xb, true, (uint64_t)s, &out) != CLT_OK ||
-                clt_op_softmax_xent(out, yb, 0.0f, 1.0f, 1.0f / (float)B, dout, loss, NULL) !=
-                    CLT_OK ||
-                clt_model_backward(m, dout, false) != CLT_OK ||
-                clt_optim_step(opt, clt_model_grads(m)) != CLT_OK)
-                goto fail;
-            clt_tensor_free(xb);
-            clt_tensor_free(yb);
-            xb = yb = NULL;
-        }
-        if (clt_ctx_finish(ctx, CLT_WAIT_TIMING) != CLT_OK) goto fail;
-        if (r >= 0) rates[r] = (double)n / (now_s() - t0);
-    }
-    /* median of the repeats */
-    for (long i = 1; i < nrep; i++)
-        for (long j = i; j > 0 && rates[j] < rates[j - 1]; j--) {
-            double tmp = rates[j];
-            rates[j] = rates[j - 1];
-            rates[j - 1] = tmp;
-        }
-    char *text = NULL;
-    clt_spec_to_string(&spec, &text);
-    struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
-    char peak[32];
-    clt_format_bytes(ms.peak, peak, sizeof peak);
-    printf("bench on [%d] %s: model %zu-%s, batch %zu, %s: %.1f steps/s, %.0f samples/s "
-           "(median of %ld x %ld steps after %ld warm-up; min %.1f, max %.1f steps/s); peak "
-           "device memory %s\n",
-           clt_ctx_device(ctx)->index, clt_ctx_device(ctx)->device_name, F, text ? text : model, B,
-           clt_optim_kind_name(kind), rates[nrep / 2], rates[nrep / 2] * (double)B, nrep, steps,
-           warmup, rates[0], rates[nrep - 1], peak);
-    free(text);
-    rc = CLI_OK;
-    goto done;
-fail:
-    cli_error("%s", clt_ctx_errmsg(ctx));
-done:
-    clt_tensor_free(xb);
-    clt_tensor_free(yb);
-    clt_tensor_free(x);
-    clt_tensor_free(y);
-    clt_tensor_free(dout);
-    clt_tensor_free(loss);
-    clt_optim_free(opt);
-    clt_model_free(m);
-    clt_spec_free(&spec);
-    clt_ctx_free(ctx);
-    free(hx);
-    free(hy);
-    return rc;
+    struct step_bench o = {model, device, kind, batch, steps, warmup, features, classes, repeats};
+    return bench_steps(&o);
 }

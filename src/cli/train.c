@@ -259,412 +259,530 @@ static void on_event(const struct clt_train_event *e, void *user)
 
 /* ---- train -------------------------------------------------------------------------------- */
 
-int cli_train(int argc, char **argv)
+/* The flags of `cltrain train` as given, then what check_train_args derives from them. */
+struct train_args {
+    const char *data, *model, *device, *optimizer, *schedule, *task, *init_scheme, *metrics,
+        *save, *resume, *init, *loader, *label_text, *precision;
+    long epochs, steps, batch, log_every, save_every, warmup, step_size, label_column, prefetch,
+        n_classes, accumulate;
+    uint64_t seed;
+    float lr, momentum, weight_decay, dampening, gamma, min_lr, smoothing, beta1, beta2, eps;
+    bool profile, sync_debug, memory, seed_seen, dry_run, auto_batch;
+    bool no_shuffle, drop_last, normalize, nesterov, quiet, lr_seen, wd_seen, model_seen,
+        label_seen, step_size_seen, on_device, no_pin, loader_seen, prefetch_seen;
+    /* derived */
+    clt_loader_mode lmode;
+    struct clt_data_params dp;
+    struct clt_optim_params op;
+    clt_init init_kind;
+    clt_dtype prec;
+};
+
+/* What a run holds from opening the data to the end; train_run_close releases it. */
+struct train_run {
+    clt_dataset train, test;
+    clt_spec spec;
+    clt_ctx *ctx;
+    clt_train_setup *setup;
+    struct clt_train_setup_params sp;
+    clt_checkpoint *ck;
+    const char *from; /* --resume or --init: the checkpoint's path, else NULL */
+    float *mean, *std;
+    struct clt_input_norm norm;
+    int classes;
+    char *spec_text;
+    long eff;                  /* the effective batch, kept by --auto-batch */
+    struct clt_mem_stats ms;   /* the accountant once the set-up is built */
+    FILE *mf;
+    struct reporter rep;
+};
+
+/* The table of flags and cli_parse; *help when --help printed it (nothing else to do). */
+static int parse_train_args(int argc, char **argv, struct train_args *a, bool *help)
 {
-    const char *data = "fashion-mnist", *model = "mlp", *device = NULL, *optimizer = "adam",
-               *schedule = "constant", *task = "classification", *init_scheme = "default",
-               *metrics = NULL, *save = NULL, *resume = NULL, *init = NULL, *loader = "auto";
-    long epochs = 10, steps = 0, batch = 128, log_every = 100, save_every = 0, warmup = 0,
-         step_size = 0, label_column = -1, prefetch = 3, n_classes = 0;
-    uint64_t seed = 0;
-    float lr = 1e-3f, momentum = 0, weight_decay = 0, dampening = 0, gamma = 0.1f, min_lr = 0,
-          smoothing = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
-    const char *label_text = NULL;
-    long accumulate = 1;
-    const char *precision = "fp32";
-    bool profile = false, sync_debug = false, memory = false, seed_seen = false, dry_run = false,
-         auto_batch = false;
-    bool no_shuffle = false, drop_last = false, normalize = false, nesterov = false, quiet = false,
-         lr_seen = false, wd_seen = false, model_seen = false, label_seen = false,
-         step_size_seen = false, on_device = false, no_pin = false, loader_seen = false,
-         prefetch_seen = false;
     const struct cli_opt opts[] = {
-        {"data", OPT_STR, &data, "fashion-mnist, mnist, idx:DIR or csv:TRAIN[,TEST]", NULL},
-        {"label-column", OPT_STR, &label_text, "CSV column of the label (0-based, -1 = last)",
-         &label_seen},
-        {"task", OPT_STR, &task, "classification or regression (CSV)", NULL},
-        {"classes", OPT_POS_INT, &n_classes,
+        {"data", OPT_STR, &a->data, "fashion-mnist, mnist, idx:DIR or csv:TRAIN[,TEST]", NULL},
+        {"label-column", OPT_STR, &a->label_text, "CSV column of the label (0-based, -1 = last)",
+         &a->label_seen},
+        {"task", OPT_STR, &a->task, "classification or regression (CSV)", NULL},
+        {"classes", OPT_POS_INT, &a->n_classes,
          "classification: the number of classes N, labels 0..N-1 (default: the largest label "
          "+ 1, every class present; give it for 1-based labels or classes absent from the data)",
          NULL},
-        {"model", OPT_STR, &model, "a spec (\"linear 256, relu, linear 10\"), a file, mlp or logreg",
-         &model_seen},
-        {"init-scheme", OPT_STR, &init_scheme, "default (PyTorch's), kaiming or xavier", NULL},
-        {"epochs", OPT_POS_INT, &epochs, "passes over the training split (10)", NULL},
-        {"steps", OPT_POS_INT, &steps, "stop after this many optimizer steps", NULL},
-        {"batch-size", OPT_POS_INT, &batch, "samples per forward pass, the micro-batch (128)",
+        {"model", OPT_STR, &a->model,
+         "a spec (\"linear 256, relu, linear 10\"), a file, mlp or logreg", &a->model_seen},
+        {"init-scheme", OPT_STR, &a->init_scheme, "default (PyTorch's), kaiming or xavier", NULL},
+        {"epochs", OPT_POS_INT, &a->epochs, "passes over the training split (10)", NULL},
+        {"steps", OPT_POS_INT, &a->steps, "stop after this many optimizer steps", NULL},
+        {"batch-size", OPT_POS_INT, &a->batch, "samples per forward pass, the micro-batch (128)",
          NULL},
-        {"accumulate", OPT_POS_INT, &accumulate,
+        {"accumulate", OPT_POS_INT, &a->accumulate,
          "micro-batches per optimizer step, gradients summed (1)", NULL},
-        {"auto-batch", OPT_FLAG, &auto_batch,
+        {"auto-batch", OPT_FLAG, &a->auto_batch,
          "out of memory: halve the micro-batch, double --accumulate, retry", NULL},
-        {"precision", OPT_STR, &precision,
+        {"precision", OPT_STR, &a->precision,
          "fp32, bf16 or fp16 (loss-scaled): storage of activations and weights used (fp32)",
          NULL},
-        {"optimizer", OPT_STR, &optimizer, "sgd, adam or adamw (adam)", NULL},
-        {"lr", OPT_POS_FLOAT, &lr, "learning rate (1e-3)", &lr_seen},
-        {"momentum", OPT_NONNEG_FLOAT, &momentum, "SGD momentum (0)", NULL},
-        {"dampening", OPT_NONNEG_FLOAT, &dampening, "SGD dampening (0)", NULL},
-        {"nesterov", OPT_FLAG, &nesterov, "SGD with Nesterov momentum", NULL},
-        {"beta1", OPT_UNIT_FLOAT, &beta1, "Adam beta1 (0.9)", NULL},
-        {"beta2", OPT_UNIT_FLOAT, &beta2, "Adam beta2 (0.999)", NULL},
-        {"eps", OPT_POS_FLOAT, &eps, "Adam epsilon (1e-8)", NULL},
-        {"weight-decay", OPT_NONNEG_FLOAT, &weight_decay, "L2 (SGD, Adam) or decoupled (AdamW)",
-         &wd_seen},
-        {"schedule", OPT_STR, &schedule, "constant, step or cosine (constant)", NULL},
-        {"warmup", OPT_NONNEG_INT, &warmup, "linear warm-up steps (0)", NULL},
-        {"step-size", OPT_POS_INT, &step_size, "step schedule: steps between decays (1 epoch)",
-         &step_size_seen},
-        {"gamma", OPT_POS_FLOAT, &gamma, "step schedule: decay factor (0.1)", NULL},
-        {"min-lr", OPT_NONNEG_FLOAT, &min_lr, "cosine schedule: final learning rate (0)", NULL},
-        {"label-smoothing", OPT_UNIT_FLOAT, &smoothing, "cross-entropy label smoothing (0)", NULL},
-        {"seed", OPT_U64, &seed, "initial weights, shuffling and dropout (0; --resume: the run's)",
-         &seed_seen},
-        {"no-shuffle", OPT_FLAG, &no_shuffle, "keep the file order", NULL},
-        {"drop-last", OPT_FLAG, &drop_last, "drop a last partial batch", NULL},
-        {"loader", OPT_STR, &loader,
+        {"optimizer", OPT_STR, &a->optimizer, "sgd, adam or adamw (adam)", NULL},
+        {"lr", OPT_POS_FLOAT, &a->lr, "learning rate (1e-3)", &a->lr_seen},
+        {"momentum", OPT_NONNEG_FLOAT, &a->momentum, "SGD momentum (0)", NULL},
+        {"dampening", OPT_NONNEG_FLOAT, &a->dampening, "SGD dampening (0)", NULL},
+        {"nesterov", OPT_FLAG, &a->nesterov, "SGD with Nesterov momentum", NULL},
+        {"beta1", OPT_UNIT_FLOAT, &a->beta1, "Adam beta1 (0.9)", NULL},
+        {"beta2", OPT_UNIT_FLOAT, &a->beta2, "Adam beta2 (0.999)", NULL},
+        {"eps", OPT_POS_FLOAT, &a->eps, "Adam epsilon (1e-8)", NULL},
+        {"weight-decay", OPT_NONNEG_FLOAT, &a->weight_decay,
+         "L2 (SGD, Adam) or decoupled (AdamW)", &a->wd_seen},
+        {"schedule", OPT_STR, &a->schedule, "constant, step or cosine (constant)", NULL},
+        {"warmup", OPT_NONNEG_INT, &a->warmup, "linear warm-up steps (0)", NULL},
+        {"step-size", OPT_POS_INT, &a->step_size,
+         "step schedule: steps between decays (1 epoch)", &a->step_size_seen},
+        {"gamma", OPT_POS_FLOAT, &a->gamma, "step schedule: decay factor (0.1)", NULL},
+        {"min-lr", OPT_NONNEG_FLOAT, &a->min_lr, "cosine schedule: final learning rate (0)",
+         NULL},
+        {"label-smoothing", OPT_UNIT_FLOAT, &a->smoothing, "cross-entropy label smoothing (0)",
+         NULL},
+        {"seed", OPT_U64, &a->seed,
+         "initial weights, shuffling and dropout (0; --resume: the run's)", &a->seed_seen},
+        {"no-shuffle", OPT_FLAG, &a->no_shuffle, "keep the file order", NULL},
+        {"drop-last", OPT_FLAG, &a->drop_last, "drop a last partial batch", NULL},
+        {"loader", OPT_STR, &a->loader,
          "auto (resident if the split fits in 1/4 of device memory), resident or streaming",
-         &loader_seen},
-        {"data-on-device", OPT_FLAG, &on_device,
+         &a->loader_seen},
+        {"data-on-device", OPT_FLAG, &a->on_device,
          "the whole training split on the device (= --loader resident)", NULL},
-        {"prefetch", OPT_POS_INT, &prefetch, "streaming: staging buffers in the ring (3, >= 2)",
-         &prefetch_seen},
-        {"no-pin", OPT_FLAG, &no_pin,
+        {"prefetch", OPT_POS_INT, &a->prefetch,
+         "streaming: staging buffers in the ring (3, >= 2)", &a->prefetch_seen},
+        {"no-pin", OPT_FLAG, &a->no_pin,
          "streaming: pageable instead of pinned staging memory (for comparison)", NULL},
-        {"normalize", OPT_FLAG, &normalize, "standardise each feature (training statistics)",
+        {"normalize", OPT_FLAG, &a->normalize, "standardise each feature (training statistics)",
          NULL},
-        {"log-every", OPT_NONNEG_INT, &log_every, "steps between loss reports (100)", NULL},
-        {"metrics", OPT_STR, &metrics, "append one JSON object per log point and evaluation",
+        {"log-every", OPT_NONNEG_INT, &a->log_every, "steps between loss reports (100)", NULL},
+        {"metrics", OPT_STR, &a->metrics, "append one JSON object per log point and evaluation",
          NULL},
-        {"save", OPT_STR, &save, "write a checkpoint (safetensors) at the end", NULL},
-        {"save-every", OPT_POS_INT, &save_every, "also every N steps", NULL},
-        {"resume", OPT_STR, &resume, "continue a run from its checkpoint", NULL},
-        {"init", OPT_STR, &init, "start from a checkpoint's weights, fresh optimizer", NULL},
-        {"device", OPT_STR, &device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
-        {"quiet", OPT_FLAG, &quiet, "print only the final result", NULL},
-        {"memory", OPT_FLAG, &memory, "print the device memory report before and after training",
-         NULL},
-        {"dry-run", OPT_FLAG, &dry_run,
+        {"save", OPT_STR, &a->save, "write a checkpoint (safetensors) at the end", NULL},
+        {"save-every", OPT_POS_INT, &a->save_every, "also every N steps", NULL},
+        {"resume", OPT_STR, &a->resume, "continue a run from its checkpoint", NULL},
+        {"init", OPT_STR, &a->init, "start from a checkpoint's weights, fresh optimizer", NULL},
+        {"device", OPT_STR, &a->device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
+        {"quiet", OPT_FLAG, &a->quiet, "print only the final result", NULL},
+        {"memory", OPT_FLAG, &a->memory,
+         "print the device memory report before and after training", NULL},
+        {"dry-run", OPT_FLAG, &a->dry_run,
          "build everything, take one step, report the memory it needs, do not train", NULL},
-        {"profile", OPT_FLAG, &profile, "time every kernel and copy with events; print a table",
-         NULL},
-        {"sync-debug", OPT_FLAG, &sync_debug,
+        {"profile", OPT_FLAG, &a->profile,
+         "time every kernel and copy with events; print a table", NULL},
+        {"sync-debug", OPT_FLAG, &a->sync_debug,
          "wait after every kernel and check it (slow; to find a failing kernel)", NULL},
         {NULL, OPT_FLAG, NULL, NULL, NULL}};
-    if (is_help(argc, argv)) {
+    *help = is_help(argc, argv);
+    if (*help) {
         printf("usage: cltrain train [options]\n");
         cli_print_options(stdout, opts);
         return CLI_OK;
     }
-    int rc = cli_parse(argc, argv, opts, "train");
-    if (rc != CLI_OK) return rc;
-    if (label_seen && cli_parse_long("label-column", label_text, -1, INT32_MAX, &label_column))
+    return cli_parse(argc, argv, opts, "train");
+}
+
+/* The flags that must agree with each other, the loader and the outputs (checked before any
+ * data is read), and the data parameters. */
+static int check_train_args(struct train_args *a)
+{
+    if (a->label_seen &&
+        cli_parse_long("label-column", a->label_text, -1, INT32_MAX, &a->label_column))
         return CLI_USAGE;
-    if (resume && init) return cli_usage_error("--resume and --init exclude each other");
-    clt_loader_mode lmode;
-    if (clt_loader_mode_parse(loader, &lmode) != CLT_OK)
-        return cli_usage_error("--loader %s: expected auto, resident or streaming", loader);
-    if (on_device) {
-        if (loader_seen && lmode != CLT_LOADER_RESIDENT)
-            return cli_usage_error("--data-on-device and --loader %s exclude each other", loader);
-        lmode = CLT_LOADER_RESIDENT;
+    if (a->resume && a->init) return cli_usage_error("--resume and --init exclude each other");
+    if (clt_loader_mode_parse(a->loader, &a->lmode) != CLT_OK)
+        return cli_usage_error("--loader %s: expected auto, resident or streaming", a->loader);
+    if (a->on_device) {
+        if (a->loader_seen && a->lmode != CLT_LOADER_RESIDENT)
+            return cli_usage_error("--data-on-device and --loader %s exclude each other",
+                                   a->loader);
+        a->lmode = CLT_LOADER_RESIDENT;
     }
-    if (prefetch < 2 || prefetch > CLT_LOADER_MAX_PREFETCH)
-        return cli_usage_error("--prefetch %ld: expected 2 to %d staging buffers", prefetch,
+    if (a->prefetch < 2 || a->prefetch > CLT_LOADER_MAX_PREFETCH)
+        return cli_usage_error("--prefetch %ld: expected 2 to %d staging buffers", a->prefetch,
                                CLT_LOADER_MAX_PREFETCH);
-    if (lmode == CLT_LOADER_RESIDENT && (no_pin || prefetch_seen))
+    if (a->lmode == CLT_LOADER_RESIDENT && (a->no_pin || a->prefetch_seen))
         return cli_usage_error("%s applies to the streaming loader, not --loader resident",
-                               no_pin ? "--no-pin" : "--prefetch");
-    if (save_every && !save) return cli_usage_error("--save-every needs --save FILE");
+                               a->no_pin ? "--no-pin" : "--prefetch");
+    if (a->save_every && !a->save) return cli_usage_error("--save-every needs --save FILE");
     /* outputs that cannot be written are reported now, not after the whole run */
-    if (save && clt_outfile_check(save) != CLT_OK) return cli_error("--save %s", clt_last_errmsg());
-    if (metrics && clt_outfile_check(metrics) != CLT_OK)
+    if (a->save && clt_outfile_check(a->save) != CLT_OK)
+        return cli_error("--save %s", clt_last_errmsg());
+    if (a->metrics && clt_outfile_check(a->metrics) != CLT_OK)
         return cli_error("--metrics %s", clt_last_errmsg());
 
-    struct clt_data_params dp = clt_data_default_params();
-    dp.label_column = (int)label_column;
-    if (strcmp(task, "classification") == 0) dp.task = CLT_TASK_CLASSIFICATION;
-    else if (strcmp(task, "regression") == 0) dp.task = CLT_TASK_REGRESSION;
-    else return cli_usage_error("--task %s: expected classification or regression", task);
-    if (n_classes > CLT_DATA_MAX_CLASSES)
-        return cli_usage_error("--classes %ld: expected at most %d", n_classes,
+    a->dp = clt_data_default_params();
+    a->dp.label_column = (int)a->label_column;
+    if (strcmp(a->task, "classification") == 0) a->dp.task = CLT_TASK_CLASSIFICATION;
+    else if (strcmp(a->task, "regression") == 0) a->dp.task = CLT_TASK_REGRESSION;
+    else return cli_usage_error("--task %s: expected classification or regression", a->task);
+    if (a->n_classes > CLT_DATA_MAX_CLASSES)
+        return cli_usage_error("--classes %ld: expected at most %d", a->n_classes,
                                CLT_DATA_MAX_CLASSES);
-    if (n_classes && dp.task != CLT_TASK_CLASSIFICATION)
-        return cli_usage_error("--classes applies to classification, not --task %s", task);
-    dp.classes = (int)n_classes; /* 0: inferred from the labels, every class present */
+    if (a->n_classes && a->dp.task != CLT_TASK_CLASSIFICATION)
+        return cli_usage_error("--classes applies to classification, not --task %s", a->task);
+    a->dp.classes = (int)a->n_classes; /* 0: inferred from the labels, every class present */
+    return CLI_OK;
+}
 
-    struct clt_optim_params op;
+/* The optimizer, schedule, init scheme and precision from their flags. */
+static int make_optim_params(struct train_args *a)
+{
     clt_optim_kind kind;
-    clt_init init_kind;
-    if (clt_optim_parse_kind(optimizer, &kind) != CLT_OK ||
-        clt_init_parse(init_scheme, &init_kind) != CLT_OK)
+    if (clt_optim_parse_kind(a->optimizer, &kind) != CLT_OK ||
+        clt_init_parse(a->init_scheme, &a->init_kind) != CLT_OK)
         return cli_usage_error("%s", clt_last_errmsg());
-    op = clt_optim_default_params(kind);
-    if (clt_optim_parse_schedule(schedule, &op.schedule) != CLT_OK)
+    struct clt_optim_params *op = &a->op;
+    *op = clt_optim_default_params(kind);
+    if (clt_optim_parse_schedule(a->schedule, &op->schedule) != CLT_OK)
         return cli_usage_error("%s", clt_last_errmsg());
-    clt_dtype prec;
-    if (clt_dtype_parse(precision, &prec) != CLT_OK ||
-        (prec != CLT_DTYPE_F32 && prec != CLT_DTYPE_F16 && prec != CLT_DTYPE_BF16))
-        return cli_usage_error("--precision %s: expected fp32, bf16 or fp16", precision);
-    if (lr_seen) op.lr = lr;
-    if (wd_seen) op.weight_decay = weight_decay;
-    op.momentum = momentum;
-    op.dampening = dampening;
-    op.nesterov = nesterov;
-    op.beta1 = beta1;
-    op.beta2 = beta2;
-    op.eps = eps;
-    op.warmup_steps = warmup;
-    op.gamma = gamma;
-    op.min_lr = min_lr;
+    if (clt_dtype_parse(a->precision, &a->prec) != CLT_OK ||
+        (a->prec != CLT_DTYPE_F32 && a->prec != CLT_DTYPE_F16 && a->prec != CLT_DTYPE_BF16))
+        return cli_usage_error("--precision %s: expected fp32, bf16 or fp16", a->precision);
+    if (a->lr_seen) op->lr = a->lr;
+    if (a->wd_seen) op->weight_decay = a->weight_decay;
+    op->momentum = a->momentum;
+    op->dampening = a->dampening;
+    op->nesterov = a->nesterov;
+    op->beta1 = a->beta1;
+    op->beta2 = a->beta2;
+    op->eps = a->eps;
+    op->warmup_steps = a->warmup;
+    op->gamma = a->gamma;
+    op->min_lr = a->min_lr;
+    return CLI_OK;
+}
 
-    clt_dataset train = {0}, test = {0};
-    clt_spec spec = {0};
-    clt_ctx *ctx = NULL;
-    clt_model *m = NULL;
-    clt_train_setup *setup = NULL;
-    struct clt_train_setup_params sp = clt_train_setup_default_params();
-    struct sigaction old_signals[NSTOP_SIGNALS];
-    bool signals_caught = false;
-    clt_checkpoint *ck = NULL;
-    float *mean = NULL, *std = NULL;
-    char *spec_text = NULL;
-    FILE *mf = NULL;
-    struct reporter rep = {.tty = isatty(STDOUT_FILENO), .quiet = quiet};
-    rc = CLI_FAIL;
-
-    if (clt_data_open(data, &dp, &train, &test) != CLT_OK) {
-        if (!n_classes && strstr(clt_last_errmsg(), "never appear in the training split"))
+/* Both splits of --data; a missing class gets the hint to give --classes. */
+static int open_train_data(const struct train_args *a, struct train_run *r)
+{
+    if (clt_data_open(a->data, &a->dp, &r->train, &r->test) != CLT_OK) {
+        if (!a->n_classes && strstr(clt_last_errmsg(), "never appear in the training split"))
             cli_error("%s Give the number of classes with --classes N (labels 0..N-1) to train "
                       "anyway", clt_last_errmsg());
         else fail_status(NULL);
-        goto done;
+        return CLI_FAIL;
     }
-    int classes = train.task == CLT_TASK_CLASSIFICATION ? train.classes : 1;
-    const char *from = resume ? resume : init;
-    struct clt_input_norm norm = {.features = train.features, .scale = train.input_scale};
+    r->classes = r->train.task == CLT_TASK_CLASSIFICATION ? r->train.classes : 1;
+    r->norm = (struct clt_input_norm){.features = r->train.features,
+                                      .scale = r->train.input_scale};
+    return CLI_OK;
+}
+
+/* Where the run starts: the checkpoint of --resume or --init (its model, seed and input
+ * scaling unless a plain state dict), else the feature statistics of --normalize. */
+static int open_start(struct train_args *a, struct train_run *r)
+{
+    r->from = a->resume ? a->resume : a->init;
     bool plain = false; /* --init from a plain state dict: model, scaling from the flags */
-    if (from) {
-        if ((resume ? clt_checkpoint_open(&ck, from) : clt_checkpoint_open_weights(&ck, from)) !=
-            CLT_OK) {
+    if (r->from) {
+        if ((a->resume ? clt_checkpoint_open(&r->ck, r->from)
+                       : clt_checkpoint_open_weights(&r->ck, r->from)) != CLT_OK) {
             fail_status(NULL);
-            goto done;
+            return CLI_FAIL;
         }
-        plain = clt_checkpoint_is_plain(ck);
+        plain = clt_checkpoint_is_plain(r->ck);
     }
-    if (from && !plain) {
-        struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
-        if (!model_seen) model = info.model_text;
-        if (resume && !seed_seen) seed = info.seed; /* same shuffles and dropout masks */
-        norm = info.norm; /* the weights were trained on inputs scaled this way */
-        if (norm.features != train.features) {
-            cli_error("%s: saved for %zu input features, %s has %zu", from, norm.features, data,
-                      train.features);
-            goto done;
+    if (r->from && !plain) {
+        struct clt_checkpoint_info info = clt_checkpoint_get_info(r->ck);
+        if (!a->model_seen) a->model = info.model_text;
+        if (a->resume && !a->seed_seen) a->seed = info.seed; /* same shuffles, dropout masks */
+        r->norm = info.norm; /* the weights were trained on inputs scaled this way */
+        if (r->norm.features != r->train.features) {
+            cli_error("%s: saved for %zu input features, %s has %zu", r->from,
+                      r->norm.features, a->data, r->train.features);
+            return CLI_FAIL;
         }
-    } else if (normalize) {
-        mean = malloc(train.features * sizeof *mean);
-        std = malloc(train.features * sizeof *std);
-        if (!mean || !std || clt_dataset_stats(&train, mean, std) != CLT_OK) {
+    } else if (a->normalize) {
+        r->mean = malloc(r->train.features * sizeof *r->mean);
+        r->std = malloc(r->train.features * sizeof *r->std);
+        if (!r->mean || !r->std || clt_dataset_stats(&r->train, r->mean, r->std) != CLT_OK) {
             cli_error("computing feature statistics: %s", clt_last_errmsg());
-            goto done;
+            return CLI_FAIL;
         }
-        norm.mean = mean;
-        norm.std = std;
+        r->norm.mean = r->mean;
+        r->norm.std = r->std;
     }
-    if (parse_model(model, classes, &spec) != CLT_OK ||
-        clt_spec_validate(&spec, (int)train.features, classes) != CLT_OK ||
-        clt_spec_check_output(&spec) != CLT_OK ||
-        clt_spec_to_string(&spec, &spec_text) != CLT_OK) {
+    return CLI_OK;
+}
+
+/* The model spec, checked against the data, and its canonical text. */
+static int parse_train_spec(const struct train_args *a, struct train_run *r)
+{
+    if (parse_model(a->model, r->classes, &r->spec) != CLT_OK ||
+        clt_spec_validate(&r->spec, (int)r->train.features, r->classes) != CLT_OK ||
+        clt_spec_check_output(&r->spec) != CLT_OK ||
+        clt_spec_to_string(&r->spec, &r->spec_text) != CLT_OK) {
         fail_status(NULL);
-        goto done;
+        return CLI_FAIL;
     }
-    if (open_ctx(device, profile, sync_debug, &ctx) != CLI_OK) goto done;
+    return CLI_OK;
+}
 
-    if (accumulate > (1L << 20) || batch > (1L << 40) / accumulate) {
-        cli_usage_error("--accumulate %ld with --batch-size %ld: too large", accumulate, batch);
-        goto done;
+/* The effective batch, steps per epoch and total steps, which the schedule needs. */
+static int plan_steps(struct train_args *a, struct train_run *r)
+{
+    if (a->accumulate > (1L << 20) || a->batch > (1L << 40) / a->accumulate) {
+        cli_usage_error("--accumulate %ld with --batch-size %ld: too large", a->accumulate,
+                        a->batch);
+        return CLI_FAIL;
     }
-    long eff = batch * accumulate; /* the effective batch, kept by --auto-batch */
-    long spe = drop_last ? (long)train.n / eff : ((long)train.n + eff - 1) / eff;
-    long total = epochs * spe;
-    if (steps > 0 && steps < total) total = steps;
-    op.step_size = step_size_seen ? step_size : (spe > 0 ? spe : 1);
-    op.total_steps = total > 0 ? total : 1;
+    r->eff = a->batch * a->accumulate;
+    long spe = a->drop_last ? (long)r->train.n / r->eff
+                            : ((long)r->train.n + r->eff - 1) / r->eff;
+    long total = a->epochs * spe;
+    if (a->steps > 0 && a->steps < total) total = a->steps;
+    a->op.step_size = a->step_size_seen ? a->step_size : (spe > 0 ? spe : 1);
+    a->op.total_steps = total > 0 ? total : 1;
+    return CLI_OK;
+}
 
-    if (metrics && clt_outfile_append(&mf, metrics) != CLT_OK) {
+static int open_metrics(const struct train_args *a, struct train_run *r)
+{
+    if (a->metrics && clt_outfile_append(&r->mf, a->metrics) != CLT_OK) {
         cli_error("--metrics %s", clt_last_errmsg());
-        goto done;
+        return CLI_FAIL;
     }
-    rep.metrics = mf;
-    rep.has_test = test.n > 0;
+    r->rep.metrics = r->mf;
+    r->rep.has_test = r->test.n > 0;
+    return CLI_OK;
+}
 
-    sp.spec = &spec;
-    sp.in_features = train.features;
-    sp.outputs = (size_t)classes;
-    sp.train_set = &train;
-    sp.test_set = test.n > 0 ? &test : NULL; /* evaluated whole, in file order, on the device */
-    sp.norm = norm;
-    sp.model.init = init_kind;
-    sp.model.seed = seed;
-    sp.model.precision = prec;
-    sp.loader.mode = lmode;
-    sp.loader.prefetch = (int)prefetch;
-    sp.loader.pinned = !no_pin;
-    sp.init_path = init;
-    sp.resume_path = resume;
-    sp.auto_batch = auto_batch;
-    struct clt_train_params *tp = &sp.train;
-    tp->epochs = (int)epochs;
-    tp->max_steps = steps;
-    tp->batch_size = (size_t)batch;
-    tp->accumulate = (int)accumulate;
-    tp->shuffle = !no_shuffle;
-    tp->drop_last = drop_last;
-    tp->seed = seed;
-    tp->log_every = log_every;
-    tp->label_smoothing = smoothing;
-    tp->task = train.task;
-    tp->optim = op;
-    tp->save_path = dry_run ? NULL : save;
-    tp->save_every = dry_run ? 0 : save_every;
-    tp->model_text = spec_text;
-    tp->norm = norm;
-    tp->classes = classes;
-    tp->data_name = data;
+/* The set-up's parameters: data, model, loader and the training loop's. */
+static void fill_setup_params(const struct train_args *a, struct train_run *r)
+{
+    struct clt_train_setup_params *sp = &r->sp;
+    sp->spec = &r->spec;
+    sp->in_features = r->train.features;
+    sp->outputs = (size_t)r->classes;
+    sp->train_set = &r->train;
+    sp->test_set = r->test.n > 0 ? &r->test : NULL; /* evaluated whole, in file order */
+    sp->norm = r->norm;
+    sp->model.init = a->init_kind;
+    sp->model.seed = a->seed;
+    sp->model.precision = a->prec;
+    sp->loader.mode = a->lmode;
+    sp->loader.prefetch = (int)a->prefetch;
+    sp->loader.pinned = !a->no_pin;
+    sp->init_path = a->init;
+    sp->resume_path = a->resume;
+    sp->auto_batch = a->auto_batch;
+    struct clt_train_params *tp = &sp->train;
+    tp->epochs = (int)a->epochs;
+    tp->max_steps = a->steps;
+    tp->batch_size = (size_t)a->batch;
+    tp->accumulate = (int)a->accumulate;
+    tp->shuffle = !a->no_shuffle;
+    tp->drop_last = a->drop_last;
+    tp->seed = a->seed;
+    tp->log_every = a->log_every;
+    tp->label_smoothing = a->smoothing;
+    tp->task = r->train.task;
+    tp->optim = a->op;
+    tp->save_path = a->dry_run ? NULL : a->save;
+    tp->save_every = a->dry_run ? 0 : a->save_every;
+    tp->model_text = r->spec_text;
+    tp->norm = r->norm;
+    tp->classes = r->classes;
+    tp->data_name = a->data;
     tp->on_event = on_event;
-    tp->user = &rep;
+    tp->user = &r->rep;
     tp->interrupt = &interrupt_flag;
-    clt_status st = clt_train_setup_create(&setup, ctx, &sp);
+}
+
+/* A resumed run: a note when the checkpoint does not record its geometry, a line when the
+ * micro-batch and accumulation were re-planned. */
+static void note_resume_plan(const struct train_args *a, const struct train_run *r)
+{
+    struct clt_run_geometry was = clt_checkpoint_get_info(r->ck).run;
+    size_t now_micro = clt_train_setup_batch(r->setup);
+    int now_acc = clt_train_setup_accumulate(r->setup);
+    if (!was.present)
+        fprintf(stderr, "cltrain: note: %s does not record its run's geometry (an older "
+                        "cltrain): resuming at its step with this run's batch size and data, "
+                        "unchecked\n", a->resume);
+    else if (was.batch_size != now_micro || was.accumulate != now_acc)
+        printf("resume: re-planned as micro-batch %zu x accumulate %d (the checkpoint: %zu x "
+               "%d), the same effective batch of %zu: steps keep their meaning, the sums' "
+               "order and dropout masks differ\n", now_micro, now_acc, was.batch_size,
+               was.accumulate, now_micro * (size_t)now_acc);
+}
+
+/* The model, optimizer, loader and evaluation buffers on the device (with --auto-batch's
+ * retries). */
+static int create_setup(const struct train_args *a, struct train_run *r)
+{
+    fill_setup_params(a, r);
+    clt_status st = clt_train_setup_create(&r->setup, r->ctx, &r->sp);
     if (st != CLT_OK) {
-        fail_train(ctx, st, &sp, rep.backoff_batch ? rep.backoff_batch : (size_t)batch);
-        goto done;
+        fail_train(r->ctx, st, &r->sp,
+                   r->rep.backoff_batch ? r->rep.backoff_batch : (size_t)a->batch);
+        return CLI_FAIL;
     }
-    m = clt_train_setup_model(setup);
-    if (ck) note_unverified(ck, from);
-    if (ck && resume) {
-        struct clt_run_geometry was = clt_checkpoint_get_info(ck).run;
-        size_t now_micro = clt_train_setup_batch(setup);
-        int now_acc = clt_train_setup_accumulate(setup);
-        if (!was.present)
-            fprintf(stderr, "cltrain: note: %s does not record its run's geometry (an older "
-                            "cltrain): resuming at its step with this run's batch size and data, "
-                            "unchecked\n", resume);
-        else if (was.batch_size != now_micro || was.accumulate != now_acc)
-            printf("resume: re-planned as micro-batch %zu x accumulate %d (the checkpoint: %zu x "
-                   "%d), the same effective batch of %zu: steps keep their meaning, the sums' "
-                   "order and dropout masks differ\n", now_micro, now_acc, was.batch_size,
-                   was.accumulate, now_micro * (size_t)now_acc);
-    }
-    size_t micro = clt_train_setup_batch(setup);
-    int acc = clt_train_setup_accumulate(setup);
-    const clt_device_info *dev = clt_ctx_device(ctx);
-    struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+    if (r->ck) note_unverified(r->ck, r->from);
+    if (r->ck && a->resume) note_resume_plan(a, r);
+    return CLI_OK;
+}
+
+/* The auto-batch choice and the header line: device, data, model, optimizer, batch, memory. */
+static void print_plan(const struct train_args *a, struct train_run *r)
+{
+    size_t micro = clt_train_setup_batch(r->setup);
+    int acc = clt_train_setup_accumulate(r->setup);
+    clt_model *m = clt_train_setup_model(r->setup);
+    const clt_device_info *dev = clt_ctx_device(r->ctx);
+    r->ms = clt_ctx_mem_stats(r->ctx);
     char mem[32], batch_text[96];
-    clt_format_bytes(ms.current, mem, sizeof mem);
+    clt_format_bytes(r->ms.current, mem, sizeof mem);
     if (acc > 1)
         snprintf(batch_text, sizeof batch_text, "batch %zu x %d micro-batches (effective %ld)",
-                 micro, acc, eff);
+                 micro, acc, r->eff);
     else
         snprintf(batch_text, sizeof batch_text, "batch %zu", micro);
-    if (auto_batch && clt_train_setup_backoffs(setup) > 0)
+    if (a->auto_batch && clt_train_setup_backoffs(r->setup) > 0)
         printf("auto-batch: chose micro-batch %zu x accumulate %d (effective batch %ld) after "
                "%d out-of-memory %s\n",
-               micro, acc, eff, clt_train_setup_backoffs(setup),
-               clt_train_setup_backoffs(setup) == 1 ? "retry" : "retries");
-    if (!quiet)
+               micro, acc, r->eff, clt_train_setup_backoffs(r->setup),
+               clt_train_setup_backoffs(r->setup) == 1 ? "retry" : "retries");
+    if (!a->quiet)
         printf("cltrain: %s on [%d] %s (%s); data %s: %zu train, %zu test, %zu features, %s; "
                "model %s (%zu parameters); %s lr %g; %s; precision %s; %s on the device\n",
-               dry_run ? "dry run" : resume ? "resuming" : "training", dev->index,
-               dev->device_name, clt_device_type_name(dev->type), data, train.n, test.n,
-               train.features, clt_loader_describe(clt_train_setup_loader(setup)), spec_text,
-               clt_tensor_numel(clt_model_params(m)), clt_optim_kind_name(op.kind),
-               (double)op.lr, batch_text,
-               prec == CLT_DTYPE_F32 ? "fp32" : prec == CLT_DTYPE_F16 ? "fp16" : "bf16",
+               a->dry_run ? "dry run" : a->resume ? "resuming" : "training", dev->index,
+               dev->device_name, clt_device_type_name(dev->type), a->data, r->train.n,
+               r->test.n, r->train.features,
+               clt_loader_describe(clt_train_setup_loader(r->setup)), r->spec_text,
+               clt_tensor_numel(clt_model_params(m)), clt_optim_kind_name(a->op.kind),
+               (double)a->op.lr, batch_text,
+               a->prec == CLT_DTYPE_F32 ? "fp32" : a->prec == CLT_DTYPE_F16 ? "fp16" : "bf16",
                mem);
     fflush(stdout);
-    if (dry_run) {
-        /* the set-up's allocations, then the accountant after one real step and evaluation */
-        struct clt_mem_estimate est;
-        struct clt_mem_stats after;
-        char a[32], b[32], c[32], report[4096];
-        st = clt_train_mem_estimate(ctx, &sp, micro, &est);
-        if (st == CLT_OK) st = clt_train_setup_probe(setup, &after);
-        if (st != CLT_OK) {
-            fail_train(ctx, st, &sp, micro);
-            goto done;
-        }
-        clt_format_bytes(ms.current, a, sizeof a);
-        clt_format_bytes(after.peak, b, sizeof b);
-        clt_format_bytes(est.total, c, sizeof c);
-        clt_train_mem_report(ctx, &sp, micro, report, sizeof report);
-        printf("dry run: set-up allocated %s (%llu bytes); peak %s (%llu bytes) after one "
-               "optimizer step (%d micro-batch%s of %zu: forward, loss, backward, update)%s; "
-               "estimate %s (%llu bytes)\n%s",
-               a, (unsigned long long)ms.current, b, (unsigned long long)after.peak, acc,
-               acc > 1 ? "es" : "", micro, rep.has_test ? " and one evaluation" : "", c,
-               (unsigned long long)est.total, report);
-        rc = CLI_OK;
-        goto done;
+}
+
+/* --dry-run: the set-up's allocations, then the accountant after one real step and
+ * evaluation, against the estimate. */
+static int dry_run_report(struct train_run *r)
+{
+    size_t micro = clt_train_setup_batch(r->setup);
+    int acc = clt_train_setup_accumulate(r->setup);
+    struct clt_mem_estimate est;
+    struct clt_mem_stats after;
+    char a[32], b[32], c[32], report[4096];
+    clt_status st = clt_train_mem_estimate(r->ctx, &r->sp, micro, &est);
+    if (st == CLT_OK) st = clt_train_setup_probe(r->setup, &after);
+    if (st != CLT_OK) {
+        fail_train(r->ctx, st, &r->sp, micro);
+        return CLI_FAIL;
     }
-    if (memory) {
-        char report[4096];
-        clt_train_mem_report(ctx, &sp, micro, report, sizeof report);
-        printf("%s", report);
-    }
-    rep.last = clt_ctx_stats(ctx); /* epoch summaries count the run's waits, not set-up's */
+    clt_format_bytes(r->ms.current, a, sizeof a);
+    clt_format_bytes(after.peak, b, sizeof b);
+    clt_format_bytes(est.total, c, sizeof c);
+    clt_train_mem_report(r->ctx, &r->sp, micro, report, sizeof report);
+    printf("dry run: set-up allocated %s (%llu bytes); peak %s (%llu bytes) after one "
+           "optimizer step (%d micro-batch%s of %zu: forward, loss, backward, update)%s; "
+           "estimate %s (%llu bytes)\n%s",
+           a, (unsigned long long)r->ms.current, b, (unsigned long long)after.peak, acc,
+           acc > 1 ? "es" : "", micro, r->rep.has_test ? " and one evaluation" : "", c,
+           (unsigned long long)est.total, report);
+    return CLI_OK;
+}
+
+static void print_memory(struct train_run *r, size_t batch)
+{
+    char report[4096];
+    clt_train_mem_report(r->ctx, &r->sp, batch, report, sizeof report);
+    printf("%s", report);
+}
+
+/* The training loop with the stop signals caught, then --memory's and --profile's reports.
+ * An interrupted run exits as a death by its signal would: 128 + its number. */
+static int run_training(const struct train_args *a, struct train_run *r)
+{
+    struct sigaction old_signals[NSTOP_SIGNALS];
+    if (a->memory) print_memory(r, clt_train_setup_batch(r->setup));
+    r->rep.last = clt_ctx_stats(r->ctx); /* epoch summaries count the run's waits, not set-up's */
     catch_stop_signals(old_signals);
-    signals_caught = true;
-    st = clt_train_setup_run(setup);
+    clt_status st = clt_train_setup_run(r->setup);
     restore_stop_signals(old_signals);
-    signals_caught = false;
-    end_line(&rep);
+    end_line(&r->rep);
     if (st == CLT_ERR_INTERRUPTED) {
         int sig = interrupt_flag;
-        cli_error("%s: %s", stop_signal_name(sig), clt_ctx_errmsg(ctx));
-        rc = 128 + sig; /* as a shell reports a death by the signal: 130, 143, 129 */
-        goto done;
+        cli_error("%s: %s", stop_signal_name(sig), clt_ctx_errmsg(r->ctx));
+        return 128 + sig; /* as a shell reports a death by the signal: 130, 143, 129 */
     }
     if (st != CLT_OK) {
-        fail_train(ctx, st, &sp, clt_train_setup_batch(setup));
-        goto done;
+        fail_train(r->ctx, st, &r->sp, clt_train_setup_batch(r->setup));
+        return CLI_FAIL;
     }
-    if (memory) {
-        char report[4096];
-        clt_train_mem_report(ctx, &sp, clt_train_setup_batch(setup), report, sizeof report);
-        printf("%s", report);
+    if (a->memory) print_memory(r, clt_train_setup_batch(r->setup));
+    end_line(&r->rep);
+    if (a->profile && clt_profile_print(r->ctx, stdout) != CLT_OK) {
+        fail_status(r->ctx);
+        return CLI_FAIL;
     }
-    end_line(&rep);
-    if (profile && clt_profile_print(ctx, stdout) != CLT_OK) {
-        fail_status(ctx);
-        goto done;
-    }
-    rc = CLI_OK;
-done:
-    if (signals_caught) restore_stop_signals(old_signals);
-    clt_train_setup_free(setup);
-    clt_ctx_free(ctx);
-    clt_checkpoint_close(ck);
-    clt_spec_free(&spec);
-    clt_dataset_free(&train);
-    clt_dataset_free(&test);
-    free(spec_text);
-    free(mean);
-    free(std);
-    if (mf) { /* a metrics file that could not be written fails the run, named */
-        int err = rep.metrics_errno;
-        bool failed = rep.metrics_failed;
-        if (fclose(mf) != 0 && !failed) {
+    return CLI_OK;
+}
+
+/* Releases the run; a metrics file that could not be written fails the run, named. Returns
+ * the run's exit code. */
+static int train_run_close(const struct train_args *a, struct train_run *r, int rc)
+{
+    clt_train_setup_free(r->setup);
+    clt_ctx_free(r->ctx);
+    clt_checkpoint_close(r->ck);
+    clt_spec_free(&r->spec);
+    clt_dataset_free(&r->train);
+    clt_dataset_free(&r->test);
+    free(r->spec_text);
+    free(r->mean);
+    free(r->std);
+    if (r->mf) {
+        int err = r->rep.metrics_errno;
+        bool failed = r->rep.metrics_failed;
+        if (fclose(r->mf) != 0 && !failed) {
             failed = true;
             err = errno;
         }
         if (failed) {
-            cli_error("--metrics %s: write failed%s%s", metrics, err ? ": " : "",
+            cli_error("--metrics %s: write failed%s%s", a->metrics, err ? ": " : "",
                       err ? strerror(err) : "");
             if (rc == CLI_OK) rc = CLI_FAIL;
         }
     }
     return rc;
+}
+
+int cli_train(int argc, char **argv)
+{
+    struct train_args a = {
+        .data = "fashion-mnist", .model = "mlp", .optimizer = "adam", .schedule = "constant",
+        .task = "classification", .init_scheme = "default", .loader = "auto",
+        .precision = "fp32", .epochs = 10, .batch = 128, .log_every = 100, .label_column = -1,
+        .prefetch = 3, .accumulate = 1, .lr = 1e-3f, .gamma = 0.1f, .beta1 = 0.9f,
+        .beta2 = 0.999f, .eps = 1e-8f};
+    bool help = false;
+    int rc = parse_train_args(argc, argv, &a, &help);
+    if (rc != CLI_OK || help) return rc;
+    rc = check_train_args(&a);
+    if (rc != CLI_OK) return rc;
+    rc = make_optim_params(&a);
+    if (rc != CLI_OK) return rc;
+
+    struct train_run r = {.sp = clt_train_setup_default_params(),
+                          .rep = {.tty = isatty(STDOUT_FILENO), .quiet = a.quiet}};
+    rc = open_train_data(&a, &r);
+    if (rc == CLI_OK) rc = open_start(&a, &r);
+    if (rc == CLI_OK) rc = parse_train_spec(&a, &r);
+    if (rc == CLI_OK) rc = open_ctx(a.device, a.profile, a.sync_debug, &r.ctx);
+    if (rc == CLI_OK) rc = plan_steps(&a, &r);
+    if (rc == CLI_OK) rc = open_metrics(&a, &r);
+    if (rc == CLI_OK) rc = create_setup(&a, &r);
+    if (rc == CLI_OK) {
+        print_plan(&a, &r);
+        rc = a.dry_run ? dry_run_report(&r) : run_training(&a, &r);
+    }
+    return train_run_close(&a, &r, rc);
 }
 
 /* ---- eval and predict --------------------------------------------------------------------- */

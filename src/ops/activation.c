@@ -3,15 +3,25 @@
 #include "nn_internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const char *const act_names[] = {"relu", "gelu", "tanh", "sigmoid"};
 
+/* The ctx's kernel <activation>_<dir> for t's float dtype, built on first use. */
 static clt_status act_kernel(const clt_tensor *t, clt_act a, const char *dir, cl_kernel *k)
 {
-    char opts[32], name[32];
-    clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(t));
-    snprintf(name, sizeof name, "%s_%s", act_names[a], dir);
-    return clt__kernel(clt_tensor_ctx(t), "activation", opts, name, k);
+    int backward = strcmp(dir, "backward") == 0;
+    cl_kernel *slot = clt__kernel_slot(clt_tensor_ctx(t), CLT__K_ACT,
+                                       ((int)a * 2 + backward) * 3 + (int)clt_tensor_dtype(t));
+    if (!*slot) {
+        char opts[32], name[32];
+        clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(t));
+        snprintf(name, sizeof name, "%s_%s", act_names[a], dir);
+        clt_status st = clt__kernel(clt_tensor_ctx(t), "activation", opts, name, slot);
+        if (st != CLT_OK) return st;
+    }
+    *k = *slot;
+    return CLT_OK;
 }
 
 static clt_status check_act(const clt_tensor *t, clt_act a, const char *op)
@@ -33,12 +43,8 @@ clt_status clt_op_act_forward(clt_act a, clt_tensor *y, const clt_tensor *x)
     cl_mem ym = clt_tensor_mem(y), xm = clt_tensor_mem(x);
     cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x), n = clt_tensor_numel(y);
     CLT_TRY(act_kernel(y, a, "forward", &k));
-    cl_int err = CLT__SET_ARG(k, 0, ym);
-    err |= CLT__SET_ARG(k, 1, yo);
-    err |= CLT__SET_ARG(k, 2, xm);
-    err |= CLT__SET_ARG(k, 3, xo);
-    err |= CLT__SET_ARG(k, 4, n);
-    CLT_CHECK_CL(ctx, err, "act_forward: clSetKernelArg");
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo),
+                      CLT__ARG(n)));
     CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, "act_forward"));
 fail:
     return st;
@@ -77,14 +83,8 @@ clt_status clt_op_act_backward(clt_act a, clt_tensor *dx, const clt_tensor *dy, 
     cl_ulong dxo = clt_tensor_offset(dx), dyo = clt_tensor_offset(dy), so = clt_tensor_offset(s),
              n = clt_tensor_numel(dx);
     CLT_TRY(act_kernel(dx, a, "backward", &k));
-    cl_int err = CLT__SET_ARG(k, 0, dxm);
-    err |= CLT__SET_ARG(k, 1, dxo);
-    err |= CLT__SET_ARG(k, 2, dym);
-    err |= CLT__SET_ARG(k, 3, dyo);
-    err |= CLT__SET_ARG(k, 4, sm);
-    err |= CLT__SET_ARG(k, 5, so);
-    err |= CLT__SET_ARG(k, 6, n);
-    CLT_CHECK_CL(ctx, err, "act_backward: clSetKernelArg");
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dxm), CLT__ARG(dxo), CLT__ARG(dym), CLT__ARG(dyo),
+                      CLT__ARG(sm), CLT__ARG(so), CLT__ARG(n)));
     CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, "act_backward"));
 fail:
     return st;

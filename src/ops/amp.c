@@ -13,11 +13,27 @@ static clt_status check_state(const clt_tensor *state, const char *op)
                      clt_tensor_numel(state));
 }
 
+enum { AMP_SCALE, AMP_UNSCALE, AMP_UPDATE };
+static const char *const amp_names[] = {"amp_scale", "amp_unscale", "amp_update"};
+
+/* The ctx's kernel `which` of cl/amp.cl, built on first use. */
+static clt_status amp_kernel(clt_ctx *ctx, int which, cl_kernel *k)
+{
+    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_AMP, which);
+    if (!*slot) {
+        clt_status st = clt__kernel(ctx, "amp", NULL, amp_names[which], slot);
+        if (st != CLT_OK) return st;
+    }
+    *k = *slot;
+    return CLT_OK;
+}
+
 /* x (f32) and the state: one item per element of x. */
-static clt_status run_xs(const char *name, clt_tensor *x, const clt_tensor *state)
+static clt_status run_xs(int which, clt_tensor *x, const clt_tensor *state)
 {
     clt_status st = CLT_OK;
     clt_ctx *ctx = clt_tensor_ctx(x);
+    const char *name = amp_names[which];
     cl_kernel k;
     CLT_TRY(clt_tensor_same_ctx(x, state));
     CLT_TRY(clt__nn_need_dtype(x, CLT_DTYPE_F32, name, "x"));
@@ -26,12 +42,8 @@ static clt_status run_xs(const char *name, clt_tensor *x, const clt_tensor *stat
     cl_ulong xo = clt_tensor_offset(x), n = clt_tensor_numel(x);
     if (n == 0) return CLT_OK;
     CLT_ASSERT(clt_tensor_offset(state) == 0); /* the kernels index the state from 0 */
-    CLT_TRY(clt__kernel(ctx, "amp", NULL, name, &k));
-    cl_int err = CLT__SET_ARG(k, 0, xm);
-    err |= CLT__SET_ARG(k, 1, xo);
-    err |= CLT__SET_ARG(k, 2, n);
-    err |= CLT__SET_ARG(k, 3, sm);
-    CLT_CHECK_CL(ctx, err, "amp: clSetKernelArg");
+    CLT_TRY(amp_kernel(ctx, which, &k));
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(n), CLT__ARG(sm)));
     CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, name));
 fail:
     return st;
@@ -40,13 +52,13 @@ fail:
 clt_status clt_op_amp_scale(clt_tensor *x, const clt_tensor *state)
 {
     CLT_ASSERT(x && state);
-    return run_xs("amp_scale", x, state);
+    return run_xs(AMP_SCALE, x, state);
 }
 
 clt_status clt_op_amp_unscale(clt_tensor *grads, clt_tensor *state)
 {
     CLT_ASSERT(grads && state);
-    return run_xs("amp_unscale", grads, state);
+    return run_xs(AMP_UNSCALE, grads, state);
 }
 
 clt_status clt_op_amp_update(clt_tensor *state, float growth, float backoff, int growth_interval)
@@ -63,12 +75,8 @@ clt_status clt_op_amp_update(clt_tensor *state, float growth, float backoff, int
                  (double)growth, (double)backoff, growth_interval);
     cl_mem sm = clt_tensor_mem(state);
     cl_int gi = growth_interval;
-    CLT_TRY(clt__kernel(ctx, "amp", NULL, "amp_update", &k));
-    cl_int err = CLT__SET_ARG(k, 0, sm);
-    err |= CLT__SET_ARG(k, 1, growth);
-    err |= CLT__SET_ARG(k, 2, backoff);
-    err |= CLT__SET_ARG(k, 3, gi);
-    CLT_CHECK_CL(ctx, err, "amp_update: clSetKernelArg");
+    CLT_TRY(amp_kernel(ctx, AMP_UPDATE, &k));
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(sm), CLT__ARG(growth), CLT__ARG(backoff), CLT__ARG(gi)));
     CLT_TRY(clt__launch_1d(ctx, k, 1, "amp_update"));
 fail:
     return st;

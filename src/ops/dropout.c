@@ -3,6 +3,7 @@
 #include "nn_internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static clt_status dropout(const char *op, const char *kernel, clt_tensor *y, const clt_tensor *x,
                           float p, uint64_t seed, uint64_t stream)
@@ -20,18 +21,16 @@ static clt_status dropout(const char *op, const char *kernel, clt_tensor *y, con
     cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x), n = clt_tensor_numel(y),
              s = seed, str = stream;
     float scale = 1.0f / (1.0f - p);
-    clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(y));
-    CLT_TRY(clt__kernel(ctx, "rng,dropout", opts, kernel, &k));
-    cl_int err = CLT__SET_ARG(k, 0, ym);
-    err |= CLT__SET_ARG(k, 1, yo);
-    err |= CLT__SET_ARG(k, 2, xm);
-    err |= CLT__SET_ARG(k, 3, xo);
-    err |= CLT__SET_ARG(k, 4, n);
-    err |= CLT__SET_ARG(k, 5, p);
-    err |= CLT__SET_ARG(k, 6, scale);
-    err |= CLT__SET_ARG(k, 7, s);
-    err |= CLT__SET_ARG(k, 8, str);
-    CLT_CHECK_CL(ctx, err, op);
+    int backward = strcmp(kernel, "dropout_backward") == 0;
+    cl_kernel *slot =
+        clt__kernel_slot(ctx, CLT__K_DROPOUT, backward * 3 + (int)clt_tensor_dtype(y));
+    if (!*slot) {
+        clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(y));
+        CLT_TRY(clt__kernel(ctx, "rng,dropout", opts, kernel, slot));
+    }
+    k = *slot;
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(n),
+                      CLT__ARG(p), CLT__ARG(scale), CLT__ARG(s), CLT__ARG(str)));
     CLT_TRY(clt__launch_1d(ctx, k, (size_t)((n + 3) / 4), op)); /* one item per 4 elements */
 fail:
     return st;

@@ -32,11 +32,19 @@ static clt_status need_float(const clt_tensor *t, const char *op)
                      clt_dtype_name(clt_tensor_dtype(t)));
 }
 
-static clt_status elementwise_kernel(const clt_tensor *t, const char *name, cl_kernel *k)
+/* The ctx's kernel `name` (slot id) for t's dtype, built on first use. */
+static clt_status elementwise_kernel(const clt_tensor *t, clt__kernel_id id, const char *name,
+                                     cl_kernel *k)
 {
-    char opts[32];
-    clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(t));
-    return clt__kernel(clt_tensor_ctx(t), "elementwise", opts, name, k);
+    cl_kernel *slot = clt__kernel_slot(clt_tensor_ctx(t), id, (int)clt_tensor_dtype(t));
+    if (!*slot) {
+        char opts[32];
+        clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(t));
+        clt_status st = clt__kernel(clt_tensor_ctx(t), "elementwise", opts, name, slot);
+        if (st != CLT_OK) return st;
+    }
+    *k = *slot;
+    return CLT_OK;
 }
 
 clt_status clt_op_fill(clt_tensor *x, float value)
@@ -46,12 +54,8 @@ clt_status clt_op_fill(clt_tensor *x, float value)
     cl_kernel k;
     cl_mem mem = clt_tensor_mem(x);
     cl_ulong off = clt_tensor_offset(x), n = clt_tensor_numel(x);
-    CLT_TRY(elementwise_kernel(x, "fill", &k));
-    cl_int err = CLT__SET_ARG(k, 0, mem);
-    err |= CLT__SET_ARG(k, 1, off);
-    err |= CLT__SET_ARG(k, 2, n);
-    err |= CLT__SET_ARG(k, 3, value);
-    CLT_CHECK_CL(ctx, err, "fill: clSetKernelArg");
+    CLT_TRY(elementwise_kernel(x, CLT__K_FILL, "fill", &k));
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(mem), CLT__ARG(off), CLT__ARG(n), CLT__ARG(value)));
     CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, "fill"));
 fail:
     return st;
@@ -65,13 +69,9 @@ static clt_status launch_yx(cl_kernel k, const clt_tensor *y, const clt_tensor *
     clt_ctx *ctx = clt_tensor_ctx(y);
     cl_mem ym = clt_tensor_mem(y), xm = clt_tensor_mem(x);
     cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x), n = clt_tensor_numel(y);
-    cl_int err = CLT__SET_ARG(k, 0, ym);
-    err |= CLT__SET_ARG(k, 1, yo);
-    err |= CLT__SET_ARG(k, 2, xm);
-    err |= CLT__SET_ARG(k, 3, xo);
-    err |= CLT__SET_ARG(k, 4, n);
-    if (alpha) err |= clSetKernelArg(k, 5, sizeof *alpha, alpha);
-    CLT_CHECK_CL(ctx, err, what);
+    CLT_TRY(
+        CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(n)));
+    if (alpha) CLT_TRY(CLT__ARGS_AT(ctx, k, 5, CLT__ARG(*alpha)));
     CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, what));
 fail:
     return st;
@@ -82,7 +82,7 @@ clt_status clt_op_copy(clt_tensor *dst, const clt_tensor *src)
     clt_status st = CLT_OK;
     cl_kernel k;
     CLT_TRY(clt__check_pair(dst, src, true, "copy"));
-    CLT_TRY(elementwise_kernel(dst, "copy", &k));
+    CLT_TRY(elementwise_kernel(dst, CLT__K_COPY, "copy", &k));
     CLT_TRY(launch_yx(k, dst, src, NULL, "copy"));
 fail:
     return st;
@@ -94,7 +94,7 @@ clt_status clt_op_scale(clt_tensor *y, const clt_tensor *x, float alpha)
     cl_kernel k;
     CLT_TRY(clt__check_pair(y, x, true, "scale"));
     CLT_TRY(need_float(y, "scale"));
-    CLT_TRY(elementwise_kernel(y, "scale", &k));
+    CLT_TRY(elementwise_kernel(y, CLT__K_SCALE, "scale", &k));
     CLT_TRY(launch_yx(k, y, x, &alpha, "scale"));
 fail:
     return st;
@@ -106,7 +106,7 @@ clt_status clt_op_axpy(clt_tensor *y, float alpha, const clt_tensor *x)
     cl_kernel k;
     CLT_TRY(clt__check_pair(y, x, true, "axpy"));
     CLT_TRY(need_float(y, "axpy"));
-    CLT_TRY(elementwise_kernel(y, "axpy", &k));
+    CLT_TRY(elementwise_kernel(y, CLT__K_AXPY, "axpy", &k));
     CLT_TRY(launch_yx(k, y, x, &alpha, "axpy"));
 fail:
     return st;
@@ -120,8 +120,13 @@ clt_status clt_op_cast(clt_tensor *dst, const clt_tensor *src)
     CLT_TRY(clt__check_pair(dst, src, false, "cast"));
     CLT_TRY(need_float(dst, "cast"));
     CLT_TRY(need_float(src, "cast"));
-    clt__opts_cast(opts, sizeof opts, clt_tensor_dtype(src), clt_tensor_dtype(dst));
-    CLT_TRY(clt__kernel(clt_tensor_ctx(dst), "cast", opts, "cast", &k));
+    cl_kernel *slot = clt__kernel_slot(clt_tensor_ctx(dst), CLT__K_CAST,
+                                       (int)clt_tensor_dtype(src) * 3 + (int)clt_tensor_dtype(dst));
+    if (!*slot) {
+        clt__opts_cast(opts, sizeof opts, clt_tensor_dtype(src), clt_tensor_dtype(dst));
+        CLT_TRY(clt__kernel(clt_tensor_ctx(dst), "cast", opts, "cast", slot));
+    }
+    k = *slot;
     CLT_TRY(launch_yx(k, dst, src, NULL, "cast"));
 fail:
     return st;

@@ -24,25 +24,20 @@ clt_status clt_op_gather_rows(clt_tensor *y, const clt_tensor *x, const clt_tens
         clt_tensor_numel(scale) != F || clt_tensor_numel(shift) != F)
         CLT_FAIL(ctx, CLT_ERR_SHAPE, "gather_rows: expected y f32 (B, F), x u8/f32 (N, F), idx "
                                      "i32 (B), scale and shift f32 (F)");
-    clt__opts_dtype(opts, sizeof opts, xd);
-    CLT_TRY(clt__kernel(ctx, "gather", opts, "gather_rows", &k));
+    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_GATHER_ROWS, (int)xd);
+    if (!*slot) {
+        clt__opts_dtype(opts, sizeof opts, xd);
+        CLT_TRY(clt__kernel(ctx, "gather", opts, "gather_rows", slot));
+    }
+    k = *slot;
     cl_mem ym = clt_tensor_mem(y), xm = clt_tensor_mem(x), im = clt_tensor_mem(idx),
            sm = clt_tensor_mem(scale), hm = clt_tensor_mem(shift);
     cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x), io = clt_tensor_offset(idx);
     /* scale and shift are read from their buffers' start: views need an offset-free buffer */
     if (clt_tensor_offset(scale) || clt_tensor_offset(shift))
         CLT_FAIL(ctx, CLT_ERR_SHAPE, "gather_rows: scale and shift must not be views");
-    cl_int err = CLT__SET_ARG(k, 0, ym);
-    err |= CLT__SET_ARG(k, 1, yo);
-    err |= CLT__SET_ARG(k, 2, xm);
-    err |= CLT__SET_ARG(k, 3, xo);
-    err |= CLT__SET_ARG(k, 4, im);
-    err |= CLT__SET_ARG(k, 5, io);
-    err |= CLT__SET_ARG(k, 6, B);
-    err |= CLT__SET_ARG(k, 7, F);
-    err |= CLT__SET_ARG(k, 8, sm);
-    err |= CLT__SET_ARG(k, 9, hm);
-    CLT_CHECK_CL(ctx, err, "gather_rows: clSetKernelArg");
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(im),
+                      CLT__ARG(io), CLT__ARG(B), CLT__ARG(F), CLT__ARG(sm), CLT__ARG(hm)));
     CLT_TRY(clt__launch_1d(ctx, k, (size_t)(B * F), "gather_rows"));
 fail:
     return st;
@@ -62,18 +57,16 @@ clt_status clt_op_gather(clt_tensor *y, const clt_tensor *x, const clt_tensor *i
         clt_tensor_dtype(idx) != CLT_DTYPE_I32 || clt_tensor_numel(y) != B)
         CLT_FAIL(ctx, CLT_ERR_SHAPE, "gather: expected y (B) and x (N) of one dtype (i32 or f32) "
                                      "and idx i32 (B)");
-    clt__opts_dtype(opts, sizeof opts, d);
-    CLT_TRY(clt__kernel(ctx, "gather", opts, "gather", &k));
+    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_GATHER, (int)d);
+    if (!*slot) {
+        clt__opts_dtype(opts, sizeof opts, d);
+        CLT_TRY(clt__kernel(ctx, "gather", opts, "gather", slot));
+    }
+    k = *slot;
     cl_mem ym = clt_tensor_mem(y), xm = clt_tensor_mem(x), im = clt_tensor_mem(idx);
     cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x), io = clt_tensor_offset(idx);
-    cl_int err = CLT__SET_ARG(k, 0, ym);
-    err |= CLT__SET_ARG(k, 1, yo);
-    err |= CLT__SET_ARG(k, 2, xm);
-    err |= CLT__SET_ARG(k, 3, xo);
-    err |= CLT__SET_ARG(k, 4, im);
-    err |= CLT__SET_ARG(k, 5, io);
-    err |= CLT__SET_ARG(k, 6, B);
-    CLT_CHECK_CL(ctx, err, "gather: clSetKernelArg");
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(im),
+                      CLT__ARG(io), CLT__ARG(B)));
     CLT_TRY(clt__launch_1d(ctx, k, (size_t)B, "gather"));
 fail:
     return st;

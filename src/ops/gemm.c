@@ -8,12 +8,14 @@
 #include "internal.h"
 #include "profile_internal.h"
 #include "program.h"
+#include "tune_internal.h"
 
 #include "cltrain/tune.h"
 
 #include <clblast_c.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 static double now_ms(void)
@@ -92,40 +94,59 @@ static size_t ceil_div(size_t a, size_t b)
     return (a + b - 1) / b;
 }
 
+/* The kernel of choice c for the layout and the operand dtypes: from the ctx's GEMM slots
+ * (a memcmp of the packed key each), else built (options formatted only then) and given a slot,
+ * the oldest when all are taken (its kernel stays in the ctx's kernel cache). */
+static clt_status own_kernel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_trans ta,
+                             clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd,
+                             const char *name, cl_kernel *k)
+{
+    struct clt__gemm_key key;
+    memset(&key, 0, sizeof key); /* padding included: compared with memcmp */
+    key.c = *c;
+    key.ta = (int)ta;
+    key.tb = (int)tb;
+    key.a = (int)a;
+    key.b = (int)b;
+    key.cd = (int)cd;
+    for (int i = 0; i < CLT__GEMM_SLOTS && ctx->gemm_slots[i].kernel; i++)
+        if (memcmp(&ctx->gemm_slots[i].key, &key, sizeof key) == 0) {
+            *k = ctx->gemm_slots[i].kernel;
+            return CLT_OK;
+        }
+    char opts[320];
+    clt__opts_gemm(opts, sizeof opts, c, ta, tb, a, b, cd);
+    clt_status st = clt__kernel(ctx, "gemm", opts, name, k);
+    if (st != CLT_OK) return st;
+    struct clt__gemm_slot *slot = &ctx->gemm_slots[ctx->gemm_next];
+    ctx->gemm_next = (ctx->gemm_next + 1) % CLT__GEMM_SLOTS;
+    slot->key = key;
+    slot->kernel = *k;
+    return CLT_OK;
+}
+
 /* cl/gemm.cl with the choice's defines; every argument fits an int (checked by the caller). */
 static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb,
                           size_t M, size_t N, size_t K, float alpha, const clt_tensor *A,
                           const clt_tensor *B, float beta, clt_tensor *C)
 {
-    static const char *suffix[] = {"nn", "nt", "tn", "tt"};
+    static const char *const names[2][4] = {
+        {"gemm_direct_nn", "gemm_direct_nt", "gemm_direct_tn", "gemm_direct_tt"},
+        {"gemm_tiled_nn", "gemm_tiled_nt", "gemm_tiled_tn", "gemm_tiled_tt"}};
     clt_status st = CLT_OK;
-    char opts[320], name[32];
     cl_kernel k;
     bool tiled = c->kernel == CLT_GEMM_TILED;
-    clt__opts_gemm(opts, sizeof opts, c, ta, tb, clt_tensor_dtype(A), clt_tensor_dtype(B),
-                   clt_tensor_dtype(C));
-    snprintf(name, sizeof name, "gemm_%s_%s", tiled ? "tiled" : "direct", suffix[ta * 2 + tb]);
-    CLT_TRY(clt__kernel(ctx, "gemm", opts, name, &k));
+    const char *name = names[tiled][ta * 2 + tb];
+    CLT_TRY(own_kernel(ctx, c, ta, tb, clt_tensor_dtype(A), clt_tensor_dtype(B),
+                       clt_tensor_dtype(C), name, &k));
 
     cl_int iM = (cl_int)M, iN = (cl_int)N, iK = (cl_int)K;
     cl_int lda = (cl_int)(ta ? M : K), ldb = (cl_int)(tb ? K : N), ldc = (cl_int)N;
     cl_ulong ao = clt_tensor_offset(A), bo = clt_tensor_offset(B), co = clt_tensor_offset(C);
     cl_mem am = clt_tensor_mem(A), bm = clt_tensor_mem(B), cm = clt_tensor_mem(C);
-    cl_int err = CLT__SET_ARG(k, 0, iM);
-    err |= CLT__SET_ARG(k, 1, iN);
-    err |= CLT__SET_ARG(k, 2, iK);
-    err |= CLT__SET_ARG(k, 3, alpha);
-    err |= CLT__SET_ARG(k, 4, am);
-    err |= CLT__SET_ARG(k, 5, ao);
-    err |= CLT__SET_ARG(k, 6, lda);
-    err |= CLT__SET_ARG(k, 7, bm);
-    err |= CLT__SET_ARG(k, 8, bo);
-    err |= CLT__SET_ARG(k, 9, ldb);
-    err |= CLT__SET_ARG(k, 10, beta);
-    err |= CLT__SET_ARG(k, 11, cm);
-    err |= CLT__SET_ARG(k, 12, co);
-    err |= CLT__SET_ARG(k, 13, ldc);
-    CLT_CHECK_CL(ctx, err, "gemm: clSetKernelArg");
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(iM), CLT__ARG(iN), CLT__ARG(iK), CLT__ARG(alpha),
+                      CLT__ARG(am), CLT__ARG(ao), CLT__ARG(lda), CLT__ARG(bm), CLT__ARG(bo),
+                      CLT__ARG(ldb), CLT__ARG(beta), CLT__ARG(cm), CLT__ARG(co), CLT__ARG(ldc)));
 
     size_t global[2], local[2];
     if (tiled) {
@@ -142,11 +163,15 @@ static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_tra
         global[1 - md] = ceil_div(ceil_div(N, cols), local[1 - md]) * local[1 - md];
     }
     cl_event ev = NULL;
-    err = clEnqueueNDRangeKernel(ctx->compute, k, 2, NULL, global, local, 0, NULL,
-                                 ctx->profiling ? &ev : NULL);
-    char what[400];
-    snprintf(what, sizeof what, "gemm: launching %s (%s)", name, opts);
-    CLT_CHECK_CL(ctx, err, what);
+    cl_int err = clEnqueueNDRangeKernel(ctx->compute, k, 2, NULL, global, local, 0, NULL,
+                                        ctx->profiling ? &ev : NULL);
+    if (err != CL_SUCCESS) { /* the message names the program: its options, formatted now */
+        char opts[320], what[400];
+        clt__opts_gemm(opts, sizeof opts, c, ta, tb, clt_tensor_dtype(A), clt_tensor_dtype(B),
+                       clt_tensor_dtype(C));
+        snprintf(what, sizeof what, "gemm: launching %s (%s)", name, opts);
+        CLT_CHECK_CL(ctx, err, what);
+    }
     if (ev) clt__profile_event(ctx, name, CLT_PROFILE_KERNEL, 0, ev); /* the profiler owns it */
     CLT_TRY(sync_debug(ctx, name));
 fail:
@@ -160,15 +185,7 @@ bool clt__gemm_takes_16bit(const struct clt_gemm_choice *c)
 
 struct clt_gemm_choice clt__gemm_mixed_choice(const clt_device_info *dev)
 {
-    static const struct clt_gemm_choice small = {.kernel = CLT_GEMM_DIRECT,
-                                                 .tm = 4,
-                                                 .tn = 4,
-                                                 .vw = 4,
-                                                 .wgm = 1,
-                                                 .wgn = 1,
-                                                 .kb = 16,
-                                                 .bm = 1,
-                                                 .bn = 1};
+    static const struct clt_gemm_choice small = CLT_GEMM_CHOICE_PACKED(4, 4, 4, 16, 1, 1);
     struct clt_gemm_choice c = clt_gemm_own_default(dev, CLT_GEMM_TT, CLT_GEMM_LARGE);
     return clt__gemm_takes_16bit(&c) ? c : small;
 }

@@ -27,18 +27,11 @@ clt_status clt_op_u8_to_f32(clt_tensor *y, const clt_tensor *x_u8, const clt_ten
     cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x_u8),
              sco = clt_tensor_offset(scale), sho = clt_tensor_offset(shift), n = total;
     cl_uint f = (cl_uint)F;
-    CLT_TRY(clt__kernel(ctx, "input", NULL, "input_u8_to_f32", &k));
-    cl_int err = CLT__SET_ARG(k, 0, ym);
-    err |= CLT__SET_ARG(k, 1, yo);
-    err |= CLT__SET_ARG(k, 2, xm);
-    err |= CLT__SET_ARG(k, 3, xo);
-    err |= CLT__SET_ARG(k, 4, scm);
-    err |= CLT__SET_ARG(k, 5, sco);
-    err |= CLT__SET_ARG(k, 6, shm);
-    err |= CLT__SET_ARG(k, 7, sho);
-    err |= CLT__SET_ARG(k, 8, n);
-    err |= CLT__SET_ARG(k, 9, f);
-    CLT_CHECK_CL(ctx, err, op);
+    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_INPUT, 0);
+    if (!*slot) CLT_TRY(clt__kernel(ctx, "input", NULL, "input_u8_to_f32", slot));
+    k = *slot;
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(scm),
+                      CLT__ARG(sco), CLT__ARG(shm), CLT__ARG(sho), CLT__ARG(n), CLT__ARG(f)));
     CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, op));
 fail:
     return st;

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #define BIAS_COLS CLT__BIAS_COLS
 
@@ -12,9 +13,17 @@
 static clt_status linear_kernel(clt_ctx *ctx, const char *name, clt_dtype y, clt_dtype b,
                                 clt_dtype dy, cl_kernel *k)
 {
-    char opts[96];
-    clt__opts_linear(opts, sizeof opts, y, b, dy);
-    return clt__kernel(ctx, "linear", opts, name, k);
+    int backward = strcmp(name, "linear_backward_bias") == 0;
+    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_LINEAR,
+                                       backward * 27 + (int)y * 9 + (int)b * 3 + (int)dy);
+    if (!*slot) {
+        char opts[96];
+        clt__opts_linear(opts, sizeof opts, y, b, dy);
+        clt_status st = clt__kernel(ctx, "linear", opts, name, slot);
+        if (st != CLT_OK) return st;
+    }
+    *k = *slot;
+    return CLT_OK;
 }
 
 /* OUT = numel(bias) and t's last dimension must equal it. */
@@ -46,13 +55,8 @@ clt_status clt_op_bias_add(clt_tensor *y, const clt_tensor *bias)
     cl_uint out = (cl_uint)OUT;
     CLT_TRY(linear_kernel(ctx, "linear_forward_bias", clt_tensor_dtype(y), clt_tensor_dtype(bias),
                           CLT_DTYPE_F32, &k));
-    cl_int err = CLT__SET_ARG(k, 0, ym);
-    err |= CLT__SET_ARG(k, 1, yo);
-    err |= CLT__SET_ARG(k, 2, bm);
-    err |= CLT__SET_ARG(k, 3, bo);
-    err |= CLT__SET_ARG(k, 4, n);
-    err |= CLT__SET_ARG(k, 5, out);
-    CLT_CHECK_CL(ctx, err, "bias_add: clSetKernelArg");
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(bm), CLT__ARG(bo), CLT__ARG(n),
+                      CLT__ARG(out)));
     CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, "bias_add"));
 fail:
     return st;
@@ -75,14 +79,8 @@ clt_status clt_op_bias_grad(clt_tensor *db, const clt_tensor *dy, float beta)
     cl_uint out = (cl_uint)OUT;
     CLT_TRY(linear_kernel(ctx, "linear_backward_bias", CLT_DTYPE_F32, CLT_DTYPE_F32,
                           clt_tensor_dtype(dy), &k));
-    cl_int err = CLT__SET_ARG(k, 0, dbm);
-    err |= CLT__SET_ARG(k, 1, dbo);
-    err |= CLT__SET_ARG(k, 2, dym);
-    err |= CLT__SET_ARG(k, 3, dyo);
-    err |= CLT__SET_ARG(k, 4, B);
-    err |= CLT__SET_ARG(k, 5, out);
-    err |= CLT__SET_ARG(k, 6, beta);
-    CLT_CHECK_CL(ctx, err, "bias_grad: clSetKernelArg");
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dbm), CLT__ARG(dbo), CLT__ARG(dym), CLT__ARG(dyo),
+                      CLT__ARG(B), CLT__ARG(out), CLT__ARG(beta)));
     CLT_TRY(clt__nn_launch_groups(ctx, k, (OUT + BIAS_COLS - 1) / BIAS_COLS, "bias_grad"));
 fail:
     return st;

@@ -29,9 +29,20 @@ static clt_status check_acc(const clt_tensor *x, const clt_tensor *acc, const ch
     return st;
 }
 
-static clt_status loss_kernel(clt_ctx *ctx, const char *name, cl_kernel *k)
+enum { SOFTMAX_XENT_FORWARD, MSE_FORWARD, MSE_BACKWARD, ARGMAX_ROWS, SOFTMAX_FORWARD };
+static const char *const loss_names[] = {"softmax_xent_forward", "mse_forward", "mse_backward",
+                                         "argmax_rows", "softmax_forward"};
+
+/* The ctx's kernel `which` of cl/loss.cl, built on first use. */
+static clt_status loss_kernel(clt_ctx *ctx, int which, cl_kernel *k)
 {
-    return clt__kernel(ctx, "loss", NULL, name, k);
+    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_LOSS, which);
+    if (!*slot) {
+        clt_status st = clt__kernel(ctx, "loss", NULL, loss_names[which], slot);
+        if (st != CLT_OK) return st;
+    }
+    *k = *slot;
+    return CLT_OK;
 }
 
 clt_status clt_op_softmax_xent(const clt_tensor *logits, const clt_tensor *labels, float smoothing,
@@ -70,25 +81,12 @@ clt_status clt_op_softmax_xent(const clt_tensor *logits, const clt_tensor *label
              cao = correct_acc ? clt_tensor_offset(correct_acc) : 0, b = B;
     cl_uint n = (cl_uint)N;
     cl_int want_grad = dlogits != NULL, want_correct = correct_acc != NULL;
-    CLT_TRY(loss_kernel(ctx, "softmax_xent_forward", &k));
-    cl_int err = CLT__SET_ARG(k, 0, lgm);
-    err |= CLT__SET_ARG(k, 1, lgo);
-    err |= CLT__SET_ARG(k, 2, lbm);
-    err |= CLT__SET_ARG(k, 3, lbo);
-    err |= CLT__SET_ARG(k, 4, b);
-    err |= CLT__SET_ARG(k, 5, n);
-    err |= CLT__SET_ARG(k, 6, smoothing);
-    err |= CLT__SET_ARG(k, 7, loss_scale);
-    err |= CLT__SET_ARG(k, 8, grad_scale);
-    err |= CLT__SET_ARG(k, 9, dlm);
-    err |= CLT__SET_ARG(k, 10, dlo);
-    err |= CLT__SET_ARG(k, 11, want_grad);
-    err |= CLT__SET_ARG(k, 12, lam);
-    err |= CLT__SET_ARG(k, 13, lao);
-    err |= CLT__SET_ARG(k, 14, cam);
-    err |= CLT__SET_ARG(k, 15, cao);
-    err |= CLT__SET_ARG(k, 16, want_correct);
-    CLT_CHECK_CL(ctx, err, "softmax_xent: clSetKernelArg");
+    CLT_TRY(loss_kernel(ctx, SOFTMAX_XENT_FORWARD, &k));
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(lgm), CLT__ARG(lgo), CLT__ARG(lbm), CLT__ARG(lbo),
+                      CLT__ARG(b), CLT__ARG(n), CLT__ARG(smoothing), CLT__ARG(loss_scale),
+                      CLT__ARG(grad_scale), CLT__ARG(dlm), CLT__ARG(dlo), CLT__ARG(want_grad),
+                      CLT__ARG(lam), CLT__ARG(lao), CLT__ARG(cam), CLT__ARG(cao),
+                      CLT__ARG(want_correct)));
     CLT_TRY(clt__nn_launch_groups(ctx, k, 1, op));
 fail:
     return st;
@@ -113,31 +111,17 @@ clt_status clt_op_mse(const clt_tensor *pred, const clt_tensor *target, float lo
              lao = clt_tensor_offset(loss_acc), n = clt_tensor_numel(pred);
     if (n == 0) goto fail;
     /* the loss first: dpred may be pred */
-    CLT_TRY(loss_kernel(ctx, "mse_forward", &k));
-    cl_int err = CLT__SET_ARG(k, 0, pm);
-    err |= CLT__SET_ARG(k, 1, po);
-    err |= CLT__SET_ARG(k, 2, tm);
-    err |= CLT__SET_ARG(k, 3, to);
-    err |= CLT__SET_ARG(k, 4, n);
-    err |= CLT__SET_ARG(k, 5, loss_scale);
-    err |= CLT__SET_ARG(k, 6, lam);
-    err |= CLT__SET_ARG(k, 7, lao);
-    CLT_CHECK_CL(ctx, err, "mse: clSetKernelArg");
+    CLT_TRY(loss_kernel(ctx, MSE_FORWARD, &k));
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(pm), CLT__ARG(po), CLT__ARG(tm), CLT__ARG(to), CLT__ARG(n),
+                      CLT__ARG(loss_scale), CLT__ARG(lam), CLT__ARG(lao)));
     CLT_TRY(clt__nn_launch_groups(ctx, k, 1, op));
     if (dpred) {
         cl_mem dm = clt_tensor_mem(dpred);
         cl_ulong dof = clt_tensor_offset(dpred);
         float g2 = 2.0f * grad_scale;
-        CLT_TRY(loss_kernel(ctx, "mse_backward", &k));
-        err = CLT__SET_ARG(k, 0, dm);
-        err |= CLT__SET_ARG(k, 1, dof);
-        err |= CLT__SET_ARG(k, 2, pm);
-        err |= CLT__SET_ARG(k, 3, po);
-        err |= CLT__SET_ARG(k, 4, tm);
-        err |= CLT__SET_ARG(k, 5, to);
-        err |= CLT__SET_ARG(k, 6, n);
-        err |= CLT__SET_ARG(k, 7, g2);
-        CLT_CHECK_CL(ctx, err, "mse: clSetKernelArg");
+        CLT_TRY(loss_kernel(ctx, MSE_BACKWARD, &k));
+        CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dm), CLT__ARG(dof), CLT__ARG(pm), CLT__ARG(po),
+                          CLT__ARG(tm), CLT__ARG(to), CLT__ARG(n), CLT__ARG(g2)));
         CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, op));
     }
 fail:
@@ -145,7 +129,7 @@ fail:
 }
 
 /* Kernels of the form k(out, out_off, x, x_off, B, N), one work-item per row. */
-static clt_status launch_rows(clt_ctx *ctx, const char *name, clt_tensor *out, const clt_tensor *x,
+static clt_status launch_rows(clt_ctx *ctx, int which, clt_tensor *out, const clt_tensor *x,
                               size_t B, size_t N, const char *op)
 {
     clt_status st = CLT_OK;
@@ -153,14 +137,9 @@ static clt_status launch_rows(clt_ctx *ctx, const char *name, clt_tensor *out, c
     cl_mem om = clt_tensor_mem(out), xm = clt_tensor_mem(x);
     cl_ulong oo = clt_tensor_offset(out), xo = clt_tensor_offset(x), b = B;
     cl_uint n = (cl_uint)N;
-    CLT_TRY(loss_kernel(ctx, name, &k));
-    cl_int err = CLT__SET_ARG(k, 0, om);
-    err |= CLT__SET_ARG(k, 1, oo);
-    err |= CLT__SET_ARG(k, 2, xm);
-    err |= CLT__SET_ARG(k, 3, xo);
-    err |= CLT__SET_ARG(k, 4, b);
-    err |= CLT__SET_ARG(k, 5, n);
-    CLT_CHECK_CL(ctx, err, op);
+    CLT_TRY(loss_kernel(ctx, which, &k));
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(om), CLT__ARG(oo), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(b),
+                      CLT__ARG(n)));
     CLT_TRY(clt__launch_1d(ctx, k, B, op));
 fail:
     return st;
@@ -177,7 +156,7 @@ clt_status clt_op_argmax(clt_tensor *out, const clt_tensor *x)
     CLT_TRY(clt__nn_need_dtype(x, CLT_DTYPE_F32, op, "x"));
     CLT_TRY(rows_of(x, op, "x", &B, &N));
     CLT_TRY(clt__nn_need_numel(out, B, op, "out (one per row of x)"));
-    CLT_TRY(launch_rows(clt_tensor_ctx(x), "argmax_rows", out, x, B, N, op));
+    CLT_TRY(launch_rows(clt_tensor_ctx(x), ARGMAX_ROWS, out, x, B, N, op));
 fail:
     return st;
 }
@@ -191,7 +170,7 @@ clt_status clt_op_softmax(clt_tensor *out, const clt_tensor *x)
     CLT_TRY(clt__check_pair(out, x, true, op));
     CLT_TRY(clt__nn_need_dtype(x, CLT_DTYPE_F32, op, "x"));
     CLT_TRY(rows_of(x, op, "x", &B, &N));
-    CLT_TRY(launch_rows(clt_tensor_ctx(x), "softmax_forward", out, x, B, N, op));
+    CLT_TRY(launch_rows(clt_tensor_ctx(x), SOFTMAX_FORWARD, out, x, B, N, op));
 fail:
     return st;
 }
