@@ -106,7 +106,7 @@ static clt_status assemble(clt_ctx *ctx, const char *files, char **out)
         memcpy(stem, p, n);
         stem[n] = '\0';
         char line[96];
-        int w = snprintf(line, sizeof line, "\n#line 1 /* %s.cl */\n", stem);
+        int w = snprintf(line, sizeof line, "\n#line 1 \"%s.cl\"\n", stem); /* logs name it */
         CLT_TRY(append(ctx, &buf, &len, &cap, line, (size_t)w));
         CLT_TRY(append_stem(ctx, stem, &buf, &len, &cap));
         p += n;

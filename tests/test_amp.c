@@ -3,8 +3,10 @@
  * in f32; dynamic loss scaling (cl/amp.cl, clt_scaler in src/optim.c): backoff and a skipped
  * step on an injected overflow, growth after growth_interval clean steps, Adam's and SGD's step
  * counts that exclude skipped steps; bf16 and fp16 training of a tiny model against fp32; and
- * the memory the accountant sees per precision (and clt_model_mem_estimate against it). */
+ * the memory the accountant sees per precision (and clt_model_mem_estimate against it).
+ * CLTRAIN_TEST_SMALL (tests/small.h) shrinks the GEMM shapes and the tiny training run. */
 #include "common.h"
+#include "small.h"
 
 #include "cltrain/checkpoint.h"
 #include "cltrain/model.h"
@@ -139,7 +141,9 @@ START_TEST(test_gemm16)
         {CLT_DTYPE_F32, CLT_DTYPE_BF16, CLT_DTYPE_F16}, /* any mix works */
         {CLT_DTYPE_F16, CLT_DTYPE_F32, CLT_DTYPE_F32},
         {CLT_DTYPE_F16, CLT_DTYPE_F16, CLT_DTYPE_F16}};
-    const size_t sizes[][3] = {{1, 1, 1}, {17, 5, 33}, {100, 17, 129}, {33, 70, 300}};
+    static const size_t full[][3] = {{1, 1, 1}, {17, 5, 33}, {100, 17, 129}, {33, 70, 300}},
+                        small[][3] = {{1, 1, 1}, {17, 5, 33}, {65, 17, 33}, {5, 70, 130}};
+    const size_t(*sizes)[3] = TC_SMALL_OR(full, small);
     /* ctx's choice (substituted by the built-in 16-bit kernel when it takes no 16-bit input),
      * a packed direct kernel with edges everywhere, and a tiled one */
     const struct clt_gemm_choice packed = {.kernel = CLT_GEMM_DIRECT, .tm = 3, .tn = 8, .vw = 4,
@@ -152,7 +156,7 @@ START_TEST(test_gemm16)
     for (size_t ci = 0; ci < 3; ci++)
         for (size_t d = ci ? 3 : 0; d < (ci ? 4 : sizeof combos / sizeof *combos); d++)
             for (int l = 0; l < 4; l++)
-                for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+                for (size_t s = 0; s < sizeof full / sizeof *full; s++) {
                     float beta = (s % 2) ? 1.0f : 0.0f, alpha = (l == 3) ? 0.5f : 1.0f;
                     check_gemm16(ctx, choices[ci], l >> 1, l & 1, sizes[s][0], sizes[s][1],
                                  sizes[s][2], alpha, beta, combos[d][0], combos[d][1],
@@ -463,10 +467,12 @@ END_TEST
 
 /* Full-batch Adam on a 4-class problem labelled by a random linear teacher (256 samples, 12
  * features), 60 steps at lr 2e-3, in `prec` (f16 with the scaler; the scaler also under f32 gives the
- * f32 result within rounding). Returns the final training loss. */
+ * f32 result within rounding). Returns the final training loss. CLTRAIN_TEST_SMALL: 32 samples,
+ * 12 steps at lr 1.2e-2 (final loss about 0.33 on PoCL instead of 0.38). */
 static double train_tiny(clt_ctx *ctx, clt_dtype prec, bool scaled, tc_rng *data)
 {
-    const size_t B = 256, IN = 12, N = 4;
+    const size_t B = tc_size(256, 32), IN = 12, N = 4;
+    const int steps = (int)tc_size(60, 12);
     tc_rng r = *data; /* the same data for every precision */
     float *x = xalloc(B * IN, sizeof *x), *teach = xalloc(IN * N, sizeof *teach);
     int32_t *y = xalloc(B, sizeof *y);
@@ -493,13 +499,13 @@ static double train_tiny(clt_ctx *ctx, clt_dtype prec, bool scaled, tc_rng *data
     tc_write(xt, x);
     tc_write(yt, y);
     struct clt_optim_params op = clt_optim_default_params(CLT_OPTIM_ADAM);
-    op.lr = 2e-3f;
+    op.lr = tc_small() ? 1.2e-2f : 2e-3f;
     clt_optim *o = NULL;
     TC_OK(ctx, clt_optim_create(&o, clt_model_params(m), &op));
     clt_scaler *s = NULL;
     if (scaled) TC_OK(ctx, clt_scaler_create(&s, ctx, NULL));
     float last = 0;
-    for (int step = 0; step < 60; step++) {
+    for (int step = 0; step < steps; step++) {
         clt_tensor *out = NULL;
         TC_OK(ctx, clt_model_forward(m, xt, true, (uint64_t)step, &out));
         TC_OK(ctx, clt_op_fill(loss, 0.0f));

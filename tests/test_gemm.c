@@ -4,11 +4,15 @@
  * through views at odd offsets with guard elements around C that must stay untouched; both
  * paths (CLTRAIN_GEMM=own and clblast), every variant of clt_gemm_variants() the device
  * accepts, and tuning files that are malformed, foreign or valid.
+ * CLTRAIN_TEST_SMALL (tests/small.h, for oclgrind): each path runs a few shapes with every edge
+ * (below the vector width, more than one tile, slice or work-group, no multiple of any) instead
+ * of the full sweep, and the variants' shapes are smaller with the same edges.
  * Tolerance, element-wise: |got - ref| <= 1e-5 + 1e-4 |ref| + 2^-23 (K |alpha| sum_k |a b| +
  * 2 |beta c|), i.e. the style guide's fp32 atol/rtol plus the classical bound K u sum |a b| of
  * a K-term float sum in any order (u = 2^-24, doubled for the products' and the final
  * roundings); and the normalized MSE sum (got - ref)^2 / sum ref^2 <= 1e-7. */
 #include "common.h"
+#include "small.h"
 
 #include "cltrain/tune.h"
 
@@ -115,12 +119,24 @@ static void check_gemm(clt_ctx *ctx, const struct clt_gemm_choice *c, int ta, in
     free(got);
 }
 
-/* Every layout x the awkward sizes x alpha/beta on the ctx's path. */
+/* Every layout x the awkward sizes x alpha/beta on the ctx's path. Under CLTRAIN_TEST_SMALL,
+ * every layout x four shapes, each with one alpha/beta pair in turn: N below the vector width,
+ * K over several slices (130: more than the largest packed slice of 128), M and N over two
+ * tiles of the GPU kernels (65 x 70: 64 x 64 tiles, and 32 x 32 on a device of 64 items). */
 static void sweep(clt_ctx *ctx, tc_rng *r, const char *tag)
 {
     static const float ab[][2] = {{1.0f, 0.0f}, {1.0f, 1.0f}, {-0.75f, 0.5f}};
+    static const size_t small[][3] = {{1, 1, 1}, {17, 5, 33}, {5, 17, 130}, {65, 70, 17}};
     int i = 0;
-    for (int l = 0; l < 4; l++)
+    for (int l = 0; l < 4; l++) {
+        if (tc_small()) {
+            for (size_t s = 0; s < sizeof small / sizeof *small; s++) {
+                size_t p = (s + (size_t)l) % 3; /* each layout gets every pair */
+                check_gemm(ctx, NULL, l >> 1, l & 1, small[s][0], small[s][1], small[s][2],
+                           ab[p][0], ab[p][1], r, tag);
+            }
+            continue;
+        }
         for (size_t mi = 0; mi < 4; mi++)
             for (size_t ni = 0; ni < 4; ni++)
                 for (size_t ki = 0; ki < 4; ki++, i++) {
@@ -130,6 +146,7 @@ static void sweep(clt_ctx *ctx, tc_rng *r, const char *tag)
                             check_gemm(ctx, NULL, l >> 1, l & 1, sizes[mi], sizes[ni], sizes[ki],
                                        ab[p][0], ab[p][1], r, tag);
                 }
+    }
     /* K = 0: C = beta * C (zeros over NaN when beta = 0) */
     for (int l = 0; l < 4; l++) {
         check_gemm(ctx, NULL, l >> 1, l & 1, 17, 5, 0, 1.0f, 0.0f, r, tag);
@@ -194,7 +211,9 @@ END_TEST
  * slice, and more than one tile or slice. */
 START_TEST(test_variants)
 {
-    static const size_t shapes[][3] = {{1, 1, 1}, {17, 129, 100}, {129, 5, 17}, {100, 17, 300}};
+    static const size_t full[][3] = {{1, 1, 1}, {17, 129, 100}, {129, 5, 17}, {100, 17, 300}},
+                        small[][3] = {{1, 1, 1}, {5, 129, 33}, {129, 5, 17}, {5, 17, 130}};
+    const size_t(*shapes)[3] = TC_SMALL_OR(full, small);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = ctx_with_gemm(NULL);
     const clt_device_info *dev = clt_ctx_device(ctx);
@@ -215,7 +234,7 @@ START_TEST(test_variants)
         for (int l = 0; l < 4; l++) {
             if (!first && !clt_gemm_variant_applies(&v[i], (clt_gemm_layout)l, dev)) continue;
             ran++;
-            for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            for (size_t s = 0; s < sizeof full / sizeof *full; s++) {
                 bool acc = (s + (size_t)l) % 2 == 1;
                 check_gemm(ctx, &v[i], l >> 1, l & 1, shapes[s][0], shapes[s][1], shapes[s][2],
                            acc ? 0.5f : 1.0f, acc ? 1.0f : 0.0f, &r, name);

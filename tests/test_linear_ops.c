@@ -1,18 +1,22 @@
 /* Tests of the bias half of linear (cl/linear.cl): clt_op_bias_add and clt_op_bias_grad against
  * float64 references (ref_linear_backward's db), at B in {1, 17, 1000} x OUT in {1, 10, 17,
- * 1000}, through views, with beta 0 (poisoned db) and 1 (accumulation), bit-identical results
- * across runs and across every work-group size, and the argument checks. Tolerances: fp32
- * atol 1e-5, rtol 1e-4; the column sums also keep the normalized MSE <= 1e-7. */
+ * 1000} (B 300 and OUT 100 for 1000 under CLTRAIN_TEST_SMALL, tests/small.h), through views,
+ * with beta 0 (poisoned db) and 1 (accumulation), bit-identical results across runs and across
+ * every work-group size, and the argument checks. Tolerances: fp32 atol 1e-5, rtol 1e-4; the
+ * column sums also keep the normalized MSE <= 1e-7. */
 #include "nnops/nn_testutil.h"
 #include "ref/ref_nn.h"
+#include "small.h"
 
-static const size_t Bs[] = {1, 17, 1000};
-static const size_t OUTs[] = {1, 10, 17, 1000};
+/* Small: B still spans more than the 16 row slices, OUT several groups of 16 columns. */
+static const size_t Bs_full[] = {1, 17, 1000}, Bs_small[] = {1, 17, 300};
+static const size_t OUTs_full[] = {1, 10, 17, 1000}, OUTs_small[] = {1, 10, 17, 100};
 
 START_TEST(test_bias_add)
 {
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
+    const size_t *Bs = TC_SMALL_OR(Bs_full, Bs_small), *OUTs = TC_SMALL_OR(OUTs_full, OUTs_small);
     for (size_t bi = 0; bi < 3; bi++) {
         for (size_t oi = 0; oi < 4; oi++) {
             size_t B = Bs[bi], OUT = OUTs[oi], n = B * OUT;
@@ -48,6 +52,7 @@ START_TEST(test_bias_grad)
 {
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
+    const size_t *Bs = TC_SMALL_OR(Bs_full, Bs_small), *OUTs = TC_SMALL_OR(OUTs_full, OUTs_small);
     for (size_t bi = 0; bi < 3; bi++) {
         for (size_t oi = 0; oi < 4; oi++) {
             size_t B = Bs[bi], OUT = OUTs[oi], n = B * OUT;
@@ -121,7 +126,9 @@ END_TEST
 /* The same bits on every run and for every local size the kernel can take. */
 START_TEST(test_bias_grad_deterministic)
 {
-    static const size_t shapes[][2] = {{1000, 17}, {1000, 1000}, {17, 10}};
+    static const size_t full[][2] = {{1000, 17}, {1000, 1000}, {17, 10}},
+                        small[][2] = {{300, 17}, {300, 100}, {17, 10}};
+    const size_t(*shapes)[2] = TC_SMALL_OR(full, small);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
     for (size_t si = 0; si < 3; si++) {

@@ -4,10 +4,13 @@
  * the gradient, awkward shapes (B in {1, 17, 1000}, N in {1, 10, 17, 1000}), views, poisoned
  * outputs, accumulators that start non-zero, numerical stability at huge logits, determinism
  * (bit-identical across runs and across every work-group size) and the argument checks.
+ * CLTRAIN_TEST_SMALL (tests/small.h) makes 1000 300 and 65537 4099: still more than one tile of
+ * the reduction tree (256 rows, or 256 leaves of 16 elements).
  * Tolerances: fp32 atol 1e-5, rtol 1e-4 everywhere (exp/log come from the device's math
  * library, 3-4 ulp, far inside rtol); losses and gradients also keep normalized MSE <= 1e-7. */
 #include "nnops/nn_testutil.h"
 #include "ref/ref_nn.h"
+#include "small.h"
 
 /* Logits (B, N) in +-[0.01, 8), labels in [0, N): for about half of the rows the label is the
  * row's argmax (so the correct count is neither 0 nor B). */
@@ -98,11 +101,14 @@ static void check_xent(clt_ctx *ctx, tc_rng *r, const float *logits, const int32
 
 START_TEST(test_xent_shapes)
 {
-    static const size_t shapes[][2] = {{1, 1},    {1, 10},    {17, 17},   {17, 1000},
-                                       {1000, 1}, {1000, 10}, {1000, 17}, {1000, 1000}};
+    static const size_t full[][2] = {{1, 1},    {1, 10},    {17, 17},   {17, 1000},
+                                     {1000, 1}, {1000, 10}, {1000, 17}, {1000, 1000}},
+                        small[][2] = {{1, 1},   {1, 10},   {17, 17},  {17, 300},
+                                      {300, 1}, {300, 10}, {300, 17}, {300, 300}};
+    const size_t(*shapes)[2] = TC_SMALL_OR(full, small);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
-    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+    for (size_t si = 0; si < sizeof full / sizeof *full; si++) {
         size_t B = shapes[si][0], N = shapes[si][1];
         float *logits = NT_FLOATS(B * N);
         int32_t *labels = nt_alloc(B, sizeof *labels);
@@ -183,7 +189,7 @@ END_TEST
  * that reduces the rows. */
 START_TEST(test_xent_deterministic)
 {
-    const size_t B = 1000, N = 17, n = B * N;
+    const size_t B = tc_size(1000, 300), N = 17, n = B * N;
     const float v0 = 0.75f, c0 = 1.0f;
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
@@ -345,7 +351,8 @@ END_TEST
 
 START_TEST(test_mse)
 {
-    static const size_t sizes[] = {1, 17, 1000, 65537};
+    static const size_t full[] = {1, 17, 1000, 65537}, small[] = {1, 17, 1000, 4099};
+    const size_t *sizes = TC_SMALL_OR(full, small);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
     for (size_t si = 0; si < 4; si++) {
@@ -409,7 +416,7 @@ END_TEST
 
 START_TEST(test_mse_deterministic)
 {
-    const size_t n = 65537;
+    const size_t n = tc_size(65537, 4099);
     const float v0 = 0.25f;
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
@@ -463,10 +470,12 @@ static void ref_softmax(const float *x, double *y, size_t B, size_t N)
 
 START_TEST(test_softmax)
 {
-    static const size_t shapes[][2] = {{1, 1}, {1, 10}, {17, 17}, {1000, 10}, {17, 1000}};
+    static const size_t full[][2] = {{1, 1}, {1, 10}, {17, 17}, {1000, 10}, {17, 1000}},
+                        small[][2] = {{1, 1}, {1, 10}, {17, 17}, {300, 10}, {17, 300}};
+    const size_t(*shapes)[2] = TC_SMALL_OR(full, small);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
-    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+    for (size_t si = 0; si < sizeof full / sizeof *full; si++) {
         size_t B = shapes[si][0], N = shapes[si][1], n = B * N;
         char what[64];
         float *x = NT_FLOATS(n), *got = NT_FLOATS(n);
@@ -501,7 +510,7 @@ END_TEST
 
 START_TEST(test_argmax)
 {
-    const size_t B = 1000, N = 17, n = B * N;
+    const size_t B = tc_size(1000, 300), N = 17, n = B * N;
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
     float *x = NT_FLOATS(n);

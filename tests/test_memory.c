@@ -3,8 +3,10 @@
  * several layer lists, optimizers, loaders and batch sizes; the dry run's peak; the report's
  * arithmetic (the next larger batch); out-of-memory without and with --auto-batch under a cap
  * (clt_ctx_params.max_memory), the backed-off run against an uncapped run of the same
- * micro-batch and accumulation. Every test creates its own ctx (check forks). */
+ * micro-batch and accumulation. Every test creates its own ctx (check forks).
+ * CLTRAIN_TEST_SMALL (tests/small.h): the auto-batch runs use narrower inputs and layers. */
 #include "common.h"
+#include "small.h"
 
 #include "cltrain/loader.h"
 #include "cltrain/spec.h"
@@ -313,10 +315,12 @@ START_TEST(test_auto_batch)
 {
     tc_rng r = tc_rng_for(__func__);
     struct set tr, te;
-    set_make(&tr, &r, 512, 64, 6, true);
-    set_make(&te, &r, 40, 64, 6, true);
+    const size_t F = tc_size(64, 16); /* the caps below follow from the estimates */
+    set_make(&tr, &r, 512, F, 6, true);
+    set_make(&te, &r, 40, F, 6, true);
     clt_spec spec = {0};
-    ck_assert_int_eq(clt_spec_parse("linear 96, relu, linear 6", 0, &spec), CLT_OK);
+    const char *text = tc_small() ? "linear 24, relu, linear 6" : "linear 96, relu, linear 6";
+    ck_assert_int_eq(clt_spec_parse(text, 0, &spec), CLT_OK);
 
     clt_ctx *ctx = tc_ctx();
     struct clt_train_setup_params p = setup_params(&spec, &tr, &te, 64);
