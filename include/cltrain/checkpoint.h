@@ -9,6 +9,8 @@
 #ifndef CLTRAIN_CHECKPOINT_H
 #define CLTRAIN_CHECKPOINT_H
 
+#include "cltrain/export.h"
+
 #include "cltrain/train.h"
 
 #ifdef __cplusplus
@@ -49,14 +51,14 @@ struct clt_checkpoint_info {
 /* The training split's identity for clt_run_geometry: CRC-32C of its labels (or regression
  * targets) followed by the first MiB of its inputs as stored (u8 pixels or f32 values).
  * Thread-safe. */
-uint32_t clt_checkpoint_data_crc32c(const clt_dataset *d);
+CLT_API uint32_t clt_checkpoint_data_crc32c(const clt_dataset *d);
 
 /* Saves the model's parameters (a counted host wait, CLT_WAIT_SAVE) and, when optim is not
  * NULL, its state and hyper-parameters, with a CRC-32C of every tensor and, when
  * info->run.present, the run's geometry. CLT_ERR_IO when the file cannot be written; the final
  * name is then untouched. */
-clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *optim,
-                               const struct clt_checkpoint_info *info);
+CLT_API clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *optim,
+                                       const struct clt_checkpoint_info *info);
 
 typedef struct clt_checkpoint clt_checkpoint;
 /* Opens and validates a cltrain checkpoint: the safetensors format; "format" absent or
@@ -67,18 +69,18 @@ typedef struct clt_checkpoint clt_checkpoint;
  * clt_checkpoint_has_checksums); "run" when present. CLT_ERR_IO (cannot read), CLT_ERR_FORMAT
  * (a one-line message naming the file: "not a cltrain checkpoint" for a file without
  * cltrain's metadata), CLT_ERR_HOST_MEMORY. Messages: clt_last_errmsg(). */
-clt_status clt_checkpoint_open(clt_checkpoint **out, const char *path);
+CLT_API clt_status clt_checkpoint_open(clt_checkpoint **out, const char *path);
 /* As clt_checkpoint_open, but a safetensors file without cltrain's metadata (no "model", and
  * "format" absent or not cltrain's, e.g. PyTorch's save_file of a state_dict, "format":"pt")
  * also opens, as a plain state dict: clt_checkpoint_is_plain is then true, get_info gives
  * zeros (no spec, classes, norm or run), and clt_checkpoint_load_model matches tensors by
  * name and shape only, refusing tensors the model does not have. For --init. */
-clt_status clt_checkpoint_open_weights(clt_checkpoint **out, const char *path);
+CLT_API clt_status clt_checkpoint_open_weights(clt_checkpoint **out, const char *path);
 /* True for a plain state dict opened by clt_checkpoint_open_weights. */
-bool clt_checkpoint_is_plain(const clt_checkpoint *ck);
+CLT_API bool clt_checkpoint_is_plain(const clt_checkpoint *ck);
 /* True when the file carried "crc32c" and every tensor matched it (files of other tools, and
  * of cltrain before checksums, have none: the caller may say so). */
-bool clt_checkpoint_has_checksums(const clt_checkpoint *ck);
+CLT_API bool clt_checkpoint_has_checksums(const clt_checkpoint *ck);
 /* --resume's check: the run about to continue (`now`, present) against the checkpoint's
  * geometry. Refused (CLT_ERR_INVALID_ARG, one line naming every difference and the flag that
  * fixes it, "or start a new run with --init"): another effective batch (batch size x
@@ -86,26 +88,28 @@ bool clt_checkpoint_has_checksums(const clt_checkpoint *ck);
  * data CRC. Accepted: a different split of the same effective batch into micro-batch x
  * accumulate (--auto-batch; the step count keeps its meaning), other --epochs/--steps, and a
  * checkpoint without geometry (older files: the caller may note it). */
-clt_status clt_checkpoint_check_run(const clt_checkpoint *ck, const struct clt_run_geometry *now);
-void clt_checkpoint_close(clt_checkpoint *ck);
+CLT_API clt_status clt_checkpoint_check_run(const clt_checkpoint *ck,
+                                            const struct clt_run_geometry *now);
+CLT_API void clt_checkpoint_close(clt_checkpoint *ck);
 /* The metadata; norm's arrays point into ck. */
-struct clt_checkpoint_info clt_checkpoint_get_info(const clt_checkpoint *ck);
+CLT_API struct clt_checkpoint_info clt_checkpoint_get_info(const clt_checkpoint *ck);
 /* The optimizer's hyper-parameters as saved (JSON text), or NULL. */
-const char *clt_checkpoint_optimizer(const clt_checkpoint *ck);
+CLT_API const char *clt_checkpoint_optimizer(const clt_checkpoint *ck);
 /* Copies the weights into a model built from the checkpoint's spec: every parameter must be
  * present with the model's shape and dtype F32 (CLT_ERR_FORMAT naming the tensor otherwise)
  * and finite (CLT_ERR_NUMERIC naming the tensor and the element). A plain state dict must hold
  * nothing else (CLT_ERR_FORMAT naming the extra tensor). On failure the model is unchanged. */
-clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m);
+CLT_API clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m);
 /* Restores optimizer state tensors and the step count (CLT_ERR_FORMAT if the checkpoint has no
  * state for this optimizer; CLT_ERR_NUMERIC for a non-finite value, naming the tensor). */
-clt_status clt_checkpoint_load_optim(const clt_checkpoint *ck, clt_optim *o, const clt_model *m);
+CLT_API clt_status clt_checkpoint_load_optim(const clt_checkpoint *ck, clt_optim *o,
+                                             const clt_model *m);
 
 /* Restores the loss scaler's state saved with an fp16 run into `state` (the scaler's i32
  * tensor). CLT_ERR_FORMAT when the checkpoint has none or its shape differs. A counted host
  * wait (setup). With state NULL (a run without loss scaling, fp32 or bf16): CLT_ERR_FORMAT if
  * the checkpoint has a scaler state (it was saved by an fp16 run), else CLT_OK. */
-clt_status clt_checkpoint_load_scaler(const clt_checkpoint *ck, clt_tensor *state);
+CLT_API clt_status clt_checkpoint_load_scaler(const clt_checkpoint *ck, clt_tensor *state);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #include "cltrain/data.h"
 #include "cltrain/device.h"
 #include "cltrain/errors.h"
+#include "cltrain/export.h"
 #include "cltrain/half.h"
 #include "cltrain/loader.h"
 #include "cltrain/model.h"

@@ -5,6 +5,8 @@
 #ifndef CLTRAIN_DATA_H
 #define CLTRAIN_DATA_H
 
+#include "cltrain/export.h"
+
 #include "cltrain/errors.h"
 #include "cltrain/status.h"
 
@@ -63,7 +65,7 @@ struct clt_data_params {
 };
 
 /* label_column -1, classification, classes 0 (inferred). Thread-safe. */
-struct clt_data_params clt_data_default_params(void);
+CLT_API struct clt_data_params clt_data_default_params(void);
 
 /* Opens the data set named by `spec` and loads its training and test splits:
  *   "fashion-mnist"           the folder $CLTRAIN_DATA_DIR/fashion-mnist, read as idx:
@@ -85,8 +87,8 @@ struct clt_data_params clt_data_default_params(void);
  * CLT_ERR_IO (missing folder or file, read error), CLT_ERR_FORMAT (malformed or inconsistent
  * contents) or CLT_ERR_HOST_MEMORY; the message names the file and what was wrong.
  * Thread-safe (distinct outputs per thread). */
-clt_status clt_data_open(const char *spec, const struct clt_data_params *p, clt_dataset *train,
-                         clt_dataset *test);
+CLT_API clt_status clt_data_open(const char *spec, const struct clt_data_params *p,
+                                 clt_dataset *train, clt_dataset *test);
 
 /* Reads one IDX pair: u8 images (magic 0x00000803: count, rows, cols) and u8 labels (magic
  * 0x00000801: count); each file gzip-compressed or raw, whatever its name. The header's
@@ -102,8 +104,8 @@ clt_status clt_data_open(const char *spec, const struct clt_data_params *p, clt_
  * input_scale 1/255, classes = p->classes or the largest label + 1. p may be NULL; only
  * p->classes is used. Returns CLT_OK, CLT_ERR_INVALID_ARG, CLT_ERR_IO, CLT_ERR_FORMAT or
  * CLT_ERR_HOST_MEMORY; on failure *out is zeroed. Thread-safe. */
-clt_status clt_data_load_idx(const char *images_path, const char *labels_path,
-                             const struct clt_data_params *p, clt_dataset *out);
+CLT_API clt_status clt_data_load_idx(const char *images_path, const char *labels_path,
+                                     const struct clt_data_params *p, clt_dataset *out);
 
 /* Reads a numeric CSV file (gzip-compressed or raw; comma-separated; "\n" or "\r\n" line
  * ends; blank lines skipped; cells may be double-quoted; surrounding spaces ignored). If any
@@ -118,10 +120,11 @@ clt_status clt_data_load_idx(const char *images_path, const char *labels_path,
  * are required. p may be NULL for the defaults. *out is overwritten without being freed.
  * Returns CLT_OK, CLT_ERR_INVALID_ARG, CLT_ERR_IO, CLT_ERR_FORMAT or CLT_ERR_HOST_MEMORY; on
  * failure *out is zeroed. Thread-safe. */
-clt_status clt_data_load_csv(const char *path, const struct clt_data_params *p, clt_dataset *out);
+CLT_API clt_status clt_data_load_csv(const char *path, const struct clt_data_params *p,
+                                     clt_dataset *out);
 
 /* Frees every array and name of *d and zeroes the struct. Accepts NULL and zeroed structs. */
-void clt_dataset_free(clt_dataset *d);
+CLT_API void clt_dataset_free(clt_dataset *d);
 
 /* Per-feature standardisation statistics of the scaled inputs (raw * input_scale), accumulated
  * in double: mean[f] and the population standard deviation std[f] (divisor n); a constant
@@ -129,11 +132,11 @@ void clt_dataset_free(clt_dataset *d);
  * Compute them on the training split only. mean and std are caller-owned arrays of
  * d->features floats. Returns CLT_OK, CLT_ERR_INVALID_ARG (NULL pointer, n == 0, no inputs) or
  * CLT_ERR_HOST_MEMORY. Thread-safe. */
-clt_status clt_dataset_stats(const clt_dataset *d, float *mean, float *std);
+CLT_API clt_status clt_dataset_stats(const clt_dataset *d, float *mean, float *std);
 
 /* The scaled input value (raw * input_scale) of one feature of one sample. Indices out of range
  * are a programmer error (CLT_ASSERT). Thread-safe. */
-float clt_dataset_value(const clt_dataset *d, size_t sample, size_t feature);
+CLT_API float clt_dataset_value(const clt_dataset *d, size_t sample, size_t feature);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,8 @@
 #ifndef CLTRAIN_DEVICE_H
 #define CLTRAIN_DEVICE_H
 
+#include "cltrain/export.h"
+
 #ifndef CL_TARGET_OPENCL_VERSION
 #define CL_TARGET_OPENCL_VERSION 120
 #endif
@@ -28,7 +30,8 @@ typedef enum clt_device_type {
     CLT_DEVICE_OTHER = 3
 } clt_device_type;
 
-const char *clt_device_type_name(clt_device_type t); /* "gpu", "accelerator", "cpu", "other" */
+/* "gpu", "accelerator", "cpu", "other" */
+CLT_API const char *clt_device_type_name(clt_device_type t);
 
 /* What cltrain knows of one device; filled by clt_device_list, or by hand in tests. */
 typedef struct clt_device_info {
@@ -59,11 +62,11 @@ typedef struct clt_device_info {
 
 /* Lists every device of every platform. *out is malloc'ed (free with free()); *n may be 0 when
  * no platform exists, which is not an error here. Thread-safe. */
-clt_status clt_device_list(clt_device_info **out, int *n);
+CLT_API clt_status clt_device_list(clt_device_info **out, int *n);
 
 /* The selector used when the caller gives none: $CLTRAIN_DEVICE if set and non-empty, else
  * "auto". A command-line flag should be passed explicitly and wins over both. */
-const char *clt_device_default_selector(void);
+CLT_API const char *clt_device_default_selector(void);
 
 /* Pure choice over descriptors. Grammar: "auto", "gpu", "cpu", "accelerator", an index "N" as
  * listed, "P:D" (platform, device), or a case-insensitive substring of the device name, the
@@ -76,8 +79,8 @@ const char *clt_device_default_selector(void);
  * then first listed. Returns the chosen position in devs through *chosen, or
  * CLT_ERR_NO_DEVICE with a one-line message listing what was found and how to get a CPU
  * device. Thread-safe. */
-clt_status clt_device_select(const clt_device_info *devs, int n, const char *selector,
-                             int *chosen);
+CLT_API clt_status clt_device_select(const clt_device_info *devs, int n, const char *selector,
+                                     int *chosen);
 
 typedef struct clt_ctx clt_ctx;
 
@@ -90,22 +93,22 @@ struct clt_ctx_params {
     int disk_cache;      /* 1 on, 0 off, -1: on unless CLTRAIN_CACHE=0 */
     uint64_t max_memory; /* cap in bytes; 0: $CLTRAIN_MAX_MEMORY if set, else the device's */
 };
-struct clt_ctx_params clt_ctx_default_params(void);
+CLT_API struct clt_ctx_params clt_ctx_default_params(void);
 
 /* Creates a ctx on the selected device. On failure *out is NULL and the message is available
  * from clt_last_errmsg(). */
-clt_status clt_ctx_create(clt_ctx **out, const struct clt_ctx_params *p);
+CLT_API clt_status clt_ctx_create(clt_ctx **out, const struct clt_ctx_params *p);
 /* Finishes outstanding work and releases everything the ctx owns. Accepts NULL. */
-void clt_ctx_free(clt_ctx *ctx);
+CLT_API void clt_ctx_free(clt_ctx *ctx);
 
 /* The last failure message on this ctx ("" if none); owned by the ctx, valid until its next
  * failing call. */
-const char *clt_ctx_errmsg(const clt_ctx *ctx);
-const clt_device_info *clt_ctx_device(const clt_ctx *ctx);
-cl_context clt_ctx_cl_context(const clt_ctx *ctx);
-cl_command_queue clt_ctx_compute_queue(const clt_ctx *ctx);
-cl_command_queue clt_ctx_transfer_queue(const clt_ctx *ctx);
-bool clt_ctx_profiling(const clt_ctx *ctx);
+CLT_API const char *clt_ctx_errmsg(const clt_ctx *ctx);
+CLT_API const clt_device_info *clt_ctx_device(const clt_ctx *ctx);
+CLT_API cl_context clt_ctx_cl_context(const clt_ctx *ctx);
+CLT_API cl_command_queue clt_ctx_compute_queue(const clt_ctx *ctx);
+CLT_API cl_command_queue clt_ctx_transfer_queue(const clt_ctx *ctx);
+CLT_API bool clt_ctx_profiling(const clt_ctx *ctx);
 
 /* Why the host waits for the device. Every blocking call in cltrain goes through
  * clt_ctx_wait/clt_ctx_finish with one of these and is counted. */
@@ -122,12 +125,13 @@ typedef enum clt_wait_reason {
                         * loop's reports, never into clt_ctx_stats) */
     CLT_WAIT__COUNT
 } clt_wait_reason;
-const char *clt_wait_reason_name(clt_wait_reason r);
+CLT_API const char *clt_wait_reason_name(clt_wait_reason r);
 
 /* Finishes both queues (a counted host wait). */
-clt_status clt_ctx_finish(clt_ctx *ctx, clt_wait_reason why);
+CLT_API clt_status clt_ctx_finish(clt_ctx *ctx, clt_wait_reason why);
 /* Waits for the events (a counted host wait). */
-clt_status clt_ctx_wait(clt_ctx *ctx, clt_wait_reason why, cl_uint n, const cl_event *events);
+CLT_API clt_status clt_ctx_wait(clt_ctx *ctx, clt_wait_reason why, cl_uint n,
+                                const cl_event *events);
 
 /* Counters of one ctx, for tests, --profile and the self-check. */
 struct clt_ctx_stats {
@@ -137,14 +141,14 @@ struct clt_ctx_stats {
     long host_waits[CLT_WAIT__COUNT];
     long host_waits_total;
 };
-struct clt_ctx_stats clt_ctx_stats(const clt_ctx *ctx);
+CLT_API struct clt_ctx_stats clt_ctx_stats(const clt_ctx *ctx);
 
 /* Live library objects across all ctxs (ctxs, tensors, buffers, pinned buffers, programs):
  * returns to zero when everything has been freed. Thread-safe. */
 struct clt_live_objects {
     long ctxs, buffers, tensors, pinned, programs;
 };
-struct clt_live_objects clt_live_objects(void);
+CLT_API struct clt_live_objects clt_live_objects(void);
 
 #ifdef __cplusplus
 }

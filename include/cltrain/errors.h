@@ -4,13 +4,15 @@
 #ifndef CLTRAIN_ERRORS_H
 #define CLTRAIN_ERRORS_H
 
+#include "cltrain/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* The message of the calling thread's last failure ("" if none). Valid until the thread's next
  * failing call. Thread-safe (thread-local storage). */
-const char *clt_last_errmsg(void);
+CLT_API const char *clt_last_errmsg(void);
 
 #ifdef __cplusplus
 }

@@ -4,16 +4,19 @@
 #ifndef CLTRAIN_HALF_H
 #define CLTRAIN_HALF_H
 
+#include "cltrain/export.h"
+
 #include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-uint16_t clt_f32_to_f16(float f);   /* IEEE binary16, round to nearest even */
-float clt_f16_to_f32(uint16_t h);   /* exact */
-uint16_t clt_f32_to_bf16(float f);  /* bfloat16, round to nearest even; NaN stays a quiet NaN */
-float clt_bf16_to_f32(uint16_t b);  /* exact */
+CLT_API uint16_t clt_f32_to_f16(float f);   /* IEEE binary16, round to nearest even */
+CLT_API float clt_f16_to_f32(uint16_t h);   /* exact */
+/* bfloat16, round to nearest even; NaN stays a quiet NaN */
+CLT_API uint16_t clt_f32_to_bf16(float f);
+CLT_API float clt_bf16_to_f32(uint16_t b);  /* exact */
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,8 @@
 #ifndef CLTRAIN_LOADER_H
 #define CLTRAIN_LOADER_H
 
+#include "cltrain/export.h"
+
 #include "cltrain/data.h"
 #include "cltrain/tensor.h"
 
@@ -43,19 +45,19 @@ struct clt_input_norm {
  * from the data's), CLT_ERR_OUT_OF_MEMORY, CLT_ERR_HOST_MEMORY or CLT_ERR_OPENCL. The data set
  * may be freed afterwards. */
 typedef struct clt_resident clt_resident;
-clt_status clt_resident_create(clt_resident **out, clt_ctx *ctx, const clt_dataset *d,
-                               const struct clt_input_norm *norm);
-void clt_resident_free(clt_resident *r); /* accepts NULL */
-size_t clt_resident_count(const clt_resident *r);
-size_t clt_resident_features(const clt_resident *r);
-clt_ctx *clt_resident_ctx(const clt_resident *r);
+CLT_API clt_status clt_resident_create(clt_resident **out, clt_ctx *ctx, const clt_dataset *d,
+                                       const struct clt_input_norm *norm);
+CLT_API void clt_resident_free(clt_resident *r); /* accepts NULL */
+CLT_API size_t clt_resident_count(const clt_resident *r);
+CLT_API size_t clt_resident_features(const clt_resident *r);
+CLT_API clt_ctx *clt_resident_ctx(const clt_resident *r);
 /* The labels (n) i32 or targets (n) f32 on the device, in file order (owned by r). */
-const clt_tensor *clt_resident_labels(const clt_resident *r);
+CLT_API const clt_tensor *clt_resident_labels(const clt_resident *r);
 /* Enqueues (compute queue, no host wait) the gather of B samples into x (B, F) f32, standardised,
  * and y (B) (the labels' dtype): samples order[start .. start + B) when order ((n) i32) is not
  * NULL, else samples start .. start + B in file order. */
-clt_status clt_resident_gather(clt_resident *r, const clt_tensor *order, size_t start, size_t B,
-                               clt_tensor *x, clt_tensor *y);
+CLT_API clt_status clt_resident_gather(clt_resident *r, const clt_tensor *order, size_t start,
+                                       size_t B, clt_tensor *x, clt_tensor *y);
 
 /* ---- the loader --------------------------------------------------------------------------- */
 
@@ -64,10 +66,10 @@ typedef enum clt_loader_mode {
     CLT_LOADER_RESIDENT,  /* whole split on the device, batches gathered by a kernel */
     CLT_LOADER_STREAMING  /* a host thread, pinned staging ring, non-blocking uploads */
 } clt_loader_mode;
-const char *clt_loader_mode_name(clt_loader_mode m); /* "auto", "resident", "streaming" */
+CLT_API const char *clt_loader_mode_name(clt_loader_mode m); /* "auto", "resident", "streaming" */
 /* "auto", "resident" (or "yes", "device"), "streaming" (or "no", "stream", "host").
  * CLT_ERR_INVALID_ARG otherwise (message in clt_last_errmsg). Thread-safe. */
-clt_status clt_loader_mode_parse(const char *s, clt_loader_mode *out);
+CLT_API clt_status clt_loader_mode_parse(const char *s, clt_loader_mode *out);
 
 /* The most staging buffers a streaming loader may have: the ring only has to cover the
  * upload of the next batches while one is read, and each buffer costs a batch of device and
@@ -88,7 +90,7 @@ struct clt_loader_params {
                                * The environment variable CLTRAIN_LOADER_FAIL_AT=N, read by
                                * clt_loader_create, overrides it. */
 };
-struct clt_loader_params clt_loader_default_params(void);
+CLT_API struct clt_loader_params clt_loader_default_params(void);
 
 typedef struct clt_loader clt_loader;
 
@@ -99,23 +101,25 @@ typedef struct clt_loader clt_loader;
  * CLT_ERR_INVALID_ARG (empty set, batch_size 0, prefetch outside 2 ..
  * CLT_LOADER_MAX_PREFETCH, fraction outside (0, 1]),
  * CLT_ERR_SHAPE (norm), CLT_ERR_OUT_OF_MEMORY, CLT_ERR_HOST_MEMORY or CLT_ERR_OPENCL. */
-clt_status clt_loader_create(clt_loader **out, clt_ctx *ctx, const clt_dataset *d,
-                             const struct clt_input_norm *norm, const struct clt_loader_params *p);
+CLT_API clt_status clt_loader_create(clt_loader **out, clt_ctx *ctx, const clt_dataset *d,
+                                     const struct clt_input_norm *norm,
+                                     const struct clt_loader_params *p);
 /* Stops the thread if it runs (clt_loader_stop), waits for the loader's outstanding copies and
  * consumers (one counted CLT_WAIT_SETUP wait when there are any) and frees everything.
  * Accepts NULL. */
-void clt_loader_free(clt_loader *l);
+CLT_API void clt_loader_free(clt_loader *l);
 
-clt_ctx *clt_loader_ctx(const clt_loader *l);
-clt_loader_mode clt_loader_mode_of(const clt_loader *l); /* resident or streaming, never auto */
+CLT_API clt_ctx *clt_loader_ctx(const clt_loader *l);
+/* resident or streaming, never auto */
+CLT_API clt_loader_mode clt_loader_mode_of(const clt_loader *l);
 /* One phrase saying how batches reach the device and why, for a run's header line, e.g.
  * "data resident on the device (auto: 47.2 MiB is within 25% of the 139.8 GiB cap)". Owned by
  * the loader. */
-const char *clt_loader_describe(const clt_loader *l);
-size_t clt_loader_count(const clt_loader *l);     /* samples in the split (n) */
-size_t clt_loader_features(const clt_loader *l);  /* F */
-size_t clt_loader_max_batch(const clt_loader *l); /* params.batch_size */
-clt_dtype clt_loader_label_dtype(const clt_loader *l); /* i32 labels or f32 targets */
+CLT_API const char *clt_loader_describe(const clt_loader *l);
+CLT_API size_t clt_loader_count(const clt_loader *l);     /* samples in the split (n) */
+CLT_API size_t clt_loader_features(const clt_loader *l);  /* F */
+CLT_API size_t clt_loader_max_batch(const clt_loader *l); /* params.batch_size */
+CLT_API clt_dtype clt_loader_label_dtype(const clt_loader *l); /* i32 labels or f32 targets */
 
 /* Which batches a run takes: epoch e is clt_rng_permutation(seed, stream(SHUFFLE, e)) (or file
  * order without shuffle) cut into batches of batch_size, the last one partial unless
@@ -134,20 +138,20 @@ struct clt_loader_order {
                              * micro-batches of a last partial optimizer step) */
 };
 /* Steps per epoch for n samples: n / B with drop_last, else ceil(n / B). Thread-safe. */
-long clt_loader_steps_per_epoch(size_t n, size_t batch_size, bool drop_last);
+CLT_API long clt_loader_steps_per_epoch(size_t n, size_t batch_size, bool drop_last);
 
 /* The device bytes clt_loader_create(ctx, d, norm, p) would allocate, added per category into
  * by_category (index clt_mem_category), without allocating anything; p->mode auto is resolved
  * against ctx's cap as clt_loader_create does. clt_resident_mem_estimate: the same for
  * clt_resident_create. Thread-safe for distinct ctxs. */
-void clt_loader_mem_estimate(const clt_ctx *ctx, const clt_dataset *d,
-                             const struct clt_loader_params *p, uint64_t *by_category);
-void clt_resident_mem_estimate(const clt_dataset *d, uint64_t *by_category);
+CLT_API void clt_loader_mem_estimate(const clt_ctx *ctx, const clt_dataset *d,
+                                     const struct clt_loader_params *p, uint64_t *by_category);
+CLT_API void clt_resident_mem_estimate(const clt_dataset *d, uint64_t *by_category);
 
 /* Starts a run (streaming: starts the thread, which begins filling the ring at once). No host
  * wait. CLT_ERR_INVALID_ARG for a bad order, CLT_ERR_STATE if a run is already started,
  * CLT_ERR_HOST_MEMORY, or CLT_ERR_UNSUPPORTED if the thread cannot be created. */
-clt_status clt_loader_start(clt_loader *l, const struct clt_loader_order *o);
+CLT_API clt_status clt_loader_start(clt_loader *l, const struct clt_loader_order *o);
 
 /* One batch on the device. x and y are views owned by the loader, valid until the next call of
  * clt_loader_next or clt_loader_stop. */
@@ -166,11 +170,11 @@ struct clt_batch {
  * time). A failure of the loader thread (injected with fail_at, or an OpenCL or memory error)
  * is returned here with its message in the ctx. CLT_ERR_STATE when no run is started or the
  * run's batches are exhausted. */
-clt_status clt_loader_next(clt_loader *l, struct clt_batch *out);
+CLT_API clt_status clt_loader_next(clt_loader *l, struct clt_batch *out);
 
 /* Ends the run: the thread is told to stop, is joined, and every copy it enqueued refers only
  * to events that complete. No device wait. Idempotent; CLT_OK when no run is started. */
-clt_status clt_loader_stop(clt_loader *l);
+CLT_API clt_status clt_loader_stop(clt_loader *l);
 
 /* Counters since creation. */
 struct clt_loader_stats {
@@ -189,7 +193,7 @@ struct clt_loader_stats {
     double upload_ms;     /* profiling ctx only: device time (START to END) of those uploads */
 };
 /* Thread-safe with respect to the loader's own thread. */
-struct clt_loader_stats clt_loader_stats(clt_loader *l);
+CLT_API struct clt_loader_stats clt_loader_stats(clt_loader *l);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,8 @@
 #ifndef CLTRAIN_MODEL_H
 #define CLTRAIN_MODEL_H
 
+#include "cltrain/export.h"
+
 #include "cltrain/spec.h"
 #include "cltrain/tensor.h"
 
@@ -18,7 +20,8 @@ typedef enum clt_init {
     CLT_INIT_KAIMING,     /* weight uniform in +-sqrt(6/IN) (gain sqrt(2)), bias 0 */
     CLT_INIT_XAVIER       /* weight uniform in +-sqrt(6/(IN+OUT)), bias 0 */
 } clt_init;
-clt_status clt_init_parse(const char *s, clt_init *out); /* "default", "kaiming", "xavier" */
+/* "default", "kaiming", "xavier" */
+CLT_API clt_status clt_init_parse(const char *s, clt_init *out);
 
 struct clt_model_params {
     clt_init init;
@@ -34,7 +37,7 @@ struct clt_model_params {
      * kernel computes in f32. */
     clt_dtype precision;
 };
-struct clt_model_params clt_model_default_params(void);
+CLT_API struct clt_model_params clt_model_default_params(void);
 
 typedef struct clt_model clt_model;
 
@@ -51,51 +54,52 @@ struct clt_param_info {
  * (so the same seed gives the same weights on every device) and uploaded; gradients zero;
  * activations for params->max_batch rows. The spec must validate against in_features and
  * outputs (CLT_ERR_INVALID_ARG otherwise, see clt_spec_validate). The model copies the spec. */
-clt_status clt_model_create(clt_model **out, clt_ctx *ctx, const clt_spec *spec,
-                            size_t in_features, size_t outputs,
-                            const struct clt_model_params *params);
-void clt_model_free(clt_model *m);
+CLT_API clt_status clt_model_create(clt_model **out, clt_ctx *ctx, const clt_spec *spec,
+                                    size_t in_features, size_t outputs,
+                                    const struct clt_model_params *params);
+CLT_API void clt_model_free(clt_model *m);
 
-clt_ctx *clt_model_ctx(const clt_model *m);
-const clt_spec *clt_model_spec(const clt_model *m);
-size_t clt_model_in_features(const clt_model *m);
-size_t clt_model_outputs(const clt_model *m);
-size_t clt_model_max_batch(const clt_model *m);
-clt_tensor *clt_model_params(const clt_model *m); /* flat (P) f32, owned by the model */
-clt_tensor *clt_model_grads(const clt_model *m);  /* flat (P) f32, owned by the model */
-clt_dtype clt_model_precision(const clt_model *m); /* params->precision */
+CLT_API clt_ctx *clt_model_ctx(const clt_model *m);
+CLT_API const clt_spec *clt_model_spec(const clt_model *m);
+CLT_API size_t clt_model_in_features(const clt_model *m);
+CLT_API size_t clt_model_outputs(const clt_model *m);
+CLT_API size_t clt_model_max_batch(const clt_model *m);
+CLT_API clt_tensor *clt_model_params(const clt_model *m); /* flat (P) f32, owned by the model */
+CLT_API clt_tensor *clt_model_grads(const clt_model *m);  /* flat (P) f32, owned by the model */
+CLT_API clt_dtype clt_model_precision(const clt_model *m); /* params->precision */
 /* The flat (P) weights forward and backward read: the 16-bit copy in mixed precision, else
  * the f32 parameters themselves. Owned by the model. */
-clt_tensor *clt_model_weights(const clt_model *m);
+CLT_API clt_tensor *clt_model_weights(const clt_model *m);
 /* Mixed precision: refreshes the 16-bit copy from the f32 master parameters (one cast launch,
  * enqueued, no host wait). Call it after every change to the parameters made outside the
  * model (an optimizer step, clt_tensor_write on clt_model_params); clt_model_create and
  * clt_model_write_params call it themselves. A no-op in f32. */
-clt_status clt_model_sync_weights(clt_model *m);
+CLT_API clt_status clt_model_sync_weights(clt_model *m);
 /* Adds the device bytes clt_model_create would allocate for these arguments (max_batch from
  * params) to by_category[CLT_MEM__COUNT], per category, as the allocator counts them; the
  * spec must be valid (CLT_ERR_INVALID_ARG otherwise). Thread-safe. */
-clt_status clt_model_mem_estimate(const clt_spec *spec, size_t in_features, size_t outputs,
-                                  const struct clt_model_params *params, uint64_t *by_category);
-int clt_model_param_count(const clt_model *m);    /* named parameters */
-const struct clt_param_info *clt_model_param_info(const clt_model *m, int i);
+CLT_API clt_status clt_model_mem_estimate(const clt_spec *spec, size_t in_features, size_t outputs,
+                                          const struct clt_model_params *params,
+                                          uint64_t *by_category);
+CLT_API int clt_model_param_count(const clt_model *m);    /* named parameters */
+CLT_API const struct clt_param_info *clt_model_param_info(const clt_model *m, int i);
 
 /* Forward pass of x (B, IN) f32 on the model's ctx, B <= max_batch; the output is f32 in
  * every precision. `train` enables dropout,
  * whose masks come from (seed, step). *out is a view (B, OUTPUTS) owned by the model, valid
  * until the next forward. Enqueued only: no host wait. */
-clt_status clt_model_forward(clt_model *m, const clt_tensor *x, bool train, uint64_t step,
-                             clt_tensor **out);
+CLT_API clt_status clt_model_forward(clt_model *m, const clt_tensor *x, bool train, uint64_t step,
+                                     clt_tensor **out);
 /* Backward pass from dout (B, OUTPUTS) f32, the gradient of the loss with respect to the last
  * forward's output. accumulate=false overwrites the gradients, true adds to them (gradient
  * accumulation over micro-batches). */
-clt_status clt_model_backward(clt_model *m, const clt_tensor *dout, bool accumulate);
+CLT_API clt_status clt_model_backward(clt_model *m, const clt_tensor *dout, bool accumulate);
 
 /* Host copies of the parameters (P floats), e.g. for checkpoints (a counted host wait,
  * reason `why`) and uploads (non-blocking; `src` must stay valid until the device has it:
  * the call waits, counted as setup). */
-clt_status clt_model_read_params(clt_model *m, float *dst, clt_wait_reason why);
-clt_status clt_model_write_params(clt_model *m, const float *src);
+CLT_API clt_status clt_model_read_params(clt_model *m, float *dst, clt_wait_reason why);
+CLT_API clt_status clt_model_write_params(clt_model *m, const float *src);
 
 #ifdef __cplusplus
 }

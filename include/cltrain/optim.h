@@ -7,6 +7,8 @@
 #ifndef CLTRAIN_OPTIM_H
 #define CLTRAIN_OPTIM_H
 
+#include "cltrain/export.h"
+
 #include "cltrain/ops.h"
 #include "cltrain/tensor.h"
 
@@ -48,29 +50,29 @@ struct clt_optim_params {
  * Nesterov; Adam betas (0.9, 0.999), eps 1e-8, weight decay 0; AdamW the same with weight decay
  * 1e-2. Schedule constant, no warm-up; step_size 1, gamma 0.1 (PyTorch's StepLR gamma),
  * total_steps 1, min_lr 0. Thread-safe. */
-struct clt_optim_params clt_optim_default_params(clt_optim_kind kind);
+CLT_API struct clt_optim_params clt_optim_default_params(clt_optim_kind kind);
 
 /* "sgd", "adam", "adamw" (case-insensitive) -> kind; "constant", "step", "cosine" -> schedule.
  * CLT_ERR_INVALID_ARG (message listing the accepted names in clt_last_errmsg()) otherwise.
  * Thread-safe. */
-clt_status clt_optim_parse_kind(const char *s, clt_optim_kind *out);
-clt_status clt_optim_parse_schedule(const char *s, clt_schedule *out);
-const char *clt_optim_kind_name(clt_optim_kind k);  /* "sgd", "adam", "adamw", "?" */
-const char *clt_schedule_name(clt_schedule s);      /* "constant", "step", "cosine", "?" */
+CLT_API clt_status clt_optim_parse_kind(const char *s, clt_optim_kind *out);
+CLT_API clt_status clt_optim_parse_schedule(const char *s, clt_schedule *out);
+CLT_API const char *clt_optim_kind_name(clt_optim_kind k);  /* "sgd", "adam", "adamw", "?" */
+CLT_API const char *clt_schedule_name(clt_schedule s);      /* "constant", "step", "cosine", "?" */
 
 /* CLT_OK, or CLT_ERR_INVALID_ARG with a message naming the field and its value (in
  * clt_last_errmsg()): lr > 0 and finite; weight_decay >= 0; SGD: momentum >= 0, dampening
  * finite, Nesterov only with momentum > 0 and dampening 0; Adam/AdamW: betas in [0, 1), eps > 0;
  * warmup_steps >= 0; step decay: step_size > 0, gamma > 0; cosine: total_steps > 0,
  * 0 <= min_lr <= lr. Thread-safe. */
-clt_status clt_optim_validate(const struct clt_optim_params *p);
+CLT_API clt_status clt_optim_validate(const struct clt_optim_params *p);
 
 /* The learning rate of the optimizer step with 0-based index `step` (>= 0) under p's schedule
  * (W = warmup_steps, T = total_steps): step < W: lr * (step + 1) / W; else constant: lr;
  * step decay: lr * gamma^floor((step - W) / step_size); cosine: T <= W: lr, else
  * min_lr + (lr - min_lr) * (1 + cos(pi * min(step - W, T - W) / (T - W))) / 2. Computed in
  * double, rounded to float. p must be valid. Pure and thread-safe. */
-float clt_optim_lr_at(const struct clt_optim_params *p, long step);
+CLT_API float clt_optim_lr_at(const struct clt_optim_params *p, long step);
 
 /* A JSON object (malloc'ed; free with free()) describing p for checkpoint metadata, e.g.
  * {"name":"adam","lr":0.001,"betas":[0.9,0.999],"eps":1e-08,"weight_decay":0,
@@ -78,7 +80,7 @@ float clt_optim_lr_at(const struct clt_optim_params *p, long step);
  *  "min_lr":0}. SGD gives "momentum", "dampening", "nesterov" instead of "betas", "eps".
  * Floats are written with the fewest digits that read back as the same float; a non-finite
  * value as null. NULL when out of host memory. Thread-safe. */
-char *clt_optim_describe(const struct clt_optim_params *p);
+CLT_API char *clt_optim_describe(const struct clt_optim_params *p);
 
 typedef struct clt_optim clt_optim;
 
@@ -88,7 +90,8 @@ typedef struct clt_optim clt_optim;
  * CLT_MEM_OPTIM. *p is copied. Statuses: CLT_ERR_INVALID_ARG (see clt_optim_validate; message
  * also in params' ctx), CLT_ERR_SHAPE (params not f32), CLT_ERR_OUT_OF_MEMORY,
  * CLT_ERR_HOST_MEMORY, CLT_ERR_OPENCL. On failure *out is NULL. Not thread-safe (per ctx). */
-clt_status clt_optim_create(clt_optim **out, clt_tensor *params, const struct clt_optim_params *p);
+CLT_API clt_status clt_optim_create(clt_optim **out, clt_tensor *params,
+                                    const struct clt_optim_params *p);
 
 /* Takes one step: updates params and the state in place from `grads` (f32, as many elements as
  * params, same ctx) with the learning rate clt_optim_lr_at(p, clt_optim_steps(o)), then counts
@@ -99,28 +102,28 @@ clt_status clt_optim_create(clt_optim **out, clt_tensor *params, const struct cl
  * Statuses: CLT_ERR_DEVICE_MISMATCH (grads on another ctx), CLT_ERR_SHAPE (dtype or length),
  * CLT_ERR_BUILD, CLT_ERR_OPENCL; on failure nothing is enqueued and the step is not counted.
  * Not thread-safe (per ctx). */
-clt_status clt_optim_step(clt_optim *o, const clt_tensor *grads);
+CLT_API clt_status clt_optim_step(clt_optim *o, const clt_tensor *grads);
 
 /* Steps taken so far. set_steps replaces the count, for resuming from a checkpoint together
  * with the state tensors (load those with clt_tensor_write or clt_op_copy): a count > 0 means
  * momentum_buffer is already initialised. steps >= 0. Not thread-safe. */
-long clt_optim_steps(const clt_optim *o);
-void clt_optim_set_steps(clt_optim *o, long steps);
+CLT_API long clt_optim_steps(const clt_optim *o);
+CLT_API void clt_optim_set_steps(clt_optim *o, long steps);
 
 /* The state tensors: 0 (plain SGD), 1 ("momentum_buffer": SGD with momentum) or 2 ("exp_avg",
  * "exp_avg_sq": Adam, AdamW), named as PyTorch's state keys. Index i in [0, count). The tensor
  * is owned by the optimizer (valid until clt_optim_free); the caller may read and write its
  * contents. *name (if name is non-NULL) is a static string. */
-int clt_optim_state_count(const clt_optim *o);
-clt_tensor *clt_optim_state(const clt_optim *o, int i, const char **name);
+CLT_API int clt_optim_state_count(const clt_optim *o);
+CLT_API clt_tensor *clt_optim_state(const clt_optim *o, int i, const char **name);
 
 /* The parameters the optimizer was created with (owned by it). */
-const struct clt_optim_params *clt_optim_get_params(const clt_optim *o);
+CLT_API const struct clt_optim_params *clt_optim_get_params(const clt_optim *o);
 /* The parameter tensor given to clt_optim_create (not owned). */
-clt_tensor *clt_optim_params_tensor(const clt_optim *o);
+CLT_API clt_tensor *clt_optim_params_tensor(const clt_optim *o);
 
 /* Frees the optimizer and its state (not params). Accepts NULL. */
-void clt_optim_free(clt_optim *o);
+CLT_API void clt_optim_free(clt_optim *o);
 
 /* ---- dynamic loss scaling (fp16 mixed precision), as PyTorch's GradScaler -------------------
  * Every decision happens on the device, so a training step needs no host wait: the loss
@@ -135,18 +138,19 @@ struct clt_scaler_params {
     float backoff_factor; /* default 0.5; in (0, 1] */
     int growth_interval;  /* clean steps between growths, default 2000; >= 1 */
 };
-struct clt_scaler_params clt_scaler_default_params(void);
+CLT_API struct clt_scaler_params clt_scaler_default_params(void);
 
 typedef struct clt_scaler clt_scaler;
 /* Its state is a CLT_AMP_STATE_LEN i32 tensor on ctx (see ops.h), counted as CLT_MEM_OPTIM.
  * p NULL: the defaults. CLT_ERR_INVALID_ARG for a bad field, CLT_ERR_OUT_OF_MEMORY,
  * CLT_ERR_OPENCL. The initial write is a counted host wait (setup). */
-clt_status clt_scaler_create(clt_scaler **out, clt_ctx *ctx, const struct clt_scaler_params *p);
-void clt_scaler_free(clt_scaler *s); /* accepts NULL */
-const struct clt_scaler_params *clt_scaler_get_params(const clt_scaler *s);
-clt_tensor *clt_scaler_state(const clt_scaler *s); /* owned by the scaler */
+CLT_API clt_status clt_scaler_create(clt_scaler **out, clt_ctx *ctx,
+                                     const struct clt_scaler_params *p);
+CLT_API void clt_scaler_free(clt_scaler *s); /* accepts NULL */
+CLT_API const struct clt_scaler_params *clt_scaler_get_params(const clt_scaler *s);
+CLT_API clt_tensor *clt_scaler_state(const clt_scaler *s); /* owned by the scaler */
 /* dloss (f32) *= the current scale, in place (enqueued). */
-clt_status clt_scaler_scale(clt_scaler *s, clt_tensor *dloss);
+CLT_API clt_status clt_scaler_scale(clt_scaler *s, clt_tensor *dloss);
 /* With s NULL, clt_optim_step. Otherwise three launches: grads *= 1 / scale (in place) while
  * checking for inf/NaN; the optimizer's update unless one was found (the skipped step leaves
  * parameters and state unchanged, and the steps that count for SGD's first step and Adam's
@@ -154,17 +158,18 @@ clt_status clt_scaler_scale(clt_scaler *s, clt_tensor *dloss);
  * clt_optim_steps, which counts every attempted step, as PyTorch's schedulers); the scale's
  * update (backoff and a skipped step counted on inf/NaN, growth after growth_interval clean
  * steps). Statuses as clt_optim_step. */
-clt_status clt_optim_step_scaled(clt_optim *o, const clt_tensor *grads, clt_scaler *s);
+CLT_API clt_status clt_optim_step_scaled(clt_optim *o, const clt_tensor *grads, clt_scaler *s);
 /* Copies the raw state (CLT_AMP_STATE_LEN int32) to raw, as clt_tensor_read (blocking, or
  * non-blocking with an event to wait on); decode gives its fields. */
-clt_status clt_scaler_read(const clt_scaler *s, int32_t *raw, bool blocking, cl_event *done);
+CLT_API clt_status clt_scaler_read(const clt_scaler *s, int32_t *raw, bool blocking,
+                                   cl_event *done);
 struct clt_scaler_values {
     float scale;
     bool found_inf; /* false between steps */
     int tracker;    /* clean steps since the scale last changed */
     long skipped;   /* steps skipped so far */
 };
-struct clt_scaler_values clt_scaler_decode(const int32_t *raw);
+CLT_API struct clt_scaler_values clt_scaler_decode(const int32_t *raw);
 
 #ifdef __cplusplus
 }

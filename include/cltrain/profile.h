@@ -6,6 +6,8 @@
 #ifndef CLTRAIN_PROFILE_H
 #define CLTRAIN_PROFILE_H
 
+#include "cltrain/export.h"
+
 #include "cltrain/device.h"
 
 #include <stdio.h>
@@ -33,12 +35,12 @@ struct clt_profile_row {
 
 /* Waits for every recorded event (one counted host wait, CLT_WAIT_TIMING) and folds them into
  * the table. CLT_OK and nothing to do when profiling is off. */
-clt_status clt_profile_collect(clt_ctx *ctx);
+CLT_API clt_status clt_profile_collect(clt_ctx *ctx);
 /* Copies up to max rows (largest total first) and returns the number of rows there are. */
-int clt_profile_rows(const clt_ctx *ctx, struct clt_profile_row *rows, int max);
+CLT_API int clt_profile_rows(const clt_ctx *ctx, struct clt_profile_row *rows, int max);
 /* Collects, then prints the table: per name calls, total ms, mean us, share of device time,
  * and for copies bytes and GB/s. */
-clt_status clt_profile_print(clt_ctx *ctx, FILE *f);
+CLT_API clt_status clt_profile_print(clt_ctx *ctx, FILE *f);
 
 #ifdef __cplusplus
 }

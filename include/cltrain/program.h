@@ -10,6 +10,8 @@
 #ifndef CLTRAIN_PROGRAM_H
 #define CLTRAIN_PROGRAM_H
 
+#include "cltrain/export.h"
+
 #include "cltrain/device.h"
 
 #ifdef __cplusplus
@@ -20,24 +22,25 @@ extern "C" {
  * "rng,dropout") with extra compiler `options` (e.g. "-DX_DTYPE=0"; may be NULL).
  * Returns CLT_ERR_BUILD with the compiler's complete log in clt_ctx_errmsg(ctx), or
  * CLT_ERR_IO when a stem names no source. Not thread-safe. */
-clt_status clt_program_build(clt_ctx *ctx, const char *files, const char *options);
+CLT_API clt_status clt_program_build(clt_ctx *ctx, const char *files, const char *options);
 
 /* The complete source the library compiles for `files`: cl/common.cl, then each stem, each
  * after a #line directive (from $CLTRAIN_KERNEL_DIR when set, as for a build). *out is
  * malloc'ed; the caller frees it. CLT_ERR_IO when a stem names no source (message in
  * clt_last_errmsg()). Thread-safe. */
-clt_status clt_program_assemble(const char *files, char **out);
+CLT_API clt_status clt_program_assemble(const char *files, char **out);
 
 /* The complete compiler options for a program with the op's `options` (may be NULL) on dev:
  * the OpenCL C version and the device defines (CLT_DEVICE_GPU/CPU/OTHER, CLT_HAS_FP16,
  * CLT_HAS_FP64, CLT_WG), then `options`. dev may be synthetic. Thread-safe. */
-void clt_program_options(const clt_device_info *dev, const char *options, char *dst, size_t n);
+CLT_API void clt_program_options(const clt_device_info *dev, const char *options, char *dst,
+                                 size_t n);
 
 /* The embedded source of cl/<stem>.cl, or NULL. */
-const char *clt_program_source(const char *stem, size_t *len);
+CLT_API const char *clt_program_source(const char *stem, size_t *len);
 
 /* The directory of the disk cache in use, or NULL when it is off. */
-const char *clt_program_cache_dir(const clt_ctx *ctx);
+CLT_API const char *clt_program_cache_dir(const clt_ctx *ctx);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,8 @@
 #ifndef CLTRAIN_SAFETENSORS_H
 #define CLTRAIN_SAFETENSORS_H
 
+#include "cltrain/export.h"
+
 #include "cltrain/status.h"
 #include "cltrain/tensor.h"
 
@@ -48,8 +50,9 @@ typedef struct clt_st_tensor {
  * the message names the file and the system's reason), CLT_ERR_HOST_MEMORY, or
  * CLT_ERR_UNSUPPORTED on a big-endian host. Messages: clt_last_errmsg(). Thread-safe (for
  * different paths; two concurrent writers of one path leave one complete file). */
-clt_status clt_st_write(const char *path, const clt_st_tensor *tensors, int n,
-                        const char *const *meta_keys, const char *const *meta_values, int nmeta);
+CLT_API clt_status clt_st_write(const char *path, const clt_st_tensor *tensors, int n,
+                                const char *const *meta_keys, const char *const *meta_values,
+                                int nmeta);
 
 typedef struct clt_st_file clt_st_file;
 
@@ -65,22 +68,22 @@ typedef struct clt_st_file clt_st_file;
  * (cannot open or read), CLT_ERR_FORMAT (any violation above; a one-line message naming the
  * file and what was wrong), CLT_ERR_HOST_MEMORY, CLT_ERR_INVALID_ARG (NULL out or path), or
  * CLT_ERR_UNSUPPORTED on a big-endian host. Messages: clt_last_errmsg(). Thread-safe. */
-clt_status clt_st_open(clt_st_file **out, const char *path);
+CLT_API clt_status clt_st_open(clt_st_file **out, const char *path);
 /* Releases the file and all its memory (every data pointer obtained from it). Accepts NULL. */
-void clt_st_close(clt_st_file *f);
+CLT_API void clt_st_close(clt_st_file *f);
 
 /* Number of tensors in the file. */
-int clt_st_count(const clt_st_file *f);
+CLT_API int clt_st_count(const clt_st_file *f);
 /* The i-th tensor in header order (the order they were written), NULL if i is out of range.
  * Owned by f. */
-const clt_st_tensor *clt_st_get(const clt_st_file *f, int i);
+CLT_API const clt_st_tensor *clt_st_get(const clt_st_file *f, int i);
 /* The tensor named `name` (binary search), NULL if absent. Owned by f. */
-const clt_st_tensor *clt_st_find(const clt_st_file *f, const char *name);
+CLT_API const clt_st_tensor *clt_st_find(const clt_st_file *f, const char *name);
 /* The metadata value for `key`, NULL if absent. Owned by f. */
-const char *clt_st_meta(const clt_st_file *f, const char *key);
+CLT_API const char *clt_st_meta(const clt_st_file *f, const char *key);
 /* Number of metadata pairs, and the i-th key in header order (NULL if i is out of range). */
-int clt_st_meta_count(const clt_st_file *f);
-const char *clt_st_meta_key(const clt_st_file *f, int i);
+CLT_API int clt_st_meta_count(const clt_st_file *f);
+CLT_API const char *clt_st_meta_key(const clt_st_file *f, int i);
 
 /* The lookups above only read f: any number of threads may use one open file at once. A NULL
  * f, name or key is a programmer error (CLT_ASSERT). */

@@ -5,6 +5,8 @@
 #ifndef CLTRAIN_SPEC_H
 #define CLTRAIN_SPEC_H
 
+#include "cltrain/export.h"
+
 #include "cltrain/errors.h"
 #include "cltrain/status.h"
 
@@ -69,27 +71,27 @@ typedef struct clt_spec {
  * Returns CLT_OK; CLT_ERR_FORMAT for a text that does not follow the grammar (including an
  * empty one); CLT_ERR_INVALID_ARG for a preset without a valid `classes`; CLT_ERR_HOST_MEMORY.
  * `text` and `out` must not be NULL. */
-clt_status clt_spec_parse(const char *text, int classes, clt_spec *out);
+CLT_API clt_status clt_spec_parse(const char *text, int classes, clt_spec *out);
 
 /* Like clt_spec_parse on the contents of the file at `path` (at most 1 MiB of text); messages
  * start with `model spec file "<path>":` and always give line and column. Whether a command-line
  * argument is a file or a spec is the caller's choice. Returns what clt_spec_parse returns, and
  * CLT_ERR_IO when the file cannot be read. */
-clt_status clt_spec_parse_file(const char *path, int classes, clt_spec *out);
+CLT_API clt_status clt_spec_parse_file(const char *path, int classes, clt_spec *out);
 
 /* Checks that `s` can be built for data with `in_features` inputs per sample and `outputs`
  * outputs (classes, or regression targets): both positive, at least one linear layer, the last
  * linear layer `outputs` wide ("the last linear layer has 12 outputs but the data has 10
  * classes"), and every layer's fields in range (for specs built by hand). Layers after the last
  * linear layer are allowed. Returns CLT_OK or CLT_ERR_INVALID_ARG. */
-clt_status clt_spec_validate(const clt_spec *s, int in_features, int outputs);
+CLT_API clt_status clt_spec_validate(const clt_spec *s, int in_features, int outputs);
 
 /* Rejects what is almost certainly a mistake in a model to be trained: an activation (relu,
  * gelu, tanh, sigmoid) after the last linear layer, which would clip or squash the logits the
  * loss reads. Models built for other uses (tests of the layers) may have one: clt_model_create
  * does not call this; the cltrain program does before training. Returns CLT_OK or
  * CLT_ERR_INVALID_ARG with a message naming the layer. Thread-safe. */
-clt_status clt_spec_check_output(const clt_spec *s);
+CLT_API clt_status clt_spec_check_output(const clt_spec *s);
 
 /* The canonical text of `s`: layers joined by ", ", lower-case words, "nobias" when a linear
  * layer has no bias, the shortest decimal of P that reads back as the same float ("dropout 0.1"),
@@ -98,13 +100,13 @@ clt_status clt_spec_check_output(const clt_spec *s);
  * the text gives back a spec equal to `s`, field for field. *out is malloc'ed and the caller
  * frees it with free(); an empty spec gives "". Returns CLT_OK, CLT_ERR_INVALID_ARG for a layer
  * kind out of range, or CLT_ERR_HOST_MEMORY (*out is then NULL). */
-clt_status clt_spec_to_string(const clt_spec *s, char **out);
+CLT_API clt_status clt_spec_to_string(const clt_spec *s, char **out);
 
 /* Releases the layers and leaves *s as {0, NULL}. Accepts NULL and an already freed spec. */
-void clt_spec_free(clt_spec *s);
+CLT_API void clt_spec_free(clt_spec *s);
 
 /* "linear", "relu", "gelu", "tanh", "sigmoid", "dropout", "flatten"; "unknown" out of range. */
-const char *clt_layer_kind_name(clt_layer_kind k);
+CLT_API const char *clt_layer_kind_name(clt_layer_kind k);
 
 #ifdef __cplusplus
 }

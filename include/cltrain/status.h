@@ -3,6 +3,8 @@
 #ifndef CLTRAIN_STATUS_H
 #define CLTRAIN_STATUS_H
 
+#include "cltrain/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -33,13 +35,13 @@ typedef enum clt_status {
 } clt_status;
 
 /* "CLT_ERR_OUT_OF_MEMORY" for CLT_ERR_OUT_OF_MEMORY; "CLT_STATUS_UNKNOWN" otherwise. */
-const char *clt_status_name(clt_status s);
+CLT_API const char *clt_status_name(clt_status s);
 /* A short human sentence for the status ("out of device memory"). */
-const char *clt_status_str(clt_status s);
+CLT_API const char *clt_status_str(clt_status s);
 /* "CL_INVALID_WORK_GROUP_SIZE" for -54; "CL_UNKNOWN_ERROR" for codes outside the spec. */
-const char *clt_cl_error_name(int cl_error);
+CLT_API const char *clt_cl_error_name(int cl_error);
 /* "kOutOfMemory"-style CLBlast status names; falls back to OpenCL names for shared codes. */
-const char *clt_clblast_error_name(int clblast_status);
+CLT_API const char *clt_clblast_error_name(int clblast_status);
 
 #ifdef __cplusplus
 }

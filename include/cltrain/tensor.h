@@ -5,6 +5,8 @@
 #ifndef CLTRAIN_TENSOR_H
 #define CLTRAIN_TENSOR_H
 
+#include "cltrain/export.h"
+
 #include "cltrain/device.h"
 #include "cltrain/status.h"
 
@@ -28,10 +30,10 @@ typedef enum clt_dtype {
     CLT_DTYPE__COUNT
 } clt_dtype;
 
-size_t clt_dtype_size(clt_dtype d);      /* bytes per element */
-const char *clt_dtype_name(clt_dtype d); /* "f32", "f16", "bf16", "i32", "u8" */
+CLT_API size_t clt_dtype_size(clt_dtype d);      /* bytes per element */
+CLT_API const char *clt_dtype_name(clt_dtype d); /* "f32", "f16", "bf16", "i32", "u8" */
 /* Parses "f32"/"fp32"/"float32", "f16"/"fp16"/"float16", "bf16"/"bfloat16", "i32", "u8". */
-clt_status clt_dtype_parse(const char *s, clt_dtype *out);
+CLT_API clt_status clt_dtype_parse(const char *s, clt_dtype *out);
 
 /* What an allocation is for; the accountant reports bytes per category. */
 typedef enum clt_mem_category {
@@ -46,57 +48,57 @@ typedef enum clt_mem_category {
     CLT_MEM__COUNT
 } clt_mem_category;
 
-const char *clt_mem_category_name(clt_mem_category c); /* "parameters", "gradients", ... */
+CLT_API const char *clt_mem_category_name(clt_mem_category c); /* "parameters", "gradients", ... */
 
 typedef struct clt_tensor clt_tensor;
 
 /* New tensor of the given shape on ctx's device; contents undefined (the buffer is touched
  * with a fill so that lazy drivers fail here rather than later). Returns CLT_ERR_OUT_OF_MEMORY
  * (message: bytes requested, current, peak, device total, cap) when it does not fit. */
-clt_status clt_tensor_create(clt_tensor **out, clt_ctx *ctx, clt_dtype dtype, int ndim,
-                             const size_t *dims, clt_mem_category cat);
-clt_status clt_tensor_zeros(clt_tensor **out, clt_ctx *ctx, clt_dtype dtype, int ndim,
-                            const size_t *dims, clt_mem_category cat);
+CLT_API clt_status clt_tensor_create(clt_tensor **out, clt_ctx *ctx, clt_dtype dtype, int ndim,
+                                     const size_t *dims, clt_mem_category cat);
+CLT_API clt_status clt_tensor_zeros(clt_tensor **out, clt_ctx *ctx, clt_dtype dtype, int ndim,
+                                    const size_t *dims, clt_mem_category cat);
 /* Filled with `value`, converted to the dtype (round to nearest even for f16/bf16). */
-clt_status clt_tensor_filled(clt_tensor **out, clt_ctx *ctx, clt_dtype dtype, int ndim,
-                             const size_t *dims, double value, clt_mem_category cat);
+CLT_API clt_status clt_tensor_filled(clt_tensor **out, clt_ctx *ctx, clt_dtype dtype, int ndim,
+                                     const size_t *dims, double value, clt_mem_category cat);
 /* Same ctx, dtype, shape and category as `like`; contents undefined. */
-clt_status clt_tensor_like(clt_tensor **out, const clt_tensor *like);
+CLT_API clt_status clt_tensor_like(clt_tensor **out, const clt_tensor *like);
 /* A view of `numel(dims)` elements starting `offset` elements into `base`'s storage. Shares
  * and keeps alive base's buffer. The view's dtype is base's. */
-clt_status clt_tensor_view(clt_tensor **out, const clt_tensor *base, size_t offset, int ndim,
-                           const size_t *dims);
+CLT_API clt_status clt_tensor_view(clt_tensor **out, const clt_tensor *base, size_t offset,
+                                   int ndim, const size_t *dims);
 /* Releases the tensor; the buffer goes when its last view goes. Accepts NULL. */
-void clt_tensor_free(clt_tensor *t);
+CLT_API void clt_tensor_free(clt_tensor *t);
 
-clt_ctx *clt_tensor_ctx(const clt_tensor *t);
-clt_dtype clt_tensor_dtype(const clt_tensor *t);
-int clt_tensor_ndim(const clt_tensor *t);
-size_t clt_tensor_dim(const clt_tensor *t, int i); /* 1 for i >= ndim */
-size_t clt_tensor_numel(const clt_tensor *t);
-size_t clt_tensor_nbytes(const clt_tensor *t);
-cl_mem clt_tensor_mem(const clt_tensor *t);      /* the underlying buffer (not owned) */
-size_t clt_tensor_offset(const clt_tensor *t);   /* in elements, from the buffer's start */
+CLT_API clt_ctx *clt_tensor_ctx(const clt_tensor *t);
+CLT_API clt_dtype clt_tensor_dtype(const clt_tensor *t);
+CLT_API int clt_tensor_ndim(const clt_tensor *t);
+CLT_API size_t clt_tensor_dim(const clt_tensor *t, int i); /* 1 for i >= ndim */
+CLT_API size_t clt_tensor_numel(const clt_tensor *t);
+CLT_API size_t clt_tensor_nbytes(const clt_tensor *t);
+CLT_API cl_mem clt_tensor_mem(const clt_tensor *t);      /* the underlying buffer (not owned) */
+CLT_API size_t clt_tensor_offset(const clt_tensor *t);   /* in elements, from the buffer's start */
 
 /* Host -> device copy of all nbytes(t) bytes. Blocking: returns after the copy (a counted host
  * wait). Non-blocking: enqueued on the transfer queue ordered after all work already enqueued
  * on the compute queue, and later compute work waits for it; `src` must stay valid and
  * unchanged until the returned event (if `done` is non-NULL; caller releases it) completes.
  * Pass a pointer inside a clt_pinned buffer for full-speed transfers. */
-clt_status clt_tensor_write(clt_tensor *t, const void *src, bool blocking, cl_event *done);
+CLT_API clt_status clt_tensor_write(clt_tensor *t, const void *src, bool blocking, cl_event *done);
 /* Device -> host copy of all bytes, ordered after the compute work enqueued so far.
  * Non-blocking: `dst` is filled when the returned event completes. */
-clt_status clt_tensor_read(const clt_tensor *t, void *dst, bool blocking, cl_event *done);
+CLT_API clt_status clt_tensor_read(const clt_tensor *t, void *dst, bool blocking, cl_event *done);
 /* CLT_ERR_DEVICE_MISMATCH naming both devices unless a and b share a ctx. */
-clt_status clt_tensor_same_ctx(const clt_tensor *a, const clt_tensor *b);
+CLT_API clt_status clt_tensor_same_ctx(const clt_tensor *a, const clt_tensor *b);
 
 /* Pinned (page-locked where the driver supports it) host memory: a CL_MEM_ALLOC_HOST_PTR
  * buffer mapped once for its lifetime. Counted as CLT_MEM_STAGING. */
 typedef struct clt_pinned clt_pinned;
-clt_status clt_pinned_create(clt_pinned **out, clt_ctx *ctx, size_t bytes);
-void *clt_pinned_ptr(clt_pinned *p);
-size_t clt_pinned_size(const clt_pinned *p);
-void clt_pinned_free(clt_pinned *p);
+CLT_API clt_status clt_pinned_create(clt_pinned **out, clt_ctx *ctx, size_t bytes);
+CLT_API void *clt_pinned_ptr(clt_pinned *p);
+CLT_API size_t clt_pinned_size(const clt_pinned *p);
+CLT_API void clt_pinned_free(clt_pinned *p);
 
 #ifdef __cplusplus
 }

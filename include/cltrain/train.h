@@ -7,6 +7,8 @@
 #ifndef CLTRAIN_TRAIN_H
 #define CLTRAIN_TRAIN_H
 
+#include "cltrain/export.h"
+
 #include "cltrain/alloc.h"
 #include "cltrain/data.h"
 #include "cltrain/loader.h"
@@ -96,7 +98,7 @@ struct clt_train_params {
      * CLT_ERR_INTERRUPTED. Set it from a SIGINT handler (the library installs none). */
     const volatile sig_atomic_t *interrupt;
 };
-struct clt_train_params clt_train_default_params(void);
+CLT_API struct clt_train_params clt_train_default_params(void);
 
 typedef struct clt_trainer clt_trainer;
 
@@ -105,16 +107,16 @@ typedef struct clt_trainer clt_trainer;
  * NULL) after each epoch. Both must live on the model's ctx (CLT_ERR_DEVICE_MISMATCH) and
  * outlive the trainer; p->batch_size must not exceed the model's or the loader's largest
  * batch (CLT_ERR_INVALID_ARG). */
-clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *train,
-                              clt_resident *test, const struct clt_train_params *p);
-void clt_trainer_free(clt_trainer *t);
-clt_optim *clt_trainer_optim(clt_trainer *t);
+CLT_API clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *train,
+                                      clt_resident *test, const struct clt_train_params *p);
+CLT_API void clt_trainer_free(clt_trainer *t);
+CLT_API clt_optim *clt_trainer_optim(clt_trainer *t);
 /* Restores optimizer state, step and epoch from a checkpoint written by this trainer's
  * clt_trainer_save (the model's weights are restored by the caller). Refused (the checkpoint's
  * statuses and messages): a checkpoint of another run geometry (clt_checkpoint_check_run:
  * effective batch, steps per epoch, seed, data), of another task or number of classes, or
  * with a loss-scaler state when this run has no loss scaling (or none when it has). */
-clt_status clt_trainer_resume(clt_trainer *t, const char *path);
+CLT_API clt_status clt_trainer_resume(clt_trainer *t, const char *path);
 /* Runs until the epochs are done or max_steps reached. A step makes no blocking call: host
  * waits happen at log points, epoch ends (the loss is read), evaluations and checkpoints only
  * (streaming: the loop may wait for the loader thread to have a batch ready, a host-side wait
@@ -122,9 +124,9 @@ clt_status clt_trainer_resume(clt_trainer *t, const char *path);
  * (message: the step range); CLT_ERR_INTERRUPTED when p->interrupt was set; a loader failure's
  * status (e.g. CLT_ERR_IO) with its message. The loader's thread is stopped and joined on
  * every path. */
-clt_status clt_trainer_run(clt_trainer *t);
+CLT_API clt_status clt_trainer_run(clt_trainer *t);
 /* Writes model, optimizer state and metadata to a safetensors file (atomically). */
-clt_status clt_trainer_save(clt_trainer *t, const char *path);
+CLT_API clt_status clt_trainer_save(clt_trainer *t, const char *path);
 
 /* Mean loss and accuracy of the model over a resident split, in batches of batch_size; one
  * counted host wait (CLT_WAIT_EVAL). confusion (classes x classes, row = true label, column =
@@ -133,12 +135,12 @@ struct clt_eval_result {
     double loss, accuracy;
     size_t count;
 };
-clt_status clt_evaluate(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
-                        struct clt_eval_result *out, long *confusion);
+CLT_API clt_status clt_evaluate(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
+                                struct clt_eval_result *out, long *confusion);
 /* Predicted class (or value, regression) and class probabilities for every sample:
  * classes (n) and probs (n, N), either may be NULL. */
-clt_status clt_predict(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
-                       int32_t *classes, float *probs);
+CLT_API clt_status clt_predict(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
+                               int32_t *classes, float *probs);
 
 /* ---- the training set-up, its memory, and out-of-memory backoff --------------------------- */
 
@@ -165,7 +167,7 @@ struct clt_train_setup_params {
      * to a micro-batch of 1. Off by default. */
     bool auto_batch;
 };
-struct clt_train_setup_params clt_train_setup_default_params(void);
+CLT_API struct clt_train_setup_params clt_train_setup_default_params(void);
 
 /* Bytes a set-up allocates on the device, per category (index clt_mem_category). */
 struct clt_mem_estimate {
@@ -179,13 +181,14 @@ struct clt_mem_estimate {
  * an evaluation allocates nothing more (the trainer makes the evaluation's buffers at
  * creation), so it is also the run's peak. CLT_ERR_INVALID_ARG for a
  * spec that does not validate. Thread-safe. */
-clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_setup_params *p,
-                                  size_t batch, struct clt_mem_estimate *out);
+CLT_API clt_status clt_train_mem_estimate(const clt_ctx *ctx,
+                                          const struct clt_train_setup_params *p, size_t batch,
+                                          struct clt_mem_estimate *out);
 /* The accountant's report (clt_mem_report: device total, cap, current and peak by category)
  * followed by the estimates for micro-batch `batch` and for the next larger one (2 x batch),
  * each with its categories and whether it fits under the cap. Thread-safe for distinct ctxs. */
-void clt_train_mem_report(const clt_ctx *ctx, const struct clt_train_setup_params *p,
-                          size_t batch, char *dst, size_t n);
+CLT_API void clt_train_mem_report(const clt_ctx *ctx, const struct clt_train_setup_params *p,
+                                  size_t batch, char *dst, size_t n);
 
 typedef struct clt_train_setup clt_train_setup;
 
@@ -197,26 +200,27 @@ typedef struct clt_train_setup clt_train_setup;
  * allocated), or the statuses of the create functions and of reading the checkpoints. The set-up copies *p; what p points to (spec, data sets, the norm's
  * arrays, paths and the strings in p->train) must stay valid until clt_train_setup_free
  * (a backoff rebuilds from them). */
-clt_status clt_train_setup_create(clt_train_setup **out, clt_ctx *ctx,
-                                  const struct clt_train_setup_params *p);
-void clt_train_setup_free(clt_train_setup *s); /* accepts NULL */
-clt_model *clt_train_setup_model(const clt_train_setup *s);
-clt_loader *clt_train_setup_loader(const clt_train_setup *s);
-clt_trainer *clt_train_setup_trainer(const clt_train_setup *s);
-size_t clt_train_setup_batch(const clt_train_setup *s);   /* the micro-batch in use */
-int clt_train_setup_accumulate(const clt_train_setup *s); /* micro-batches per step in use */
-int clt_train_setup_backoffs(const clt_train_setup *s);   /* retries taken so far */
+CLT_API clt_status clt_train_setup_create(clt_train_setup **out, clt_ctx *ctx,
+                                          const struct clt_train_setup_params *p);
+CLT_API void clt_train_setup_free(clt_train_setup *s); /* accepts NULL */
+CLT_API clt_model *clt_train_setup_model(const clt_train_setup *s);
+CLT_API clt_loader *clt_train_setup_loader(const clt_train_setup *s);
+CLT_API clt_trainer *clt_train_setup_trainer(const clt_train_setup *s);
+/* The micro-batch in use, micro-batches per step in use, retries taken so far. */
+CLT_API size_t clt_train_setup_batch(const clt_train_setup *s);
+CLT_API int clt_train_setup_accumulate(const clt_train_setup *s);
+CLT_API int clt_train_setup_backoffs(const clt_train_setup *s);
 /* clt_trainer_run on the set-up's trainer; with auto_batch, an out-of-memory failure before
  * the first optimizer step completes rebuilds the set-up with a smaller micro-batch
  * (CLT_EVENT_BACKOFF through p->train.on_event) and runs again. The accessors' objects are
  * replaced by a rebuild. Statuses as clt_trainer_run. */
-clt_status clt_train_setup_run(clt_train_setup *s);
+CLT_API clt_status clt_train_setup_run(clt_train_setup *s);
 /* The dry run: one optimizer step (all its micro-batches: forward, loss, backward, update) on
  * the run's first batch, then one evaluation of the test split if there is one, and finishes
  * the queues; *out is the accountant's state afterwards (its peak is what a step and an
  * evaluation need). It changes the weights and the optimizer state by that step: free the
  * set-up afterwards rather than training on. */
-clt_status clt_train_setup_probe(clt_train_setup *s, struct clt_mem_stats *out);
+CLT_API clt_status clt_train_setup_probe(clt_train_setup *s, struct clt_mem_stats *out);
 
 #ifdef __cplusplus
 }

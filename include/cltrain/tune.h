@@ -10,6 +10,8 @@
 #ifndef CLTRAIN_TUNE_H
 #define CLTRAIN_TUNE_H
 
+#include "cltrain/export.h"
+
 #include "cltrain/device.h"
 #include "cltrain/ops.h"
 
@@ -22,7 +24,7 @@ typedef enum clt_gemm_kernel {
     CLT_GEMM_DIRECT = 1,  /* cl/gemm.cl, no local memory: a register block per work-item */
     CLT_GEMM_TILED = 2    /* cl/gemm.cl, local-memory tiles per work-group */
 } clt_gemm_kernel;
-const char *clt_gemm_kernel_name(clt_gemm_kernel k); /* "clblast", "direct", "tiled" */
+CLT_API const char *clt_gemm_kernel_name(clt_gemm_kernel k); /* "clblast", "direct", "tiled" */
 
 /* Layouts, indexed (ta << 1) | tb: NT is a linear layer's forward, NN its input gradient and
  * TN its weight gradient. */
@@ -33,7 +35,7 @@ typedef enum clt_gemm_layout {
     CLT_GEMM_TT = 3,
     CLT_GEMM__LAYOUTS = 4
 } clt_gemm_layout;
-const char *clt_gemm_layout_name(clt_gemm_layout l); /* "NN", "NT", "TN", "TT" */
+CLT_API const char *clt_gemm_layout_name(clt_gemm_layout l); /* "NN", "NT", "TN", "TT" */
 
 /* Size classes: a GEMM is large when M * N * K >= the tuning data's gemm_large_macs. Small
  * problems favour kernels that read operands in place, large ones those that pack them. */
@@ -42,7 +44,7 @@ typedef enum clt_gemm_size {
     CLT_GEMM_LARGE = 1,
     CLT_GEMM__SIZES = 2
 } clt_gemm_size;
-const char *clt_gemm_size_name(clt_gemm_size s); /* "small", "large" */
+CLT_API const char *clt_gemm_size_name(clt_gemm_size s); /* "small", "large" */
 #define CLT_GEMM_LARGE_MACS_DEFAULT (1ull << 26)
 
 /* One GEMM implementation with its compile-time parameters (cl/gemm.cl's GEMM_* defines).
@@ -72,34 +74,34 @@ struct clt_tune {
 };
 
 /* The built-in defaults for a device. Thread-safe. */
-void clt_tune_defaults(const clt_device_info *dev, struct clt_tune *out);
+CLT_API void clt_tune_defaults(const clt_device_info *dev, struct clt_tune *out);
 /* The built-in own-kernel choice for a device, layout and size class (what CLTRAIN_GEMM=own
  * uses when the tuning data names CLBlast). Thread-safe. */
-struct clt_gemm_choice clt_gemm_own_default(const clt_device_info *dev, clt_gemm_layout l,
-                                            clt_gemm_size s);
+CLT_API struct clt_gemm_choice clt_gemm_own_default(const clt_device_info *dev, clt_gemm_layout l,
+                                                    clt_gemm_size s);
 
 /* CLT_OK if the choice is well-formed and fits the device (work-group size, local memory);
  * otherwise CLT_ERR_INVALID_ARG with the reason in why (if non-NULL). Thread-safe. */
-clt_status clt_gemm_choice_check(const struct clt_gemm_choice *c, const clt_device_info *dev,
-                                 char *why, size_t why_len);
+CLT_API clt_status clt_gemm_choice_check(const struct clt_gemm_choice *c,
+                                         const clt_device_info *dev, char *why, size_t why_len);
 /* The table of own-kernel variants the tuner tries (and the tests check), for every device
  * type; *n receives its length. Static storage. Thread-safe. */
-const struct clt_gemm_choice *clt_gemm_variants(int *n);
+CLT_API const struct clt_gemm_choice *clt_gemm_variants(int *n);
 /* Whether the tuner times variant c for layout l on dev (cltrain-tune --all times every one
  * that fits): c must fit the device; direct kernels apply where their vectors run along
  * contiguous memory (dot products: NT; outer products: NN and TN, and NT too when they pack the
  * operands); tiled ones everywhere but on CPU devices (local memory is ordinary memory there,
  * and barriers cost). Thread-safe. */
-bool clt_gemm_variant_applies(const struct clt_gemm_choice *c, clt_gemm_layout l,
-                              const clt_device_info *dev);
+CLT_API bool clt_gemm_variant_applies(const struct clt_gemm_choice *c, clt_gemm_layout l,
+                                      const clt_device_info *dev);
 /* A short description: "direct tm4 tn16 vw16 veck0 mdim0 wg1x1" (unpacked), "direct tm8 tn32
  * vw16 veck0 mdim0 wg1x1 kb128 bm4 bn2" (packed), "tiled wg16x16 tm4 tn4 kb16" or "clblast".
  * Thread-safe. */
-void clt_gemm_choice_format(const struct clt_gemm_choice *c, char *dst, size_t n);
+CLT_API void clt_gemm_choice_format(const struct clt_gemm_choice *c, char *dst, size_t n);
 /* Parses what clt_gemm_choice_format writes (fields may be omitted or reordered; omitted ones
  * take the built-in defaults of cl/gemm.cl). CLT_ERR_INVALID_ARG for anything else (message in
  * clt_last_errmsg()); the result is not checked against a device. Thread-safe. */
-clt_status clt_gemm_choice_parse(const char *s, struct clt_gemm_choice *out);
+CLT_API clt_status clt_gemm_choice_parse(const char *s, struct clt_gemm_choice *out);
 
 /* Reads a tuning file for `dev` into *out (the defaults first, then what the file gives).
  * Format: {"format": "cltrain-tune", "version": 1, "device": ..., "driver": ..., "large_macs":
@@ -109,29 +111,30 @@ clt_status clt_gemm_choice_parse(const char *s, struct clt_gemm_choice *out);
  * Returns CLT_ERR_IO if it cannot be read, CLT_ERR_FORMAT if it is malformed or holds an
  * invalid choice, CLT_ERR_UNSUPPORTED if it belongs to another device or driver; *out then
  * holds the defaults. The message is in clt_last_errmsg(). Thread-safe. */
-clt_status clt_tune_load(const char *path, const clt_device_info *dev, struct clt_tune *out);
+CLT_API clt_status clt_tune_load(const char *path, const clt_device_info *dev,
+                                 struct clt_tune *out);
 /* Writes t as JSON to path atomically through clt_outfile_open (temporary file, then rename;
  * a symlink's target is replaced, a non-regular file refused). CLT_ERR_IO on failure.
  * Thread-safe for distinct paths. */
-clt_status clt_tune_save(const char *path, const struct clt_tune *t);
+CLT_API clt_status clt_tune_save(const char *path, const struct clt_tune *t);
 /* The tuning file for ctx's device: $CLTRAIN_TUNE_FILE if set, else
  * <clt_program_cache_dir(ctx)>/tune-<16 hex digits>.json. CLT_ERR_IO when neither exists
  * (disk cache off and no variable). */
-clt_status clt_tune_path(const clt_ctx *ctx, char *dst, size_t n);
+CLT_API clt_status clt_tune_path(const clt_ctx *ctx, char *dst, size_t n);
 
 /* The tuning data the ctx uses (owned by the ctx). */
-const struct clt_tune *clt_ctx_tune(const clt_ctx *ctx);
+CLT_API const struct clt_tune *clt_ctx_tune(const clt_ctx *ctx);
 /* Replaces the ctx's tuning data (the tuner does this to compare choices); every choice must
  * pass clt_gemm_choice_check (CLT_ERR_INVALID_ARG otherwise, nothing changed). Not
  * thread-safe (per ctx). */
-clt_status clt_ctx_set_tune(clt_ctx *ctx, const struct clt_tune *t);
+CLT_API clt_status clt_ctx_set_tune(clt_ctx *ctx, const struct clt_tune *t);
 
 /* clt_op_gemm with an explicit implementation instead of the ctx's choice, for the tuner and
  * tests. The same checks and statuses as clt_op_gemm, plus CLT_ERR_INVALID_ARG for a choice
  * that fails clt_gemm_choice_check and CLT_ERR_BUILD if its kernel does not compile. */
-clt_status clt_op_gemm_with(const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb, size_t M,
-                            size_t N, size_t K, float alpha, const clt_tensor *A,
-                            const clt_tensor *B, float beta, clt_tensor *C);
+CLT_API clt_status clt_op_gemm_with(const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb,
+                                    size_t M, size_t N, size_t K, float alpha, const clt_tensor *A,
+                                    const clt_tensor *B, float beta, clt_tensor *C);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Installs a configured build folder into a temporary directory (meson install --destdir) and
+# checks what a user of the library gets: libcltrain.so -> .so.0 -> .so.0.1.0 (soname
+# libcltrain.so.0), libcltrain.a, the public headers under include/cltrain/, cltrain.pc, the
+# programs cltrain and cltrain-tune. Then builds programs with nothing but
+# `pkg-config --cflags --libs cltrain` and runs them: a ctx create/free, and, where it exists,
+# examples/train_mlp.c for 5 steps (needs Fashion-MNIST: $CLTRAIN_DATA_DIR or /usr/share/datasets).
+# Usage: tools/install_check.sh BUILD_DIR (already configured; built here if it is not).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:?usage: tools/install_check.sh BUILD_DIR}
+build=$(cd "$build" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export CLTRAIN_CACHE_DIR=${CLTRAIN_CACHE_DIR:-$build/cltrain-cache} # reuse the built kernels
+
+meson install -C "$build" --destdir "$tmp/root" --quiet
+opt() { meson introspect "$build" --buildoptions \
+    | python3 -c "import json,sys; print([o['value'] for o in json.load(sys.stdin) if o['name']=='$1'][0])"; }
+prefix=$(opt prefix)
+root=$tmp/root$prefix
+libdir=$root/$(opt libdir)
+incdir=$root/$(opt includedir)
+bindir=$root/$(opt bindir)
+version=$(meson introspect "$build" --projectinfo | python3 -c "import json,sys; print(json.load(sys.stdin)['version'])")
+
+fail=0
+check() { # check DESCRIPTION TEST-ARGS...
+    local what=$1; shift
+    if test "$@"; then echo "  ok   $what"; else echo "  FAIL $what"; fail=1; fi
+}
+echo "install_check: installed into $tmp/root (prefix $prefix)"
+check "libcltrain.so -> libcltrain.so.0" "$(readlink "$libdir/libcltrain.so" 2>/dev/null)" = libcltrain.so.0
+check "libcltrain.so.0 -> libcltrain.so.$version" \
+    "$(readlink "$libdir/libcltrain.so.0" 2>/dev/null)" = "libcltrain.so.$version"
+check "libcltrain.so.$version" -f "$libdir/libcltrain.so.$version"
+soname=$(objdump -p "$libdir/libcltrain.so.$version" 2>/dev/null | awk '$1 == "SONAME" { print $2 }')
+check "soname libcltrain.so.0" "$soname" = libcltrain.so.0
+check "libcltrain.a" -f "$libdir/libcltrain.a"
+for h in include/cltrain/*.h; do
+    check "include/cltrain/$(basename "$h")" -f "$incdir/cltrain/$(basename "$h")"
+done
+check "pkgconfig/cltrain.pc" -f "$libdir/pkgconfig/cltrain.pc"
+check "bin/cltrain" -x "$bindir/cltrain"
+check "bin/cltrain-tune" -x "$bindir/cltrain-tune"
+if [ -f docs/cltrain.1 ]; then
+    mandir=$root/$(opt mandir)
+    check "man1/cltrain.1" -f "$mandir/man1/cltrain.1"
+fi
+((fail == 0)) || { echo "install_check: files missing"; exit 1; }
+
+# Build against the installed copy only: the .pc says prefix=$prefix, the sysroot maps its
+# -I and -L paths into the temporary root. The library is found at run time through
+# LD_LIBRARY_PATH, and ldd must show it is the installed one.
+export PKG_CONFIG_PATH=$libdir/pkgconfig PKG_CONFIG_SYSROOT_DIR=$tmp/root
+flags=$(pkg-config --cflags --libs cltrain)
+echo "install_check: pkg-config --cflags --libs cltrain: $flags"
+cc=${CC:-cc}
+cat > "$tmp/ctx.c" <<'C'
+#include <cltrain/cltrain.h>
+#include <stdio.h>
+int main(void)
+{
+    struct clt_ctx_params p = clt_ctx_default_params();
+    clt_ctx *ctx = NULL;
+    clt_status st = clt_ctx_create(&ctx, &p);
+    if (st != CLT_OK) {
+        fprintf(stderr, "clt_ctx_create: %s: %s\n", clt_status_name(st), clt_last_errmsg());
+        return 1;
+    }
+    printf("ctx created and freed: %s\n", clt_status_str(st));
+    clt_ctx_free(ctx);
+    return 0;
+}
+C
+# shellcheck disable=SC2086 # the flags are words
+"$cc" -std=c11 -Wall -Wextra -Werror -o "$tmp/ctx" "$tmp/ctx.c" $flags
+export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+ldd "$tmp/ctx" | grep -q "libcltrain.so.0 => $libdir/" \
+    || { echo "install_check: ctx does not load the installed libcltrain"; ldd "$tmp/ctx"; exit 1; }
+"$tmp/ctx"
+if [ -f examples/train_mlp.c ]; then
+    # shellcheck disable=SC2086
+    "$cc" -std=c11 -Wall -Wextra -Werror -o "$tmp/train_mlp" examples/train_mlp.c $flags
+    (cd "$tmp" && ./train_mlp 5 "$tmp/train_mlp.safetensors")
+    check "train_mlp wrote its checkpoint" -s "$tmp/train_mlp.safetensors"
+    ((fail == 0)) || exit 1
+fi
+echo "install_check: ok"
