@@ -422,6 +422,18 @@ cl_kernel *clt__kernel_slot(clt_ctx *ctx, clt__kernel_id id, int variant)
     return &ctx->kernel_slots[slot_base[id] + variant];
 }
 
+clt_status clt__kernel_by_index(clt_ctx *ctx, clt__kernel_id id, int which, const char *files,
+                                const char *const *names, cl_kernel *k)
+{
+    cl_kernel *slot = clt__kernel_slot(ctx, id, which);
+    if (!*slot) {
+        clt_status st = clt__kernel(ctx, files, NULL, names[which], slot);
+        if (st != CLT_OK) return st;
+    }
+    *k = *slot;
+    return CLT_OK;
+}
+
 clt_status clt__set_args(clt_ctx *ctx, cl_kernel k, cl_uint first, const struct clt__arg *args,
                          size_t n)
 {

@@ -36,13 +36,7 @@ static const char *const loss_names[] = {"softmax_xent_forward", "mse_forward", 
 /* The ctx's kernel `which` of cl/loss.cl, built on first use. */
 static clt_status loss_kernel(clt_ctx *ctx, int which, cl_kernel *k)
 {
-    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_LOSS, which);
-    if (!*slot) {
-        clt_status st = clt__kernel(ctx, "loss", NULL, loss_names[which], slot);
-        if (st != CLT_OK) return st;
-    }
-    *k = *slot;
-    return CLT_OK;
+    return clt__kernel_by_index(ctx, CLT__K_LOSS, which, "loss", loss_names, k);
 }
 
 clt_status clt_op_softmax_xent(const clt_tensor *logits, const clt_tensor *labels, float smoothing,
