@@ -1,4 +1,4 @@
-/* Dynamic loss scaling for fp16 mixed precision (src/ops/amp.c, the scaler in src/optim.c), as
+/* Dynamic loss scaling for fp16 mixed precision (src/ops/amp.c, the scaler in src/train/optim.c), as
  * PyTorch's GradScaler, with every decision on the device: no host wait per step.
  * The scaler's state is an i32 buffer of CLT_AMP_STATE_LEN elements:
  *   [0] the scale (an f32's bits)   [1] found_inf: non-zero when the last unscale saw inf/NaN

@@ -1,6 +1,6 @@
 /* cltrain's own GEMM on row-major f32: C (M, N) = alpha * op(A) * op(B) + beta * C, with
  * op(A) (M, K) and op(B) (K, N), each operand a (buffer, element offset, leading dimension).
- * Two kernel families, chosen by the host per device and layout (src/ops/gemm.c, src/tune.c):
+ * Two kernel families, chosen by the host per device and layout (src/ops/gemm.c, src/ops/tune.c):
  *  - direct (GEMM_TILED 0): no local memory. Each work-item computes a GEMM_TM x GEMM_TN block
  *    of C over the whole K loop in registers, with explicit vectors of GEMM_VW floats either
  *    along N (GEMM_VECK 0: outer products, for op(B) rows contiguous: layouts NN and TN) or

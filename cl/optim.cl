@@ -1,4 +1,4 @@
-/* Optimizer updates over one flat f32 parameter tensor (src/optim.c): SGD, SGD with momentum
+/* Optimizer updates over one flat f32 parameter tensor (src/train/optim.c): SGD, SGD with momentum
  * (dampening, Nesterov), Adam/AdamW. Tensors arrive as (buffer, offset in elements); each
  * work-item updates one element. The order of operations follows PyTorch's single-tensor
  * implementations (torch/optim/sgd.py, adam.py); scalars derived from the step count (bias

@@ -177,7 +177,7 @@ struct clt_mem_estimate {
 /* The set-up of p with micro-batch `batch`, predicted from the spec's layer widths, the
  * optimizer's kind and the data sets' sizes, without allocating anything (the loader's
  * `auto` mode resolves against ctx's cap). It equals what the accountant shows after
- * clt_train_setup_create at that micro-batch (tests/test_memory.c checks this), and a step or
+ * clt_train_setup_create at that micro-batch (tests/train/test_memory.c checks this), and a step or
  * an evaluation allocates nothing more (the trainer makes the evaluation's buffers at
  * creation), so it is also the run's peak. CLT_ERR_INVALID_ARG for a
  * spec that does not validate. Thread-safe. */

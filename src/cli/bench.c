@@ -5,8 +5,8 @@
  * split resident on the device, streamed from pinned staging and from pageable staging; host
  * waits per epoch against the goal; the loader's upload bandwidth against raw
  * clEnqueueWriteBuffer copies of the same sizes (event times on a profiling ctx). */
-#include "cli.h"
-#include "options.h"
+#include "cli/cli.h"
+#include "cli/options.h"
 
 #include "cltrain/rng.h"
 

@@ -1,7 +1,7 @@
 /* `cltrain devices`: every OpenCL platform and device as a table (or JSON), marking the one the
  * selector picks; `cltrain selfcheck`: builds a kernel on the chosen device and round-trips a
  * tensor through it. */
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <inttypes.h>
 #include <stdio.h>

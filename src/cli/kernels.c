@@ -1,7 +1,7 @@
 /* `cltrain kernels`, a developer command behind the kernel portability guard
- * (tests/kernel_guard.py): --list prints every program the library may build on a device
+ * (tests/portability/kernel_guard.py): --list prints every program the library may build on a device
  * profile, --source prints a program's complete source as the library compiles it. */
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* The cltrain program: dispatches subcommands, turns statuses into one-line messages and
  * exit codes, and fails when stdout could not be written. */
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <stdarg.h>

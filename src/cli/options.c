@@ -1,8 +1,8 @@
 /* Command-line options: a table per command, values checked as they are parsed so that every
  * bad flag gets one line naming the flag and what was expected. */
-#include "options.h"
+#include "cli/options.h"
 
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,7 +1,7 @@
 /* `cltrain train`, `cltrain eval` and `cltrain predict`: data, model and optimizer from flags,
  * progress on a terminal or plain log lines, metrics as JSON lines, checkpoints. */
-#include "cli.h"
-#include "options.h"
+#include "cli/cli.h"
+#include "cli/options.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,8 +1,8 @@
 /* Numeric CSV reader: comma-separated cells, optional double quotes, a header row detected by
  * its non-numeric cells, one label or target column, the rest f32 features. Messages give the
  * file, the 1-based line and column and, with a header, the column's name. */
-#include "data_internal.h"
-#include "internal.h"
+#include "data/data_internal.h"
+#include "runtime/internal.h"
 
 #include <errno.h>
 #include <float.h>

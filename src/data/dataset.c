@@ -1,8 +1,8 @@
 /* Data sets as a whole: the spec string (fashion-mnist, mnist, idx:DIR, csv:TRAIN[,TEST])
  * that picks a reader and loads both splits consistently, freeing, and the per-feature
  * standardisation statistics. */
-#include "data_internal.h"
-#include "internal.h"
+#include "data/data_internal.h"
+#include "runtime/internal.h"
 
 #include <float.h>
 #include <math.h>

@@ -1,8 +1,8 @@
 /* File access for the data readers: every file goes through zlib's gz* calls, which read
  * gzip-compressed and raw files alike, so any reader accepts either without looking at the
  * name. Messages name the path and zlib's or the system's reason. */
-#include "data_internal.h"
-#include "internal.h"
+#include "data/data_internal.h"
+#include "runtime/internal.h"
 
 #include <errno.h>
 #include <limits.h>

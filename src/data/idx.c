@@ -3,8 +3,8 @@
  * labels (1 dim); the data length must match the header exactly. Files may be gzip or raw.
  * Declared sizes are bounded and checked (label count, gzip trailer) before the images are
  * decompressed, so a lying header costs no large allocation. */
-#include "data_internal.h"
-#include "internal.h"
+#include "data/data_internal.h"
+#include "runtime/internal.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -19,11 +19,11 @@
  * On Oclgrind, whose runtime is not thread-safe (its queues and event maps have no locks, and
  * clFlush executes commands on the calling thread), there is no thread: clt_loader_next
  * produces the batches up to P - 1 ahead itself, in the same ring with the same events, before
- * taking its batch (evidence in tests/test_loader.c). */
+ * taking its batch (evidence in tests/data/test_loader.c). */
 #include "cltrain/loader.h"
 
-#include "internal.h"
-#include "profile_internal.h"
+#include "runtime/internal.h"
+#include "runtime/profile_internal.h"
 
 #include "cltrain/alloc.h"
 #include "cltrain/ops.h"
@@ -420,7 +420,7 @@ static clt_status create_streaming(clt_loader *l, const struct clt_input_norm *n
     /* A new buffer is zero-filled on the compute queue (clt__buffer_alloc), while a slot's
      * uploads go on the transfer queue: without an event between them, the fill may run after
      * the slot's first upload and zero that batch (seen on Oclgrind every time, on PoCL about
-     * one fresh loader in 20; tests/test_loader.c test_first_batches). A marker after the fills
+     * one fresh loader in 20; tests/data/test_loader.c test_first_batches). A marker after the fills
      * stands in for each slot's "consumed" event until its first batch has been read. */
     cl_event fills = NULL;
     cl_command_queue cq = clt_ctx_compute_queue(ctx);

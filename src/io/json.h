@@ -5,7 +5,7 @@
 #define CLTRAIN_IO_JSON_H
 
 #include "cltrain/status.h"
-#include "internal.h"
+#include "runtime/internal.h"
 
 #include <stdbool.h>
 #include <stddef.h>

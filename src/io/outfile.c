@@ -4,7 +4,7 @@
  * file + fsync + rename with every write, flush and close checked. */
 #include "cltrain/outfile.h"
 
-#include "internal.h"
+#include "runtime/internal.h"
 
 #include <ctype.h>
 #include <dirent.h>

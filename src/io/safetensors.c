@@ -5,7 +5,7 @@
 #include "cltrain/safetensors.h"
 
 #include "cltrain/outfile.h"
-#include "internal.h"
+#include "runtime/internal.h"
 #include "io/json.h"
 
 #include <errno.h>

@@ -5,7 +5,7 @@
  * inter-layer gradients between the first and the last linear layer (see model.h). */
 #include "cltrain/model.h"
 
-#include "internal.h"
+#include "runtime/internal.h"
 
 #include "cltrain/ops.h"
 #include "cltrain/rng.h"

@@ -2,7 +2,7 @@
  * each entry into a layer, expands the presets, and writes the canonical text back. Every error
  * names the layer, its text, its line and column and what was expected. */
 #include "cltrain/spec.h"
-#include "internal.h"
+#include "runtime/internal.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,6 +1,6 @@
 /* C wrappers of cl/activation.cl: relu, gelu (tanh approximation), tanh and sigmoid, forward
  * and backward, over f32, f16 or bf16 storage. */
-#include "nn_internal.h"
+#include "ops/nn_internal.h"
 
 #include <stdio.h>
 #include <string.h>

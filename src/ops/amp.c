@@ -1,7 +1,7 @@
 /* C wrappers of cl/amp.cl: the device half of dynamic loss scaling (fp16 mixed precision):
  * scale the loss gradient, unscale the flat gradients while checking them for inf/NaN, and
- * update the scale, all without a host wait. The scaler object is in src/optim.c. */
-#include "nn_internal.h"
+ * update the scale, all without a host wait. The scaler object is in src/train/optim.c. */
+#include "ops/nn_internal.h"
 
 static clt_status check_state(const clt_tensor *state, const char *op)
 {

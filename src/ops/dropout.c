@@ -1,6 +1,6 @@
 /* C wrappers of cl/dropout.cl (compiled after cl/rng.cl): inverted dropout with a Philox mask
  * that the host's rng.h reproduces bit for bit. */
-#include "nn_internal.h"
+#include "ops/nn_internal.h"
 
 #include <stdio.h>
 #include <string.h>

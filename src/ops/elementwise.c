@@ -1,8 +1,8 @@
 /* C wrappers of cl/elementwise.cl and cl/cast.cl: fill, copy, scale, axpy and casts. */
-#include "ops_internal.h"
+#include "ops/ops_internal.h"
 
-#include "internal.h"
-#include "program.h"
+#include "runtime/internal.h"
+#include "runtime/program.h"
 
 #include <stdio.h>
 

@@ -1,8 +1,8 @@
 /* C wrappers of cl/gather.cl: batch assembly from a data set resident on the device. */
-#include "ops_internal.h"
+#include "ops/ops_internal.h"
 
-#include "internal.h"
-#include "program.h"
+#include "runtime/internal.h"
+#include "runtime/program.h"
 
 #include <stdio.h>
 

@@ -1,14 +1,14 @@
 /* GEMM on row-major f32 tensors, enqueued on the ctx's compute queue without waiting: the
  * dispatch between cltrain's own kernels (cl/gemm.cl) and CLBlast's C API, per layout, as the
- * ctx's tuning data says (src/tune.c). The three layouts a linear layer needs are (N,T)
+ * ctx's tuning data says (src/ops/tune.c). The three layouts a linear layer needs are (N,T)
  * forward, (N,N) for the input gradient and (T,N) for the weight gradient. */
-#include "ops_internal.h"
+#include "ops/ops_internal.h"
 
-#include "ctx_internal.h"
-#include "internal.h"
-#include "profile_internal.h"
-#include "program.h"
-#include "tune_internal.h"
+#include "runtime/ctx_internal.h"
+#include "runtime/internal.h"
+#include "runtime/profile_internal.h"
+#include "runtime/program.h"
+#include "ops/tune_internal.h"
 
 #include "cltrain/tune.h"
 

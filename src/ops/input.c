@@ -1,5 +1,5 @@
 /* C wrapper of cl/input.cl: u8 samples to f32 with a per-feature scale and shift. */
-#include "nn_internal.h"
+#include "ops/nn_internal.h"
 
 #include <stdint.h>
 

@@ -1,6 +1,6 @@
 /* C wrappers of cl/linear.cl: the bias half of a linear layer, y += bias and the deterministic
  * bias gradient (column sums of dy). The GEMM half is clt_op_gemm. */
-#include "nn_internal.h"
+#include "ops/nn_internal.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * error, softmax and argmax over the rows (last dimension) of f32 tensors. The loss totals are
  * reduced on the device by one work-group in a fixed order (see cl/loss.cl): the same bits on
  * every run and for every work-group size, no scratch buffer, no host wait. */
-#include "nn_internal.h"
+#include "ops/nn_internal.h"
 
 #include <stdint.h>
 

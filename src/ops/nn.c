@@ -1,5 +1,5 @@
 /* Helpers shared by the neural-network layer ops' wrappers (see nn_internal.h). */
-#include "nn_internal.h"
+#include "ops/nn_internal.h"
 
 clt_status clt__nn_need_dtype(const clt_tensor *t, clt_dtype d, const char *op, const char *what)
 {

@@ -4,10 +4,10 @@
 #ifndef CLTRAIN_OPS_NN_INTERNAL_H
 #define CLTRAIN_OPS_NN_INTERNAL_H
 
-#include "ops_internal.h"
+#include "ops/ops_internal.h"
 
-#include "internal.h"
-#include "program.h"
+#include "runtime/internal.h"
+#include "runtime/program.h"
 
 #include <stddef.h>
 

@@ -1,8 +1,8 @@
 /* The build options of every program the ops compile, in one place: the ops format their options
  * with these functions, and clt_ops_program_variants walks every combination they can produce
  * (dtypes, GEMM choices and layouts), so the kernel portability guard
- * (tests/kernel_guard.py) compiles exactly what the library may build on a device. */
-#include "ops_internal.h"
+ * (tests/portability/kernel_guard.py) compiles exactly what the library may build on a device. */
+#include "ops/ops_internal.h"
 
 #include "cltrain/tune.h"
 

@@ -2,8 +2,8 @@
  * is read as cache_load reads it (clt__read_file with a size cap) and validated by
  * clt__cache_file_ok (magic, key, length, hash) for a fixed key. Building the binary
  * (clCreateProgramWithBinary) needs a ctx and is not fuzzed here. Host only. */
-#include "internal.h"
-#include "program.h"
+#include "runtime/internal.h"
+#include "runtime/program.h"
 
 #include "fuzz_common.h"
 

@@ -1,0 +1,536 @@
+/* Tuning data: the built-in GEMM choices per device type, the table of own-kernel variants the
+ * tuner tries, validation of a choice against a device, the per-device JSON file (load, atomic
+ * save, path) and the ctx's copy, read once at ctx creation with the CLTRAIN_GEMM override. */
+#include "ops/tune_internal.h"
+
+#include "runtime/ctx_internal.h"
+#include "runtime/internal.h"
+#include "io/json.h"
+
+#include "cltrain/outfile.h"
+#include "cltrain/program.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+const char *clt_gemm_kernel_name(clt_gemm_kernel k)
+{
+    switch (k) {
+    case CLT_GEMM_CLBLAST:
+        return "clblast";
+    case CLT_GEMM_DIRECT:
+        return "direct";
+    case CLT_GEMM_TILED:
+        return "tiled";
+    }
+    return "?";
+}
+
+const char *clt_gemm_layout_name(clt_gemm_layout l)
+{
+    static const char *names[] = {"NN", "NT", "TN", "TT"};
+    return (unsigned)l < CLT_GEMM__LAYOUTS ? names[l] : "?";
+}
+
+const char *clt_gemm_size_name(clt_gemm_size s)
+{
+    return s == CLT_GEMM_SMALL ? "small" : s == CLT_GEMM_LARGE ? "large" : "?";
+}
+
+/* ---- choices ------------------------------------------------------------------------------ */
+
+/* short names for the tables below (the constructors: tune_internal.h) */
+#define DIRECT CLT_GEMM_CHOICE_DIRECT
+#define PACKED CLT_GEMM_CHOICE_PACKED
+#define TILED CLT_GEMM_CHOICE_TILED
+
+/* What the tuner tries on every device (clt_gemm_variant_applies says for which layouts).
+ * Direct variants vectorise along N (outer products: NN and TN, and NT too when they pack)
+ * or along K (dot products: NT); on a CPU the register block is what matters, 16-wide
+ * vectors for AVX-512, 8-wide for AVX2. Tiled variants are the GPU family. */
+static const struct clt_gemm_choice variants[] = {
+    /* outer products, operands read in place */
+    DIRECT(8, 32, 16, 0, 1, 1),
+    DIRECT(6, 32, 16, 0, 1, 1),
+    DIRECT(4, 64, 16, 0, 1, 1),
+    DIRECT(6, 16, 8, 0, 1, 1), /* AVX2-sized: 12 + 3 of 16 ymm registers */
+    /* outer products over packed slices */
+    PACKED(8, 32, 16, 64, 8, 2),
+    PACKED(8, 32, 16, 128, 4, 2),
+    PACKED(6, 16, 8, 128, 4, 4),
+    /* dot products */
+    DIRECT(4, 4, 16, 1, 1, 1),
+    DIRECT(3, 6, 16, 1, 1, 1),
+    DIRECT(2, 8, 16, 1, 1, 1),
+    DIRECT(4, 4, 8, 1, 1, 1),
+    DIRECT(2, 4, 8, 1, 1, 1), /* AVX2-sized: 8 + 6 of 16 ymm registers */
+    /* local-memory tiles */
+    TILED(16, 16, 4, 4, 16),
+    TILED(16, 16, 8, 8, 16),
+    TILED(8, 8, 4, 4, 16),
+    TILED(16, 16, 4, 8, 32),
+};
+
+const struct clt_gemm_choice *clt_gemm_variants(int *n)
+{
+    *n = (int)(sizeof variants / sizeof *variants);
+    return variants;
+}
+
+bool clt_gemm_variant_applies(const struct clt_gemm_choice *c, clt_gemm_layout l,
+                              const clt_device_info *dev)
+{
+    if (clt_gemm_choice_check(c, dev, NULL, 0) != CLT_OK) return false;
+    if (c->kernel == CLT_GEMM_TILED) return dev->type != CLT_DEVICE_CPU;
+    if (c->kernel != CLT_GEMM_DIRECT) return false;
+    if (c->veck) return l == CLT_GEMM_NT;
+    /* packing gathers op(B)'s columns once per slice, so it serves NT as well */
+    return l == CLT_GEMM_NN || l == CLT_GEMM_TN || (c->kb > 0 && l == CLT_GEMM_NT);
+}
+
+static const struct clt_gemm_choice clblast_choice = {.kernel = CLT_GEMM_CLBLAST};
+
+struct clt_gemm_choice clt_gemm_own_default(const clt_device_info *dev, clt_gemm_layout l,
+                                            clt_gemm_size s)
+{
+    if (dev->type == CLT_DEVICE_CPU) {
+        /* Measured on PoCL 3.1, 2-core AVX-512 (BENCHMARKS.md, "GEMM GFLOP/s per shape"):
+         * dot products for NT; outer products in place for small NN and TN, over packed slices
+         * for large ones (whose power-of-two leading dimensions thrash the caches otherwise)
+         * and for TT.
+         * Register blocks sized for 32 registers of 16 floats; a CPU with narrower native
+         * vectors (AVX2: 16 of 8) gets blocks that fit its 16 registers. */
+        cl_uint native = 16;
+        if (dev->device && clGetDeviceInfo(dev->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT,
+                                           sizeof native, &native, NULL) != CL_SUCCESS)
+            native = 16;
+        bool wide = native >= 16;
+        const struct clt_gemm_choice dot = DIRECT(3, 6, 16, 1, 1, 1),
+                                     outer = DIRECT(4, 64, 16, 0, 1, 1),
+                                     packed = PACKED(8, 32, 16, 64, 8, 2),
+                                     dot8 = DIRECT(2, 4, 8, 1, 1, 1),
+                                     outer8 = DIRECT(6, 16, 8, 0, 1, 1),
+                                     packed8 = PACKED(6, 16, 8, 128, 4, 4);
+        if (l == CLT_GEMM_NT) return wide ? dot : dot8;
+        if (l == CLT_GEMM_TT || s == CLT_GEMM_LARGE) return wide ? packed : packed8;
+        return wide ? outer : outer8;
+    }
+    const struct clt_gemm_choice tiled[] = {TILED(16, 16, 4, 4, 16), TILED(8, 8, 4, 4, 16),
+                                            TILED(4, 4, 2, 2, 8)};
+    for (size_t i = 0; i < sizeof tiled / sizeof *tiled; i++)
+        if (clt_gemm_choice_check(&tiled[i], dev, NULL, 0) == CLT_OK) return tiled[i];
+    const struct clt_gemm_choice one = DIRECT(1, 1, 1, 0, 1, 1);
+    return one;
+}
+
+void clt_tune_defaults(const clt_device_info *dev, struct clt_tune *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->device_name, sizeof out->device_name, "%s", dev->device_name);
+    snprintf(out->driver_version, sizeof out->driver_version, "%s", dev->driver_version);
+    out->gemm_large_macs = CLT_GEMM_LARGE_MACS_DEFAULT;
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
+        for (int z = 0; z < CLT_GEMM__SIZES; z++)
+            out->gemm[l][z] = dev->type == CLT_DEVICE_CPU
+                                  ? clt_gemm_own_default(dev, (clt_gemm_layout)l, (clt_gemm_size)z)
+                                  : clblast_choice;
+    snprintf(out->source, sizeof out->source, "built-in");
+}
+
+static clt_status bad_choice(char *why, size_t n, const char *msg)
+{
+    if (why && n) snprintf(why, n, "%s", msg);
+    return CLT_ERR_INVALID_ARG;
+}
+
+clt_status clt_gemm_choice_check(const struct clt_gemm_choice *c, const clt_device_info *dev,
+                                 char *why, size_t why_len)
+{
+    if (c->kernel == CLT_GEMM_CLBLAST) return CLT_OK;
+    if (c->kernel == CLT_GEMM_TILED && (c->bm != 1 || c->bn != 1))
+        return bad_choice(why, why_len, "tiled: bm and bn must be 1");
+    if (c->kernel != CLT_GEMM_DIRECT && c->kernel != CLT_GEMM_TILED)
+        return bad_choice(why, why_len, "unknown kernel");
+    if (c->tm < 1 || c->tm > 16 || c->tn < 1 || c->tn > 64)
+        return bad_choice(why, why_len, "tm must be in [1, 16] and tn in [1, 64]");
+    if (c->wgm < 1 || c->wgn < 1 || c->wgm > 1024 || c->wgn > 1024)
+        return bad_choice(why, why_len, "wgm and wgn must be in [1, 1024]");
+    size_t wg = (size_t)c->wgm * (size_t)c->wgn;
+    if (dev && dev->max_work_group > 0 && wg > dev->max_work_group)
+        return bad_choice(why, why_len, "work-group larger than the device allows");
+    if (c->kernel == CLT_GEMM_DIRECT) {
+        if (c->vw != 1 && c->vw != 2 && c->vw != 4 && c->vw != 8 && c->vw != 16)
+            return bad_choice(why, why_len, "vw must be 1, 2, 4, 8 or 16");
+        if (c->veck != 0 && c->veck != 1) return bad_choice(why, why_len, "veck must be 0 or 1");
+        if (c->mdim != 0 && c->mdim != 1) return bad_choice(why, why_len, "mdim must be 0 or 1");
+        if (!c->veck && c->tn % c->vw != 0)
+            return bad_choice(why, why_len, "tn must be a multiple of vw when veck is 0");
+        if (c->veck && c->tm * c->tn > 64)
+            return bad_choice(why, why_len, "tm * tn must be at most 64 when veck is 1");
+        if (c->kb < 0 || c->kb > 1024) return bad_choice(why, why_len, "kb must be in [0, 1024]");
+        if (c->bm < 1 || c->bn < 1 || c->bm > 64 || c->bn > 64)
+            return bad_choice(why, why_len, "bm and bn must be in [1, 64]");
+        if (c->kb == 0 && (c->bm != 1 || c->bn != 1))
+            return bad_choice(why, why_len, "bm and bn must be 1 without packing (kb 0)");
+        if (c->kb > 0 && c->veck) return bad_choice(why, why_len, "packing (kb > 0) needs veck 0");
+        if ((uint64_t)c->kb * (uint64_t)(c->bm * c->tm + c->bn * c->tn) * sizeof(float) > 262144)
+            return bad_choice(why, why_len, "packed slices must fit 256 KiB of private memory");
+    } else {
+        if (c->tm > 16 || c->tn > 16) return bad_choice(why, why_len, "tiled: tm, tn <= 16");
+        if (c->kb < 1 || c->kb > 128) return bad_choice(why, why_len, "kb must be in [1, 128]");
+        uint64_t local =
+            (uint64_t)c->kb *
+            ((uint64_t)c->wgm * (uint64_t)c->tm + (uint64_t)c->wgn * (uint64_t)c->tn + 2) *
+            sizeof(float);
+        if (dev && dev->local_mem > 0 && local > dev->local_mem)
+            return bad_choice(why, why_len, "tiles larger than the device's local memory");
+    }
+    return CLT_OK;
+}
+
+void clt_gemm_choice_format(const struct clt_gemm_choice *c, char *dst, size_t n)
+{
+    switch (c->kernel) {
+    case CLT_GEMM_DIRECT:
+        if (c->kb > 0)
+            snprintf(dst, n, "direct tm%d tn%d vw%d veck%d mdim%d wg%dx%d kb%d bm%d bn%d", c->tm,
+                     c->tn, c->vw, c->veck, c->mdim, c->wgm, c->wgn, c->kb, c->bm, c->bn);
+        else
+            snprintf(dst, n, "direct tm%d tn%d vw%d veck%d mdim%d wg%dx%d", c->tm, c->tn, c->vw,
+                     c->veck, c->mdim, c->wgm, c->wgn);
+        break;
+    case CLT_GEMM_TILED:
+        snprintf(dst, n, "tiled wg%dx%d tm%d tn%d kb%d", c->wgm, c->wgn, c->tm, c->tn, c->kb);
+        break;
+    default:
+        snprintf(dst, n, "%s", clt_gemm_kernel_name(c->kernel));
+        break;
+    }
+}
+
+clt_status clt_gemm_choice_parse(const char *s, struct clt_gemm_choice *out)
+{
+    struct clt_gemm_choice c = {.kernel = CLT_GEMM_DIRECT,
+                                .tm = 4,
+                                .tn = 16,
+                                .vw = 4,
+                                .veck = 0,
+                                .mdim = 0,
+                                .wgm = 1,
+                                .wgn = 1,
+                                .kb = 0,
+                                .bm = 1,
+                                .bn = 1};
+    const char *text = s;
+    char word[32];
+    int used = 0;
+    if (sscanf(s, " %31s%n", word, &used) != 1) goto bad;
+    if (strcmp(word, "clblast") == 0)
+        c = clblast_choice;
+    else if (strcmp(word, "tiled") == 0) {
+        c.kernel = CLT_GEMM_TILED;
+        c.tm = c.tn = 4;
+        c.vw = 1;
+        c.wgm = c.wgn = 8;
+        c.kb = 16;
+    } else if (strcmp(word, "direct") != 0)
+        goto bad;
+    for (s += used; sscanf(s, " %31s%n", word, &used) == 1; s += used) {
+        /* key letters, then a number in [0, 4096] by the strict parser ("wg" takes MxN) */
+        char *num = word + strcspn(word, "0123456789+-"), *x = strchr(num, 'x');
+        int64_t v = 0, v2 = 0;
+        size_t klen = (size_t)(num - word);
+        if (c.kernel == CLT_GEMM_CLBLAST) goto bad;
+        if (klen == 2 && strncmp(word, "wg", 2) == 0 && x) {
+            *x = '\0';
+            if (!clt__parse_i64(num, 0, 4096, &v) || !clt__parse_i64(x + 1, 0, 4096, &v2))
+                goto bad;
+            c.wgm = (int)v;
+            c.wgn = (int)v2;
+            continue;
+        }
+        if (!clt__parse_i64(num, 0, 4096, &v)) goto bad;
+        if (klen == 2 && strncmp(word, "tm", 2) == 0)
+            c.tm = (int)v;
+        else if (klen == 2 && strncmp(word, "tn", 2) == 0)
+            c.tn = (int)v;
+        else if (klen == 2 && strncmp(word, "vw", 2) == 0)
+            c.vw = (int)v;
+        else if (klen == 4 && strncmp(word, "veck", 4) == 0)
+            c.veck = (int)v;
+        else if (klen == 4 && strncmp(word, "mdim", 4) == 0)
+            c.mdim = (int)v;
+        else if (klen == 2 && strncmp(word, "kb", 2) == 0)
+            c.kb = (int)v;
+        else if (klen == 2 && strncmp(word, "bm", 2) == 0)
+            c.bm = (int)v;
+        else if (klen == 2 && strncmp(word, "bn", 2) == 0)
+            c.bn = (int)v;
+        else
+            goto bad;
+    }
+    *out = c;
+    return CLT_OK;
+bad:
+    return clt__fail(NULL, CLT_ERR_INVALID_ARG,
+                     "GEMM choice \"%s\": expected e.g. \"clblast\", \"direct tm4 tn32 vw16 "
+                     "veck0 mdim0 wg1x1\" or \"tiled wg16x16 tm4 tn4 kb16\"",
+                     text);
+}
+
+/* ---- file --------------------------------------------------------------------------------- */
+
+#define TUNE_FORMAT "cltrain-tune"
+#define TUNE_VERSION 1
+
+static bool get_int(const clt__json *obj, const char *key, int lo, int hi, int *out)
+{
+    const clt__json *v = clt__json_get(obj, key);
+    if (!v || v->type != CLT__JSON_NUMBER || !v->is_int || v->integer < lo || v->integer > hi)
+        return false;
+    *out = (int)v->integer;
+    return true;
+}
+
+/* One layout's entry: {"kernel": "direct", "tm": 4, ...}. */
+static clt_status parse_choice(const clt__json *o, const clt_device_info *dev,
+                               struct clt_gemm_choice *c, double *gflops, char *why, size_t n)
+{
+    const clt__json *k = clt__json_get(o, "kernel");
+    memset(c, 0, sizeof *c);
+    if (o->type != CLT__JSON_OBJECT || !k || k->type != CLT__JSON_STRING)
+        return bad_choice(why, n, "an entry must be an object with a \"kernel\" string");
+    if (strcmp(k->str, "clblast") == 0)
+        c->kernel = CLT_GEMM_CLBLAST;
+    else if (strcmp(k->str, "direct") == 0)
+        c->kernel = CLT_GEMM_DIRECT;
+    else if (strcmp(k->str, "tiled") == 0)
+        c->kernel = CLT_GEMM_TILED;
+    else
+        return bad_choice(why, n, "unknown kernel");
+    const clt__json *g = clt__json_get(o, "gflops");
+    *gflops = g && g->type == CLT__JSON_NUMBER && g->number >= 0 ? g->number : 0.0;
+    if (c->kernel == CLT_GEMM_CLBLAST) return CLT_OK;
+    int wide = 1 << 20;
+    if (!get_int(o, "tm", 0, wide, &c->tm) || !get_int(o, "tn", 0, wide, &c->tn) ||
+        !get_int(o, "vw", 0, wide, &c->vw) || !get_int(o, "veck", 0, wide, &c->veck) ||
+        !get_int(o, "mdim", 0, wide, &c->mdim) || !get_int(o, "wgm", 0, wide, &c->wgm) ||
+        !get_int(o, "wgn", 0, wide, &c->wgn) || !get_int(o, "kb", 0, wide, &c->kb))
+        return bad_choice(why, n,
+                          "tm, tn, vw, veck, mdim, wgm, wgn and kb must be small "
+                          "non-negative integers");
+    c->bm = c->bn = 1; /* optional */
+    if ((clt__json_get(o, "bm") && !get_int(o, "bm", 0, wide, &c->bm)) ||
+        (clt__json_get(o, "bn") && !get_int(o, "bn", 0, wide, &c->bn)))
+        return bad_choice(why, n, "bm and bn must be small non-negative integers");
+    return clt_gemm_choice_check(c, dev, why, n);
+}
+
+clt_status clt_tune_load(const char *path, const clt_device_info *dev, struct clt_tune *out)
+{
+    clt_status st = CLT_OK;
+    size_t len = 0;
+    char *text = NULL, why[128];
+    clt__json *root = NULL;
+    clt__json_error jerr = {0};
+    struct clt_tune t;
+    clt_tune_defaults(dev, out);
+    clt_tune_defaults(dev, &t);
+
+    if (!(text = clt__read_file(path, (size_t)1 << 24, &len)))
+        CLT_FAIL(NULL, CLT_ERR_IO, "tuning file %s: cannot read it (%s)", path, strerror(errno));
+    st = clt__json_parse(&root, text, len, &jerr);
+    if (st == CLT_ERR_HOST_MEMORY) CLT_FAIL(NULL, st, "tuning file %s: out of host memory", path);
+    if (st != CLT_OK)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: malformed JSON at byte %zu: %s", path,
+                 jerr.pos, jerr.msg);
+    const clt__json *fmt = clt__json_get(root, "format"), *dname = clt__json_get(root, "device"),
+                    *drv = clt__json_get(root, "driver"), *gemm = clt__json_get(root, "gemm");
+    int version = 0;
+    if (!fmt || fmt->type != CLT__JSON_STRING || strcmp(fmt->str, TUNE_FORMAT) != 0 ||
+        !get_int(root, "version", 0, 1 << 20, &version))
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: not a cltrain tuning file", path);
+    if (version != TUNE_VERSION)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: version %d, this cltrain reads %d", path,
+                 version, TUNE_VERSION);
+    if (!dname || dname->type != CLT__JSON_STRING || !drv || drv->type != CLT__JSON_STRING)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: \"device\" and \"driver\" missing", path);
+    if (strcmp(dname->str, dev->device_name) != 0 || strcmp(drv->str, dev->driver_version) != 0)
+        CLT_FAIL(NULL, CLT_ERR_UNSUPPORTED,
+                 "tuning file %s is for \"%s\" (driver %s), not \"%s\" (driver %s)", path,
+                 dname->str, drv->str, dev->device_name, dev->driver_version);
+    if (gemm && gemm->type != CLT__JSON_OBJECT)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: \"gemm\" must be an object", path);
+    const clt__json *large = clt__json_get(root, "large_macs");
+    if (large) {
+        if (large->type != CLT__JSON_NUMBER || !large->is_int || large->integer < 1)
+            CLT_FAIL(NULL, CLT_ERR_FORMAT,
+                     "tuning file %s: \"large_macs\" must be a positive "
+                     "integer",
+                     path);
+        t.gemm_large_macs = (uint64_t)large->integer;
+    }
+    for (int l = 0; gemm && l < CLT_GEMM__LAYOUTS; l++) {
+        const char *lname = clt_gemm_layout_name((clt_gemm_layout)l);
+        const clt__json *e = clt__json_get(gemm, lname);
+        if (!e) continue; /* keep the defaults */
+        if (e->type != CLT__JSON_OBJECT)
+            CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: gemm %s must be an object", path,
+                     lname);
+        for (int z = 0; z < CLT_GEMM__SIZES; z++) {
+            /* {"small": CHOICE, "large": CHOICE}, or one CHOICE for both */
+            const clt__json *ez = clt__json_get(e, "kernel")
+                                      ? e
+                                      : clt__json_get(e, clt_gemm_size_name((clt_gemm_size)z));
+            if (!ez) continue;
+            if (parse_choice(ez, dev, &t.gemm[l][z], &t.gemm_gflops[l][z], why, sizeof why) !=
+                CLT_OK)
+                CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: gemm %s %s: %s", path, lname,
+                         clt_gemm_size_name((clt_gemm_size)z), why);
+        }
+    }
+    snprintf(t.source, sizeof t.source, "%s", path);
+    *out = t;
+fail:
+    clt__json_free(root);
+    free(text);
+    return st;
+}
+
+clt_status clt_tune_save(const char *path, const struct clt_tune *t)
+{
+    clt_status st = CLT_OK;
+    clt__json_buf b = {0};
+    clt_outfile *f = NULL;
+    clt__json_buf_printf(&b, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"device\": ",
+                         TUNE_FORMAT, TUNE_VERSION);
+    clt__json_buf_string(&b, t->device_name, strlen(t->device_name));
+    clt__json_buf_puts(&b, ",\n  \"driver\": ");
+    clt__json_buf_string(&b, t->driver_version, strlen(t->driver_version));
+    clt__json_buf_printf(&b, ",\n  \"large_macs\": %llu,\n  \"gemm\": {",
+                         (unsigned long long)t->gemm_large_macs);
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++) {
+        clt__json_buf_printf(&b, "%s\n    \"%s\": {", l ? "," : "",
+                             clt_gemm_layout_name((clt_gemm_layout)l));
+        for (int z = 0; z < CLT_GEMM__SIZES; z++) {
+            const struct clt_gemm_choice *c = &t->gemm[l][z];
+            clt__json_buf_printf(&b, "%s\n      \"%s\": {\"kernel\": \"%s\"", z ? "," : "",
+                                 clt_gemm_size_name((clt_gemm_size)z),
+                                 clt_gemm_kernel_name(c->kernel));
+            if (c->kernel != CLT_GEMM_CLBLAST)
+                clt__json_buf_printf(&b,
+                                     ", \"tm\": %d, \"tn\": %d, \"vw\": %d, \"veck\": %d, "
+                                     "\"mdim\": %d, \"wgm\": %d, \"wgn\": %d, \"kb\": %d, "
+                                     "\"bm\": %d, \"bn\": %d",
+                                     c->tm, c->tn, c->vw, c->veck, c->mdim, c->wgm, c->wgn, c->kb,
+                                     c->bm, c->bn);
+            if (t->gemm_gflops[l][z] > 0)
+                clt__json_buf_printf(&b, ", \"gflops\": %.1f", t->gemm_gflops[l][z]);
+            clt__json_buf_puts(&b, "}");
+        }
+        clt__json_buf_puts(&b, "\n    }");
+    }
+    clt__json_buf_puts(&b, "\n  }\n}\n");
+    if (b.failed) CLT_FAIL(NULL, CLT_ERR_HOST_MEMORY, "out of host memory writing %s", path);
+    /* temporary file + rename; symlinks followed, non-regular files refused, writes checked */
+    CLT_TRY(clt_outfile_open(&f, path));
+    CLT_TRY(clt_outfile_write(f, b.data, b.len));
+    st = clt_outfile_commit(f); /* frees f */
+    f = NULL;
+fail:
+    clt_outfile_discard(f);
+    clt__json_buf_free(&b);
+    return st;
+}
+
+static bool tune_path(const clt_ctx *ctx, char *dst, size_t n)
+{
+    const char *env = getenv("CLTRAIN_TUNE_FILE"), *dir = clt_program_cache_dir(ctx);
+    if (env && *env) {
+        snprintf(dst, n, "%s", env);
+        return true;
+    }
+    if (!dir) {
+        if (n) dst[0] = '\0';
+        return false;
+    }
+    const char *parts[] = {"cltrain-tune-v1", ctx->dev.device_name, ctx->dev.driver_version};
+    unsigned long long h = CLT__FNV_SEED;
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+        h = clt__hash(h, parts[i], strlen(parts[i]) + 1);
+    snprintf(dst, n, "%s/tune-%016llx.json", dir, h);
+    return true;
+}
+
+clt_status clt_tune_path(const clt_ctx *ctx, char *dst, size_t n)
+{
+    if (tune_path(ctx, dst, n)) return CLT_OK;
+    return clt__fail((clt_ctx *)ctx, CLT_ERR_IO,
+                     "no tuning file: the disk cache is off and CLTRAIN_TUNE_FILE is not set");
+}
+
+/* ---- the ctx's copy ----------------------------------------------------------------------- */
+
+const struct clt_tune *clt_ctx_tune(const clt_ctx *ctx)
+{
+    return &ctx->tune;
+}
+
+clt_status clt_ctx_set_tune(clt_ctx *ctx, const struct clt_tune *t)
+{
+    char why[128];
+    if (t->gemm_large_macs < 1)
+        return clt__fail(ctx, CLT_ERR_INVALID_ARG, "tuning data: gemm_large_macs must be >= 1");
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
+        for (int z = 0; z < CLT_GEMM__SIZES; z++)
+            if (clt_gemm_choice_check(&t->gemm[l][z], &ctx->dev, why, sizeof why) != CLT_OK)
+                return clt__fail(ctx, CLT_ERR_INVALID_ARG, "tuning data: gemm %s %s: %s",
+                                 clt_gemm_layout_name((clt_gemm_layout)l),
+                                 clt_gemm_size_name((clt_gemm_size)z), why);
+    ctx->tune = *t;
+    return CLT_OK;
+}
+
+clt_status clt__tune_init(clt_ctx *ctx)
+{
+    char path[4096];
+    const char *force = getenv("CLTRAIN_GEMM");
+    bool own = false, clblast = false;
+    if (force && *force) {
+        own = strcasecmp(force, "own") == 0;
+        clblast = strcasecmp(force, "clblast") == 0;
+        if (!own && !clblast && strcasecmp(force, "auto") != 0)
+            return clt__fail(NULL, CLT_ERR_INVALID_ARG,
+                             "CLTRAIN_GEMM=\"%s\": expected own, clblast or auto", force);
+    }
+    clt_tune_defaults(&ctx->dev, &ctx->tune);
+    /* Only a file that exists can be ignored with a note; none at all is the usual case. */
+    if (tune_path(ctx, path, sizeof path) && access(path, F_OK) == 0) {
+        struct clt_tune t;
+        if (clt_tune_load(path, &ctx->dev, &t) == CLT_OK) {
+            ctx->tune = t;
+        } else {
+            /* Not a failure: record why in the ctx's message and keep the defaults. */
+            snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s; using the built-in GEMM choices",
+                     clt_last_errmsg());
+            snprintf(ctx->tune.source, sizeof ctx->tune.source, "built-in (%.480s ignored)", path);
+        }
+    }
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
+        for (int z = 0; z < CLT_GEMM__SIZES; z++) {
+            struct clt_gemm_choice *c = &ctx->tune.gemm[l][z];
+            if (clblast)
+                *c = clblast_choice;
+            else if (own && c->kernel == CLT_GEMM_CLBLAST)
+                *c = clt_gemm_own_default(&ctx->dev, (clt_gemm_layout)l, (clt_gemm_size)z);
+        }
+    if (own || clblast) {
+        size_t used = strlen(ctx->tune.source);
+        snprintf(ctx->tune.source + used, sizeof ctx->tune.source - used, ", CLTRAIN_GEMM=%s",
+                 own ? "own" : "clblast");
+    }
+    return CLT_OK;
+}

@@ -1,0 +1,86 @@
+/* The ctx's private layout, shared by the runtime's modules (device, program, tensor, alloc,
+ * profile). Nothing above the runtime includes this. */
+#ifndef CLTRAIN_CTX_INTERNAL_H
+#define CLTRAIN_CTX_INTERNAL_H
+
+#include "cltrain/device.h"
+#include "cltrain/profile.h"
+#include "cltrain/tensor.h"
+#include "cltrain/tune.h"
+#include "runtime/program.h"
+
+#include <stdatomic.h>
+
+#define CLT_ERRMSG_MAX 16384 /* room for a compiler's build log */
+
+struct clt__program_entry; /* program.c */
+
+/* profile.c */
+struct clt__pending {
+    char name[48];
+    int kind; /* clt_profile_kind */
+    size_t bytes;
+    cl_event ev;
+    cl_event after[2]; /* CLT_PROFILE_DATA_WAIT: the uploads the compute queue waited for */
+};
+struct clt__profile_row {
+    struct clt_profile_row r;
+};
+struct clt__profiler {
+    struct clt__pending *pending;
+    int npending, cap_pending;
+    struct clt__profile_row *rows;
+    int nrows, cap_rows;
+};
+struct clt__kernel_entry;  /* program.c */
+
+/* gemm.c: the own GEMM kernels in use, by choice, layout and operand dtypes; keys are built
+ * zeroed and compared with memcmp, so a launch formats no options. */
+struct clt__gemm_key {
+    struct clt_gemm_choice c;
+    int ta, tb, a, b, cd;
+};
+#define CLT__GEMM_SLOTS 16
+struct clt__gemm_slot {
+    struct clt__gemm_key key;
+    cl_kernel kernel; /* borrowed from the kernel cache; NULL: the slot is free */
+};
+
+struct clt_ctx {
+    clt_device_info dev;
+    cl_context context;
+    cl_command_queue compute;
+    cl_command_queue transfer;
+    bool profiling;
+    bool sync_debug; /* every launch waits and checks its status (a debugging aid) */
+    struct clt__profiler prof;
+
+    /* program cache (program.c) */
+    struct clt__program_entry *programs;
+    struct clt__kernel_entry *kernels;
+    cl_kernel kernel_slots[CLT__KSLOT__COUNT]; /* clt__kernel_slot: the ops' kernels, O(1) */
+    struct clt__gemm_slot gemm_slots[CLT__GEMM_SLOTS];
+    int gemm_next; /* the slot the next new GEMM kernel takes (round robin when all are used) */
+    char *cache_dir; /* NULL when the disk cache is off */
+
+    /* tuning data (tune.c): the GEMM choice per layout, read at creation */
+    struct clt_tune tune;
+    bool used_clblast; /* a GEMM went to CLBlast (gemm.c): clt_ctx_free clears its cache */
+
+    /* accountant (alloc.c) */
+    uint64_t mem_current[CLT_MEM__COUNT];
+    uint64_t mem_total_current;
+    uint64_t mem_peak;
+    uint64_t mem_peak_by_cat[CLT_MEM__COUNT];
+    uint64_t mem_cap; /* 0: none besides the device */
+    bool mem_cap_from_user;
+
+    struct clt_ctx_stats stats;
+    char errmsg[CLT_ERRMSG_MAX];
+};
+
+/* Live-object counters (device.c). */
+extern atomic_long clt__live_ctxs, clt__live_buffers, clt__live_tensors, clt__live_pinned,
+    clt__live_programs;
+
+#endif

@@ -1,0 +1,464 @@
+/* Device discovery, the selector grammar and the `auto` choice (pure functions over
+ * descriptors), and the ctx: context, compute and transfer queues, counters and host waits. */
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
+#include "runtime/ctx_internal.h"
+#include "runtime/internal.h"
+#include "runtime/profile_internal.h"
+#include "runtime/program.h"
+#include "ops/tune_internal.h"
+
+#include "cltrain/alloc.h"
+
+#include <clblast_c.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+atomic_long clt__live_ctxs, clt__live_buffers, clt__live_tensors, clt__live_pinned,
+    clt__live_programs;
+
+struct clt_live_objects clt_live_objects(void)
+{
+    struct clt_live_objects o = {
+        .ctxs = atomic_load(&clt__live_ctxs),
+        .buffers = atomic_load(&clt__live_buffers),
+        .tensors = atomic_load(&clt__live_tensors),
+        .pinned = atomic_load(&clt__live_pinned),
+        .programs = atomic_load(&clt__live_programs),
+    };
+    return o;
+}
+
+const char *clt_device_type_name(clt_device_type t)
+{
+    switch (t) {
+    case CLT_DEVICE_GPU: return "gpu";
+    case CLT_DEVICE_ACCELERATOR: return "accelerator";
+    case CLT_DEVICE_CPU: return "cpu";
+    case CLT_DEVICE_OTHER: return "other";
+    }
+    return "other";
+}
+
+/* ---- discovery ---------------------------------------------------------------------------- */
+
+static void info_string(cl_device_id d, cl_device_info what, char *dst, size_t n)
+{
+    dst[0] = '\0';
+    if (clGetDeviceInfo(d, what, n, dst, NULL) != CL_SUCCESS) dst[0] = '\0';
+    dst[n - 1] = '\0';
+}
+
+static bool has_extension(cl_device_id d, const char *ext)
+{
+    size_t len = 0;
+    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &len) != CL_SUCCESS || len == 0)
+        return false;
+    char *s = malloc(len + 1);
+    if (!s) return false;
+    bool found = false;
+    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, len, s, NULL) == CL_SUCCESS) {
+        s[len] = '\0';
+        size_t el = strlen(ext);
+        for (char *p = strstr(s, ext); p && !found; p = strstr(p + 1, ext))
+            found = (p == s || p[-1] == ' ') && (p[el] == ' ' || p[el] == '\0');
+    }
+    free(s);
+    return found;
+}
+
+static void describe(clt_device_info *info, cl_platform_id p, cl_device_id d)
+{
+    info->platform = p;
+    info->device = d;
+    clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof info->platform_name, info->platform_name, NULL);
+    clGetPlatformInfo(p, CL_PLATFORM_VERSION, sizeof info->platform_version,
+                      info->platform_version, NULL);
+    info->platform_name[sizeof info->platform_name - 1] = '\0';
+    info->platform_version[sizeof info->platform_version - 1] = '\0';
+    info_string(d, CL_DEVICE_NAME, info->device_name, sizeof info->device_name);
+    info_string(d, CL_DEVICE_VENDOR, info->vendor, sizeof info->vendor);
+    info_string(d, CL_DRIVER_VERSION, info->driver_version, sizeof info->driver_version);
+    info_string(d, CL_DEVICE_OPENCL_C_VERSION, info->opencl_c_version,
+                sizeof info->opencl_c_version);
+
+    cl_device_type type = 0;
+    cl_uint cu = 0, clock = 0;
+    cl_ulong gmem = 0, maxalloc = 0, lmem = 0;
+    size_t wg = 0;
+    cl_device_fp_config dbl = 0;
+    clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof clock, &clock, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof gmem, &gmem, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof maxalloc, &maxalloc, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lmem, &lmem, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof dbl, &dbl, NULL);
+
+    if (type & CL_DEVICE_TYPE_GPU) info->type = CLT_DEVICE_GPU;
+    else if (type & CL_DEVICE_TYPE_ACCELERATOR) info->type = CLT_DEVICE_ACCELERATOR;
+    else if (type & CL_DEVICE_TYPE_CPU) info->type = CLT_DEVICE_CPU;
+    else info->type = CLT_DEVICE_OTHER;
+    info->compute_units = cu;
+    info->clock_mhz = clock;
+    info->global_mem = gmem;
+    info->max_alloc = maxalloc;
+    info->local_mem = lmem;
+    info->max_work_group = wg;
+    info->fp16 = has_extension(d, "cl_khr_fp16");
+    info->fp64 = dbl != 0 || has_extension(d, "cl_khr_fp64");
+    /* The one platform quirk, kept here so no other module knows platforms by name: Oclgrind's
+     * queues and event maps have no locks, and enqueues and flushes from two threads corrupt
+     * its heap (backtraces and a standalone reproduction in tests/data/test_loader.c). */
+    info->serial_runtime = strstr(info->platform_name, "Oclgrind") != NULL;
+}
+
+clt_status clt_device_list(clt_device_info **out, int *n)
+{
+    clt_status st = CLT_OK;
+    cl_platform_id *plats = NULL;
+    cl_device_id *devs = NULL;
+    clt_device_info *list = NULL;
+    int count = 0;
+    cl_uint np = 0;
+    *out = NULL;
+    *n = 0;
+
+    cl_int err = clGetPlatformIDs(0, NULL, &np);
+    /* -1001 is CL_PLATFORM_NOT_FOUND_KHR: the ICD loader found no platform at all */
+    if (err == -1001 || np == 0) return CLT_OK;
+    CLT_CHECK_CL(NULL, err, "clGetPlatformIDs");
+    CLT_ALLOC(NULL, plats, np);
+    CLT_CHECK_CL(NULL, clGetPlatformIDs(np, plats, NULL), "clGetPlatformIDs");
+
+    for (cl_uint p = 0; p < np; p++) {
+        cl_uint nd = 0;
+        err = clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd);
+        if (err == CL_DEVICE_NOT_FOUND || nd == 0) continue;
+        CLT_CHECK_CL(NULL, err, "clGetDeviceIDs");
+        free(devs);
+        devs = NULL;
+        CLT_ALLOC(NULL, devs, nd);
+        CLT_CHECK_CL(NULL, clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, nd, devs, NULL),
+                     "clGetDeviceIDs");
+        clt_device_info *grown = realloc(list, (size_t)(count + (int)nd) * sizeof *list);
+        if (!grown) CLT_FAIL(NULL, CLT_ERR_HOST_MEMORY, "out of host memory listing devices");
+        list = grown;
+        for (cl_uint d = 0; d < nd; d++) {
+            clt_device_info *info = &list[count];
+            memset(info, 0, sizeof *info);
+            info->index = count;
+            info->platform_index = (int)p;
+            info->device_index = (int)d;
+            describe(info, plats[p], devs[d]);
+            count++;
+        }
+    }
+    *out = list;
+    *n = count;
+    list = NULL;
+fail:
+    free(list);
+    free(devs);
+    free(plats);
+    return st;
+}
+
+/* ---- selection (pure) ---------------------------------------------------------------------- */
+
+const char *clt_device_default_selector(void)
+{
+    const char *env = getenv("CLTRAIN_DEVICE");
+    return env && *env ? env : "auto";
+}
+
+static bool better(const clt_device_info *a, const clt_device_info *b)
+{
+    uint64_t sa = (uint64_t)a->compute_units * a->clock_mhz;
+    uint64_t sb = (uint64_t)b->compute_units * b->clock_mhz;
+    if (sa != sb) return sa > sb;
+    return a->global_mem > b->global_mem;
+}
+
+static int best_of_type(const clt_device_info *devs, int n, clt_device_type t)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (devs[i].type == t && (best < 0 || better(&devs[i], &devs[best]))) best = i;
+    return best;
+}
+
+static bool all_digits(const char *s, size_t len)
+{
+    if (len == 0) return false;
+    for (size_t i = 0; i < len; i++)
+        if (!isdigit((unsigned char)s[i])) return false;
+    return true;
+}
+
+static bool contains_nocase(const char *hay, const char *needle)
+{
+    size_t nl = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < nl && hay[i] &&
+               tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == nl) return true;
+    }
+    return nl == 0;
+}
+
+static clt_status no_device(const clt_device_info *devs, int n, const char *selector)
+{
+    char found[4096];
+    size_t used = 0;
+    found[0] = '\0';
+    for (int i = 0; i < n && used < sizeof found; i++) {
+        int w = snprintf(found + used, sizeof found - used, "%s[%d] %s: %s (%s)", i ? "; " : "",
+                         devs[i].index, devs[i].platform_name, devs[i].device_name,
+                         clt_device_type_name(devs[i].type));
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    if (n == 0)
+        return clt__fail(NULL, CLT_ERR_NO_DEVICE,
+                         "no OpenCL platform or device found (selector \"%s\"); for a CPU "
+                         "device install PoCL: apt-get install pocl-opencl-icd",
+                         selector);
+    return clt__fail(NULL, CLT_ERR_NO_DEVICE,
+                     "no OpenCL device matches \"%s\"; found %d: %s; selectors: auto, gpu, cpu, "
+                     "accelerator, N, P:D or part of a name (for a CPU device: apt-get install "
+                     "pocl-opencl-icd)",
+                     selector, n, found);
+}
+
+clt_status clt_device_select(const clt_device_info *devs, int n, const char *selector,
+                             int *chosen)
+{
+    char sel[256];
+    const char *s = selector ? selector : "auto";
+    while (isspace((unsigned char)*s)) s++;
+    snprintf(sel, sizeof sel, "%s", s);
+    for (size_t len = strlen(sel); len > 0 && isspace((unsigned char)sel[len - 1]); len--)
+        sel[len - 1] = '\0';
+    *chosen = -1;
+
+    int pick = -1;
+    if (sel[0] == '\0' || strcasecmp(sel, "auto") == 0) {
+        const clt_device_type order[] = {CLT_DEVICE_GPU, CLT_DEVICE_ACCELERATOR, CLT_DEVICE_CPU,
+                                         CLT_DEVICE_OTHER};
+        for (size_t i = 0; i < 4 && pick < 0; i++) pick = best_of_type(devs, n, order[i]);
+    } else if (strcasecmp(sel, "gpu") == 0) {
+        pick = best_of_type(devs, n, CLT_DEVICE_GPU);
+    } else if (strcasecmp(sel, "cpu") == 0) {
+        pick = best_of_type(devs, n, CLT_DEVICE_CPU);
+    } else if (strcasecmp(sel, "accelerator") == 0) {
+        pick = best_of_type(devs, n, CLT_DEVICE_ACCELERATOR);
+    } else if (all_digits(sel, strlen(sel))) {
+        /* Digits only: an index, never a name; one too large for any list matches nothing. */
+        int64_t idx = -1;
+        if (clt__parse_i64(sel, 0, INT_MAX, &idx))
+            for (int i = 0; i < n; i++)
+                if (devs[i].index == idx) pick = i;
+    } else {
+        char *colon = strchr(sel, ':');
+        if (colon && all_digits(sel, (size_t)(colon - sel)) &&
+            all_digits(colon + 1, strlen(colon + 1))) {
+            /* "P:D", both digits only ("1:0junk" or "-1:0" fall to the name match below). */
+            int64_t p = -1, d = -1;
+            bool ok;
+            *colon = '\0';
+            ok = clt__parse_i64(sel, 0, INT_MAX, &p) && clt__parse_i64(colon + 1, 0, INT_MAX, &d);
+            *colon = ':';
+            for (int i = 0; ok && i < n; i++)
+                if (devs[i].platform_index == p && devs[i].device_index == d) pick = i;
+        } else {
+            for (int i = 0; i < n && pick < 0; i++)
+                if (contains_nocase(devs[i].device_name, sel) ||
+                    contains_nocase(devs[i].platform_name, sel) ||
+                    /* PoCL says "PoCL" only in its version ("OpenCL 3.0 PoCL 3.1 ...") */
+                    contains_nocase(devs[i].platform_version, sel))
+                    pick = i;
+        }
+    }
+    if (pick < 0) return no_device(devs, n, sel);
+    *chosen = pick;
+    return CLT_OK;
+}
+
+/* ---- ctx ----------------------------------------------------------------------------------- */
+
+struct clt_ctx_params clt_ctx_default_params(void)
+{
+    struct clt_ctx_params p = {
+        .device = NULL,
+        .profiling = false,
+        .sync_debug = false,
+        .cache_dir = NULL,
+        .disk_cache = -1,
+        .max_memory = 0,
+    };
+    return p;
+}
+
+static clt_status create_queue(clt_ctx *ctx, cl_command_queue *q)
+{
+    cl_int err = CL_SUCCESS;
+    cl_command_queue_properties props = ctx->profiling ? CL_QUEUE_PROFILING_ENABLE : 0;
+    /* The 1.2 call on every platform: clCreateCommandQueueWithProperties (2.0) is not exported
+     * by Apple's 1.2 framework, so even a runtime-guarded call would stop the binary linking
+     * there; 2.0+ platforms still provide clCreateCommandQueue (tests/portability/cl_symbols.sh). */
+    *q = clCreateCommandQueue(ctx->context, ctx->dev.device, props, &err);
+    return err == CL_SUCCESS ? CLT_OK : clt__fail_cl(ctx, err, "creating a command queue");
+}
+
+clt_status clt_ctx_create(clt_ctx **out, const struct clt_ctx_params *params)
+{
+    clt_status st = CLT_OK;
+    clt_device_info *devs = NULL;
+    clt_ctx *ctx = NULL;
+    int n = 0, pick = -1;
+    struct clt_ctx_params p = params ? *params : clt_ctx_default_params();
+    *out = NULL;
+
+    CLT_TRY(clt_device_list(&devs, &n));
+    CLT_TRY(clt_device_select(devs, n, p.device ? p.device : clt_device_default_selector(),
+                              &pick));
+    CLT_ALLOC(NULL, ctx, 1);
+    atomic_fetch_add(&clt__live_ctxs, 1);
+    ctx->dev = devs[pick];
+    ctx->profiling = p.profiling;
+    ctx->sync_debug = p.sync_debug;
+
+    uint64_t cap = p.max_memory;
+    const char *env_cap = getenv("CLTRAIN_MAX_MEMORY");
+    if (cap == 0 && env_cap && *env_cap) {
+        if (clt_parse_size(env_cap, &cap) != CLT_OK || cap == 0)
+            CLT_FAIL(NULL, CLT_ERR_INVALID_ARG,
+                     "CLTRAIN_MAX_MEMORY=\"%s\": expected a size such as 512M, 2G or 1048576",
+                     env_cap);
+    }
+    ctx->mem_cap_from_user = cap != 0;
+    ctx->mem_cap = cap != 0 && cap < ctx->dev.global_mem ? cap : ctx->dev.global_mem;
+
+    cl_int err = CL_SUCCESS;
+    cl_context_properties cp[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->dev.platform,
+                                  0};
+    ctx->context = clCreateContext(cp, 1, &ctx->dev.device, NULL, NULL, &err);
+    if (err != CL_SUCCESS) {
+        st = clt__fail_cl(NULL, err, "creating an OpenCL context");
+        goto fail;
+    }
+    CLT_TRY(create_queue(ctx, &ctx->compute));
+    CLT_TRY(create_queue(ctx, &ctx->transfer));
+    CLT_TRY(clt__program_cache_init(ctx, &p));
+    CLT_TRY(clt__tune_init(ctx));
+    *out = ctx;
+    ctx = NULL;
+fail:
+    if (ctx) {
+        /* Keep the failure's message for the caller: clt_ctx_free does not touch it. */
+        clt_ctx_free(ctx);
+    }
+    free(devs);
+    return st;
+}
+
+void clt_ctx_free(clt_ctx *ctx)
+{
+    if (!ctx) return;
+    if (ctx->compute) clFinish(ctx->compute);
+    if (ctx->transfer) clFinish(ctx->transfer);
+    /* CLBlast keeps the programs it built in a process-wide cache, emptied only by
+     * CLBlastClearCache or by its static destructor at exit. Each program holds a reference to
+     * our context, so without this the context outlives clReleaseContext and is destroyed by
+     * that destructor, when the driver may be torn down already: under Oclgrind one run in two
+     * aborted at exit ("corrupted double-linked list": clblast::Cache::~Cache ->
+     * clReleaseProgram -> clReleaseContext -> oclgrind::Context::~Context -> ~LLVMContext).
+     * The call empties the whole cache (every context's programs, CLBlast's in-memory
+     * binaries): another live ctx that uses CLBlast rebuilds its programs at its next GEMM, a
+     * one-off cost, and a GEMM in flight keeps its program. Clearing at each such ctx's end,
+     * not only at the last one's, keeps no released context alive in CLBlast meanwhile. */
+    if (ctx->used_clblast) CLBlastClearCache();
+    clt__program_cache_free(ctx);
+    clt__profile_free(ctx);
+    if (ctx->compute) clReleaseCommandQueue(ctx->compute);
+    if (ctx->transfer) clReleaseCommandQueue(ctx->transfer);
+    if (ctx->context) clReleaseContext(ctx->context);
+    free(ctx);
+    atomic_fetch_sub(&clt__live_ctxs, 1);
+}
+
+const char *clt_ctx_errmsg(const clt_ctx *ctx)
+{
+    return ctx ? ctx->errmsg : clt_last_errmsg();
+}
+
+const clt_device_info *clt_ctx_device(const clt_ctx *ctx)
+{
+    return &ctx->dev;
+}
+
+cl_context clt_ctx_cl_context(const clt_ctx *ctx)
+{
+    return ctx->context;
+}
+
+cl_command_queue clt_ctx_compute_queue(const clt_ctx *ctx)
+{
+    return ctx->compute;
+}
+
+cl_command_queue clt_ctx_transfer_queue(const clt_ctx *ctx)
+{
+    return ctx->transfer;
+}
+
+bool clt_ctx_profiling(const clt_ctx *ctx)
+{
+    return ctx->profiling;
+}
+
+struct clt_ctx_stats clt_ctx_stats(const clt_ctx *ctx)
+{
+    return ctx->stats;
+}
+
+const char *clt_wait_reason_name(clt_wait_reason r)
+{
+    static const char *names[CLT_WAIT__COUNT] = {"log", "eval", "save", "read",
+                                                 "timing", "debug", "setup", "loader"};
+    return (unsigned)r < CLT_WAIT__COUNT ? names[r] : "unknown";
+}
+
+static void count_wait(clt_ctx *ctx, clt_wait_reason why)
+{
+    CLT_ASSERT((unsigned)why < CLT_WAIT__COUNT);
+    ctx->stats.host_waits[why]++;
+    ctx->stats.host_waits_total++;
+}
+
+clt_status clt_ctx_finish(clt_ctx *ctx, clt_wait_reason why)
+{
+    clt_status st = CLT_OK;
+    count_wait(ctx, why);
+    CLT_CHECK_CL(ctx, clFinish(ctx->transfer), "waiting for the transfer queue");
+    CLT_CHECK_CL(ctx, clFinish(ctx->compute), "waiting for the compute queue");
+fail:
+    return st;
+}
+
+clt_status clt_ctx_wait(clt_ctx *ctx, clt_wait_reason why, cl_uint n, const cl_event *events)
+{
+    clt_status st = CLT_OK;
+    if (n == 0) return CLT_OK;
+    count_wait(ctx, why);
+    CLT_CHECK_CL(ctx, clWaitForEvents(n, events), "waiting for device work");
+fail:
+    return st;
+}

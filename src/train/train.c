@@ -1,0 +1,926 @@
+/* The training loop and evaluation: batches from a clt_loader (resident or streamed), forward,
+ * loss and backward per micro-batch (gradients accumulated on the device), one optimizer
+ * launch per step, the loss read only at log points (each read a counted host wait),
+ * evaluation after each epoch on a resident split, checkpoints, and a stop at a step boundary
+ * when the interrupt flag is raised. Then the set-up object: the memory estimate (from the
+ * spec's widths), the report, the dry run and the out-of-memory backoff. */
+#include "cltrain/train.h"
+
+#include "runtime/internal.h"
+
+#include "cltrain/checkpoint.h"
+#include "cltrain/ops.h"
+#include "cltrain/rng.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- batches ------------------------------------------------------------------------------ */
+
+/* Views of one evaluation batch: samples [start, start+B) of a resident split in file order. */
+struct batch {
+    clt_tensor *x, *y;
+};
+
+static void batch_free(struct batch *b)
+{
+    clt_tensor_free(b->x);
+    clt_tensor_free(b->y);
+    memset(b, 0, sizeof *b);
+}
+
+static clt_status batch_gather(struct batch *b, clt_resident *r, size_t start, size_t B,
+                               clt_tensor *xbuf, clt_tensor *ybuf)
+{
+    clt_status st = CLT_OK;
+    size_t xd[2] = {B, clt_resident_features(r)};
+    CLT_TRY(clt_tensor_view(&b->x, xbuf, 0, 2, xd));
+    CLT_TRY(clt_tensor_view(&b->y, ybuf, 0, 1, &B));
+    CLT_TRY(clt_resident_gather(r, NULL, start, B, b->x, b->y));
+fail:
+    return st;
+}
+
+/* Loss of a batch: adds the summed loss to acc[0] (and, classification, the number correct to
+ * acc[1]); writes the gradient of the mean loss times grad_scale into dout when non-NULL. */
+static clt_status batch_loss(clt_task task, const clt_tensor *out, const clt_tensor *y,
+                             float smoothing, float grad_scale, clt_tensor *dout,
+                             clt_tensor *loss_acc, clt_tensor *correct_acc)
+{
+    if (task == CLT_TASK_CLASSIFICATION)
+        return clt_op_softmax_xent(out, y, smoothing, 1.0f, grad_scale, dout, loss_acc,
+                                   correct_acc);
+    /* MSE as PyTorch's default: mean over all B x N elements */
+    size_t N = clt_tensor_dim(out, 1);
+    return clt_op_mse(out, y, 1.0f / (float)N, grad_scale / (float)N, dout, loss_acc);
+}
+
+/* ---- evaluation and prediction ------------------------------------------------------------ */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The buffers an evaluation in batches of bs needs: inputs (bs, F), labels (bs), the two sums
+ * (the trainer makes them at creation, so that a run cannot run out of memory at its first
+ * evaluation). */
+struct eval_bufs {
+    clt_tensor *x, *y, *acc;
+};
+
+static void eval_bufs_free(struct eval_bufs *e)
+{
+    clt_tensor_free(e->x);
+    clt_tensor_free(e->y);
+    clt_tensor_free(e->acc);
+    memset(e, 0, sizeof *e);
+}
+
+static clt_status eval_bufs_create(struct eval_bufs *e, clt_model *m, clt_resident *data,
+                                   size_t bs)
+{
+    clt_status st = CLT_OK;
+    clt_ctx *ctx = clt_model_ctx(m);
+    size_t xd[2] = {bs, clt_resident_features(data)}, two = 2;
+    CLT_TRY(clt_tensor_create(&e->x, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_ACTIVATIONS));
+    CLT_TRY(clt_tensor_create(&e->y, ctx, clt_tensor_dtype(clt_resident_labels(data)), 1, &bs,
+                              CLT_MEM_ACTIVATIONS));
+    CLT_TRY(clt_tensor_zeros(&e->acc, ctx, CLT_DTYPE_F32, 1, &two, CLT_MEM_WORKSPACE));
+fail:
+    return st;
+}
+
+/* clt_evaluate with the buffers of `bufs` (sums reset first), or its own when bufs is NULL. */
+static clt_status evaluate(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
+                           struct clt_eval_result *res, long *confusion,
+                           const struct eval_bufs *bufs)
+{
+    clt_status st = CLT_OK;
+    clt_ctx *ctx = clt_model_ctx(m);
+    struct eval_bufs own = {0};
+    clt_tensor *xbuf = NULL, *ybuf = NULL, *acc = NULL, *loss_acc = NULL, *correct_acc = NULL,
+               *pred = NULL, *pred_view = NULL;
+    int32_t *pred_host = NULL, *labels_host = NULL;
+    struct batch b = {0};
+    cl_event ev[3] = {0};
+    cl_uint nev = 0;
+    float sums[2] = {0, 0};
+    size_t n = clt_resident_count(data), N = clt_model_outputs(m), one = 1;
+    size_t bs = batch_size < clt_model_max_batch(m) ? batch_size : clt_model_max_batch(m);
+    bool classify = task == CLT_TASK_CLASSIFICATION;
+    const clt_tensor *labels = clt_resident_labels(data);
+    CLT_TRY(clt_tensor_same_ctx(clt_model_params(m), labels));
+    if (!bufs) {
+        CLT_TRY(eval_bufs_create(&own, m, data, bs));
+        bufs = &own;
+    } else {
+        CLT_ASSERT(clt_tensor_dim(bufs->x, 0) >= bs);
+        CLT_TRY(clt_op_fill(bufs->acc, 0.0f));
+    }
+    xbuf = bufs->x;
+    ybuf = bufs->y;
+    acc = bufs->acc;
+    CLT_TRY(clt_tensor_view(&loss_acc, acc, 0, 1, &one));
+    CLT_TRY(clt_tensor_view(&correct_acc, acc, 1, 1, &one));
+    if (confusion && classify) {
+        CLT_TRY(clt_tensor_create(&pred, ctx, CLT_DTYPE_I32, 1, &n, CLT_MEM_WORKSPACE));
+        CLT_ALLOC(ctx, pred_host, n);
+        CLT_ALLOC(ctx, labels_host, n);
+    }
+    for (size_t start = 0; start < n; start += bs) {
+        size_t B = n - start < bs ? n - start : bs;
+        clt_tensor *out = NULL;
+        CLT_TRY(batch_gather(&b, data, start, B, xbuf, ybuf));
+        CLT_TRY(clt_model_forward(m, b.x, false, 0, &out));
+        CLT_TRY(batch_loss(task, out, b.y, 0.0f, 0.0f, NULL, loss_acc,
+                           classify ? correct_acc : NULL));
+        if (pred) {
+            CLT_TRY(clt_tensor_view(&pred_view, pred, start, 1, &B));
+            CLT_TRY(clt_op_argmax(pred_view, out));
+            clt_tensor_free(pred_view);
+            pred_view = NULL;
+        }
+        batch_free(&b);
+    }
+    CLT_TRY(clt_tensor_read(acc, sums, false, &ev[nev++]));
+    if (pred) {
+        CLT_TRY(clt_tensor_read(pred, pred_host, false, &ev[nev++]));
+        CLT_TRY(clt_tensor_read(labels, labels_host, false, &ev[nev++]));
+    }
+    CLT_TRY(clt_ctx_wait(ctx, CLT_WAIT_EVAL, nev, ev));
+    res->count = n;
+    res->loss = sums[0] / (double)n; /* both losses are sums of per-sample means (batch_loss) */
+    res->accuracy = classify ? sums[1] / (double)n : NAN;
+    if (pred) {
+        memset(confusion, 0, N * N * sizeof *confusion);
+        for (size_t i = 0; i < n; i++)
+            if (labels_host[i] >= 0 && (size_t)labels_host[i] < N && pred_host[i] >= 0 &&
+                (size_t)pred_host[i] < N)
+                confusion[(size_t)labels_host[i] * N + (size_t)pred_host[i]]++;
+    }
+fail:
+    for (cl_uint i = 0; i < nev; i++)
+        if (ev[i]) clReleaseEvent(ev[i]);
+    if (st != CLT_OK && nev) clt_ctx_finish(ctx, CLT_WAIT_EVAL); /* reads into host arrays */
+    batch_free(&b);
+    clt_tensor_free(pred_view);
+    clt_tensor_free(pred);
+    clt_tensor_free(loss_acc);
+    clt_tensor_free(correct_acc);
+    eval_bufs_free(&own);
+    free(pred_host);
+    free(labels_host);
+    return st;
+}
+
+clt_status clt_evaluate(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
+                        struct clt_eval_result *res, long *confusion)
+{
+    return evaluate(m, data, batch_size, task, res, confusion, NULL);
+}
+
+clt_status clt_predict(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
+                       int32_t *classes, float *probs)
+{
+    clt_status st = CLT_OK;
+    clt_ctx *ctx = clt_model_ctx(m);
+    clt_tensor *xbuf = NULL, *ybuf = NULL, *pred = NULL, *prob = NULL, *pv = NULL, *qv = NULL;
+    struct batch b = {0};
+    cl_event ev[2] = {0};
+    cl_uint nev = 0;
+    size_t n = clt_resident_count(data), F = clt_resident_features(data),
+           N = clt_model_outputs(m);
+    size_t bs = batch_size < clt_model_max_batch(m) ? batch_size : clt_model_max_batch(m);
+    size_t xd[2] = {bs, F}, pd[2] = {n, N};
+    bool classify = task == CLT_TASK_CLASSIFICATION;
+    const clt_tensor *labels = clt_resident_labels(data);
+    CLT_TRY(clt_tensor_same_ctx(clt_model_params(m), labels));
+    CLT_TRY(clt_tensor_create(&xbuf, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_ACTIVATIONS));
+    CLT_TRY(clt_tensor_create(&ybuf, ctx, clt_tensor_dtype(labels), 1, &bs, CLT_MEM_ACTIVATIONS));
+    CLT_TRY(clt_tensor_create(&pred, ctx, CLT_DTYPE_I32, 1, &n, CLT_MEM_WORKSPACE));
+    CLT_TRY(clt_tensor_create(&prob, ctx, CLT_DTYPE_F32, 2, pd, CLT_MEM_WORKSPACE));
+    for (size_t start = 0; start < n; start += bs) {
+        size_t B = n - start < bs ? n - start : bs, qd[2] = {B, N};
+        clt_tensor *out = NULL;
+        CLT_TRY(batch_gather(&b, data, start, B, xbuf, ybuf));
+        CLT_TRY(clt_model_forward(m, b.x, false, 0, &out));
+        CLT_TRY(clt_tensor_view(&qv, prob, start * N, 2, qd));
+        if (classify) {
+            CLT_TRY(clt_tensor_view(&pv, pred, start, 1, &B));
+            CLT_TRY(clt_op_argmax(pv, out));
+            CLT_TRY(clt_op_softmax(qv, out));
+        } else {
+            CLT_TRY(clt_op_copy(qv, out));
+        }
+        clt_tensor_free(pv);
+        clt_tensor_free(qv);
+        pv = qv = NULL;
+        batch_free(&b);
+    }
+    if (classes && classify) CLT_TRY(clt_tensor_read(pred, classes, false, &ev[nev++]));
+    if (probs) CLT_TRY(clt_tensor_read(prob, probs, false, &ev[nev++]));
+    CLT_TRY(clt_ctx_wait(ctx, CLT_WAIT_EVAL, nev, ev));
+fail:
+    for (cl_uint i = 0; i < nev; i++)
+        if (ev[i]) clReleaseEvent(ev[i]);
+    if (st != CLT_OK && nev) clt_ctx_finish(ctx, CLT_WAIT_EVAL);
+    batch_free(&b);
+    clt_tensor_free(pv);
+    clt_tensor_free(qv);
+    clt_tensor_free(pred);
+    clt_tensor_free(prob);
+    clt_tensor_free(xbuf);
+    clt_tensor_free(ybuf);
+    return st;
+}
+
+/* ---- training ----------------------------------------------------------------------------- */
+
+struct clt_train_params clt_train_default_params(void)
+{
+    struct clt_train_params p;
+    memset(&p, 0, sizeof p);
+    p.epochs = 10;
+    p.batch_size = 128;
+    p.accumulate = 1;
+    p.shuffle = true;
+    p.log_every = 100;
+    p.task = CLT_TASK_CLASSIFICATION;
+    p.optim = clt_optim_default_params(CLT_OPTIM_ADAM);
+    return p;
+}
+
+struct clt_trainer {
+    clt_ctx *ctx;
+    clt_model *model;
+    clt_optim *optim;
+    clt_loader *train;
+    clt_resident *test;
+    struct clt_train_params p;
+    clt_tensor *dbuf;     /* (max_batch, N): the output gradient */
+    clt_tensor *loss_acc; /* (1) f32: summed loss since the last read */
+    clt_scaler *scaler;   /* fp16 mixed precision: dynamic loss scaling, else NULL */
+    struct clt_scaler_values scaled; /* as read at the last log point */
+    struct eval_bufs eval; /* for the test split, made at creation */
+    long step;            /* optimizer steps taken */
+    int epoch;            /* epochs completed */
+    long steps_per_epoch, total_steps;
+    int accumulate;        /* micro-batches per full step (N) */
+    long micro_per_epoch;  /* loader batches per epoch (M) */
+    size_t used_per_epoch; /* samples an epoch trains on (n, or S E with drop_last) */
+    double t0;
+};
+
+clt_optim *clt_trainer_optim(clt_trainer *t)
+{
+    return t->optim;
+}
+
+void clt_trainer_free(clt_trainer *t)
+{
+    if (!t) return;
+    if (t->ctx) clt_ctx_finish(t->ctx, CLT_WAIT_SETUP); /* kernels may still use dbuf */
+    clt_optim_free(t->optim);
+    clt_scaler_free(t->scaler);
+    clt_tensor_free(t->dbuf);
+    clt_tensor_free(t->loss_acc);
+    eval_bufs_free(&t->eval);
+    free(t);
+}
+
+clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *train,
+                              clt_resident *test, const struct clt_train_params *p)
+{
+    clt_status st = CLT_OK;
+    clt_trainer *t = NULL;
+    clt_ctx *ctx = clt_model_ctx(model);
+    *out = NULL;
+    size_t mb = clt_model_max_batch(model);
+    if (clt_loader_max_batch(train) < mb) mb = clt_loader_max_batch(train);
+    if (p->batch_size == 0 || p->batch_size > mb)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG,
+                 "--batch-size %zu: expected 1 to %zu (the model's and the loader's largest)",
+                 p->batch_size, mb);
+    if (p->accumulate < 0 || p->accumulate > 1 << 20)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "--accumulate %d: expected 1 to %d", p->accumulate,
+                 1 << 20);
+    if (p->epochs <= 0 && p->max_steps <= 0)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "--epochs %d: expected at least 1", p->epochs);
+    if (clt_loader_ctx(train) != ctx) {
+        const clt_device_info *a = clt_ctx_device(ctx), *b = clt_ctx_device(clt_loader_ctx(train));
+        CLT_FAIL(ctx, CLT_ERR_DEVICE_MISMATCH,
+                 "device mismatch: the model lives on device %d (%s, ctx %p), the training "
+                 "data's loader on device %d (%s, ctx %p); create both from one ctx",
+                 a->index, a->device_name, (void *)ctx, b->index, b->device_name,
+                 (void *)clt_loader_ctx(train));
+    }
+    if (test) CLT_TRY(clt_tensor_same_ctx(clt_model_params(model), clt_resident_labels(test)));
+    if (clt_loader_features(train) != clt_model_in_features(model))
+        CLT_FAIL(ctx, CLT_ERR_SHAPE, "the data has %zu features, the model expects %zu",
+                 clt_loader_features(train), clt_model_in_features(model));
+    CLT_ALLOC(ctx, t, 1);
+    t->ctx = ctx;
+    t->model = model;
+    t->train = train;
+    t->test = test;
+    t->p = *p;
+    /* The model lives on its device already: the optimizer's state is born there. */
+    CLT_TRY(clt_optim_create(&t->optim, clt_model_params(model), &p->optim));
+    if (clt_model_precision(model) == CLT_DTYPE_F16)
+        CLT_TRY(clt_scaler_create(&t->scaler, ctx, NULL));
+    size_t n = clt_loader_count(train), N = clt_model_outputs(model), one = 1;
+    size_t dd[2] = {clt_model_max_batch(model), N};
+    CLT_TRY(clt_tensor_create(&t->dbuf, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_ACTIVATIONS));
+    CLT_TRY(clt_tensor_zeros(&t->loss_acc, ctx, CLT_DTYPE_F32, 1, &one, CLT_MEM_WORKSPACE));
+    if (test) CLT_TRY(eval_bufs_create(&t->eval, model, test, p->batch_size));
+    size_t bs = p->batch_size;
+    t->accumulate = p->accumulate > 1 ? p->accumulate : 1;
+    size_t E = bs * (size_t)t->accumulate; /* the effective batch */
+    t->steps_per_epoch = clt_loader_steps_per_epoch(n, E, p->drop_last);
+    if (t->steps_per_epoch == 0)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "--drop-last with an effective batch of %zu leaves no "
+                                           "batch of %zu samples", E, n);
+    /* Micro-batches per epoch: all of the epoch's (the last partial one included), or with
+     * drop_last only those of the full steps. */
+    t->micro_per_epoch = p->drop_last ? t->steps_per_epoch * t->accumulate
+                                      : clt_loader_steps_per_epoch(n, bs, false);
+    t->used_per_epoch = p->drop_last ? (size_t)t->steps_per_epoch * E : n;
+    long by_epochs = p->epochs > 0 ? (long)p->epochs * t->steps_per_epoch : 0;
+    t->total_steps = p->max_steps > 0 && (by_epochs == 0 || p->max_steps < by_epochs)
+                         ? p->max_steps
+                         : by_epochs;
+    *out = t;
+    t = NULL;
+fail:
+    clt_trainer_free(t);
+    return st;
+}
+
+static void emit(clt_trainer *t, struct clt_train_event *e)
+{
+    e->epochs = (int)((t->total_steps + t->steps_per_epoch - 1) / t->steps_per_epoch);
+    e->step = t->step;
+    e->total_steps = t->total_steps;
+    e->steps_per_epoch = t->steps_per_epoch;
+    e->batch_size = t->p.batch_size;
+    e->accumulate = t->accumulate;
+    e->elapsed_s = now_s() - t->t0;
+    e->lr = clt_optim_lr_at(&t->p.optim, t->step > 0 ? t->step - 1 : 0);
+    e->stats = clt_ctx_stats(t->ctx);
+    e->loader = clt_loader_stats(t->train);
+    e->precision = clt_model_precision(t->model);
+    e->skipped = t->scaler ? t->scaled.skipped : 0;
+    e->loss_scale = t->scaler ? t->scaled.scale : 1.0;
+    e->stats.host_waits[CLT_WAIT_LOADER] += e->loader.waits;
+    e->stats.host_waits_total += e->loader.waits;
+    if (t->p.on_event) t->p.on_event(e, t->p.user);
+}
+
+/* Reads and resets the loss accumulator: one counted host wait. */
+static clt_status read_loss(clt_trainer *t, double *sum)
+{
+    clt_status st = CLT_OK;
+    float v = 0;
+    int32_t raw[CLT_AMP_STATE_LEN];
+    cl_event ev[2] = {NULL, NULL};
+    CLT_TRY(clt_tensor_read(t->loss_acc, &v, false, &ev[0]));
+    if (t->scaler) CLT_TRY(clt_scaler_read(t->scaler, raw, false, &ev[1])); /* the same wait */
+    CLT_TRY(clt_ctx_wait(t->ctx, CLT_WAIT_LOG, t->scaler ? 2 : 1, ev));
+    CLT_TRY(clt_op_fill(t->loss_acc, 0.0f));
+    if (t->scaler) t->scaled = clt_scaler_decode(raw);
+    *sum = v;
+fail:
+    for (int k = 0; k < 2; k++)
+        if (ev[k]) clReleaseEvent(ev[k]);
+    return st;
+}
+
+/* The run's geometry, as checkpoints store it. */
+static struct clt_run_geometry run_geometry(const clt_trainer *t)
+{
+    struct clt_run_geometry g = {
+        .present = true,
+        .batch_size = t->p.batch_size,
+        .accumulate = t->accumulate,
+        .steps_per_epoch = t->steps_per_epoch,
+        .total_steps = t->total_steps,
+        .epochs = (int)((t->total_steps + t->steps_per_epoch - 1) / t->steps_per_epoch),
+        .drop_last = t->p.drop_last,
+        .dropout_seed = t->p.seed,
+        .data_samples = clt_loader_count(t->train),
+        .data_crc32c = t->p.data_crc32c,
+    };
+    snprintf(g.data_name, sizeof g.data_name, "%s", t->p.data_name ? t->p.data_name : "");
+    return g;
+}
+
+clt_status clt_trainer_save(clt_trainer *t, const char *path)
+{
+    struct clt_checkpoint_info info = {
+        .model_text = t->p.model_text,
+        .norm = t->p.norm,
+        .classes = t->p.classes,
+        .task = t->p.task,
+        .step = t->step,
+        .epoch = t->epoch,
+        .seed = t->p.seed,
+        .scaler_state = t->scaler ? clt_scaler_state(t->scaler) : NULL,
+        .run = run_geometry(t),
+    };
+    return clt_checkpoint_save(path, t->model, t->optim, &info);
+}
+
+clt_status clt_trainer_resume(clt_trainer *t, const char *path)
+{
+    clt_status st = CLT_OK;
+    clt_checkpoint *ck = NULL;
+    struct clt_run_geometry now = run_geometry(t);
+    CLT_TRY(clt_checkpoint_open(&ck, path));
+    struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
+    CLT_TRY(clt_checkpoint_check_run(ck, &now));
+    if (info.task != t->p.task || info.classes != t->p.classes)
+        CLT_FAIL(NULL, CLT_ERR_INVALID_ARG, "--resume %s: the checkpoint is a %s model with %d "
+                 "output%s, this run's data asks for %s with %d", path,
+                 info.task == CLT_TASK_REGRESSION ? "regression" : "classification", info.classes,
+                 info.classes == 1 ? "" : "s",
+                 t->p.task == CLT_TASK_REGRESSION ? "regression" : "classification", t->p.classes);
+    CLT_TRY(clt_checkpoint_load_optim(ck, t->optim, t->model));
+    CLT_TRY(clt_checkpoint_load_scaler(ck, t->scaler ? clt_scaler_state(t->scaler) : NULL));
+    t->step = info.step;
+    t->epoch = (int)(info.step / t->steps_per_epoch);
+    clt_optim_set_steps(t->optim, info.step);
+fail:
+    if (st != CLT_OK) clt__fail(t->ctx, st, "%s", clt_last_errmsg());
+    clt_checkpoint_close(ck);
+    return st;
+}
+
+static clt_status numeric_failure(clt_trainer *t, double loss, long from)
+{
+    return clt__fail(t->ctx, CLT_ERR_NUMERIC,
+                     "the training loss became %s between steps %ld and %ld (epoch %d); lower "
+                     "--lr, or check the data for non-finite values",
+                     isnan(loss) ? "NaN" : "infinite", from + 1, t->step, t->epoch + 1);
+}
+
+static clt_status save_event(clt_trainer *t, int epoch)
+{
+    clt_status st = clt_trainer_save(t, t->p.save_path);
+    if (st != CLT_OK) return st;
+    struct clt_train_event e = {.kind = CLT_EVENT_SAVE, .epoch = epoch};
+    e.path = t->p.save_path;
+    e.loss = e.accuracy = NAN;
+    emit(t, &e);
+    return CLT_OK;
+}
+
+/* Ctrl-C: stop at a step boundary, with a checkpoint when the run has somewhere to write it. */
+static clt_status interrupted(clt_trainer *t, int epoch)
+{
+    clt_status st = clt_loader_stop(t->train);
+    bool saved = false;
+    if (st == CLT_OK && t->p.save_path) {
+        st = save_event(t, epoch);
+        saved = st == CLT_OK;
+    }
+    if (st != CLT_OK) return st;
+    return clt__fail(t->ctx, CLT_ERR_INTERRUPTED, "interrupted after step %ld of %ld (epoch %d)%s%s",
+                     t->step, t->total_steps, epoch, saved ? "; checkpoint written to " : "",
+                     saved ? t->p.save_path : "");
+}
+
+/* The loader's batch index of optimizer step g's first micro-batch. */
+static long micro_index(const clt_trainer *t, long g)
+{
+    return g / t->steps_per_epoch * t->micro_per_epoch + g % t->steps_per_epoch * t->accumulate;
+}
+
+/* Samples in step s (0-based) of an epoch: E, or fewer in a last partial step. */
+static size_t step_samples(const clt_trainer *t, long s)
+{
+    size_t E = t->p.batch_size * (size_t)t->accumulate, start = (size_t)s * E;
+    return t->used_per_epoch - start < E ? t->used_per_epoch - start : E;
+}
+
+static struct clt_loader_order run_order(const clt_trainer *t, long first, long total)
+{
+    struct clt_loader_order o = {
+        .batch_size = t->p.batch_size,
+        .shuffle = t->p.shuffle,
+        .drop_last = t->p.drop_last,
+        .seed = t->p.seed,
+        .first_step = micro_index(t, first),
+        .total_steps = micro_index(t, total),
+        .batches_per_epoch = t->micro_per_epoch,
+    };
+    return o;
+}
+
+/* Optimizer step t->step (step s of epoch `epoch`): forward, loss and backward of each of its
+ * micro-batches, the gradients summed on the device and each scaled by 1 / (the step's
+ * samples), then the update. Enqueued only: no host wait. */
+static clt_status train_step(clt_trainer *t, int epoch, long s, size_t *samples)
+{
+    clt_status st = CLT_OK;
+    clt_tensor *dout = NULL;
+    size_t bs = t->p.batch_size, n = step_samples(t, s), N = clt_model_outputs(t->model);
+    long micros = (long)((n + bs - 1) / bs), first = micro_index(t, t->step);
+    float grad_scale = 1.0f / (float)n;
+    for (long j = 0; j < micros; j++) {
+        struct clt_batch b;
+        clt_tensor *out = NULL;
+        CLT_TRY(clt_loader_next(t->train, &b));
+        CLT_ASSERT(b.step == first + j && b.epoch == epoch);
+        size_t dd[2] = {b.size, N};
+        CLT_TRY(clt_tensor_view(&dout, t->dbuf, 0, 2, dd));
+        /* dropout's masks: one stream per micro-batch (= the step without accumulation) */
+        CLT_TRY(clt_model_forward(t->model, b.x, true, (uint64_t)b.step, &out));
+        CLT_TRY(batch_loss(t->p.task, out, b.y, t->p.label_smoothing, grad_scale, dout,
+                           t->loss_acc, NULL));
+        if (t->scaler) CLT_TRY(clt_scaler_scale(t->scaler, dout));
+        CLT_TRY(clt_model_backward(t->model, dout, j > 0));
+        clt_tensor_free(dout);
+        dout = NULL;
+    }
+    CLT_TRY(clt_optim_step_scaled(t->optim, clt_model_grads(t->model), t->scaler));
+    CLT_TRY(clt_model_sync_weights(t->model)); /* the 16-bit copy (mixed precision) */
+    *samples = n;
+fail:
+    clt_tensor_free(dout);
+    return st;
+}
+
+clt_status clt_trainer_run(clt_trainer *t)
+{
+    clt_status st = CLT_OK;
+    const size_t bs = t->p.batch_size;
+    struct clt_loader_order order = run_order(t, t->step, t->total_steps);
+    t->t0 = now_s();
+    double log_t = t->t0;
+    long log_from = t->step; /* first step of the current log interval */
+    size_t log_samples = 0;
+    /* The loader yields this run's batches in order: epoch by epoch, each epoch's order from
+     * the seed, starting mid-epoch after a resume. */
+    CLT_TRY(clt_loader_start(t->train, &order));
+
+    while (t->step < t->total_steps) {
+        int epoch = (int)(t->step / t->steps_per_epoch);
+        long first = t->step % t->steps_per_epoch;
+        double epoch_t0 = now_s(), epoch_loss = 0;
+        size_t epoch_samples = 0;
+        t->epoch = epoch;
+
+        for (long s = first; s < t->steps_per_epoch && t->step < t->total_steps; s++) {
+            if (t->p.interrupt && *t->p.interrupt) {
+                st = interrupted(t, epoch + 1);
+                goto fail;
+            }
+            size_t B = 0;
+            CLT_TRY(train_step(t, epoch, s, &B));
+            t->step++;
+            log_samples += B;
+
+            bool log_now = t->p.log_every > 0 && t->step % t->p.log_every == 0;
+            bool epoch_end = s + 1 == t->steps_per_epoch || t->step == t->total_steps;
+            if (log_now || epoch_end) {
+                double sum = 0;
+                CLT_TRY(read_loss(t, &sum));
+                double tn = now_s(), loss = sum / (double)log_samples;
+                if (!isfinite(loss)) {
+                    st = numeric_failure(t, loss, log_from);
+                    goto fail;
+                }
+                epoch_loss += sum;
+                epoch_samples += log_samples;
+                if (log_now) {
+                    struct clt_train_event e = {.kind = CLT_EVENT_LOG, .epoch = epoch + 1};
+                    e.loss = loss;
+                    e.samples_per_s = (double)log_samples / (tn - log_t);
+                    e.accuracy = NAN;
+                    emit(t, &e);
+                }
+                log_t = tn;
+                log_from = t->step;
+                log_samples = 0;
+            }
+            if (t->p.save_every > 0 && t->p.save_path && t->step % t->p.save_every == 0 &&
+                t->step < t->total_steps)
+                CLT_TRY(save_event(t, epoch + 1));
+        }
+        bool complete = t->step % t->steps_per_epoch == 0;
+        if (complete) t->epoch = epoch + 1;
+        struct clt_train_event e = {.kind = CLT_EVENT_EPOCH, .epoch = epoch + 1};
+        e.loss = epoch_samples ? epoch_loss / (double)epoch_samples : NAN;
+        e.epoch_s = now_s() - epoch_t0;
+        e.samples_per_s = (double)epoch_samples / e.epoch_s;
+        e.accuracy = NAN;
+        emit(t, &e);
+        if (t->test) {
+            struct clt_eval_result r;
+            CLT_TRY(evaluate(t->model, t->test, bs, t->p.task, &r, NULL, &t->eval));
+            struct clt_train_event ev = {.kind = CLT_EVENT_EVAL, .epoch = epoch + 1};
+            ev.loss = r.loss;
+            ev.accuracy = r.accuracy;
+            emit(t, &ev);
+        }
+        log_t = now_s(); /* evaluation time is not training throughput */
+    }
+    CLT_TRY(clt_loader_stop(t->train));
+    if (t->p.save_path) CLT_TRY(save_event(t, t->epoch));
+fail:
+    clt_loader_stop(t->train); /* joins the thread on every path; no device wait */
+    return st;
+}
+
+/* ---- memory: estimate and report ---------------------------------------------------------- */
+
+struct clt_train_setup_params clt_train_setup_default_params(void)
+{
+    struct clt_train_setup_params p;
+    memset(&p, 0, sizeof p);
+    p.model = clt_model_default_params();
+    p.loader = clt_loader_default_params();
+    p.train = clt_train_default_params();
+    return p;
+}
+
+static void est_add(uint64_t *by_category, clt_mem_category c, uint64_t bytes)
+{
+    by_category[c] += bytes ? bytes : 4; /* as the allocator: no empty buffers */
+}
+
+/* Mirrors the allocations of clt_model_create (parameters, gradients, one (B, OUT) output per
+ * layer that is not an identity, two (B, widest) gradient buffers: clt_model_mem_estimate,
+ * which also knows mixed precision), the loss scaler (fp16), clt_optim_create (0, 1 or
+ * 2 state vectors), clt_trainer_create (the output gradient (B, N), the loss accumulator),
+ * the loader and the test split. A change there must change this: test_memory checks it. */
+clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_setup_params *p,
+                                  size_t batch, struct clt_mem_estimate *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!p->spec || !p->train_set || batch == 0)
+        return clt__fail(NULL, CLT_ERR_INVALID_ARG, "memory estimate: no spec, data or batch");
+    clt_status st = clt_spec_validate(p->spec, (int)p->in_features, (int)p->outputs);
+    if (st != CLT_OK) return st;
+    uint64_t *c = out->by_category, B = batch, P = 0;
+    for (int i = 0, width = (int)p->in_features; i < p->spec->n; i++) {
+        const clt_layer_spec *L = &p->spec->layers[i];
+        if (L->kind != CLT_LAYER_LINEAR) continue;
+        P += (uint64_t)L->out * (uint64_t)width + (L->bias ? (uint64_t)L->out : 0);
+        width = L->out;
+    }
+    struct clt_model_params mp = p->model;
+    mp.max_batch = batch;
+    st = clt_model_mem_estimate(p->spec, p->in_features, p->outputs, &mp, c);
+    if (st != CLT_OK) return st;
+    if (mp.precision == CLT_DTYPE_F16) est_add(c, CLT_MEM_OPTIM, 4 * CLT_AMP_STATE_LEN);
+    const struct clt_optim_params *op = &p->train.optim;
+    int nstate = op->kind != CLT_OPTIM_SGD ? 2 : op->momentum != 0.0f ? 1 : 0;
+    for (int k = 0; k < nstate; k++) est_add(c, CLT_MEM_OPTIM, P * 4);
+    est_add(c, CLT_MEM_ACTIVATIONS, B * p->outputs * 4); /* the trainer's output gradient */
+    est_add(c, CLT_MEM_WORKSPACE, 4);                    /* its loss accumulator */
+    struct clt_loader_params lp = p->loader;
+    lp.batch_size = batch;
+    clt_loader_mem_estimate(ctx, p->train_set, &lp, c);
+    if (p->test_set && p->test_set->n > 0) {
+        clt_resident_mem_estimate(p->test_set, c);
+        est_add(c, CLT_MEM_ACTIVATIONS, B * p->test_set->features * 4); /* evaluation inputs */
+        est_add(c, CLT_MEM_ACTIVATIONS, B * 4);                     /* and labels */
+        est_add(c, CLT_MEM_WORKSPACE, 8);                           /* loss and correct sums */
+    }
+    for (int k = 0; k < CLT_MEM__COUNT; k++) out->total += c[k];
+    return CLT_OK;
+}
+
+static size_t append(char *dst, size_t n, size_t used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static size_t append(char *dst, size_t n, size_t used, const char *fmt, ...)
+{
+    if (used >= n) return used;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(dst + used, n - used, fmt, ap);
+    va_end(ap);
+    return w > 0 ? used + (size_t)w : used;
+}
+
+void clt_train_mem_report(const clt_ctx *ctx, const struct clt_train_setup_params *p,
+                          size_t batch, char *dst, size_t n)
+{
+    if (n == 0) return;
+    clt_mem_report(ctx, dst, n);
+    size_t used = strlen(dst);
+    struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+    for (int k = 0; k < 2 && batch > 0; k++) {
+        size_t B = k == 0 ? batch : 2 * batch;
+        struct clt_mem_estimate e;
+        if (clt_train_mem_estimate(ctx, p, B, &e) != CLT_OK) break;
+        char total[32], cap[32], b[32];
+        clt_format_bytes(e.total, total, sizeof total);
+        clt_format_bytes(ms.cap, cap, sizeof cap);
+        used = append(dst, n, used, "estimate at micro-batch %zu%s: %s (%s the %s cap)\n  ", B,
+                      k == 0 ? "" : ", the next larger", total,
+                      e.total <= ms.cap ? "fits under" : "exceeds", cap);
+        bool first = true;
+        for (int c = 0; c < CLT_MEM__COUNT; c++) {
+            if (!e.by_category[c]) continue;
+            clt_format_bytes(e.by_category[c], b, sizeof b);
+            used = append(dst, n, used, "%s%s %s", first ? "" : ", ",
+                          clt_mem_category_name((clt_mem_category)c), b);
+            first = false;
+        }
+        used = append(dst, n, used, "\n");
+    }
+}
+
+/* ---- the set-up and its out-of-memory backoff --------------------------------------------- */
+
+struct clt_train_setup {
+    clt_ctx *ctx;
+    struct clt_train_setup_params p;
+    size_t batch;   /* micro-batch in use */
+    int accumulate; /* micro-batches per step in use */
+    int backoffs;
+    clt_model *model;
+    clt_loader *loader;
+    clt_resident *test;
+    clt_trainer *trainer;
+};
+
+clt_model *clt_train_setup_model(const clt_train_setup *s) { return s->model; }
+clt_loader *clt_train_setup_loader(const clt_train_setup *s) { return s->loader; }
+clt_trainer *clt_train_setup_trainer(const clt_train_setup *s) { return s->trainer; }
+size_t clt_train_setup_batch(const clt_train_setup *s) { return s->batch; }
+int clt_train_setup_accumulate(const clt_train_setup *s) { return s->accumulate; }
+int clt_train_setup_backoffs(const clt_train_setup *s) { return s->backoffs; }
+
+/* Frees the objects of one attempt (the trainer finishes the queue first), leaving s. */
+static void setup_teardown(clt_train_setup *s)
+{
+    clt_trainer_free(s->trainer);
+    clt_loader_free(s->loader);
+    clt_resident_free(s->test);
+    clt_model_free(s->model);
+    s->trainer = NULL;
+    s->loader = NULL;
+    s->test = NULL;
+    s->model = NULL;
+}
+
+/* One attempt at micro-batch s->batch x s->accumulate; on failure frees what it made. */
+static clt_status setup_build(clt_train_setup *s)
+{
+    clt_status st = CLT_OK;
+    clt_checkpoint *ck = NULL;
+    const struct clt_train_setup_params *p = &s->p;
+    struct clt_model_params mp = p->model;
+    mp.max_batch = s->batch;
+    CLT_TRY(clt_model_create(&s->model, s->ctx, p->spec, p->in_features, p->outputs, &mp));
+    const char *from = p->resume_path ? p->resume_path : p->init_path;
+    if (from) {
+        if (p->resume_path) CLT_TRY(clt_checkpoint_open(&ck, from));
+        else CLT_TRY(clt_checkpoint_open_weights(&ck, from));
+        struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
+        if (!clt_checkpoint_is_plain(ck) &&
+            (info.task != p->train.task || (size_t)info.classes != p->outputs))
+            CLT_FAIL(NULL, CLT_ERR_INVALID_ARG, "%s: the checkpoint is a %s model with %d "
+                     "output%s, this run's data asks for %s with %zu", from,
+                     info.task == CLT_TASK_REGRESSION ? "regression" : "classification",
+                     info.classes, info.classes == 1 ? "" : "s",
+                     p->train.task == CLT_TASK_REGRESSION ? "regression" : "classification",
+                     p->outputs);
+        CLT_TRY(clt_checkpoint_load_model(ck, s->model));
+    }
+    struct clt_loader_params lp = p->loader;
+    lp.batch_size = s->batch;
+    CLT_TRY(clt_loader_create(&s->loader, s->ctx, p->train_set, &p->norm, &lp));
+    if (p->test_set && p->test_set->n > 0)
+        CLT_TRY(clt_resident_create(&s->test, s->ctx, p->test_set, &p->norm));
+    struct clt_train_params tp = p->train;
+    tp.batch_size = s->batch;
+    tp.accumulate = s->accumulate;
+    CLT_TRY(clt_trainer_create(&s->trainer, s->model, s->loader, s->test, &tp));
+    if (p->resume_path) CLT_TRY(clt_trainer_resume(s->trainer, p->resume_path));
+fail:
+    /* checkpoint and spec failures are recorded for the thread only: the caller reads the ctx */
+    if (st != CLT_OK && clt_last_errmsg()[0]) clt__fail(s->ctx, st, "%s", clt_last_errmsg());
+    clt_checkpoint_close(ck);
+    if (st != CLT_OK) setup_teardown(s);
+    return st;
+}
+
+/* After an out-of-memory failure: the next smaller micro-batch that divides the effective
+ * batch (false at a micro-batch of 1), and tells the caller's callback. */
+static bool backoff(clt_train_setup *s, clt_status st)
+{
+    if (st != CLT_ERR_OUT_OF_MEMORY || !s->p.auto_batch || s->batch <= 1) return false;
+    size_t E = s->batch * (size_t)s->accumulate, b = s->batch / 2;
+    while (b > 1 && E % b != 0) b--;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", clt_ctx_errmsg(s->ctx));
+    s->batch = b;
+    s->accumulate = (int)(E / b);
+    s->backoffs++;
+    if (s->p.train.on_event) {
+        struct clt_train_event e;
+        memset(&e, 0, sizeof e);
+        e.kind = CLT_EVENT_BACKOFF;
+        e.loss = e.accuracy = NAN;
+        e.batch_size = s->batch;
+        e.accumulate = s->accumulate;
+        e.message = msg;
+        e.stats = clt_ctx_stats(s->ctx);
+        s->p.train.on_event(&e, s->p.train.user);
+    }
+    return true;
+}
+
+void clt_train_setup_free(clt_train_setup *s)
+{
+    if (!s) return;
+    setup_teardown(s);
+    free(s);
+}
+
+clt_status clt_train_setup_create(clt_train_setup **out, clt_ctx *ctx,
+                                  const struct clt_train_setup_params *p)
+{
+    clt_status st = CLT_OK;
+    clt_train_setup *s = NULL;
+    *out = NULL;
+    if (!p->spec || !p->train_set)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "training set-up: no model spec or training data");
+    if (p->train.batch_size == 0)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "--batch-size 0: expected at least 1");
+    if (p->train.accumulate < 0 || (size_t)p->train.accumulate > SIZE_MAX / p->train.batch_size)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "--accumulate %d: expected at least 1",
+                 p->train.accumulate);
+    /* An activation after the last linear layer is refused here as in the CLI, before
+     * anything is allocated (clt_model_create alone still builds such a model). */
+    if (clt_spec_check_output(p->spec) != CLT_OK)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "%s", clt_last_errmsg());
+    CLT_ALLOC(ctx, s, 1);
+    s->ctx = ctx;
+    s->p = *p;
+    s->batch = p->train.batch_size;
+    s->accumulate = p->train.accumulate > 1 ? p->train.accumulate : 1;
+    if (!s->p.train.data_crc32c) s->p.train.data_crc32c = clt_checkpoint_data_crc32c(p->train_set);
+    do {
+        st = setup_build(s);
+    } while (st != CLT_OK && backoff(s, st));
+    if (st != CLT_OK) goto fail;
+    *out = s;
+    s = NULL;
+fail:
+    clt_train_setup_free(s);
+    return st;
+}
+
+clt_status clt_train_setup_run(clt_train_setup *s)
+{
+    clt_status st = CLT_OK;
+    if (!s->trainer)
+        return clt__fail(s->ctx, CLT_ERR_STATE, "training set-up: a failed rebuild left nothing");
+    for (;;) {
+        long first = clt_optim_steps(clt_trainer_optim(s->trainer));
+        st = clt_trainer_run(s->trainer);
+        /* retried only before the first update: the rebuilt set-up starts from the same state */
+        if (st != CLT_ERR_OUT_OF_MEMORY || !s->p.auto_batch || s->batch <= 1 ||
+            clt_optim_steps(clt_trainer_optim(s->trainer)) != first)
+            break;
+        setup_teardown(s);
+        backoff(s, st);
+        while ((st = setup_build(s)) != CLT_OK && backoff(s, st)) {
+        }
+        if (st != CLT_OK) break;
+    }
+    return st;
+}
+
+clt_status clt_train_setup_probe(clt_train_setup *s, struct clt_mem_stats *out)
+{
+    clt_status st = CLT_OK;
+    clt_trainer *t = s->trainer;
+    if (!t) return clt__fail(s->ctx, CLT_ERR_STATE, "training set-up: a failed rebuild left nothing");
+    long g = t->step;
+    struct clt_loader_order order = run_order(t, g, g + 1);
+    size_t samples = 0;
+    CLT_TRY(clt_loader_start(t->train, &order));
+    CLT_TRY(train_step(t, (int)(g / t->steps_per_epoch), g % t->steps_per_epoch, &samples));
+    CLT_TRY(clt_loader_stop(t->train));
+    if (s->test) {
+        struct clt_eval_result r;
+        CLT_TRY(evaluate(s->model, s->test, s->batch, s->p.train.task, &r, NULL, &t->eval));
+    }
+    CLT_TRY(clt_ctx_finish(s->ctx, CLT_WAIT_SETUP));
+    *out = clt_ctx_mem_stats(s->ctx);
+fail:
+    clt_loader_stop(t->train);
+    return st;
+}

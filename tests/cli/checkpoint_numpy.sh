@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# A checkpoint written by `cltrain train` is readable without cltrain: tools/checkpoint_numpy.py
+# parses the safetensors file by hand, rebuilds the model from its metadata with numpy and must
+# reproduce `cltrain predict` (same classes, probabilities within 1e-4). Needs Fashion-MNIST
+# under $CLTRAIN_DATA_DIR (default /usr/share/datasets); skips (exit 77) when it is missing.
+set -euo pipefail
+data=${CLTRAIN_DATA_DIR:-/usr/share/datasets}/fashion-mnist
+if [ ! -d "$data" ]; then
+  echo "checkpoint_numpy: skipped: $data is missing (set CLTRAIN_DATA_DIR, default" \
+    "/usr/share/datasets, or install dataset-fashion-mnist)"
+  exit 77
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$CLTRAIN_BIN" train --data fashion-mnist --model "linear 32, relu, linear 16, tanh, linear 10" \
+  --steps 60 --log-every 0 --normalize --save "$tmp/m.safetensors" --quiet
+"$CLTRAIN_BIN" predict --load "$tmp/m.safetensors" --data fashion-mnist --output "$tmp/p.csv"
+/usr/bin/python3 "$here/../../tools/checkpoint_numpy.py" "$tmp/m.safetensors" \
+  "$data/t10k-images-idx3-ubyte.gz" "$tmp/p.csv"

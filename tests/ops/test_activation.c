@@ -1,0 +1,234 @@
+/* Tests of clt_op_act_forward/backward (cl/activation.cl) against the float64 references of
+ * tests/ref/ref_nn.c: every activation at sizes 1, 17, 1000, 65537, in place, through views,
+ * at extreme inputs, with f16/bf16 storage, and the argument checks.
+ * Tolerances: fp32 atol 1e-5, rtol 1e-4. tanh, gelu and sigmoid use the device's exp/tanh
+ * (OpenCL allows 3-5 ulp, about 6e-7 relative) and the backward of tanh/sigmoid is computed from
+ * the fp32 forward output y, so 1 - y^2 carries y's absolute error (a few 1e-7) times |dy| <= 2:
+ * all far inside atol, so the default tolerances hold without exception. */
+#include "ops/nn_testutil.h"
+#include "ref/ref_nn.h"
+
+static const clt_act acts[] = {CLT_ACT_RELU, CLT_ACT_GELU, CLT_ACT_TANH, CLT_ACT_SIGMOID};
+static const ref_act ref_acts[] = {REF_ACT_RELU, REF_ACT_GELU, REF_ACT_TANH, REF_ACT_SIGMOID};
+static const char *const act_names[] = {"relu", "gelu", "tanh", "sigmoid"};
+
+/* Forward and backward of activation ai on x (n), checked against the reference. In place
+ * (y = x, dx = dy) when in_place; relu's backward then uses y (x is gone). */
+static void check_act(clt_ctx *ctx, tc_rng *r, int ai, const float *x, size_t n, bool in_place)
+{
+    char what[96];
+    clt_act a = acts[ai];
+    float *got = NT_FLOATS(n), *y_host = NT_FLOATS(n), *dy = NT_FLOATS(n);
+    double *xd = NT_DOUBLES(n), *ref = NT_DOUBLES(n), *dyd = NT_DOUBLES(n);
+    nt_widen(x, xd, n);
+    tc_fill_nonzero(r, dy, n, 0.05f, 2.0f);
+    nt_widen(dy, dyd, n);
+
+    clt_tensor *xt = nt_tensor1(ctx, CLT_DTYPE_F32, n), *yt = xt, *dyt, *dxt;
+    tc_write(xt, x);
+    if (!in_place) {
+        yt = nt_tensor1(ctx, CLT_DTYPE_F32, n);
+        tc_poison(yt);
+    }
+    TC_OK(ctx, clt_op_act_forward(a, yt, xt));
+    tc_read(yt, y_host);
+    ref_act_forward(ref_acts[ai], xd, ref, n);
+    snprintf(what, sizeof what, "%s forward n=%zu%s", act_names[ai], n,
+             in_place ? " in place" : "");
+    tc_check_close(y_host, ref, n, NT_ATOL, NT_RTOL, what, r->seed);
+
+    /* backward, with x when the forward kept it */
+    if (in_place) {
+        /* x was overwritten: restore a copy for gelu, which needs it */
+        clt_tensor *x2 = nt_tensor1(ctx, CLT_DTYPE_F32, n);
+        tc_write(x2, x);
+        dyt = nt_tensor1(ctx, CLT_DTYPE_F32, n);
+        tc_write(dyt, dy);
+        dxt = dyt;
+        const clt_tensor *xs = a == CLT_ACT_GELU ? x2 : NULL;
+        TC_OK(ctx, clt_op_act_backward(a, dxt, dyt, xs, yt));
+        clt_tensor_free(x2);
+    } else {
+        dyt = nt_tensor1(ctx, CLT_DTYPE_F32, n);
+        tc_write(dyt, dy);
+        dxt = nt_tensor1(ctx, CLT_DTYPE_F32, n);
+        tc_poison(dxt);
+        TC_OK(ctx, clt_op_act_backward(a, dxt, dyt, xt, yt));
+    }
+    tc_read(dxt, got);
+    ref_act_backward(ref_acts[ai], xd, dyd, ref, n);
+    snprintf(what, sizeof what, "%s backward n=%zu%s", act_names[ai], n,
+             in_place ? " in place" : "");
+    tc_check_close(got, ref, n, NT_ATOL, NT_RTOL, what, r->seed);
+
+    if (!in_place) clt_tensor_free(yt);
+    if (dxt != dyt) clt_tensor_free(dxt);
+    clt_tensor_free(dyt);
+    clt_tensor_free(xt);
+    free(got);
+    free(y_host);
+    free(dy);
+    free(xd);
+    free(ref);
+    free(dyd);
+}
+
+START_TEST(test_act_sizes)
+{
+    static const size_t sizes[] = {1, 17, 1000, 65537};
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        size_t n = sizes[si];
+        float *x = NT_FLOATS(n);
+        tc_fill_nonzero(&r, x, n, 0.01f, 6.0f);
+        for (int ai = 0; ai < 4; ai++)
+            check_act(ctx, &r, ai, x, n, false);
+        free(x);
+    }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+START_TEST(test_act_in_place)
+{
+    const size_t n = 1000;
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    float *x = NT_FLOATS(n);
+    tc_fill_nonzero(&r, x, n, 0.01f, 6.0f);
+    for (int ai = 0; ai < 4; ai++)
+        check_act(ctx, &r, ai, x, n, true);
+    free(x);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Saturation: huge, tiny and overflowing inputs give finite, correct values (no inf - inf,
+ * 0 * inf or exp overflow leaking out as NaN). */
+START_TEST(test_act_extremes)
+{
+    static const float xs[] = {0.5f,  -0.5f,  9.99f,   -9.99f,   10.01f, -10.01f,
+                               20.0f, -20.0f, 100.0f,  -100.0f,  1e10f,  -1e10f,
+                               1e30f, -1e30f, 3.4e38f, -3.4e38f, 1e-30f, -1e-30f};
+    const size_t n = sizeof xs / sizeof *xs;
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    for (int ai = 0; ai < 4; ai++)
+        check_act(ctx, &r, ai, xs, n, false);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* f16 and bf16 storage: the kernels load, compute in fp32 and round once on store. The reference
+ * starts from the rounded inputs; the tolerance is the output rounding: half an ulp relative
+ * (f16 2^-11, bf16 2^-8) plus an atol for values near 0 (f16 has subnormals below 6e-5). */
+START_TEST(test_act_half_storage)
+{
+    const size_t n = 1000;
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    for (int di = 0; di < 2; di++) {
+        clt_dtype d = di == 0 ? CLT_DTYPE_F16 : CLT_DTYPE_BF16;
+        double rtol = di == 0 ? 1e-3 : 8e-3, atol = di == 0 ? 1e-4 : 1e-3;
+        float *x = NT_FLOATS(n), *dy = NT_FLOATS(n), *got = NT_FLOATS(n);
+        double *xd = NT_DOUBLES(n), *dyd = NT_DOUBLES(n), *ref = NT_DOUBLES(n);
+        uint16_t *xh = nt_alloc(n, 2), *dyh = nt_alloc(n, 2), *out = nt_alloc(n, 2);
+        tc_fill_nonzero(&r, x, n, 0.01f, 5.0f);
+        tc_fill_nonzero(&r, dy, n, 0.05f, 2.0f);
+        for (size_t i = 0; i < n; i++) {
+            xh[i] = d == CLT_DTYPE_F16 ? clt_f32_to_f16(x[i]) : clt_f32_to_bf16(x[i]);
+            dyh[i] = d == CLT_DTYPE_F16 ? clt_f32_to_f16(dy[i]) : clt_f32_to_bf16(dy[i]);
+            xd[i] = d == CLT_DTYPE_F16 ? clt_f16_to_f32(xh[i]) : clt_bf16_to_f32(xh[i]);
+            dyd[i] = d == CLT_DTYPE_F16 ? clt_f16_to_f32(dyh[i]) : clt_bf16_to_f32(dyh[i]);
+        }
+        clt_tensor *xt = nt_tensor1(ctx, d, n), *yt = nt_tensor1(ctx, d, n),
+                   *dyt = nt_tensor1(ctx, d, n), *dxt = nt_tensor1(ctx, d, n);
+        tc_write(xt, xh);
+        tc_write(dyt, dyh);
+        /* relu and gelu (backward from x only; tanh/sigmoid's y would add y's rounding) */
+        for (int ai = 0; ai < 2; ai++) {
+            char what[64];
+            tc_poison(yt);
+            tc_poison(dxt);
+            TC_OK(ctx, clt_op_act_forward(acts[ai], yt, xt));
+            TC_OK(ctx, clt_op_act_backward(acts[ai], dxt, dyt, xt, NULL));
+            for (int pass = 0; pass < 2; pass++) {
+                tc_read(pass == 0 ? yt : dxt, out);
+                for (size_t i = 0; i < n; i++)
+                    got[i] = d == CLT_DTYPE_F16 ? clt_f16_to_f32(out[i]) : clt_bf16_to_f32(out[i]);
+                if (pass == 0)
+                    ref_act_forward(ref_acts[ai], xd, ref, n);
+                else
+                    ref_act_backward(ref_acts[ai], xd, dyd, ref, n);
+                snprintf(what, sizeof what, "%s %s %s", clt_dtype_name(d), act_names[ai],
+                         pass == 0 ? "forward" : "backward");
+                tc_check_close(got, ref, n, atol, rtol, what, r.seed);
+            }
+        }
+        clt_tensor_free(xt);
+        clt_tensor_free(yt);
+        clt_tensor_free(dyt);
+        clt_tensor_free(dxt);
+        free(x);
+        free(dy);
+        free(got);
+        free(xd);
+        free(dyd);
+        free(ref);
+        free(xh);
+        free(dyh);
+        free(out);
+    }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+START_TEST(test_act_errors)
+{
+    clt_ctx *ctx = tc_ctx(), *ctx2 = tc_ctx();
+    clt_tensor *a = nt_tensor1(ctx, CLT_DTYPE_F32, 10), *b = nt_tensor1(ctx, CLT_DTYPE_F32, 11),
+               *i32 = nt_tensor1(ctx, CLT_DTYPE_I32, 10), *f16 = nt_tensor1(ctx, CLT_DTYPE_F16, 10),
+               *other = nt_tensor1(ctx2, CLT_DTYPE_F32, 10);
+    ck_assert_int_eq(clt_op_act_forward(CLT_ACT_RELU, a, b), CLT_ERR_SHAPE);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "act_forward"));
+    ck_assert_int_eq(clt_op_act_forward(CLT_ACT_TANH, i32, i32), CLT_ERR_SHAPE);
+    ck_assert_int_eq(clt_op_act_forward(CLT_ACT_TANH, a, f16), CLT_ERR_SHAPE);
+    ck_assert_int_eq(clt_op_act_forward((clt_act)7, a, a), CLT_ERR_INVALID_ARG);
+    ck_assert_int_eq(clt_op_act_forward(CLT_ACT_GELU, a, other), CLT_ERR_DEVICE_MISMATCH);
+    ck_assert_int_eq(clt_op_act_backward(CLT_ACT_GELU, a, a, NULL, a), CLT_ERR_INVALID_ARG);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "gelu needs the forward input x"));
+    ck_assert_int_eq(clt_op_act_backward(CLT_ACT_TANH, a, a, a, NULL), CLT_ERR_INVALID_ARG);
+    ck_assert_int_eq(clt_op_act_backward(CLT_ACT_SIGMOID, a, a, NULL, NULL), CLT_ERR_INVALID_ARG);
+    ck_assert_int_eq(clt_op_act_backward(CLT_ACT_RELU, a, a, NULL, NULL), CLT_ERR_INVALID_ARG);
+    ck_assert_int_eq(clt_op_act_backward(CLT_ACT_RELU, a, b, a, NULL), CLT_ERR_SHAPE);
+    ck_assert_int_eq(clt_op_act_backward(CLT_ACT_RELU, a, a, b, NULL), CLT_ERR_SHAPE);
+    ck_assert_int_eq(clt_op_act_backward(CLT_ACT_RELU, a, a, other, NULL), CLT_ERR_DEVICE_MISMATCH);
+    clt_tensor_free(a);
+    clt_tensor_free(b);
+    clt_tensor_free(i32);
+    clt_tensor_free(f16);
+    clt_tensor_free(other);
+    clt_ctx_free(ctx);
+    clt_ctx_free(ctx2);
+    tc_assert_no_live();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("activation");
+    TCase *tc = tcase_create("activation");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_act_sizes);
+    tcase_add_test(tc, test_act_in_place);
+    tcase_add_test(tc, test_act_extremes);
+    tcase_add_test(tc, test_act_half_storage);
+    tcase_add_test(tc, test_act_errors);
+    suite_add_tcase(s, tc);
+    return tc_run(s);
+}

@@ -1,0 +1,484 @@
+/* Tests of clt_op_gemm and its two paths (cltrain's own kernels in cl/gemm.cl, CLBlast) and of
+ * the tuning data (src/ops/tune.c): every layout x alpha/beta (beta 0 over a NaN-poisoned C, beta
+ * 1 accumulating, and others) x awkward sizes {1, 17, 100, 129} against a float64 reference,
+ * through views at odd offsets with guard elements around C that must stay untouched; both
+ * paths (CLTRAIN_GEMM=own and clblast), every variant of clt_gemm_variants() the device
+ * accepts, and tuning files that are malformed, foreign or valid.
+ * CLTRAIN_TEST_SMALL (tests/small.h, for oclgrind): each path runs a few shapes with every edge
+ * (below the vector width, more than one tile, slice or work-group, no multiple of any) instead
+ * of the full sweep, and the variants' shapes are smaller with the same edges.
+ * Tolerance, element-wise: |got - ref| <= 1e-5 + 1e-4 |ref| + 2^-23 (K |alpha| sum_k |a b| +
+ * 2 |beta c|), i.e. the style guide's fp32 atol/rtol plus the classical bound K u sum |a b| of
+ * a K-term float sum in any order (u = 2^-24, doubled for the products' and the final
+ * roundings); and the normalized MSE sum (got - ref)^2 / sum ref^2 <= 1e-7. */
+#include "common.h"
+#include "small.h"
+
+#include "cltrain/tune.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define GUARD 7           /* elements before and after C's view; odd, to misalign vectors */
+#define SENTINEL 12345.0f /* the guards' value */
+
+static const size_t sizes[] = {1, 17, 100, 129};
+
+static void *xalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* A view of n elements starting `off` elements into a buffer of n + 2 * off. */
+static clt_tensor *view_at(clt_ctx *ctx, size_t n, size_t off, clt_tensor **base_out)
+{
+    size_t total = n + 2 * off;
+    clt_tensor *base = NULL, *view = NULL;
+    TC_OK(ctx, clt_tensor_create(&base, ctx, CLT_DTYPE_F32, 1, &total, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_view(&view, base, off, 1, &n));
+    if (base_out)
+        *base_out = base;
+    else
+        clt_tensor_free(base);
+    return view;
+}
+
+/* Runs one GEMM (the ctx's choice when c is NULL) and checks it against float64. */
+static void check_gemm(clt_ctx *ctx, const struct clt_gemm_choice *c, int ta, int tb, size_t M,
+                       size_t N, size_t K, float alpha, float beta, tc_rng *r, const char *tag)
+{
+    size_t na = M * K, nb = K * N, nc = M * N, lda = ta ? M : K, ldb = tb ? K : N;
+    float *a = xalloc(na, sizeof *a), *b = xalloc(nb, sizeof *b);
+    float *c0 = xalloc(nc + 2 * GUARD, sizeof *c0), *got = xalloc(nc + 2 * GUARD, sizeof *got);
+    tc_fill_nonzero(r, a, na, 0.05f, 1.0f);
+    tc_fill_nonzero(r, b, nb, 0.05f, 1.0f);
+    tc_fill_nonzero(r, c0 + GUARD, nc, 0.05f, 1.0f);
+    for (size_t i = 0; i < GUARD; i++)
+        c0[i] = c0[GUARD + nc + i] = SENTINEL;
+    if (beta == 0.0f) /* beta = 0 must not read C */
+        for (size_t i = 0; i < nc; i++)
+            c0[GUARD + i] = NAN;
+
+    clt_tensor *cbase = NULL;
+    clt_tensor *A = view_at(ctx, na, 3, NULL), *B = view_at(ctx, nb, 5, NULL),
+               *C = view_at(ctx, nc, GUARD, &cbase);
+    tc_write(A, a);
+    tc_write(B, b);
+    tc_write(cbase, c0);
+    clt_trans tA = ta ? CLT_TRANS : CLT_NO_TRANS, tB = tb ? CLT_TRANS : CLT_NO_TRANS;
+    clt_status st = c ? clt_op_gemm_with(c, tA, tB, M, N, K, alpha, A, B, beta, C)
+                      : clt_op_gemm(tA, tB, M, N, K, alpha, A, B, beta, C);
+    ck_assert_msg(st == CLT_OK, "%s %c%c M=%zu N=%zu K=%zu: %s: %s", tag, ta ? 'T' : 'N',
+                  tb ? 'T' : 'N', M, N, K, clt_status_name(st), clt_ctx_errmsg(ctx));
+    tc_read(cbase, got);
+
+    for (size_t i = 0; i < GUARD; i++)
+        ck_assert_msg(got[i] == SENTINEL && got[GUARD + nc + i] == SENTINEL,
+                      "%s %c%c M=%zu N=%zu K=%zu: wrote outside C", tag, ta ? 'T' : 'N',
+                      tb ? 'T' : 'N', M, N, K);
+    double err2 = 0, ref2 = 0;
+    for (size_t m = 0; m < M; m++) {
+        for (size_t n = 0; n < N; n++) {
+            double s = 0, sabs = 0;
+            for (size_t k = 0; k < K; k++) {
+                double p = (double)(ta ? a[k * lda + m] : a[m * lda + k]) *
+                           (double)(tb ? b[n * ldb + k] : b[k * ldb + n]);
+                s += p;
+                sabs += fabs(p);
+            }
+            double cold = beta == 0.0f ? 0.0 : (double)c0[GUARD + m * N + n];
+            double ref = (double)alpha * s + (double)beta * cold;
+            double tol = 1e-5 + 1e-4 * fabs(ref) +
+                         0x1p-23 * ((double)K * fabs((double)alpha) * sabs +
+                                    2.0 * fabs((double)beta * cold));
+            double g = got[GUARD + m * N + n];
+            if (!(fabs(g - ref) <= tol))
+                ck_abort_msg("%s %c%c M=%zu N=%zu K=%zu alpha=%g beta=%g: C[%zu, %zu] = %.9g, "
+                             "reference %.9g (|diff| %.3g > %.3g); seed %llu",
+                             tag, ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, beta, m, n, g,
+                             ref, fabs(g - ref), tol, (unsigned long long)r->seed);
+            err2 += (g - ref) * (g - ref);
+            ref2 += ref * ref;
+        }
+    }
+    ck_assert_msg(ref2 == 0 || err2 / ref2 <= 1e-7,
+                  "%s %c%c M=%zu N=%zu K=%zu: normalized MSE %.3g > 1e-7", tag, ta ? 'T' : 'N',
+                  tb ? 'T' : 'N', M, N, K, err2 / ref2);
+    clt_tensor_free(A);
+    clt_tensor_free(B);
+    clt_tensor_free(C);
+    clt_tensor_free(cbase);
+    free(a);
+    free(b);
+    free(c0);
+    free(got);
+}
+
+/* Every layout x the awkward sizes x alpha/beta on the ctx's path. Under CLTRAIN_TEST_SMALL,
+ * every layout x four shapes, each with one alpha/beta pair in turn: N below the vector width,
+ * K over several slices (130: more than the largest packed slice of 128), M and N over two
+ * tiles of the GPU kernels (65 x 70: 64 x 64 tiles, and 32 x 32 on a device of 64 items). */
+static void sweep(clt_ctx *ctx, tc_rng *r, const char *tag)
+{
+    static const float ab[][2] = {{1.0f, 0.0f}, {1.0f, 1.0f}, {-0.75f, 0.5f}};
+    static const size_t small[][3] = {{1, 1, 1}, {17, 5, 33}, {5, 17, 130}, {65, 70, 17}};
+    int i = 0;
+    for (int l = 0; l < 4; l++) {
+        if (tc_small()) {
+            for (size_t s = 0; s < sizeof small / sizeof *small; s++) {
+                size_t p = (s + (size_t)l) % 3; /* each layout gets every pair */
+                check_gemm(ctx, NULL, l >> 1, l & 1, small[s][0], small[s][1], small[s][2],
+                           ab[p][0], ab[p][1], r, tag);
+            }
+            continue;
+        }
+        for (size_t mi = 0; mi < 4; mi++)
+            for (size_t ni = 0; ni < 4; ni++)
+                for (size_t ki = 0; ki < 4; ki++, i++) {
+                    /* beta 0 and 1 everywhere; the third pair on a rotating subset */
+                    for (int p = 0; p < 3; p++)
+                        if (p < 2 || i % 3 == 0)
+                            check_gemm(ctx, NULL, l >> 1, l & 1, sizes[mi], sizes[ni], sizes[ki],
+                                       ab[p][0], ab[p][1], r, tag);
+                }
+    }
+    /* K = 0: C = beta * C (zeros over NaN when beta = 0) */
+    for (int l = 0; l < 4; l++) {
+        check_gemm(ctx, NULL, l >> 1, l & 1, 17, 5, 0, 1.0f, 0.0f, r, tag);
+        check_gemm(ctx, NULL, l >> 1, l & 1, 5, 17, 0, 1.0f, 0.5f, r, tag);
+    }
+}
+
+/* A ctx without cltrain's disk cache: fetching a program's binary for it makes PoCL compile
+ * every kernel of the program, and these tests build many programs (PoCL's own cache, in the
+ * build folder, still serves repeated runs). */
+static clt_ctx *gemm_ctx(void)
+{
+    struct clt_ctx_params p = clt_ctx_default_params();
+    p.disk_cache = 0;
+    return tc_ctx_with(&p);
+}
+
+static clt_ctx *ctx_with_gemm(const char *path)
+{
+    unsetenv("CLTRAIN_TUNE_FILE");
+    if (path)
+        setenv("CLTRAIN_GEMM", path, 1);
+    else
+        unsetenv("CLTRAIN_GEMM");
+    return gemm_ctx();
+}
+
+START_TEST(test_own_path)
+{
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = ctx_with_gemm("own");
+    const struct clt_tune *t = clt_ctx_tune(ctx);
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
+        for (int z = 0; z < CLT_GEMM__SIZES; z++)
+            ck_assert_int_ne(t->gemm[l][z].kernel, CLT_GEMM_CLBLAST);
+    ck_assert(tc_contains(t->source, "CLTRAIN_GEMM=own"));
+    sweep(ctx, &r, "own");
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+START_TEST(test_clblast_path)
+{
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = ctx_with_gemm("clblast");
+    const struct clt_tune *t = clt_ctx_tune(ctx);
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
+        for (int z = 0; z < CLT_GEMM__SIZES; z++)
+            ck_assert_int_eq(t->gemm[l][z].kernel, CLT_GEMM_CLBLAST);
+    sweep(ctx, &r, "clblast");
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Every variant the tuner may choose on this device, for each layout it may choose it for
+ * (clt_gemm_variant_applies), and the first variant of each family (unpacked outer products,
+ * packed outer products, dot products, tiles) on every layout, which covers the gathering code
+ * paths a hand-written tuning file could pick. Sizes hit every edge: N below the vector width,
+ * M and N not multiples of the block, K not a multiple of the vector width or of the packed
+ * slice, and more than one tile or slice. */
+START_TEST(test_variants)
+{
+    static const size_t full[][3] = {{1, 1, 1}, {17, 129, 100}, {129, 5, 17}, {100, 17, 300}},
+                        small[][3] = {{1, 1, 1}, {5, 129, 33}, {129, 5, 17}, {5, 17, 130}};
+    const size_t(*shapes)[3] = TC_SMALL_OR(full, small);
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = ctx_with_gemm(NULL);
+    const clt_device_info *dev = clt_ctx_device(ctx);
+    int n = 0, ran = 0;
+    bool family_done[4] = {false, false, false, false};
+    const struct clt_gemm_choice *v = clt_gemm_variants(&n);
+    ck_assert_int_gt(n, 0);
+    for (int i = 0; i < n; i++) {
+        char name[96];
+        clt_gemm_choice_format(&v[i], name, sizeof name);
+        if (clt_gemm_choice_check(&v[i], dev, NULL, 0) != CLT_OK) {
+            printf("test_variants: %s does not fit this device, skipped\n", name);
+            continue;
+        }
+        int family = v[i].kernel == CLT_GEMM_TILED ? 3 : v[i].veck ? 2 : v[i].kb > 0 ? 1 : 0;
+        bool first = !family_done[family];
+        family_done[family] = true;
+        for (int l = 0; l < 4; l++) {
+            if (!first && !clt_gemm_variant_applies(&v[i], (clt_gemm_layout)l, dev)) continue;
+            ran++;
+            for (size_t s = 0; s < sizeof full / sizeof *full; s++) {
+                bool acc = (s + (size_t)l) % 2 == 1;
+                check_gemm(ctx, &v[i], l >> 1, l & 1, shapes[s][0], shapes[s][1], shapes[s][2],
+                           acc ? 0.5f : 1.0f, acc ? 1.0f : 0.0f, &r, name);
+            }
+        }
+    }
+    ck_assert_int_gt(ran, 0);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+START_TEST(test_choice_parse_check)
+{
+    int n = 0;
+    const struct clt_gemm_choice *v = clt_gemm_variants(&n);
+    for (int i = 0; i < n; i++) {
+        char text[96];
+        struct clt_gemm_choice back;
+        clt_gemm_choice_format(&v[i], text, sizeof text);
+        ck_assert_int_eq(clt_gemm_choice_check(&v[i], NULL, NULL, 0), CLT_OK);
+        ck_assert_int_eq(clt_gemm_choice_parse(text, &back), CLT_OK);
+        ck_assert_msg(memcmp(&back, &v[i], sizeof back) == 0,
+                      "%s does not survive format and parse", text);
+    }
+    struct clt_gemm_choice c;
+    ck_assert_int_eq(clt_gemm_choice_parse("clblast", &c), CLT_OK);
+    ck_assert_int_eq(c.kernel, CLT_GEMM_CLBLAST);
+    ck_assert_int_ne(clt_gemm_choice_parse("direct tm4 bogus7", &c), CLT_OK);
+    ck_assert_int_ne(clt_gemm_choice_parse("fastest", &c), CLT_OK);
+    ck_assert_int_eq(clt_gemm_choice_parse("direct tm4 tn12 vw8", &c), CLT_OK);
+    char why[128] = "";
+    ck_assert_int_eq(clt_gemm_choice_check(&c, NULL, why, sizeof why), CLT_ERR_INVALID_ARG);
+    ck_assert(tc_contains(why, "multiple"));
+    ck_assert_int_eq(clt_gemm_choice_parse("direct tm4 tn16 vw3", &c), CLT_OK);
+    ck_assert_int_eq(clt_gemm_choice_check(&c, NULL, NULL, 0), CLT_ERR_INVALID_ARG);
+    clt_device_info small = {.max_work_group = 64, .local_mem = 4096};
+    ck_assert_int_eq(clt_gemm_choice_parse("tiled wg16x16 tm4 tn4 kb16", &c), CLT_OK);
+    ck_assert_int_eq(clt_gemm_choice_check(&c, &small, NULL, 0), CLT_ERR_INVALID_ARG);
+}
+END_TEST
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fputs(text, f) >= 0, 1);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A ctx reading `text` as its tuning file: CLT_OK always, with the defaults unless valid. */
+static clt_ctx *ctx_with_file(const char *path, const char *text)
+{
+    if (text) write_text(path, text);
+    setenv("CLTRAIN_TUNE_FILE", path, 1);
+    unsetenv("CLTRAIN_GEMM");
+    return gemm_ctx();
+}
+
+START_TEST(test_tune_files)
+{
+    char dir[4096], path[4200];
+    tc_rng r = tc_rng_for(__func__);
+    tc_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/tune.json", dir);
+
+    /* malformed: ignored with a note, the built-in choices stay, GEMM works */
+    const char *bad[] = {"{\"format\": \"cltrain-tune\", \"version\": 1, \"gemm\": {",
+                         "not json at all", "[1, 2, 3]", "",
+                         "{\"format\": \"cltrain-tune\", \"version\": 99}"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        clt_ctx *ctx = ctx_with_file(path, bad[i]);
+        struct clt_tune def;
+        clt_tune_defaults(clt_ctx_device(ctx), &def);
+        const struct clt_tune *t = clt_ctx_tune(ctx);
+        ck_assert_msg(tc_contains(t->source, "ignored"), "source \"%s\"", t->source);
+        ck_assert(tc_contains(clt_ctx_errmsg(ctx), "tune.json"));
+        ck_assert(memcmp(t->gemm, def.gemm, sizeof def.gemm) == 0);
+        check_gemm(ctx, NULL, 0, 1, 17, 5, 33, 1.0f, 0.0f, &r, "after a malformed file");
+        clt_ctx_free(ctx);
+    }
+
+    /* valid for this device: applied; then the same data for another device: ignored */
+    clt_ctx *ctx = ctx_with_file(path, NULL);
+    const clt_device_info dev_copy = *clt_ctx_device(ctx), *dev = &dev_copy;
+    struct clt_tune t;
+    clt_tune_defaults(dev, &t);
+    /* 17 * 100 * 129 = 219300 MACs: the classes split at 100000, so that the loop below runs
+     * the large choices and the sweep at 1 x 17 x 100 the small ones */
+    t.gemm_large_macs = 100000;
+    ck_assert_int_eq(clt_gemm_choice_parse("direct tm3 tn16 vw8 veck0 mdim1 wg2x1 kb40 bm2 bn3",
+                                           &t.gemm[CLT_GEMM_NN][CLT_GEMM_LARGE]),
+                     CLT_OK);
+    ck_assert_int_eq(clt_gemm_choice_parse("direct tm8 tn32 vw16 kb64 bm2 bn1",
+                                           &t.gemm[CLT_GEMM_NT][CLT_GEMM_LARGE]),
+                     CLT_OK);
+    ck_assert_int_eq(
+        clt_gemm_choice_parse("direct tm2 tn3 vw4 veck1", &t.gemm[CLT_GEMM_TN][CLT_GEMM_LARGE]),
+        CLT_OK);
+    ck_assert_int_eq(
+        clt_gemm_choice_parse("tiled wg4x8 tm2 tn3 kb5", &t.gemm[CLT_GEMM_TT][CLT_GEMM_LARGE]),
+        CLT_OK);
+    ck_assert_int_eq(
+        clt_gemm_choice_parse("direct tm1 tn2 vw2", &t.gemm[CLT_GEMM_NN][CLT_GEMM_SMALL]), CLT_OK);
+    t.gemm_gflops[CLT_GEMM_NN][CLT_GEMM_LARGE] = 12.5;
+    ck_assert_int_eq(clt_tune_save(path, &t), CLT_OK);
+    clt_ctx_free(ctx);
+
+    ctx = ctx_with_file(path, NULL);
+    const struct clt_tune *got = clt_ctx_tune(ctx);
+    ck_assert_str_eq(got->source, path);
+    ck_assert(memcmp(got->gemm, t.gemm, sizeof t.gemm) == 0);
+    ck_assert(got->gemm_large_macs == 100000);
+    ck_assert(fabs(got->gemm_gflops[CLT_GEMM_NN][CLT_GEMM_LARGE] - 12.5) < 1e-9);
+    for (int l = 0; l < 4; l++) {
+        check_gemm(ctx, NULL, l >> 1, l & 1, 17, 100, 129, 1.0f, 0.0f, &r, "tuned large");
+        check_gemm(ctx, NULL, l >> 1, l & 1, 1, 17, 100, 0.5f, 1.0f, &r, "tuned small");
+    }
+    clt_ctx_free(ctx);
+
+    /* CLTRAIN_GEMM=clblast still wins over the file */
+    setenv("CLTRAIN_GEMM", "clblast", 1);
+    ctx = gemm_ctx();
+    ck_assert_int_eq(clt_ctx_tune(ctx)->gemm[CLT_GEMM_NN][CLT_GEMM_LARGE].kernel, CLT_GEMM_CLBLAST);
+    clt_ctx_free(ctx);
+    unsetenv("CLTRAIN_GEMM");
+
+    snprintf(t.device_name, sizeof t.device_name, "some other device");
+    ck_assert_int_eq(clt_tune_save(path, &t), CLT_OK);
+    ctx = ctx_with_file(path, NULL);
+    ck_assert(tc_contains(clt_ctx_tune(ctx)->source, "ignored"));
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "some other device"));
+    clt_ctx_free(ctx);
+
+    /* a valid file naming an impossible choice: ignored as a whole */
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"format\": \"cltrain-tune\", \"version\": 1, \"device\": \"%s\", \"driver\": "
+             "\"%s\", \"gemm\": {\"NN\": {\"kernel\": \"direct\", \"tm\": 4, \"tn\": 12, \"vw\": "
+             "8, \"veck\": 0, \"mdim\": 0, \"wgm\": 1, \"wgn\": 1, \"kb\": 0}}}",
+             dev->device_name, dev->driver_version);
+    ck_assert_ptr_null(strchr(dev->device_name, '"')); /* the text above is valid JSON */
+    ctx = ctx_with_file(path, text);
+    ck_assert(tc_contains(clt_ctx_tune(ctx)->source, "ignored"));
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "multiple"), "%s", clt_ctx_errmsg(ctx));
+    clt_ctx_free(ctx);
+
+    /* one choice for both classes of a layout; and a bad class boundary */
+    snprintf(text, sizeof text,
+             "{\"format\": \"cltrain-tune\", \"version\": 1, \"device\": \"%s\", \"driver\": "
+             "\"%s\", \"gemm\": {\"TN\": {\"kernel\": \"direct\", \"tm\": 2, \"tn\": 8, \"vw\": "
+             "4, \"veck\": 0, \"mdim\": 1, \"wgm\": 1, \"wgn\": 2, \"kb\": 0}}}",
+             dev->device_name, dev->driver_version);
+    ctx = ctx_with_file(path, text);
+    ck_assert_str_eq(clt_ctx_tune(ctx)->source, path);
+    for (int z = 0; z < CLT_GEMM__SIZES; z++) {
+        const struct clt_gemm_choice *c = &clt_ctx_tune(ctx)->gemm[CLT_GEMM_TN][z];
+        ck_assert(c->kernel == CLT_GEMM_DIRECT && c->tm == 2 && c->tn == 8 && c->mdim == 1 &&
+                  c->wgn == 2 && c->bm == 1 && c->bn == 1);
+    }
+    check_gemm(ctx, NULL, 1, 0, 33, 17, 9, 1.0f, 0.0f, &r, "one choice");
+    clt_ctx_free(ctx);
+    snprintf(text, sizeof text,
+             "{\"format\": \"cltrain-tune\", \"version\": 1, \"device\": \"%s\", \"driver\": "
+             "\"%s\", \"large_macs\": 0}",
+             dev->device_name, dev->driver_version);
+    ctx = ctx_with_file(path, text);
+    ck_assert(tc_contains(clt_ctx_tune(ctx)->source, "ignored"));
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "large_macs"));
+    clt_ctx_free(ctx);
+
+    /* a missing file is no failure and no note */
+    remove(path);
+    ctx = ctx_with_file(path, NULL);
+    ck_assert_str_eq(clt_ctx_tune(ctx)->source, "built-in");
+    clt_ctx_free(ctx);
+
+    /* the default path is in the program cache dir */
+    unsetenv("CLTRAIN_TUNE_FILE");
+    struct clt_ctx_params p = clt_ctx_default_params();
+    p.cache_dir = dir;
+    p.disk_cache = 1;
+    ctx = tc_ctx_with(&p);
+    char def_path[4200];
+    TC_OK(ctx, clt_tune_path(ctx, def_path, sizeof def_path));
+    ck_assert(strncmp(def_path, dir, strlen(dir)) == 0 && tc_contains(def_path, "/tune-"));
+    clt_ctx_free(ctx);
+
+    /* an unknown CLTRAIN_GEMM is a usage error */
+    setenv("CLTRAIN_GEMM", "fastest", 1);
+    clt_ctx *none = NULL;
+    ck_assert_int_eq(clt_ctx_create(&none, NULL), CLT_ERR_INVALID_ARG);
+    ck_assert_ptr_null(none);
+    ck_assert(tc_contains(clt_last_errmsg(), "CLTRAIN_GEMM"));
+    unsetenv("CLTRAIN_GEMM");
+    tc_rmdir(dir);
+    tc_assert_no_live();
+}
+END_TEST
+
+START_TEST(test_argument_checks)
+{
+    clt_ctx *ctx = ctx_with_gemm(NULL);
+    clt_tensor *A = tc_tensor(ctx, CLT_DTYPE_F32, 12), *B = tc_tensor(ctx, CLT_DTYPE_F32, 12),
+               *C = tc_tensor(ctx, CLT_DTYPE_F32, 9), *H = tc_tensor(ctx, CLT_DTYPE_I32, 12);
+    ck_assert_int_eq(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, 3, 3, 4, 1, A, B, 0, C), CLT_OK);
+    ck_assert_int_eq(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, 3, 3, 5, 1, A, B, 0, C),
+                     CLT_ERR_SHAPE);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "A holds 12"));
+    ck_assert_int_eq(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, 3, 3, 4, 1, H, B, 0, C),
+                     CLT_ERR_SHAPE);
+    struct clt_gemm_choice bad = {
+        .kernel = CLT_GEMM_DIRECT, .tm = 4, .tn = 12, .vw = 8, .wgm = 1, .wgn = 1};
+    ck_assert_int_eq(clt_op_gemm_with(&bad, CLT_NO_TRANS, CLT_NO_TRANS, 3, 3, 4, 1, A, B, 0, C),
+                     CLT_ERR_INVALID_ARG);
+    /* M = 0 or N = 0 is a no-op */
+    ck_assert_int_eq(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, 0, 3, 4, 1, A, B, 0, C), CLT_OK);
+    TC_OK(ctx, clt_ctx_finish(ctx, CLT_WAIT_SETUP));
+    clt_tensor_free(A);
+    clt_tensor_free(B);
+    clt_tensor_free(C);
+    clt_tensor_free(H);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+int main(void)
+{
+    /* One case per test, so that CK_RUN_CASE can pick one. */
+    const struct {
+        const char *name;
+        const TTest *test;
+    } tests[] = {{"parse", test_choice_parse_check},
+                 {"checks", test_argument_checks},
+                 {"own", test_own_path},
+                 {"clblast", test_clblast_path},
+                 {"variants", test_variants},
+                 {"files", test_tune_files}};
+    Suite *s = suite_create("gemm");
+    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
+        TCase *tc = tc_tcase(tests[i].name);
+        tcase_add_test(tc, tests[i].test);
+        suite_add_tcase(s, tc);
+    }
+    return tc_run(s);
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The shared library exports exactly the public API: every function the public headers
+# (include/cltrain/*.h) declare, and nothing else. Usage: exported_symbols.sh LIBCLTRAIN.so
+# INCLUDE_DIR. Fails on an exported symbol no public header declares (a clt__ internal, a
+# helper missing `static`), on a declared function the library does not export (a declaration
+# without CLT_API, or with no definition), and on a declaration without CLT_API. Skips (77)
+# without nm. Seen failing on deliberate violations: with CLT_API put on the internal
+# clt__buffer_retain in src/runtime/alloc_internal.h it reported "exported but not in a public header:
+# clt__buffer_retain"; with CLT_API taken off clt_status_str in status.h it reported "declared
+# without CLT_API" and "declared but not exported" for clt_status_str.
+set -euo pipefail
+export LC_ALL=C # one collation for sort and comm
+lib=$1
+inc=$2
+command -v nm > /dev/null || { echo "exported_symbols: no nm, skipped"; exit 77; }
+python=$(command -v python3) || { echo "exported_symbols: no python3, skipped"; exit 77; }
+
+# Every defined dynamic symbol but absolute ones (A: _end, _edata): functions (T, i) and data
+# (D, B, R), so an accidentally exported global fails too (the headers declare no variables).
+exported=$(nm -D --defined-only "$lib" | awk 'NF == 3 && $2 != "A" { sub(/@.*/, "", $3); print $3 }' \
+    | { grep -v -x -E '_init|_fini' || true; } | sort -u)
+
+# Top-level function declarations in the headers: comments, string literals, preprocessor lines
+# and extern "C" braces blanked; static/inline definitions and typedefs skipped. A declaration
+# may span lines. Prints "name" or "name NOMARK" when it does not start with CLT_API.
+declared=$("$python" - "$inc"/*.h <<'PY'
+import re, sys
+def blank(m): return re.sub(r'[^\n]', ' ', m.group(0))
+for path in sys.argv[1:]:
+    t = open(path).read()
+    t = re.sub(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\])*"', blank, t, flags=re.S)
+    t = re.sub(r'^[ \t]*#(?:[^\n]*\\\n)*[^\n]*', blank, t, flags=re.M)
+    t = re.sub(r'\bextern\s+\{', blank, t)  # extern "C" {, its string already blanked
+    depth, start = 0, None
+    for i, c in enumerate(t):
+        if start is None and depth == 0 and not c.isspace() and c not in '};':
+            start = i
+        if c == '{':
+            depth += 1
+        elif c == '}':
+            if depth == 0:
+                continue  # the close of extern "C"
+            depth -= 1
+            if depth == 0 and start is not None:
+                stmt = t[start:i]
+                # a function definition (static inline) ends at its body's closing brace
+                if re.match(r'\s*(static|inline)\b', stmt) and '(' in stmt.split('{', 1)[0]:
+                    start = None
+        elif c == ';' and depth == 0:
+            stmt = t[start:i] if start is not None else ''
+            start = None
+            head = stmt.split('(', 1)[0]
+            if '(' not in stmt or '{' in head or re.match(r'\s*(typedef|static|inline)\b', stmt):
+                continue
+            m = re.search(r'([A-Za-z_]\w*)\s*$', head)
+            if m:
+                mark = '' if re.match(r'\s*CLT_API\b', stmt) else ' NOMARK'
+                print(m.group(1) + mark)
+PY
+)
+[ -n "$declared" ] || { echo "exported_symbols: no declarations found in $inc"; exit 1; }
+[ -n "$exported" ] || { echo "exported_symbols: $lib exports no functions"; exit 1; }
+
+fail=0
+nomark=$(printf '%s\n' "$declared" | awk '$2 == "NOMARK" { print $1 }')
+if [ -n "$nomark" ]; then
+    echo "declared without CLT_API:"; printf '%s\n' "$nomark" | sed 's/^/  /'; fail=1
+fi
+public=$(printf '%s\n' "$declared" | awk '{ print $1 }' | sort -u)
+extra=$(comm -23 <(printf '%s\n' "$exported") <(printf '%s\n' "$public"))
+missing=$(comm -13 <(printf '%s\n' "$exported") <(printf '%s\n' "$public"))
+if [ -n "$extra" ]; then
+    echo "exported but not in a public header:"; printf '%s\n' "$extra" | sed 's/^/  /'; fail=1
+fi
+if [ -n "$missing" ]; then
+    echo "declared but not exported:"; printf '%s\n' "$missing" | sed 's/^/  /'; fail=1
+fi
+echo "exported_symbols: $(printf '%s\n' "$exported" | wc -l) exported, $(printf '%s\n' "$public" | wc -l) declared"
+exit $fail
