@@ -1,7 +1,9 @@
 /* Activations, forward and backward, elementwise over one storage dtype (-DX_DTYPE=code, default
- * f32; arithmetic in fp32): relu, gelu (tanh approximation), tanh, sigmoid. Backward kernels
- * take the saved tensor `s` each needs: relu x or y (the same mask), gelu x, tanh and sigmoid y.
- * Tensors arrive as (buffer, offset in elements); in place (y = x, dx = dy) is allowed. */
+ * f32; arithmetic in fp32): relu, gelu (tanh approximation), tanh, sigmoid, silu and leakyrelu.
+ * Backward kernels take the saved tensor `s` each needs: relu and leakyrelu x or y (the same
+ * mask; for leakyrelu only with a slope >= 0), gelu and silu x, tanh and sigmoid y. leakyrelu's
+ * kernels take its slope `alpha` as a last argument. Tensors arrive as (buffer, offset in
+ * elements); in place (y = x, dx = dy) is allowed. */
 #ifndef X_DTYPE
 #define X_DTYPE CLT_F32
 #endif
@@ -11,17 +13,21 @@
 #define CLT_GELU_KAPPA 0.044715f
 
 /* Kernel bodies: i < n, v the loaded input; ACT_FWD/ACT_BWD name the value computed. */
-#define CLT_ACT_FORWARD(name, expr)                                                                \
-    kernel void name(global X_T *y, ulong y_off, const global X_T *x, ulong x_off, ulong n)        \
+#define CLT_ACT_FORWARD(name, expr) CLT_ACT_FORWARD_ARGS(name, , expr)
+#define CLT_ACT_BACKWARD(name, expr) CLT_ACT_BACKWARD_ARGS(name, , expr)
+/* The same with extra trailing kernel arguments `extra` (CLT_ACT_COMMA float alpha). */
+#define CLT_ACT_COMMA ,
+#define CLT_ACT_FORWARD_ARGS(name, extra, expr)                                                    \
+    kernel void name(global X_T *y, ulong y_off, const global X_T *x, ulong x_off, ulong n extra)  \
     {                                                                                              \
         ulong i = get_global_id(0);                                                                \
         if (i >= n) return;                                                                        \
         const float v = CLT_LOAD(X_DTYPE, x + x_off, i);                                           \
         CLT_STORE(X_DTYPE, y + y_off, i, (expr));                                                  \
     }
-#define CLT_ACT_BACKWARD(name, expr)                                                               \
+#define CLT_ACT_BACKWARD_ARGS(name, extra, expr)                                                   \
     kernel void name(global X_T *dx, ulong dx_off, const global X_T *dy, ulong dy_off,             \
-                     const global X_T *s, ulong s_off, ulong n)                                    \
+                     const global X_T *s, ulong s_off, ulong n extra)                              \
     {                                                                                              \
         ulong i = get_global_id(0);                                                                \
         if (i >= n) return;                                                                        \
@@ -65,3 +71,20 @@ CLT_ACT_BACKWARD(tanh_backward, g * ((1.0f - v) * (1.0f + v)))
 /* sigmoid(x) = 1 / (1 + exp(-x)); sigmoid' = y (1 - y). */
 CLT_ACT_FORWARD(sigmoid_forward, 1.0f / (1.0f + exp(-v)))
 CLT_ACT_BACKWARD(sigmoid_backward, g * (v * (1.0f - v)))
+
+/* silu(x) = x sigmoid(x), as x / (1 + exp(-x)): exp overflow for x < -88 gives x / inf = -0.
+ * silu' = sg (1 + x (1 - sg)), sg = sigmoid(x): sg = 0 for very negative x (0 times a finite
+ * number) and 1 - sg = 0 for very positive x, so no 0 * inf at either end. */
+static inline float clt_silu_grad(float x)
+{
+    const float sg = 1.0f / (1.0f + exp(-x));
+    return sg * (1.0f + x * (1.0f - sg));
+}
+
+CLT_ACT_FORWARD(silu_forward, v / (1.0f + exp(-v)))
+CLT_ACT_BACKWARD(silu_backward, g * clt_silu_grad(v))
+
+/* leakyrelu: x > 0 ? x : alpha x (NaN propagates: alpha * NaN); the gradient is g where s > 0,
+ * alpha g elsewhere (at 0 too, as PyTorch). */
+CLT_ACT_FORWARD_ARGS(leakyrelu_forward, CLT_ACT_COMMA float alpha, v > 0.0f ? v : alpha * v)
+CLT_ACT_BACKWARD_ARGS(leakyrelu_backward, CLT_ACT_COMMA float alpha, v > 0.0f ? g : alpha * g)

@@ -1,6 +1,6 @@
 /* Philox4x32-10 counter-based random numbers for kernels (dropout masks), bit for bit the host's
- * src/runtime/rng.c: the same key, counter and element layout (see include/cltrain/rng.h). Functions
- * only, no kernels; OpenCL C 1.2. Include it once per program (it guards itself). */
+ * src/runtime/rng.c: the same key, counter and element layout (see src/runtime/rng_internal.h).
+ * Functions only, no kernels; OpenCL C 1.2. Include it once per program (it guards itself). */
 #ifndef CLT_RNG_CL
 #define CLT_RNG_CL
 

@@ -8,10 +8,10 @@
 
 #include "cltrain/alloc.h"
 #include "cltrain/device.h"
-#include "cltrain/half.h"
-#include "cltrain/ops.h"
-#include "cltrain/program.h"
+#include "ops/ops_internal.h"
 #include "cltrain/tensor.h"
+#include "runtime/half_internal.h"
+#include "runtime/program_internal.h"
 
 #include <check.h>
 #include <stdbool.h>

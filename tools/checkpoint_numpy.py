@@ -45,17 +45,21 @@ def load_idx(path):
 
 
 def forward(tensors, spec, x):
-    acts = {'relu': lambda v: np.maximum(v, 0), 'tanh': np.tanh,
-            'sigmoid': lambda v: 1 / (1 + np.exp(-v)),
-            'gelu': lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3)))}
+    acts = {'relu': lambda v, _: np.maximum(v, 0), 'tanh': lambda v, _: np.tanh(v),
+            'sigmoid': lambda v, _: 1 / (1 + np.exp(-v)),
+            'gelu': lambda v, _: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi)
+                                                        * (v + 0.044715 * v**3))),
+            'silu': lambda v, _: v / (1 + np.exp(-v)),
+            # the canonical spec always writes the slope; 0.01 is the parser's default
+            'leakyrelu': lambda v, args: np.where(v > 0, v, float(args[0] if args else 0.01) * v)}
     for i, layer in enumerate(l.strip() for l in spec.split(',')):
-        word = layer.split()[0]
+        word, *args = layer.split()
         if word == 'linear':
             x = x @ tensors[f'{i}.weight'].T.astype(np.float64)
             if f'{i}.bias' in tensors:
                 x = x + tensors[f'{i}.bias']
         elif word in acts:
-            x = acts[word](x)
+            x = acts[word](x, args)
         # dropout and flatten are the identity at inference
     return x
 

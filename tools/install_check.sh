@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs a configured build folder into a temporary directory (meson install --destdir) and
 # checks what a user of the library gets: libcltrain.so -> .so.0 -> .so.0.1.0 (soname
-# libcltrain.so.0), libcltrain.a, the public headers under include/cltrain/, cltrain.pc, the
-# programs cltrain and cltrain-tune. Then builds programs with nothing but
-# `pkg-config --cflags --libs cltrain` and runs them: a ctx create/free, and, where it exists,
+# libcltrain.so.0), libcltrain.a, the public headers under include/cltrain/ (exactly those
+# cltrain.h includes, each compiling alone), cltrain.pc, the programs cltrain and cltrain-tune.
+# Then builds programs with nothing but `pkg-config --cflags --libs cltrain` and runs them: a ctx create/free, and, where it exists,
 # examples/train_mlp.c for 5 steps (needs Fashion-MNIST: $CLTRAIN_DATA_DIR or /usr/share/datasets).
 # Usage: tools/install_check.sh BUILD_DIR (already configured; built here if it is not).
 set -euo pipefail
@@ -37,9 +37,18 @@ check "libcltrain.so.$version" -f "$libdir/libcltrain.so.$version"
 soname=$(objdump -p "$libdir/libcltrain.so.$version" 2>/dev/null | awk '$1 == "SONAME" { print $2 }')
 check "soname libcltrain.so.0" "$soname" = libcltrain.so.0
 check "libcltrain.a" -f "$libdir/libcltrain.a"
-for h in include/cltrain/*.h; do
-    check "include/cltrain/$(basename "$h")" -f "$incdir/cltrain/$(basename "$h")"
+# The public headers are cltrain.h and the headers it includes; exactly those are installed
+# (include/cltrain/ may still hold a private header on its way to src/).
+public=$( {
+    echo cltrain.h
+    sed -n 's|^#include "cltrain/\(.*\.h\)"$|\1|p' include/cltrain/cltrain.h
+} | sort -u)
+for h in $public; do
+    check "include/cltrain/$h" -f "$incdir/cltrain/$h"
 done
+installed=$(find "$incdir/cltrain" -mindepth 1 -printf '%f\n' | sort)
+check "nothing else in include/cltrain/ ($(echo "$installed" | tr '\n' ' '))" \
+    "$installed" = "$public"
 check "pkgconfig/cltrain.pc" -f "$libdir/pkgconfig/cltrain.pc"
 check "bin/cltrain" -x "$bindir/cltrain"
 check "bin/cltrain-tune" -x "$bindir/cltrain-tune"
@@ -79,6 +88,15 @@ export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 ldd "$tmp/ctx" | grep -q "libcltrain.so.0 => $libdir/" \
     || { echo "install_check: ctx does not load the installed libcltrain"; ldd "$tmp/ctx"; exit 1; }
 "$tmp/ctx"
+# Each installed header compiles alone, so it includes only installed (public) headers.
+cflags=$(pkg-config --cflags cltrain)
+for h in $public; do
+    # shellcheck disable=SC2086
+    printf '#include <cltrain/%s>\ntypedef int nonempty;\n' "$h" \
+        | "$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -x c - $cflags \
+        || { echo "install_check: cltrain/$h does not compile alone"; fail=1; }
+done
+((fail == 0)) || exit 1
 if [ -f examples/train_mlp.c ]; then
     # shellcheck disable=SC2086
     "$cc" -std=c11 -Wall -Wextra -Werror -o "$tmp/train_mlp" examples/train_mlp.c $flags

@@ -4,7 +4,7 @@
  * (least total time over the shapes) to the device's tuning file, which ctxs read at creation.
  * usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] [--layout L]
  *                     [--repeats N] [--min] [--variant SPEC]... */
-#include "cltrain/tune.h"
+#include "ops/tune_internal.h"
 #include "cltrain/cltrain.h"
 
 #include <math.h>

@@ -1,7 +1,8 @@
 /* Memory accounting: every device buffer cltrain allocates is counted by category, with the
  * current total and the peak, against a cap (the device's global memory, or less with
  * CLTRAIN_MAX_MEMORY=512M, which makes an allocation past it fail exactly like a real
- * out-of-memory on a smaller device). Not thread-safe (per ctx). */
+ * out-of-memory on a smaller device). Host bookkeeping: nothing here waits for the device.
+ * Not thread-safe (per ctx) unless a function says otherwise. */
 #ifndef CLTRAIN_ALLOC_H
 #define CLTRAIN_ALLOC_H
 

@@ -90,18 +90,22 @@ CLT_API bool clt_checkpoint_has_checksums(const clt_checkpoint *ck);
  * checkpoint without geometry (older files: the caller may note it). */
 CLT_API clt_status clt_checkpoint_check_run(const clt_checkpoint *ck,
                                             const struct clt_run_geometry *now);
+/* Frees ck and everything obtained from it (strings, norm arrays). Accepts NULL. */
 CLT_API void clt_checkpoint_close(clt_checkpoint *ck);
-/* The metadata; norm's arrays point into ck. */
+/* The metadata; its strings and norm's arrays point into ck (valid until clt_checkpoint_close).
+ * Opening, checking and reading metadata are host-only: no device, no wait. */
 CLT_API struct clt_checkpoint_info clt_checkpoint_get_info(const clt_checkpoint *ck);
-/* The optimizer's hyper-parameters as saved (JSON text), or NULL. */
+/* The optimizer's hyper-parameters as saved (JSON text, owned by ck), or NULL. */
 CLT_API const char *clt_checkpoint_optimizer(const clt_checkpoint *ck);
 /* Copies the weights into a model built from the checkpoint's spec: every parameter must be
  * present with the model's shape and dtype F32 (CLT_ERR_FORMAT naming the tensor otherwise)
  * and finite (CLT_ERR_NUMERIC naming the tensor and the element). A plain state dict must hold
- * nothing else (CLT_ERR_FORMAT naming the extra tensor). On failure the model is unchanged. */
+ * nothing else (CLT_ERR_FORMAT naming the extra tensor). On failure the model is unchanged.
+ * A blocking upload (clt_model_write_params). */
 CLT_API clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m);
 /* Restores optimizer state tensors and the step count (CLT_ERR_FORMAT if the checkpoint has no
- * state for this optimizer; CLT_ERR_NUMERIC for a non-finite value, naming the tensor). */
+ * state for this optimizer; CLT_ERR_NUMERIC for a non-finite value, naming the tensor). A
+ * counted host wait (setup). */
 CLT_API clt_status clt_checkpoint_load_optim(const clt_checkpoint *ck, clt_optim *o,
                                              const clt_model *m);
 

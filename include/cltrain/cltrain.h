@@ -1,4 +1,6 @@
-/* cltrain: a portable neural-network trainer on OpenCL. Includes every public header. */
+/* cltrain: a portable neural-network trainer on OpenCL. Includes every public header: the ctx
+ * and devices, statuses and errors, tensors, the model and its spec, optimizers, data and the
+ * loader, training and evaluation, and checkpoints. Everything else is private to the library. */
 #ifndef CLTRAIN_H
 #define CLTRAIN_H
 
@@ -8,20 +10,13 @@
 #include "cltrain/device.h"
 #include "cltrain/errors.h"
 #include "cltrain/export.h"
-#include "cltrain/half.h"
 #include "cltrain/loader.h"
 #include "cltrain/model.h"
-#include "cltrain/ops.h"
 #include "cltrain/optim.h"
-#include "cltrain/outfile.h"
 #include "cltrain/profile.h"
-#include "cltrain/program.h"
-#include "cltrain/rng.h"
-#include "cltrain/safetensors.h"
 #include "cltrain/spec.h"
 #include "cltrain/status.h"
 #include "cltrain/tensor.h"
 #include "cltrain/train.h"
-#include "cltrain/tune.h"
 
 #endif

@@ -1,7 +1,10 @@
 /* Devices and the ctx. Every device, of any vendor, is an OpenCL platform/device pair; the
  * selector grammar and the `auto` choice are written once, here, as pure functions over
  * descriptors. A clt_ctx owns one device, its context, an in-order compute queue, an in-order
- * transfer queue, the program cache, the memory accountant and the last error message. */
+ * transfer queue, the program cache, the memory accountant and the last error message.
+ * A ctx, and everything made on it, is used from one thread at a time; the functions without a
+ * ctx say whether they are thread-safe. Only clt_ctx_finish, clt_ctx_wait and clt_ctx_free wait
+ * for the device. */
 #ifndef CLTRAIN_DEVICE_H
 #define CLTRAIN_DEVICE_H
 
@@ -98,12 +101,16 @@ CLT_API struct clt_ctx_params clt_ctx_default_params(void);
 /* Creates a ctx on the selected device. On failure *out is NULL and the message is available
  * from clt_last_errmsg(). */
 CLT_API clt_status clt_ctx_create(clt_ctx **out, const struct clt_ctx_params *p);
-/* Finishes outstanding work and releases everything the ctx owns. Accepts NULL. */
+/* Finishes outstanding work (a host wait) and releases everything the ctx owns. Free every
+ * object made on the ctx first (tensors, models, loaders, ...). Accepts NULL. */
 CLT_API void clt_ctx_free(clt_ctx *ctx);
 
 /* The last failure message on this ctx ("" if none); owned by the ctx, valid until its next
  * failing call. */
 CLT_API const char *clt_ctx_errmsg(const clt_ctx *ctx);
+/* The ctx's device, OpenCL context and queues, owned by the ctx and valid until clt_ctx_free
+ * (retain an OpenCL handle to keep it longer). Work enqueued on the queues directly is ordered
+ * with cltrain's own (compute queue: kernels; transfer queue: copies) but not counted. */
 CLT_API const clt_device_info *clt_ctx_device(const clt_ctx *ctx);
 CLT_API cl_context clt_ctx_cl_context(const clt_ctx *ctx);
 CLT_API cl_command_queue clt_ctx_compute_queue(const clt_ctx *ctx);

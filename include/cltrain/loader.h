@@ -7,9 +7,9 @@
  *               compute queue waits for the upload's event, never the host, and a kernel
  *               converts and standardises (the same kernel as resident: the same bits).
  * `auto` picks resident when the split fits in a stated fraction of the device memory cap.
- * Batches follow clt_rng_permutation(seed, clt_rng_stream(CLT_RNG_SHUFFLE, epoch)) in both
- * ways, so training is bit-identical between them. clt_resident (a split resident on the
- * device, read in file order) also serves evaluation and prediction.
+ * Batches follow one shuffle, a pure function of (seed, epoch) by counter-based random numbers
+ * (Philox4x32-10), in both ways, so training is bit-identical between them. clt_resident (a
+ * split resident on the device, read in file order) also serves evaluation and prediction.
  * Not thread-safe: use a loader from one thread (it runs its own thread internally). */
 #ifndef CLTRAIN_LOADER_H
 #define CLTRAIN_LOADER_H
@@ -47,7 +47,7 @@ struct clt_input_norm {
 typedef struct clt_resident clt_resident;
 CLT_API clt_status clt_resident_create(clt_resident **out, clt_ctx *ctx, const clt_dataset *d,
                                        const struct clt_input_norm *norm);
-CLT_API void clt_resident_free(clt_resident *r); /* accepts NULL */
+CLT_API void clt_resident_free(clt_resident *r); /* no host wait; accepts NULL */
 CLT_API size_t clt_resident_count(const clt_resident *r);
 CLT_API size_t clt_resident_features(const clt_resident *r);
 CLT_API clt_ctx *clt_resident_ctx(const clt_resident *r);
@@ -121,8 +121,8 @@ CLT_API size_t clt_loader_features(const clt_loader *l);  /* F */
 CLT_API size_t clt_loader_max_batch(const clt_loader *l); /* params.batch_size */
 CLT_API clt_dtype clt_loader_label_dtype(const clt_loader *l); /* i32 labels or f32 targets */
 
-/* Which batches a run takes: epoch e is clt_rng_permutation(seed, stream(SHUFFLE, e)) (or file
- * order without shuffle) cut into batches of batch_size, the last one partial unless
+/* Which batches a run takes: epoch e is the shuffle of (seed, e) (or file order without
+ * shuffle) cut into batches of batch_size, the last one partial unless
  * drop_last; global step g is batch g % steps_per_epoch of epoch g / steps_per_epoch. A run
  * yields steps first_step .. total_steps - 1. */
 struct clt_loader_order {

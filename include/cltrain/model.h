@@ -20,7 +20,8 @@ typedef enum clt_init {
     CLT_INIT_KAIMING,     /* weight uniform in +-sqrt(6/IN) (gain sqrt(2)), bias 0 */
     CLT_INIT_XAVIER       /* weight uniform in +-sqrt(6/(IN+OUT)), bias 0 */
 } clt_init;
-/* "default", "kaiming", "xavier" */
+/* "default" (or "pytorch"), "kaiming", "xavier", any case; CLT_ERR_INVALID_ARG otherwise.
+ * Thread-safe. */
 CLT_API clt_status clt_init_parse(const char *s, clt_init *out);
 
 struct clt_model_params {
@@ -53,10 +54,14 @@ struct clt_param_info {
 /* Creates the model on ctx: parameters initialised on the host with the counter-based RNG
  * (so the same seed gives the same weights on every device) and uploaded; gradients zero;
  * activations for params->max_batch rows. The spec must validate against in_features and
- * outputs (CLT_ERR_INVALID_ARG otherwise, see clt_spec_validate). The model copies the spec. */
+ * outputs (CLT_ERR_INVALID_ARG otherwise, see clt_spec_validate). The model copies the spec.
+ * The upload of the initial weights is a counted host wait (setup); the caller owns *out and
+ * releases it with clt_model_free. */
 CLT_API clt_status clt_model_create(clt_model **out, clt_ctx *ctx, const clt_spec *spec,
                                     size_t in_features, size_t outputs,
                                     const struct clt_model_params *params);
+/* Releases the model's tensors without a host wait (the device keeps what enqueued work still
+ * uses). Accepts NULL. */
 CLT_API void clt_model_free(clt_model *m);
 
 CLT_API clt_ctx *clt_model_ctx(const clt_model *m);
@@ -81,7 +86,13 @@ CLT_API clt_status clt_model_sync_weights(clt_model *m);
 CLT_API clt_status clt_model_mem_estimate(const clt_spec *spec, size_t in_features, size_t outputs,
                                           const struct clt_model_params *params,
                                           uint64_t *by_category);
-CLT_API int clt_model_param_count(const clt_model *m);    /* named parameters */
+/* *count = P, the number of parameter elements (the flat tensors' length) clt_model_create
+ * would lay out for these arguments, from the same layer table as the model itself; the spec
+ * must be valid (CLT_ERR_INVALID_ARG otherwise, *count = 0). Thread-safe. */
+CLT_API clt_status clt_model_param_elements(const clt_spec *spec, size_t in_features,
+                                            size_t outputs, uint64_t *count);
+CLT_API int clt_model_param_count(const clt_model *m); /* named parameters */
+/* Named parameter i (0 <= i < clt_model_param_count), owned by the model; NULL out of range. */
 CLT_API const struct clt_param_info *clt_model_param_info(const clt_model *m, int i);
 
 /* Forward pass of x (B, IN) f32 on the model's ctx, B <= max_batch; the output is f32 in
@@ -92,7 +103,7 @@ CLT_API clt_status clt_model_forward(clt_model *m, const clt_tensor *x, bool tra
                                      clt_tensor **out);
 /* Backward pass from dout (B, OUTPUTS) f32, the gradient of the loss with respect to the last
  * forward's output. accumulate=false overwrites the gradients, true adds to them (gradient
- * accumulation over micro-batches). */
+ * accumulation over micro-batches). Enqueued only: no host wait. */
 CLT_API clt_status clt_model_backward(clt_model *m, const clt_tensor *dout, bool accumulate);
 
 /* Host copies of the parameters (P floats), e.g. for checkpoints (a counted host wait,

@@ -9,7 +9,6 @@
 
 #include "cltrain/export.h"
 
-#include "cltrain/ops.h"
 #include "cltrain/tensor.h"
 
 #include <stdbool.h>
@@ -105,7 +104,7 @@ CLT_API clt_status clt_optim_create(clt_optim **out, clt_tensor *params,
 CLT_API clt_status clt_optim_step(clt_optim *o, const clt_tensor *grads);
 
 /* Steps taken so far. set_steps replaces the count, for resuming from a checkpoint together
- * with the state tensors (load those with clt_tensor_write or clt_op_copy): a count > 0 means
+ * with the state tensors (load those with clt_tensor_write): a count > 0 means
  * momentum_buffer is already initialised. steps >= 0. Not thread-safe. */
 CLT_API long clt_optim_steps(const clt_optim *o);
 CLT_API void clt_optim_set_steps(clt_optim *o, long steps);
@@ -122,7 +121,8 @@ CLT_API const struct clt_optim_params *clt_optim_get_params(const clt_optim *o);
 /* The parameter tensor given to clt_optim_create (not owned). */
 CLT_API clt_tensor *clt_optim_params_tensor(const clt_optim *o);
 
-/* Frees the optimizer and its state (not params). Accepts NULL. */
+/* Frees the optimizer and its state (not params), without a host wait: the device keeps what
+ * enqueued work still uses. Accepts NULL. */
 CLT_API void clt_optim_free(clt_optim *o);
 
 /* ---- dynamic loss scaling (fp16 mixed precision), as PyTorch's GradScaler -------------------
@@ -141,12 +141,15 @@ struct clt_scaler_params {
 CLT_API struct clt_scaler_params clt_scaler_default_params(void);
 
 typedef struct clt_scaler clt_scaler;
-/* Its state is a CLT_AMP_STATE_LEN i32 tensor on ctx (see ops.h), counted as CLT_MEM_OPTIM.
+/* The length of the scaler's raw state: clt_scaler_state's i32 elements, and the int32 array
+ * clt_scaler_read fills. Its layout is private; clt_scaler_decode gives its fields. */
+#define CLT_SCALER_STATE_LEN 6
+/* Its state is a CLT_SCALER_STATE_LEN i32 tensor on ctx, counted as CLT_MEM_OPTIM.
  * p NULL: the defaults. CLT_ERR_INVALID_ARG for a bad field, CLT_ERR_OUT_OF_MEMORY,
  * CLT_ERR_OPENCL. The initial write is a counted host wait (setup). */
 CLT_API clt_status clt_scaler_create(clt_scaler **out, clt_ctx *ctx,
                                      const struct clt_scaler_params *p);
-CLT_API void clt_scaler_free(clt_scaler *s); /* accepts NULL */
+CLT_API void clt_scaler_free(clt_scaler *s); /* its state too, without a host wait; accepts NULL */
 CLT_API const struct clt_scaler_params *clt_scaler_get_params(const clt_scaler *s);
 CLT_API clt_tensor *clt_scaler_state(const clt_scaler *s); /* owned by the scaler */
 /* dloss (f32) *= the current scale, in place (enqueued). */
@@ -159,7 +162,7 @@ CLT_API clt_status clt_scaler_scale(clt_scaler *s, clt_tensor *dloss);
  * update (backoff and a skipped step counted on inf/NaN, growth after growth_interval clean
  * steps). Statuses as clt_optim_step. */
 CLT_API clt_status clt_optim_step_scaled(clt_optim *o, const clt_tensor *grads, clt_scaler *s);
-/* Copies the raw state (CLT_AMP_STATE_LEN int32) to raw, as clt_tensor_read (blocking, or
+/* Copies the raw state (CLT_SCALER_STATE_LEN int32) to raw, as clt_tensor_read (blocking, or
  * non-blocking with an event to wait on); decode gives its fields. */
 CLT_API clt_status clt_scaler_read(const clt_scaler *s, int32_t *raw, bool blocking,
                                    cl_event *done);

@@ -23,13 +23,18 @@ extern "C" {
  *   comment := '#' to the end of the line            (removed before parsing)
  *   entry   := "linear" OUT ["nobias"]                fully connected, bias on by default
  *            | "relu" | "gelu" | "tanh" | "sigmoid"   elementwise; gelu is the tanh approximation
+ *            | "silu"                                 elementwise x * sigmoid(x), as nn.SiLU
+ *            | "leakyrelu" [A]                        elementwise x > 0 ? x : A x, as nn.LeakyReLU;
+ *                                                    A defaults to 0.01
  *            | "dropout" P                            0 <= P < 1
- *            | "flatten"                              (B, ...) -> (B, features)
+ *            | "flatten"                              (B, C, H, W) -> (B, C*H*W); the identity
+ *                                                    on (B, features)
  *            | preset                                 only as the whole spec
  *   preset  := "mlp"      = linear 256, relu, linear 128, relu, linear N
  *            | "logreg"   = linear N                  N: the number of classes given to the parser
  * Words are case-insensitive; spaces and tabs separate the words of an entry and are otherwise
- * ignored. OUT is a decimal integer in [1, CLT_SPEC_MAX_WIDTH]; P a decimal number. */
+ * ignored. OUT is a decimal integer in [1, CLT_SPEC_MAX_WIDTH]; P and A decimal numbers (A finite,
+ * of either sign). */
 
 #define CLT_SPEC_MAX_LAYERS 1024 /* the most layers a spec may have */
 
@@ -43,6 +48,8 @@ typedef enum clt_layer_kind {
     CLT_LAYER_SIGMOID,
     CLT_LAYER_DROPOUT,
     CLT_LAYER_FLATTEN,
+    CLT_LAYER_SILU,      /* x * sigmoid(x), as PyTorch's nn.SiLU */
+    CLT_LAYER_LEAKYRELU, /* x > 0 ? x : alpha * x, as PyTorch's nn.LeakyReLU */
     CLT_LAYER__COUNT
 } clt_layer_kind;
 
@@ -52,6 +59,8 @@ typedef struct clt_layer_spec {
     int out;   /* CLT_LAYER_LINEAR: output width OUT, >= 1 */
     bool bias; /* CLT_LAYER_LINEAR: adds a bias vector (OUT) */
     float p;   /* CLT_LAYER_DROPOUT: probability of zeroing an element, in [0, 1) */
+    float alpha; /* CLT_LAYER_LEAKYRELU: the slope for negative inputs, finite (the parser's
+                    default 0.01) */
 } clt_layer_spec;
 
 /* A model spec: n layers, first to last. Owned by the caller; release with clt_spec_free. */
@@ -66,7 +75,7 @@ typedef struct clt_spec {
  * and the thread's message names the layer, its position and what was expected, on one line;
  * for "linear 256, relu, linaer 128":
  *   model spec: layer 3 ("linaer 128") at column 19: unknown layer "linaer"; expected linear,
- *   relu, gelu, tanh, sigmoid, dropout or flatten
+ *   relu, gelu, tanh, sigmoid, dropout, flatten, silu or leakyrelu
  * Positions are 1-based and say "line L, column C" when the text has several lines.
  * Returns CLT_OK; CLT_ERR_FORMAT for a text that does not follow the grammar (including an
  * empty one); CLT_ERR_INVALID_ARG for a preset without a valid `classes`; CLT_ERR_HOST_MEMORY.
@@ -86,26 +95,28 @@ CLT_API clt_status clt_spec_parse_file(const char *path, int classes, clt_spec *
  * linear layer are allowed. Returns CLT_OK or CLT_ERR_INVALID_ARG. */
 CLT_API clt_status clt_spec_validate(const clt_spec *s, int in_features, int outputs);
 
-/* Rejects what is almost certainly a mistake in a model to be trained: an activation (relu,
- * gelu, tanh, sigmoid) after the last linear layer, which would clip or squash the logits the
- * loss reads. Models built for other uses (tests of the layers) may have one: clt_model_create
- * does not call this; the cltrain program does before training. Returns CLT_OK or
- * CLT_ERR_INVALID_ARG with a message naming the layer. Thread-safe. */
+/* Rejects what is almost certainly a mistake in a model to be trained: an elementwise activation
+ * (relu, gelu, tanh, sigmoid, silu, leakyrelu) after the last linear layer, which would clip or
+ * squash the logits the loss reads. Models built for other uses (tests of the layers) may have
+ * one: clt_model_create does not call this; the cltrain program does before training. Returns
+ * CLT_OK or CLT_ERR_INVALID_ARG with a message naming the layer. Thread-safe. */
 CLT_API clt_status clt_spec_check_output(const clt_spec *s);
 
 /* The canonical text of `s`: layers joined by ", ", lower-case words, "nobias" when a linear
- * layer has no bias, the shortest decimal of P that reads back as the same float ("dropout 0.1"),
- * e.g. "linear 256, relu, dropout 0.1, linear 10". Presets appear expanded. For a spec whose
- * layers are in range (see clt_spec_validate) and whose unused fields are 0, clt_spec_parse of
- * the text gives back a spec equal to `s`, field for field. *out is malloc'ed and the caller
- * frees it with free(); an empty spec gives "". Returns CLT_OK, CLT_ERR_INVALID_ARG for a layer
- * kind out of range, or CLT_ERR_HOST_MEMORY (*out is then NULL). */
+ * layer has no bias, the shortest decimal of P (and of leakyrelu's A, always written) that reads
+ * back as the same float ("dropout 0.1", "leakyrelu 0.01"), e.g. "linear 256, relu, dropout 0.1,
+ * linear 10". Presets appear expanded. For a spec whose layers are in range (see
+ * clt_spec_validate) and whose unused fields are 0, clt_spec_parse of the text gives back a spec
+ * equal to `s`, field for field. *out is malloc'ed and the caller frees it with free(); an empty
+ * spec gives "". Returns CLT_OK, CLT_ERR_INVALID_ARG for a layer kind out of range, or
+ * CLT_ERR_HOST_MEMORY (*out is then NULL). */
 CLT_API clt_status clt_spec_to_string(const clt_spec *s, char **out);
 
 /* Releases the layers and leaves *s as {0, NULL}. Accepts NULL and an already freed spec. */
 CLT_API void clt_spec_free(clt_spec *s);
 
-/* "linear", "relu", "gelu", "tanh", "sigmoid", "dropout", "flatten"; "unknown" out of range. */
+/* "linear", "relu", "gelu", "tanh", "sigmoid", "dropout", "flatten", "silu", "leakyrelu";
+ * "unknown" out of range. */
 CLT_API const char *clt_layer_kind_name(clt_layer_kind k);
 
 #ifdef __cplusplus

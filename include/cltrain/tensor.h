@@ -53,8 +53,10 @@ CLT_API const char *clt_mem_category_name(clt_mem_category c); /* "parameters", 
 typedef struct clt_tensor clt_tensor;
 
 /* New tensor of the given shape on ctx's device; contents undefined (the buffer is touched
- * with a fill so that lazy drivers fail here rather than later). Returns CLT_ERR_OUT_OF_MEMORY
- * (message: bytes requested, current, peak, device total, cap) when it does not fit. */
+ * with a fill so that lazy drivers fail here rather than later). The caller owns *out and frees
+ * it with clt_tensor_free. The create functions only enqueue (fills on the compute queue); none
+ * waits for the device. Returns CLT_ERR_OUT_OF_MEMORY (message: bytes requested, current, peak,
+ * device total, cap) when it does not fit. */
 CLT_API clt_status clt_tensor_create(clt_tensor **out, clt_ctx *ctx, clt_dtype dtype, int ndim,
                                      const size_t *dims, clt_mem_category cat);
 CLT_API clt_status clt_tensor_zeros(clt_tensor **out, clt_ctx *ctx, clt_dtype dtype, int ndim,
@@ -68,7 +70,8 @@ CLT_API clt_status clt_tensor_like(clt_tensor **out, const clt_tensor *like);
  * and keeps alive base's buffer. The view's dtype is base's. */
 CLT_API clt_status clt_tensor_view(clt_tensor **out, const clt_tensor *base, size_t offset,
                                    int ndim, const size_t *dims);
-/* Releases the tensor; the buffer goes when its last view goes. Accepts NULL. */
+/* Releases the tensor; the buffer goes when its last view goes. No host wait: the device keeps
+ * the buffer while enqueued work still uses it. Accepts NULL. */
 CLT_API void clt_tensor_free(clt_tensor *t);
 
 CLT_API clt_ctx *clt_tensor_ctx(const clt_tensor *t);
@@ -93,7 +96,9 @@ CLT_API clt_status clt_tensor_read(const clt_tensor *t, void *dst, bool blocking
 CLT_API clt_status clt_tensor_same_ctx(const clt_tensor *a, const clt_tensor *b);
 
 /* Pinned (page-locked where the driver supports it) host memory: a CL_MEM_ALLOC_HOST_PTR
- * buffer mapped once for its lifetime. Counted as CLT_MEM_STAGING. */
+ * buffer mapped once for its lifetime (the map in create is a counted host wait, setup).
+ * Counted as CLT_MEM_STAGING. The memory at clt_pinned_ptr is owned by the clt_pinned and valid
+ * until clt_pinned_free, which accepts NULL; finish the copies that use it before freeing. */
 typedef struct clt_pinned clt_pinned;
 CLT_API clt_status clt_pinned_create(clt_pinned **out, clt_ctx *ctx, size_t bytes);
 CLT_API void *clt_pinned_ptr(clt_pinned *p);

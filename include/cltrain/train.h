@@ -109,7 +109,10 @@ typedef struct clt_trainer clt_trainer;
  * batch (CLT_ERR_INVALID_ARG). */
 CLT_API clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *train,
                                       clt_resident *test, const struct clt_train_params *p);
+/* Frees the trainer and its optimizer (not the model or the loaders) after finishing the
+ * queues (a counted host wait, setup). Accepts NULL. */
 CLT_API void clt_trainer_free(clt_trainer *t);
+/* The trainer's optimizer, owned by the trainer. */
 CLT_API clt_optim *clt_trainer_optim(clt_trainer *t);
 /* Restores optimizer state, step and epoch from a checkpoint written by this trainer's
  * clt_trainer_save (the model's weights are restored by the caller). Refused (the checkpoint's
@@ -125,7 +128,8 @@ CLT_API clt_status clt_trainer_resume(clt_trainer *t, const char *path);
  * status (e.g. CLT_ERR_IO) with its message. The loader's thread is stopped and joined on
  * every path. */
 CLT_API clt_status clt_trainer_run(clt_trainer *t);
-/* Writes model, optimizer state and metadata to a safetensors file (atomically). */
+/* Writes model, optimizer state and metadata to a safetensors file (atomically): a counted
+ * host wait (CLT_WAIT_SAVE), as clt_checkpoint_save. */
 CLT_API clt_status clt_trainer_save(clt_trainer *t, const char *path);
 
 /* Mean loss and accuracy of the model over a resident split, in batches of batch_size; one
@@ -138,7 +142,8 @@ struct clt_eval_result {
 CLT_API clt_status clt_evaluate(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
                                 struct clt_eval_result *out, long *confusion);
 /* Predicted class (or value, regression) and class probabilities for every sample:
- * classes (n) and probs (n, N), either may be NULL. */
+ * classes (n) and probs (n, N), caller-owned arrays, either may be NULL. One counted host wait
+ * (CLT_WAIT_EVAL). */
 CLT_API clt_status clt_predict(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
                                int32_t *classes, float *probs);
 
@@ -203,6 +208,7 @@ typedef struct clt_train_setup clt_train_setup;
 CLT_API clt_status clt_train_setup_create(clt_train_setup **out, clt_ctx *ctx,
                                           const struct clt_train_setup_params *p);
 CLT_API void clt_train_setup_free(clt_train_setup *s); /* accepts NULL */
+/* The set-up's objects, owned by it (see clt_train_setup_run for when they are replaced). */
 CLT_API clt_model *clt_train_setup_model(const clt_train_setup *s);
 CLT_API clt_loader *clt_train_setup_loader(const clt_train_setup *s);
 CLT_API clt_trainer *clt_train_setup_trainer(const clt_train_setup *s);

@@ -8,7 +8,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 
-#include "cltrain/rng.h"
+#include "runtime/rng_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -109,7 +109,16 @@ static int open_ctx(const char *device, bool profiling, bool sync_debug, clt_ctx
     p.device = device;
     p.profiling = profiling;
     p.sync_debug = sync_debug;
-    return clt_ctx_create(ctx, &p) == CLT_OK ? CLI_OK : fail_status(NULL);
+    if (clt_ctx_create(ctx, &p) != CLT_OK) return fail_status(NULL);
+    /* The GEMM choices (tuning file, CLTRAIN_GEMM) are read at the first GEMM; read them now
+     * so that a bad CLTRAIN_GEMM stops the run before the data is loaded. */
+    if (!clt_ctx_tune(*ctx)) {
+        int rc = fail_status(*ctx);
+        clt_ctx_free(*ctx);
+        *ctx = NULL;
+        return rc;
+    }
+    return CLI_OK;
 }
 
 /* ---- progress and metrics ----------------------------------------------------------------- */

@@ -26,8 +26,8 @@
 #include "runtime/profile_internal.h"
 
 #include "cltrain/alloc.h"
-#include "cltrain/ops.h"
-#include "cltrain/rng.h"
+#include "ops/ops_internal.h"
+#include "runtime/rng_internal.h"
 
 #include <limits.h>
 #include <pthread.h>

@@ -1,8 +1,8 @@
-/* Safe output files (cltrain/outfile.h): symlinks resolved by hand so that the real target is
+/* Safe output files (io/outfile_internal.h): symlinks resolved by hand so that the real target is
  * replaced in its own folder, anything but a regular file refused, a writability probe before
  * long work, stale "<name>.tmp.<pid>[.<k>]" files of dead processes removed, and temporary
  * file + fsync + rename with every write, flush and close checked. */
-#include "cltrain/outfile.h"
+#include "io/outfile_internal.h"
 
 #include "runtime/internal.h"
 

@@ -1,7 +1,9 @@
 /* The model-spec parser: splits the text into entries (commas, newlines, '#' comments), parses
- * each entry into a layer, expands the presets, and writes the canonical text back. Every error
- * names the layer, its text, its line and column and what was expected. */
+ * each entry into a layer through the layer table (src/nn/layer_internal.h: each kind reads and
+ * writes its own words), expands the presets, validates, and writes the canonical text back.
+ * Every error names the layer, its text, its line and column and what was expected. */
 #include "cltrain/spec.h"
+#include "nn/layer_internal.h"
 #include "runtime/internal.h"
 
 #include <errno.h>
@@ -10,17 +12,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#define SPEC_MAX_TOKENS 4 /* "linear 128 nobias" and one word too many */
+#define SPEC_MAX_TOKENS (1 + CLT__SPEC_MAX_ARGS) /* the name and its arguments */
 #define SPEC_MAX_LAYERS CLT_SPEC_MAX_LAYERS /* deeper is a mistake (10,000 took 4.8 GB) */
 #define SPEC_QUOTE_MAX 60       /* longest text quoted in a message */
 #define SPEC_FILE_MAX (1 << 20) /* bytes */
-
-static const char *const kind_names[CLT_LAYER__COUNT] = {
-    [CLT_LAYER_LINEAR] = "linear",   [CLT_LAYER_RELU] = "relu",
-    [CLT_LAYER_GELU] = "gelu",       [CLT_LAYER_TANH] = "tanh",
-    [CLT_LAYER_SIGMOID] = "sigmoid", [CLT_LAYER_DROPOUT] = "dropout",
-    [CLT_LAYER_FLATTEN] = "flatten",
-};
 
 /* Presets: a name and its text, with %d for the number of classes. */
 static const struct {
@@ -54,9 +49,16 @@ typedef struct cursor {
     int line;
 } cursor;
 
+/* What a kind's parser reports errors against: the entry, its source and its layer number. */
+typedef struct args_where {
+    const source *src;
+    const entry *e;
+    int layer;
+} args_where;
+
 const char *clt_layer_kind_name(clt_layer_kind k)
 {
-    return (unsigned)k < CLT_LAYER__COUNT ? kind_names[k] : "unknown";
+    return (unsigned)k < CLT_LAYER__COUNT ? clt__layer_kind_of(k)->name : "unknown";
 }
 
 static bool is_blank(char c)
@@ -87,6 +89,11 @@ static bool word_is(const char *tok, int len, const char *word)
 static int quote_len(int len)
 {
     return len > SPEC_QUOTE_MAX ? SPEC_QUOTE_MAX : len;
+}
+
+int clt__spec_quote_len(int len)
+{
+    return quote_len(len);
 }
 
 static void cursor_init(cursor *c, const char *text)
@@ -142,19 +149,17 @@ static bool next_entry(cursor *c, entry *e)
 }
 
 /* Records "<source>: layer L ("<entry>") at <position of at>: <detail>" and returns status. */
-static clt_status entry_fail(const source *src, const entry *e, int layer, const char *at,
-                             clt_status status, const char *fmt, ...) CLT__PRINTF(6, 7);
-static clt_status entry_fail(const source *src, const entry *e, int layer, const char *at,
-                             clt_status status, const char *fmt, ...)
+static clt_status ventry_fail(const source *src, const entry *e, int layer, const char *at,
+                              clt_status status, const char *fmt, va_list ap)
+    CLT__PRINTF(6, 0);
+static clt_status ventry_fail(const source *src, const entry *e, int layer, const char *at,
+                              clt_status status, const char *fmt, va_list ap)
 {
     char detail[512];
     char where[64];
     int col = (int)(at - e->line_start) + 1;
     int len = (int)(e->end - e->start);
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
     if (src->lines)
         snprintf(where, sizeof where, "line %d, column %d", e->line, col);
     else
@@ -163,6 +168,48 @@ static clt_status entry_fail(const source *src, const entry *e, int layer, const
                      src->path ? " file \"" : "", src->path ? src->path : "", src->path ? "\"" : "",
                      layer, quote_len(len), e->start, len > SPEC_QUOTE_MAX ? "..." : "", where,
                      detail);
+}
+
+static clt_status entry_fail(const source *src, const entry *e, int layer, const char *at,
+                             clt_status status, const char *fmt, ...) CLT__PRINTF(6, 7);
+static clt_status entry_fail(const source *src, const entry *e, int layer, const char *at,
+                             clt_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    clt_status st = ventry_fail(src, e, layer, at, status, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+clt_status clt__spec_args_fail(const struct clt__spec_args *a, int i, const char *fmt, ...)
+{
+    const args_where *w = a->where;
+    CLT_ASSERT(i >= -1 && i < CLT__SPEC_MAX_ARGS && i < a->n);
+    va_list ap;
+    va_start(ap, fmt);
+    clt_status st = ventry_fail(w->src, w->e, w->layer, i < 0 ? w->e->end : a->word[i],
+                                CLT_ERR_FORMAT, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+bool clt__spec_arg_is(const struct clt__spec_args *a, int i, const char *w)
+{
+    CLT_ASSERT(i >= 0 && i < CLT__SPEC_MAX_ARGS && i < a->n);
+    return word_is(a->word[i], a->len[i], w);
+}
+
+bool clt__spec_arg_number(const struct clt__spec_args *a, int i, double *out)
+{
+    char buf[64];
+    char *end = NULL;
+    CLT_ASSERT(i >= 0 && i < CLT__SPEC_MAX_ARGS && i < a->n);
+    if (a->len[i] >= (int)sizeof buf) return false;
+    memcpy(buf, a->word[i], (size_t)a->len[i]);
+    buf[a->len[i]] = '\0';
+    *out = strtod(buf, &end);
+    return end == buf + a->len[i];
 }
 
 /* Records "<source>: <detail>" for failures that belong to no layer. */
@@ -182,48 +229,18 @@ static clt_status source_fail(const source *src, clt_status status, const char *
 /* Word i of e, for "%.*s". */
 #define SPEC_TOK(e, i) quote_len((e)->len[i]), (e)->tok[i]
 
-static clt_status parse_width(const source *src, const entry *e, int layer, int *out)
+/* "linear, relu, ... or leakyrelu": every kind's name, in table order. */
+static void kind_list(char *buf, size_t size)
 {
-    clt_status st = CLT_OK;
-    long long v = 0;
-    bool digits = e->len[1] > 0;
-    for (int i = 0; i < e->len[1] && digits; i++) {
-        char c = e->tok[1][i];
-        digits = c >= '0' && c <= '9';
-        if (digits && v <= CLT_SPEC_MAX_WIDTH) v = v * 10 + (c - '0');
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < CLT_LAYER__COUNT && used < size; k++) {
+        const char *sep = k == 0 ? "" : k == CLT_LAYER__COUNT - 1 ? " or " : ", ";
+        int len = snprintf(buf + used, size - used, "%s%s", sep,
+                           clt__layer_kind_of((clt_layer_kind)k)->name);
+        if (len < 0) break;
+        used += (size_t)len;
     }
-    if (!digits || v == 0)
-        SPEC_FAIL(e->tok[1], "width must be a positive integer, got \"%.*s\"", SPEC_TOK(e, 1));
-    if (v > CLT_SPEC_MAX_WIDTH)
-        SPEC_FAIL(e->tok[1], "width must be at most %d, got \"%.*s\"", CLT_SPEC_MAX_WIDTH,
-                  SPEC_TOK(e, 1));
-    *out = (int)v;
-fail:
-    return st;
-}
-
-static clt_status parse_probability(const source *src, const entry *e, int layer, float *out)
-{
-    clt_status st = CLT_OK;
-    char buf[64];
-    char *end = NULL;
-    double d = 0.0;
-    bool number = e->len[1] < (int)sizeof buf;
-    if (number) {
-        memcpy(buf, e->tok[1], (size_t)e->len[1]);
-        buf[e->len[1]] = '\0';
-        d = strtod(buf, &end);
-        number = end == buf + e->len[1];
-    }
-    if (!number)
-        SPEC_FAIL(e->tok[1], "dropout probability must be a number in [0, 1), got \"%.*s\"",
-                  SPEC_TOK(e, 1));
-    /* Checked after rounding to float: 0.999999999 would become 1. */
-    if (!(d >= 0.0 && (float)d < 1.0f))
-        SPEC_FAIL(e->tok[1], "dropout probability must be in [0, 1), got %s", buf);
-    *out = (float)d + 0.0f; /* "-0" reads as 0 */
-fail:
-    return st;
 }
 
 static clt_status parse_layer(const source *src, const entry *e, int layer, clt_layer_spec *out)
@@ -231,51 +248,26 @@ static clt_status parse_layer(const source *src, const entry *e, int layer, clt_
     clt_status st = CLT_OK;
     clt_layer_spec l = {0};
     int kind = 0;
-    while (kind < CLT_LAYER__COUNT && !word_is(e->tok[0], e->len[0], kind_names[kind]))
+    while (kind < CLT_LAYER__COUNT &&
+           !word_is(e->tok[0], e->len[0], clt__layer_kind_of((clt_layer_kind)kind)->name))
         kind++;
     if (kind == CLT_LAYER__COUNT) {
+        char kinds[256];
         for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
             if (word_is(e->tok[0], e->len[0], presets[i].name))
                 SPEC_FAIL(e->tok[0], "preset \"%s\" must be the whole spec, not one of its layers",
                           presets[i].name);
-        SPEC_FAIL(e->tok[0],
-                  "unknown layer \"%.*s\"; expected linear, relu, gelu, tanh, sigmoid, dropout "
-                  "or flatten",
-                  SPEC_TOK(e, 0));
+        kind_list(kinds, sizeof kinds);
+        SPEC_FAIL(e->tok[0], "unknown layer \"%.*s\"; expected %s", SPEC_TOK(e, 0), kinds);
     }
     l.kind = (clt_layer_kind)kind;
-    switch (l.kind) {
-    case CLT_LAYER_LINEAR:
-        if (e->ntok < 2) SPEC_FAIL(e->end, "linear needs a width, e.g. \"linear 128\"");
-        CLT_TRY(parse_width(src, e, layer, &l.out));
-        l.bias = true;
-        if (e->ntok >= 3) {
-            if (!word_is(e->tok[2], e->len[2], "nobias"))
-                SPEC_FAIL(e->tok[2],
-                          "unexpected \"%.*s\" after the width; expected \"nobias\" or the end of "
-                          "the layer",
-                          SPEC_TOK(e, 2));
-            l.bias = false;
-        }
-        if (e->ntok >= 4)
-            SPEC_FAIL(e->tok[3],
-                      "unexpected \"%.*s\" after \"nobias\"; expected the end of the layer",
-                      SPEC_TOK(e, 3));
-        break;
-    case CLT_LAYER_DROPOUT:
-        if (e->ntok < 2) SPEC_FAIL(e->end, "dropout needs a probability, e.g. \"dropout 0.1\"");
-        CLT_TRY(parse_probability(src, e, layer, &l.p));
-        if (e->ntok >= 3)
-            SPEC_FAIL(e->tok[2],
-                      "unexpected \"%.*s\" after the probability; expected the end of the layer",
-                      SPEC_TOK(e, 2));
-        break;
-    default:
-        if (e->ntok >= 2)
-            SPEC_FAIL(e->tok[1], "%s takes no arguments, got \"%.*s\"", kind_names[l.kind],
-                      SPEC_TOK(e, 1));
-        break;
+    const args_where where = {src, e, layer};
+    struct clt__spec_args a = {.n = e->ntok - 1, .where = &where};
+    for (int i = 0; i < CLT__SPEC_MAX_ARGS && i < a.n; i++) {
+        a.word[i] = e->tok[i + 1];
+        a.len[i] = e->len[i + 1];
     }
+    CLT_TRY(clt__layer_kind_of(l.kind)->parse(&a, &l));
     *out = l;
 fail:
     return st;
@@ -425,17 +417,9 @@ clt_status clt_spec_validate(const clt_spec *s, int in_features, int outputs)
         if ((unsigned)l->kind >= CLT_LAYER__COUNT)
             CLT_FAIL(NULL, CLT_ERR_INVALID_ARG, "model spec: layer %d has unknown kind %d", i + 1,
                      (int)l->kind);
-        if (l->kind == CLT_LAYER_LINEAR) {
-            if (l->out < 1 || l->out > CLT_SPEC_MAX_WIDTH)
-                CLT_FAIL(NULL, CLT_ERR_INVALID_ARG,
-                         "model spec: layer %d: linear width must be in [1, %d], got %d", i + 1,
-                         CLT_SPEC_MAX_WIDTH, l->out);
-            last = i;
-        }
-        if (l->kind == CLT_LAYER_DROPOUT && !(l->p >= 0.0f && l->p < 1.0f))
-            CLT_FAIL(NULL, CLT_ERR_INVALID_ARG,
-                     "model spec: layer %d: dropout probability must be in [0, 1), got %g", i + 1,
-                     (double)l->p);
+        const struct clt__layer_kind *k = clt__layer_kind_of(l->kind);
+        CLT_TRY(k->check(l, i + 1));
+        if (k->weighted) last = i;
     }
     if (last < 0)
         CLT_FAIL(NULL, CLT_ERR_INVALID_ARG,
@@ -456,29 +440,33 @@ clt_status clt_spec_check_output(const clt_spec *s)
     int last = -1;
     CLT_ASSERT(s && s->n >= 0 && (s->n == 0 || s->layers));
     for (int i = 0; i < s->n; i++)
-        if (s->layers[i].kind == CLT_LAYER_LINEAR) last = i;
+        if ((unsigned)s->layers[i].kind < CLT_LAYER__COUNT &&
+            clt__layer_kind_of(s->layers[i].kind)->weighted)
+            last = i;
     for (int i = last + 1; i < s->n; i++) {
-        clt_layer_kind k = s->layers[i].kind;
-        if (k == CLT_LAYER_RELU || k == CLT_LAYER_GELU || k == CLT_LAYER_TANH ||
-            k == CLT_LAYER_SIGMOID)
+        if ((unsigned)s->layers[i].kind >= CLT_LAYER__COUNT) continue;
+        const struct clt__layer_kind *k = clt__layer_kind_of(s->layers[i].kind);
+        if (k->activation)
             CLT_FAIL(NULL, CLT_ERR_INVALID_ARG,
                      "model spec: layer %d (%s) comes after the last linear layer; the loss reads "
                      "that layer's outputs as they are (logits for classification, where softmax "
                      "is part of the loss; the predictions for regression), and an activation "
                      "there clips or squashes them. Remove it, or put a linear layer after it",
-                     i + 1, kind_names[k]);
+                     i + 1, k->name);
     }
 fail:
     return st;
 }
 
-/* The shortest "%g" text of p that strtof reads back as p. */
-static void format_probability(float p, char *buf, size_t size)
+void clt__spec_format_real(float v, char *buf, size_t size)
 {
     for (int prec = 1; prec <= 9; prec++) {
-        snprintf(buf, size, "%.*g", prec, (double)p);
-        if (strtof(buf, NULL) == p) break;
+        snprintf(buf, size, "%.*g", prec, (double)v);
+        if (strtof(buf, NULL) == v) break;
     }
+    /* "10", not "1e+01": whole numbers below 1e16 without an exponent (P < 1 never has one) */
+    if (strstr(buf, "e+") && fabsf(v) < 1e16f && v == truncf(v))
+        snprintf(buf, size, "%.0f", (double)v);
 }
 
 clt_status clt_spec_to_string(const clt_spec *s, char **out)
@@ -486,31 +474,21 @@ clt_status clt_spec_to_string(const clt_spec *s, char **out)
     clt_status st = CLT_OK;
     char *text = NULL;
     size_t used = 0;
-    const size_t per_layer = 48; /* ", linear 16777216 nobias" or ", dropout <%.9g>" fit */
+    const size_t per_layer = 48; /* ", linear 16777216 nobias" or ", leakyrelu <%.9g>" fit */
     CLT_ASSERT(s && out && s->n >= 0 && (s->n == 0 || s->layers));
     *out = NULL;
     CLT_ALLOC(NULL, text, (size_t)s->n * per_layer + 1);
     for (int i = 0; i < s->n; i++) {
         const clt_layer_spec *l = &s->layers[i];
         const char *sep = i ? ", " : "";
-        char prob[32];
+        char args[40];
         size_t room = (size_t)s->n * per_layer + 1 - used;
         if ((unsigned)l->kind >= CLT_LAYER__COUNT)
             CLT_FAIL(NULL, CLT_ERR_INVALID_ARG, "model spec: layer %d has unknown kind %d", i + 1,
                      (int)l->kind);
-        switch (l->kind) {
-        case CLT_LAYER_LINEAR:
-            used += (size_t)snprintf(text + used, room, "%slinear %d%s", sep, l->out,
-                                     l->bias ? "" : " nobias");
-            break;
-        case CLT_LAYER_DROPOUT:
-            format_probability(l->p, prob, sizeof prob);
-            used += (size_t)snprintf(text + used, room, "%sdropout %s", sep, prob);
-            break;
-        default:
-            used += (size_t)snprintf(text + used, room, "%s%s", sep, kind_names[l->kind]);
-            break;
-        }
+        const struct clt__layer_kind *k = clt__layer_kind_of(l->kind);
+        k->format(l, args, sizeof args);
+        used += (size_t)snprintf(text + used, room, "%s%s%s", sep, k->name, args);
     }
     *out = text;
     text = NULL;

@@ -1,11 +1,38 @@
-/* C wrappers of cl/activation.cl: relu, gelu (tanh approximation), tanh and sigmoid, forward
- * and backward, over f32, f16 or bf16 storage. */
+/* C wrappers of cl/activation.cl: relu, gelu (tanh approximation), tanh, sigmoid, silu and
+ * leakyrelu, forward and backward, over f32, f16 or bf16 storage. One row of `acts` per
+ * activation says its kernels' stem and which saved tensor its backward reads. */
 #include "ops/nn_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-static const char *const act_names[] = {"relu", "gelu", "tanh", "sigmoid"};
+/* What an activation's backward computes its derivative from. */
+enum act_saves {
+    SAVES_X_OR_Y, /* the input x, or the output y when x is NULL (the same mask) */
+    SAVES_X,      /* the input x */
+    SAVES_Y       /* the output y */
+};
+
+static const struct {
+    const char *name;      /* kernels <name>_forward and <name>_backward */
+    enum act_saves saves;
+    bool alpha;            /* the kernels take alpha as a last argument */
+} acts[CLT_ACT__COUNT] = {
+    [CLT_ACT_RELU] = {"relu", SAVES_X_OR_Y, false},
+    [CLT_ACT_GELU] = {"gelu", SAVES_X, false},
+    [CLT_ACT_TANH] = {"tanh", SAVES_Y, false},
+    [CLT_ACT_SIGMOID] = {"sigmoid", SAVES_Y, false},
+    [CLT_ACT_SILU] = {"silu", SAVES_X, false},
+    [CLT_ACT_LEAKYRELU] = {"leakyrelu", SAVES_X_OR_Y, true},
+};
+
+/* The slope clt_op_act_forward and clt_op_act_backward give leakyrelu (nn.LeakyReLU's). */
+#define ACT_DEFAULT_ALPHA 0.01f
+
+/* CLT__K_ACT (runtime/program_internal.h) has slots for 8 activations x 2 directions x
+ * 3 float dtypes: raise it there when the 9th comes. */
+_Static_assert(CLT_ACT__COUNT <= 8, "CLT__K_ACT has slots for 8 activations");
 
 /* The ctx's kernel <activation>_<dir> for t's float dtype, built on first use. */
 static clt_status act_kernel(const clt_tensor *t, clt_act a, const char *dir, cl_kernel *k)
@@ -16,7 +43,7 @@ static clt_status act_kernel(const clt_tensor *t, clt_act a, const char *dir, cl
     if (!*slot) {
         char opts[32], name[32];
         clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(t));
-        snprintf(name, sizeof name, "%s_%s", act_names[a], dir);
+        snprintf(name, sizeof name, "%s_%s", acts[a].name, dir);
         clt_status st = clt__kernel(clt_tensor_ctx(t), "activation", opts, name, slot);
         if (st != CLT_OK) return st;
     }
@@ -24,20 +51,24 @@ static clt_status act_kernel(const clt_tensor *t, clt_act a, const char *dir, cl
     return CLT_OK;
 }
 
-static clt_status check_act(const clt_tensor *t, clt_act a, const char *op)
+static clt_status check_act(const clt_tensor *t, clt_act a, float alpha, const char *op)
 {
-    if ((unsigned)a < sizeof act_names / sizeof *act_names) return CLT_OK;
-    return clt__fail(clt_tensor_ctx(t), CLT_ERR_INVALID_ARG, "%s: unknown activation %d", op,
-                     (int)a);
+    if ((unsigned)a >= CLT_ACT__COUNT)
+        return clt__fail(clt_tensor_ctx(t), CLT_ERR_INVALID_ARG, "%s: unknown activation %d", op,
+                         (int)a);
+    if (acts[a].alpha && !isfinite(alpha))
+        return clt__fail(clt_tensor_ctx(t), CLT_ERR_INVALID_ARG,
+                         "%s: %s slope must be finite, got %g", op, acts[a].name, (double)alpha);
+    return CLT_OK;
 }
 
-clt_status clt_op_act_forward(clt_act a, clt_tensor *y, const clt_tensor *x)
+clt_status clt_op_act_forward_alpha(clt_act a, float alpha, clt_tensor *y, const clt_tensor *x)
 {
     clt_status st = CLT_OK;
     CLT_ASSERT(y && x);
     clt_ctx *ctx = clt_tensor_ctx(y);
     cl_kernel k;
-    CLT_TRY(check_act(y, a, "act_forward"));
+    CLT_TRY(check_act(y, a, alpha, "act_forward"));
     CLT_TRY(clt__check_pair(y, x, true, "act_forward"));
     CLT_TRY(clt__nn_need_float(y, "act_forward", "y"));
     cl_mem ym = clt_tensor_mem(y), xm = clt_tensor_mem(x);
@@ -45,37 +76,44 @@ clt_status clt_op_act_forward(clt_act a, clt_tensor *y, const clt_tensor *x)
     CLT_TRY(act_kernel(y, a, "forward", &k));
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo),
                       CLT__ARG(n)));
+    if (acts[a].alpha) CLT_TRY(CLT__ARGS_AT(ctx, k, 5, CLT__ARG(alpha)));
     CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, "act_forward"));
 fail:
     return st;
 }
 
-clt_status clt_op_act_backward(clt_act a, clt_tensor *dx, const clt_tensor *dy, const clt_tensor *x,
-                               const clt_tensor *y)
+clt_status clt_op_act_forward(clt_act a, clt_tensor *y, const clt_tensor *x)
+{
+    return clt_op_act_forward_alpha(a, ACT_DEFAULT_ALPHA, y, x);
+}
+
+clt_status clt_op_act_backward_alpha(clt_act a, float alpha, clt_tensor *dx, const clt_tensor *dy,
+                                     const clt_tensor *x, const clt_tensor *y)
 {
     clt_status st = CLT_OK;
     CLT_ASSERT(dx && dy);
     clt_ctx *ctx = clt_tensor_ctx(dx);
     cl_kernel k;
     const clt_tensor *s = NULL; /* the saved tensor the derivative is computed from */
-    CLT_TRY(check_act(dx, a, "act_backward"));
-    switch (a) {
-    case CLT_ACT_RELU:
-        s = x ? x : y;
+    CLT_TRY(check_act(dx, a, alpha, "act_backward"));
+    /* y has x's sign only where the negative side keeps it (leakyrelu with a slope < 0 flips) */
+    bool y_masks = !acts[a].alpha || alpha >= 0.0f;
+    switch (acts[a].saves) {
+    case SAVES_X_OR_Y:
+        s = x ? x : y_masks ? y : NULL;
         break;
-    case CLT_ACT_GELU:
+    case SAVES_X:
         s = x;
         break;
-    case CLT_ACT_TANH:
-    case CLT_ACT_SIGMOID:
+    case SAVES_Y:
         s = y;
         break;
     }
     if (!s)
-        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "act_backward: %s needs the forward %s", act_names[a],
-                 a == CLT_ACT_RELU   ? "input x or output y"
-                 : a == CLT_ACT_GELU ? "input x"
-                                     : "output y");
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "act_backward: %s needs the forward %s", acts[a].name,
+                 acts[a].saves == SAVES_X_OR_Y && y_masks ? "input x or output y"
+                 : acts[a].saves == SAVES_Y               ? "output y"
+                                                          : "input x");
     CLT_TRY(clt__check_pair(dx, dy, true, "act_backward"));
     CLT_TRY(clt__check_pair(dx, s, true, "act_backward"));
     CLT_TRY(clt__nn_need_float(dx, "act_backward", "dx"));
@@ -85,7 +123,14 @@ clt_status clt_op_act_backward(clt_act a, clt_tensor *dx, const clt_tensor *dy, 
     CLT_TRY(act_kernel(dx, a, "backward", &k));
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dxm), CLT__ARG(dxo), CLT__ARG(dym), CLT__ARG(dyo),
                       CLT__ARG(sm), CLT__ARG(so), CLT__ARG(n)));
+    if (acts[a].alpha) CLT_TRY(CLT__ARGS_AT(ctx, k, 7, CLT__ARG(alpha)));
     CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, "act_backward"));
 fail:
     return st;
+}
+
+clt_status clt_op_act_backward(clt_act a, clt_tensor *dx, const clt_tensor *dy, const clt_tensor *x,
+                               const clt_tensor *y)
+{
+    return clt_op_act_backward_alpha(a, ACT_DEFAULT_ALPHA, dx, dy, x, y);
 }

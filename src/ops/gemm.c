@@ -7,10 +7,10 @@
 #include "runtime/ctx_internal.h"
 #include "runtime/internal.h"
 #include "runtime/profile_internal.h"
-#include "runtime/program.h"
+#include "runtime/program_internal.h"
 #include "ops/tune_internal.h"
 
-#include "cltrain/tune.h"
+#include "ops/tune_internal.h"
 
 #include <clblast_c.h>
 #include <limits.h>
@@ -66,7 +66,9 @@ static clt_status run_clblast(clt_ctx *ctx, clt_trans ta, clt_trans tb, size_t M
         CLT_TRY(clt_ctx_finish(ctx, CLT_WAIT_TIMING));
         t0 = now_ms();
     }
-    ctx->used_clblast = true; /* CLBlast's cache now holds programs of our context */
+    struct clt__ops_ctx *o = NULL;
+    CLT_TRY(clt__ops_ctx(ctx, &o));
+    o->used_clblast = true; /* CLBlast's cache now holds programs of our context */
     CLBlastStatusCode rc = CLBlastSgemm(
         CLBlastLayoutRowMajor, ta ? CLBlastTransposeYes : CLBlastTransposeNo,
         tb ? CLBlastTransposeYes : CLBlastTransposeNo, M, N, K, alpha, clt_tensor_mem(A),
@@ -109,17 +111,20 @@ static clt_status own_kernel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_
     key.a = (int)a;
     key.b = (int)b;
     key.cd = (int)cd;
-    for (int i = 0; i < CLT__GEMM_SLOTS && ctx->gemm_slots[i].kernel; i++)
-        if (memcmp(&ctx->gemm_slots[i].key, &key, sizeof key) == 0) {
-            *k = ctx->gemm_slots[i].kernel;
+    struct clt__ops_ctx *o = NULL;
+    clt_status st = clt__ops_ctx(ctx, &o);
+    if (st != CLT_OK) return st;
+    for (int i = 0; i < CLT__GEMM_SLOTS && o->gemm_slots[i].kernel; i++)
+        if (memcmp(&o->gemm_slots[i].key, &key, sizeof key) == 0) {
+            *k = o->gemm_slots[i].kernel;
             return CLT_OK;
         }
     char opts[320];
     clt__opts_gemm(opts, sizeof opts, c, ta, tb, a, b, cd);
-    clt_status st = clt__kernel(ctx, "gemm", opts, name, k);
+    st = clt__kernel(ctx, "gemm", opts, name, k);
     if (st != CLT_OK) return st;
-    struct clt__gemm_slot *slot = &ctx->gemm_slots[ctx->gemm_next];
-    ctx->gemm_next = (ctx->gemm_next + 1) % CLT__GEMM_SLOTS;
+    struct clt__gemm_slot *slot = &o->gemm_slots[o->gemm_next];
+    o->gemm_next = (o->gemm_next + 1) % CLT__GEMM_SLOTS;
     slot->key = key;
     slot->kernel = *k;
     return CLT_OK;
@@ -210,9 +215,11 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "gemm: invalid kernel choice: %s", why);
     if (M == 0 || N == 0) return CLT_OK;
     if (!c) {
+        struct clt__ops_ctx *o;
+        CLT_TRY(clt__ops_ctx(ctx, &o));
         /* M * N * K in floating point: no overflow, and exact enough for a threshold */
-        bool large = (double)M * (double)N * (double)K >= (double)ctx->tune.gemm_large_macs;
-        c = &ctx->tune.gemm[ta * 2 + tb][large ? CLT_GEMM_LARGE : CLT_GEMM_SMALL];
+        bool large = (double)M * (double)N * (double)K >= (double)o->tune.gemm_large_macs;
+        c = &o->tune.gemm[ta * 2 + tb][large ? CLT_GEMM_LARGE : CLT_GEMM_SMALL];
     }
     /* The own kernels index with ints; CLBlast rejects K = 0, where C = beta * C (and beta = 0
      * must give zeros even over NaN, which a scal would not). */

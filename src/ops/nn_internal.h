@@ -7,7 +7,7 @@
 #include "ops/ops_internal.h"
 
 #include "runtime/internal.h"
-#include "runtime/program.h"
+#include "runtime/program_internal.h"
 
 #include <stddef.h>
 

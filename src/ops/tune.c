@@ -7,9 +7,10 @@
 #include "runtime/internal.h"
 #include "io/json.h"
 
-#include "cltrain/outfile.h"
-#include "cltrain/program.h"
+#include "io/outfile_internal.h"
+#include "runtime/program_internal.h"
 
+#include <clblast_c.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -474,27 +475,27 @@ clt_status clt_tune_path(const clt_ctx *ctx, char *dst, size_t n)
 
 /* ---- the ctx's copy ----------------------------------------------------------------------- */
 
-const struct clt_tune *clt_ctx_tune(const clt_ctx *ctx)
+static void ops_release(clt_ctx *ctx, void *state)
 {
-    return &ctx->tune;
+    struct clt__ops_ctx *o = state;
+    (void)ctx;
+    /* CLBlast keeps the programs it built in a process-wide cache, emptied only by
+     * CLBlastClearCache or by its static destructor at exit. Each program holds a reference to
+     * our context, so without this the context outlives clReleaseContext and is destroyed by
+     * that destructor, when the driver may be torn down already: under Oclgrind one run in two
+     * aborted at exit ("corrupted double-linked list": clblast::Cache::~Cache ->
+     * clReleaseProgram -> clReleaseContext -> oclgrind::Context::~Context -> ~LLVMContext).
+     * The call empties the whole cache (every context's programs, CLBlast's in-memory
+     * binaries): another live ctx that uses CLBlast rebuilds its programs at its next GEMM, a
+     * one-off cost, and a GEMM in flight keeps its program. Clearing at each such ctx's end,
+     * not only at the last one's, keeps no released context alive in CLBlast meanwhile.
+     * clt_ctx_free calls this before it releases the context. */
+    if (o->used_clblast) CLBlastClearCache();
+    free(o);
 }
 
-clt_status clt_ctx_set_tune(clt_ctx *ctx, const struct clt_tune *t)
-{
-    char why[128];
-    if (t->gemm_large_macs < 1)
-        return clt__fail(ctx, CLT_ERR_INVALID_ARG, "tuning data: gemm_large_macs must be >= 1");
-    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
-        for (int z = 0; z < CLT_GEMM__SIZES; z++)
-            if (clt_gemm_choice_check(&t->gemm[l][z], &ctx->dev, why, sizeof why) != CLT_OK)
-                return clt__fail(ctx, CLT_ERR_INVALID_ARG, "tuning data: gemm %s %s: %s",
-                                 clt_gemm_layout_name((clt_gemm_layout)l),
-                                 clt_gemm_size_name((clt_gemm_size)z), why);
-    ctx->tune = *t;
-    return CLT_OK;
-}
-
-clt_status clt__tune_init(clt_ctx *ctx)
+/* Fills t: the built-in defaults, then the tuning file, then CLTRAIN_GEMM. */
+static clt_status tune_init(clt_ctx *ctx, struct clt_tune *tune)
 {
     char path[4096];
     const char *force = getenv("CLTRAIN_GEMM");
@@ -503,34 +504,75 @@ clt_status clt__tune_init(clt_ctx *ctx)
         own = strcasecmp(force, "own") == 0;
         clblast = strcasecmp(force, "clblast") == 0;
         if (!own && !clblast && strcasecmp(force, "auto") != 0)
-            return clt__fail(NULL, CLT_ERR_INVALID_ARG,
+            return clt__fail(ctx, CLT_ERR_INVALID_ARG,
                              "CLTRAIN_GEMM=\"%s\": expected own, clblast or auto", force);
     }
-    clt_tune_defaults(&ctx->dev, &ctx->tune);
+    clt_tune_defaults(&ctx->dev, tune);
     /* Only a file that exists can be ignored with a note; none at all is the usual case. */
     if (tune_path(ctx, path, sizeof path) && access(path, F_OK) == 0) {
         struct clt_tune t;
         if (clt_tune_load(path, &ctx->dev, &t) == CLT_OK) {
-            ctx->tune = t;
+            *tune = t;
         } else {
             /* Not a failure: record why in the ctx's message and keep the defaults. */
             snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s; using the built-in GEMM choices",
                      clt_last_errmsg());
-            snprintf(ctx->tune.source, sizeof ctx->tune.source, "built-in (%.480s ignored)", path);
+            snprintf(tune->source, sizeof tune->source, "built-in (%.480s ignored)", path);
         }
     }
     for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
         for (int z = 0; z < CLT_GEMM__SIZES; z++) {
-            struct clt_gemm_choice *c = &ctx->tune.gemm[l][z];
+            struct clt_gemm_choice *c = &tune->gemm[l][z];
             if (clblast)
                 *c = clblast_choice;
             else if (own && c->kernel == CLT_GEMM_CLBLAST)
                 *c = clt_gemm_own_default(&ctx->dev, (clt_gemm_layout)l, (clt_gemm_size)z);
         }
     if (own || clblast) {
-        size_t used = strlen(ctx->tune.source);
-        snprintf(ctx->tune.source + used, sizeof ctx->tune.source - used, ", CLTRAIN_GEMM=%s",
+        size_t used = strlen(tune->source);
+        snprintf(tune->source + used, sizeof tune->source - used, ", CLTRAIN_GEMM=%s",
                  own ? "own" : "clblast");
     }
+    return CLT_OK;
+}
+
+clt_status clt__ops_ctx(clt_ctx *ctx, struct clt__ops_ctx **out)
+{
+    clt_status st = CLT_OK;
+    struct clt__ops_ctx *o = ctx->ops.state;
+    if (!o) {
+        CLT_ALLOC(ctx, o, 1);
+        CLT_TRY(tune_init(ctx, &o->tune));
+        ctx->ops.state = o;
+        ctx->ops.release = ops_release;
+    }
+    *out = o;
+    return CLT_OK;
+fail:
+    free(o);
+    return st;
+}
+
+const struct clt_tune *clt_ctx_tune(clt_ctx *ctx)
+{
+    struct clt__ops_ctx *o = NULL;
+    return clt__ops_ctx(ctx, &o) == CLT_OK ? &o->tune : NULL;
+}
+
+clt_status clt_ctx_set_tune(clt_ctx *ctx, const struct clt_tune *t)
+{
+    char why[128];
+    struct clt__ops_ctx *o = NULL;
+    clt_status st = clt__ops_ctx(ctx, &o);
+    if (st != CLT_OK) return st;
+    if (t->gemm_large_macs < 1)
+        return clt__fail(ctx, CLT_ERR_INVALID_ARG, "tuning data: gemm_large_macs must be >= 1");
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
+        for (int z = 0; z < CLT_GEMM__SIZES; z++)
+            if (clt_gemm_choice_check(&t->gemm[l][z], &ctx->dev, why, sizeof why) != CLT_OK)
+                return clt__fail(ctx, CLT_ERR_INVALID_ARG, "tuning data: gemm %s %s: %s",
+                                 clt_gemm_layout_name((clt_gemm_layout)l),
+                                 clt_gemm_size_name((clt_gemm_size)z), why);
+    o->tune = *t;
     return CLT_OK;
 }

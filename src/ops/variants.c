@@ -4,7 +4,7 @@
  * (tests/portability/kernel_guard.py) compiles exactly what the library may build on a device. */
 #include "ops/ops_internal.h"
 
-#include "cltrain/tune.h"
+#include "ops/tune_internal.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,8 +6,7 @@
 #include "cltrain/device.h"
 #include "cltrain/profile.h"
 #include "cltrain/tensor.h"
-#include "cltrain/tune.h"
-#include "runtime/program.h"
+#include "runtime/program_internal.h"
 
 #include <stdatomic.h>
 
@@ -34,16 +33,13 @@ struct clt__profiler {
 };
 struct clt__kernel_entry;  /* program.c */
 
-/* gemm.c: the own GEMM kernels in use, by choice, layout and operand dtypes; keys are built
- * zeroed and compared with memcmp, so a launch formats no options. */
-struct clt__gemm_key {
-    struct clt_gemm_choice c;
-    int ta, tb, a, b, cd;
-};
-#define CLT__GEMM_SLOTS 16
-struct clt__gemm_slot {
-    struct clt__gemm_key key;
-    cl_kernel kernel; /* borrowed from the kernel cache; NULL: the slot is free */
+/* Per-ctx state of a layer above the runtime (the ops keep their GEMM tuning data and GEMM
+ * kernel slots here, src/ops/tune.c), held without knowing its layout: its owner creates it on
+ * first use and sets `release`, which clt_ctx_free calls first, while the kernel cache, the
+ * queues and the context are still alive. */
+struct clt__ctx_ext {
+    void *state; /* NULL until first use */
+    void (*release)(clt_ctx *ctx, void *state);
 };
 
 struct clt_ctx {
@@ -59,13 +55,9 @@ struct clt_ctx {
     struct clt__program_entry *programs;
     struct clt__kernel_entry *kernels;
     cl_kernel kernel_slots[CLT__KSLOT__COUNT]; /* clt__kernel_slot: the ops' kernels, O(1) */
-    struct clt__gemm_slot gemm_slots[CLT__GEMM_SLOTS];
-    int gemm_next; /* the slot the next new GEMM kernel takes (round robin when all are used) */
     char *cache_dir; /* NULL when the disk cache is off */
 
-    /* tuning data (tune.c): the GEMM choice per layout, read at creation */
-    struct clt_tune tune;
-    bool used_clblast; /* a GEMM went to CLBlast (gemm.c): clt_ctx_free clears its cache */
+    struct clt__ctx_ext ops; /* the ops' state (src/ops/tune.c) */
 
     /* accountant (alloc.c) */
     uint64_t mem_current[CLT_MEM__COUNT];

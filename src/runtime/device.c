@@ -4,12 +4,10 @@
 #include "runtime/ctx_internal.h"
 #include "runtime/internal.h"
 #include "runtime/profile_internal.h"
-#include "runtime/program.h"
-#include "ops/tune_internal.h"
+#include "runtime/program_internal.h"
 
 #include "cltrain/alloc.h"
 
-#include <clblast_c.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -357,7 +355,6 @@ clt_status clt_ctx_create(clt_ctx **out, const struct clt_ctx_params *params)
     CLT_TRY(create_queue(ctx, &ctx->compute));
     CLT_TRY(create_queue(ctx, &ctx->transfer));
     CLT_TRY(clt__program_cache_init(ctx, &p));
-    CLT_TRY(clt__tune_init(ctx));
     *out = ctx;
     ctx = NULL;
 fail:
@@ -374,17 +371,7 @@ void clt_ctx_free(clt_ctx *ctx)
     if (!ctx) return;
     if (ctx->compute) clFinish(ctx->compute);
     if (ctx->transfer) clFinish(ctx->transfer);
-    /* CLBlast keeps the programs it built in a process-wide cache, emptied only by
-     * CLBlastClearCache or by its static destructor at exit. Each program holds a reference to
-     * our context, so without this the context outlives clReleaseContext and is destroyed by
-     * that destructor, when the driver may be torn down already: under Oclgrind one run in two
-     * aborted at exit ("corrupted double-linked list": clblast::Cache::~Cache ->
-     * clReleaseProgram -> clReleaseContext -> oclgrind::Context::~Context -> ~LLVMContext).
-     * The call empties the whole cache (every context's programs, CLBlast's in-memory
-     * binaries): another live ctx that uses CLBlast rebuilds its programs at its next GEMM, a
-     * one-off cost, and a GEMM in flight keeps its program. Clearing at each such ctx's end,
-     * not only at the last one's, keeps no released context alive in CLBlast meanwhile. */
-    if (ctx->used_clblast) CLBlastClearCache();
+    if (ctx->ops.state) ctx->ops.release(ctx, ctx->ops.state);
     clt__program_cache_free(ctx);
     clt__profile_free(ctx);
     if (ctx->compute) clReleaseCommandQueue(ctx->compute);

@@ -1,6 +1,6 @@
 /* fp32 <-> f16/bf16 on the host, bit-exact with the kernels' vstore_half_rte and bf16 bit
  * operations (cl/common.cl); the tests use these as the CPU reference. */
-#include "cltrain/half.h"
+#include "runtime/half_internal.h"
 
 #include <string.h>
 

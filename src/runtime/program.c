@@ -1,7 +1,7 @@
 /* Runtime compilation of the embedded cl/ sources: assembly (defines, common.cl, the op files),
  * the in-memory cache per ctx, the on-disk binary cache with validation and atomic writes, and
  * the kernel cache and 1-D launch helper used by the ops. */
-#include "runtime/program.h"
+#include "runtime/program_internal.h"
 
 #include "runtime/ctx_internal.h"
 #include "runtime/internal.h"
@@ -454,8 +454,6 @@ clt_status clt__set_args(clt_ctx *ctx, cl_kernel k, cl_uint first, const struct 
 void clt__program_cache_free(clt_ctx *ctx)
 {
     memset(ctx->kernel_slots, 0, sizeof ctx->kernel_slots); /* borrowed from the list below */
-    memset(ctx->gemm_slots, 0, sizeof ctx->gemm_slots);
-    ctx->gemm_next = 0;
     for (struct clt__kernel_entry *k = ctx->kernels, *next; k; k = next) {
         next = k->next;
         clReleaseKernel(k->kernel);

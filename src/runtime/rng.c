@@ -1,7 +1,7 @@
 /* Philox4x32-10 on the host, and what is built on it: one value per (seed, stream, index),
  * uniform floats, filled arrays and seeded Fisher-Yates permutations. cl/rng.cl holds the same
  * function for the device; both must change together. */
-#include "cltrain/rng.h"
+#include "runtime/rng_internal.h"
 #include "runtime/internal.h"
 
 #define PHILOX_M0 0xD2511F53u

@@ -1,10 +1,10 @@
 /* Tensors (dtype, shape, a view into a shared device buffer), host<->device copies on the
  * transfer queue ordered against the compute queue by events, and pinned host buffers. */
 #include "runtime/alloc_internal.h"
+#include "runtime/half_internal.h"
 #include "runtime/internal.h"
 #include "runtime/profile_internal.h"
 
-#include "cltrain/half.h"
 #include "cltrain/tensor.h"
 
 #include <string.h>

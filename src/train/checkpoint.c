@@ -9,7 +9,7 @@
 #include "io/crc32c.h"
 #include "io/json.h"
 
-#include "cltrain/safetensors.h"
+#include "io/safetensors_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

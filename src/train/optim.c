@@ -6,7 +6,7 @@
 
 #include "runtime/internal.h"
 #include "ops/ops_internal.h"
-#include "runtime/program.h"
+#include "runtime/program_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -416,8 +416,10 @@ clt_status clt_optim_step(clt_optim *o, const clt_tensor *grads)
 /* ---- dynamic loss scaling ------------------------------------------------------------------ */
 struct clt_scaler {
     struct clt_scaler_params p;
-    clt_tensor *state; /* (CLT_AMP_STATE_LEN) i32, see ops.h */
+    clt_tensor *state; /* (CLT_AMP_STATE_LEN) i32, laid out as ops/ops_internal.h says */
 };
+/* optim.h publishes the length of the raw state without its layout. */
+_Static_assert(CLT_SCALER_STATE_LEN == CLT_AMP_STATE_LEN, "the scaler's state is the AMP state");
 
 struct clt_scaler_params clt_scaler_default_params(void)
 {

@@ -9,8 +9,8 @@
 #include "runtime/internal.h"
 
 #include "cltrain/checkpoint.h"
-#include "cltrain/ops.h"
-#include "cltrain/rng.h"
+#include "ops/ops_internal.h"
+#include "runtime/rng_internal.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -387,7 +387,7 @@ static clt_status read_loss(clt_trainer *t, double *sum)
 {
     clt_status st = CLT_OK;
     float v = 0;
-    int32_t raw[CLT_AMP_STATE_LEN];
+    int32_t raw[CLT_SCALER_STATE_LEN];
     cl_event ev[2] = {NULL, NULL};
     CLT_TRY(clt_tensor_read(t->loss_acc, &v, false, &ev[0]));
     if (t->scaler) CLT_TRY(clt_scaler_read(t->scaler, raw, false, &ev[1])); /* the same wait */
@@ -669,12 +669,8 @@ clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_set
     clt_status st = clt_spec_validate(p->spec, (int)p->in_features, (int)p->outputs);
     if (st != CLT_OK) return st;
     uint64_t *c = out->by_category, B = batch, P = 0;
-    for (int i = 0, width = (int)p->in_features; i < p->spec->n; i++) {
-        const clt_layer_spec *L = &p->spec->layers[i];
-        if (L->kind != CLT_LAYER_LINEAR) continue;
-        P += (uint64_t)L->out * (uint64_t)width + (L->bias ? (uint64_t)L->out : 0);
-        width = L->out;
-    }
+    st = clt_model_param_elements(p->spec, p->in_features, p->outputs, &P);
+    if (st != CLT_OK) return st;
     struct clt_model_params mp = p->model;
     mp.max_batch = batch;
     st = clt_model_mem_estimate(p->spec, p->in_features, p->outputs, &mp, c);

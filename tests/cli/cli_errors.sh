@@ -174,6 +174,9 @@ check_bad "1-based labels" "onebased.csv" "never appear in the training split (0
 echo "ok: --classes 4 trains on 1-based labels"
 check_bad "--classes below a label" "onebased.csv" "label 3" "3 classes" -- \
     train --data "csv:$tmp/onebased.csv" --classes 3 --model "linear 3"
+check_bad "CLTRAIN_GEMM=fast" 'CLTRAIN_GEMM="fast"' "expected own, clblast or auto" -- \
+    env CLTRAIN_GEMM=fast "$CLTRAIN_BIN" train --steps 1 --batch-size 8 --save "$save" \
+    --data "idx:$tmp/good" --model "$M"
 check_bad "--classes 4x" "--classes 4x" "positive integer" -- \
     train --data "csv:$tmp/onebased.csv" --classes 4x --model "linear 4"
 check_bad "--classes 70000" "--classes 70000" "at most 65536" -- \

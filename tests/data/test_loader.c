@@ -40,9 +40,9 @@
 #include "cltrain/checkpoint.h"
 #include "cltrain/loader.h"
 #include "cltrain/model.h"
-#include "cltrain/rng.h"
 #include "cltrain/spec.h"
 #include "cltrain/train.h"
+#include "runtime/rng_internal.h"
 
 #include <math.h>
 #include <stdio.h>

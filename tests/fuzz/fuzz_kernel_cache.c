@@ -3,7 +3,7 @@
  * clt__cache_file_ok (magic, key, length, hash) for a fixed key. Building the binary
  * (clCreateProgramWithBinary) needs a ctx and is not fuzzed here. Host only. */
 #include "runtime/internal.h"
-#include "runtime/program.h"
+#include "runtime/program_internal.h"
 
 #include "fuzz_common.h"
 

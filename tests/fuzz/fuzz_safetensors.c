@@ -1,7 +1,7 @@
 /* libFuzzer harness: the safetensors reader (clt_st_open) on arbitrary bytes, then every
  * lookup over what it accepted, reading every tensor's bytes so that an entry pointing outside
  * the file shows up under AddressSanitizer. Host only; no OpenCL. */
-#include "cltrain/safetensors.h"
+#include "io/safetensors_internal.h"
 
 #include "fuzz_common.h"
 

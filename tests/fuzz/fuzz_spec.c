@@ -15,7 +15,9 @@ static int same(const clt_spec *a, const clt_spec *b)
     if (a->n != b->n) return 0;
     for (int i = 0; i < a->n; i++) {
         const clt_layer_spec *x = &a->layers[i], *y = &b->layers[i];
-        if (x->kind != y->kind || x->out != y->out || x->bias != y->bias || x->p != y->p) return 0;
+        if (x->kind != y->kind || x->out != y->out || x->bias != y->bias || x->p != y->p ||
+            x->alpha != y->alpha)
+            return 0;
     }
     return 1;
 }

@@ -1,7 +1,7 @@
 /* libFuzzer harness: the tuning-file reader (clt_tune_load) for a synthetic device (no OpenCL
  * objects: device "fuzz-gpu", driver "1.0"; seed files name it so that their gemm choices are
  * reached and checked against its limits). Host only. */
-#include "cltrain/tune.h"
+#include "ops/tune_internal.h"
 
 #include "fuzz_common.h"
 

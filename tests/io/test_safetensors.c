@@ -2,8 +2,8 @@
  * dtype with awkward metadata, the header layout, every corrupt-file case, truncated and
  * mutated files, and the atomic writer. Pure C, no OpenCL; each test works in a mkdtemp folder. */
 #include "cltrain/errors.h"
-#include "cltrain/safetensors.h"
 #include "io/json.h"
+#include "io/safetensors_internal.h"
 
 #include <check.h>
 #include <dirent.h>

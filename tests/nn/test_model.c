@@ -4,10 +4,11 @@
  * differences), dropout masks from the host Philox, argument checks and memory accounting.
  * Tests that run GEMMs are few and grouped: CLBlast compiles its kernels once per process. */
 #include "common.h"
+#include "nn/layer_internal.h" /* clt__model_create_shaped, the plan */
 #include "ref/ref_nn.h"
 
 #include "cltrain/model.h"
-#include "cltrain/rng.h"
+#include "runtime/rng_internal.h"
 #include "cltrain/spec.h"
 
 #include <math.h>
@@ -97,6 +98,10 @@ static ref_act ref_of(clt_layer_kind k)
         return REF_ACT_TANH;
     case CLT_LAYER_SIGMOID:
         return REF_ACT_SIGMOID;
+    case CLT_LAYER_SILU:
+        return REF_ACT_SILU;
+    case CLT_LAYER_LEAKYRELU:
+        return REF_ACT_LEAKYRELU;
     default:
         return REF_ACT_RELU;
     }
@@ -129,7 +134,9 @@ static void host_forward(const struct host_net *h, const double *w, double **act
         case CLT_LAYER_GELU:
         case CLT_LAYER_TANH:
         case CLT_LAYER_SIGMOID:
-            ref_act_forward(ref_of(h->layer[i].kind), x, y, n);
+        case CLT_LAYER_SILU:
+        case CLT_LAYER_LEAKYRELU:
+            ref_act_forward_alpha(ref_of(h->layer[i].kind), h->layer[i].alpha, x, y, n);
             break;
         case CLT_LAYER_DROPOUT:
             for (size_t j = 0; j < n; j++)
@@ -162,7 +169,10 @@ static void host_backward(const struct host_net *h, const double *w, double **ac
         case CLT_LAYER_GELU:
         case CLT_LAYER_TANH:
         case CLT_LAYER_SIGMOID:
-            ref_act_backward(ref_of(h->layer[i].kind), acts[i], dy, dx, n);
+        case CLT_LAYER_SILU:
+        case CLT_LAYER_LEAKYRELU:
+            ref_act_backward_alpha(ref_of(h->layer[i].kind), h->layer[i].alpha, acts[i], dy, dx,
+                                   n);
             break;
         case CLT_LAYER_DROPOUT:
             for (size_t j = 0; j < n; j++)
@@ -462,6 +472,125 @@ START_TEST(test_forward_backward)
                true, 0);
     check_spec(ctx, &r, "flatten, linear 4 nobias, gelu, linear 2, tanh", 3, 2, 9, 5, true, 0);
     check_spec(ctx, &r, "linear 9, sigmoid, dropout 0.5, linear 1, relu", 17, 1, 6, 3, false, 3);
+    check_spec(ctx, &r, "linear 8, silu, linear 6, leakyrelu 0.2, linear 4, leakyrelu, linear 3",
+               5, 3, 7, 7, true, 0);
+    check_spec(ctx, &r, "silu, linear 5, leakyrelu -0.5, linear 2", 6, 2, 4, 3, false, 0);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Shaped inputs: flatten reshapes (C, H, W) to (C*H*W), and the model on (1, 4, 5) inputs is the
+ * model on 20 features (the same parameters from the same seed, the same outputs and
+ * gradients); a linear layer on a shaped input is refused with a message naming it. */
+START_TEST(test_shaped_input)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    clt_spec s = parse_spec("relu, flatten, linear 6, silu, linear 3");
+    struct clt_model_params p = clt_model_default_params();
+    p.seed = 5;
+    p.max_batch = 4;
+    const struct clt__shape chw = {3, {1, 4, 5}};
+    clt_model *flat = NULL, *shaped = NULL;
+    TC_OK(ctx, clt_model_create(&flat, ctx, &s, 20, 3, &p));
+    TC_OK(ctx, clt__model_create_shaped(&shaped, ctx, &s, &chw, 3, &p));
+    ck_assert_uint_eq(clt_model_in_features(shaped), 20);
+    ck_assert_int_eq(clt_model_param_count(shaped), clt_model_param_count(flat));
+    float *pa = read_params(flat), *pb = read_params(shaped);
+    size_t P = clt_tensor_numel(clt_model_params(flat));
+    ck_assert_uint_eq(clt_tensor_numel(clt_model_params(shaped)), P);
+    ck_assert(memcmp(pa, pb, P * sizeof *pa) == 0);
+
+    const size_t B = 3;
+    float xf[3 * 20], df[3 * 3], ya[3 * 3], yb[3 * 3];
+    float *ga = malloc(P * sizeof *ga), *gb = malloc(P * sizeof *gb);
+    ck_assert(ga && gb);
+    tc_fill_nonzero(&r, xf, B * 20, 0.1f, 1.5f);
+    tc_fill_nonzero(&r, df, B * 3, 0.1f, 1.0f);
+    size_t xdims_flat[2] = {B, 20}, xdims_chw[4] = {B, 1, 4, 5}, ddims[2] = {B, 3};
+    clt_tensor *xa = NULL, *xb = NULL, *dout = NULL, *out = NULL;
+    TC_OK(ctx, clt_tensor_create(&xa, ctx, CLT_DTYPE_F32, 2, xdims_flat, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_create(&xb, ctx, CLT_DTYPE_F32, 4, xdims_chw, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_create(&dout, ctx, CLT_DTYPE_F32, 2, ddims, CLT_MEM_OTHER));
+    tc_write(xa, xf);
+    tc_write(xb, xf);
+    tc_write(dout, df);
+    TC_OK(ctx, clt_model_forward(flat, xa, true, 0, &out));
+    tc_read(out, ya);
+    TC_OK(ctx, clt_model_backward(flat, dout, false));
+    tc_read(clt_model_grads(flat), ga);
+    TC_OK(ctx, clt_model_forward(shaped, xb, true, 0, &out));
+    ck_assert_int_eq(clt_tensor_ndim(out), 2);
+    tc_read(out, yb);
+    TC_OK(ctx, clt_model_backward(shaped, dout, false));
+    tc_read(clt_model_grads(shaped), gb);
+    ck_assert(memcmp(ya, yb, sizeof ya) == 0);
+    ck_assert(memcmp(ga, gb, P * sizeof *ga) == 0);
+    clt_tensor_free(xa);
+    clt_tensor_free(xb);
+    clt_tensor_free(dout);
+    clt_model_free(flat);
+    clt_model_free(shaped);
+    clt_spec_free(&s);
+    free(pa);
+    free(pb);
+    free(ga);
+    free(gb);
+
+    /* a linear layer needs a flat input */
+    s = parse_spec("relu, linear 10");
+    const struct clt__shape img = {3, {1, 28, 28}};
+    clt_model *m = NULL;
+    ck_assert_int_eq(clt__model_create_shaped(&m, ctx, &s, &img, 10, &p), CLT_ERR_INVALID_ARG);
+    ck_assert_ptr_null(m);
+    ck_assert_str_eq(clt_ctx_errmsg(ctx), "model spec: layer 2 (linear 10) needs a flat input, "
+                                          "got 1x28x28; add flatten before it");
+    clt_spec_free(&s);
+    struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+    ck_assert_uint_eq(ms.current, 0);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* The memory estimate is what the model allocates, per category, for every layer kind, in
+ * every precision; the parameter count is the flat tensors' length. */
+START_TEST(test_estimate_every_kind)
+{
+    clt_ctx *ctx = tc_ctx();
+    const char *specs[] = {
+        "flatten, linear 9, relu, linear 7 nobias, gelu, dropout 0.3, linear 5, tanh, sigmoid, "
+        "silu, leakyrelu 0.1, flatten",
+        "silu, linear 6, leakyrelu, linear 5, flatten",
+        "linear 5, dropout 0.1"};
+    const clt_dtype precs[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
+    for (size_t si = 0; si < sizeof specs / sizeof *specs; si++)
+        for (size_t pi = 0; pi < sizeof precs / sizeof *precs; pi++) {
+            clt_spec s = parse_spec(specs[si]);
+            struct clt_model_params p = clt_model_default_params();
+            p.max_batch = 13;
+            p.precision = precs[pi];
+            uint64_t est[CLT_MEM__COUNT] = {0}, P = 0;
+            TC_OK(ctx, clt_model_mem_estimate(&s, 11, 5, &p, est));
+            TC_OK(ctx, clt_model_param_elements(&s, 11, 5, &P));
+            clt_model *m = NULL;
+            TC_OK(ctx, clt_model_create(&m, ctx, &s, 11, 5, &p));
+            ck_assert_uint_eq(P, clt_tensor_numel(clt_model_params(m)));
+            struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+            for (int c = 0; c < CLT_MEM__COUNT; c++)
+                ck_assert_msg(est[c] == ms.by_category[c], "%s (%s) category %d: estimate %llu, "
+                              "allocated %llu", specs[si], clt_dtype_name(precs[pi]), c,
+                              (unsigned long long)est[c],
+                              (unsigned long long)ms.by_category[c]);
+            clt_model_free(m);
+            clt_spec_free(&s);
+        }
+    clt_spec bad = parse_spec("linear 4");
+    uint64_t P = 7;
+    ck_assert_int_eq(clt_model_param_elements(&bad, 11, 5, &P), CLT_ERR_INVALID_ARG);
+    ck_assert_uint_eq(P, 0);
+    clt_spec_free(&bad);
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }
@@ -591,6 +720,8 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_rejects);
     tcase_add_test(tc, test_forward_backward);
     tcase_add_test(tc, test_dropout);
+    tcase_add_test(tc, test_shaped_input);
+    tcase_add_test(tc, test_estimate_every_kind);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -155,9 +155,9 @@ static double act_objective(void *arg)
 
 START_TEST(test_activation_backward)
 {
-    static const char *const names[] = {"relu", "gelu", "tanh", "sigmoid"};
+    static const char *const names[] = {"relu", "gelu", "tanh", "sigmoid", "silu", "leakyrelu"};
     uint64_t state = 2;
-    for (int a = REF_ACT_RELU; a <= REF_ACT_SIGMOID; a++) {
+    for (int a = REF_ACT_RELU; a <= REF_ACT_LEAKYRELU; a++) {
         act_case c = {(ref_act)a, 257, NULL, NULL, NULL};
         c.x = alloc(c.n);
         c.dy = alloc(c.n);
@@ -187,6 +187,13 @@ START_TEST(test_activation_values)
     ck_assert_double_eq_tol(ref_act_value(REF_ACT_SIGMOID, log(3.0)), 0.75, 1e-15);
     ck_assert_double_eq_tol(ref_act_value(REF_ACT_TANH, log(2.0)), 0.6, 1e-15);
     ck_assert(ref_act_value(REF_ACT_GELU, 0.0) == 0.0);
+    ck_assert(ref_act_value(REF_ACT_SILU, 0.0) == 0.0);
+    ck_assert_double_eq_tol(ref_act_value(REF_ACT_SILU, log(3.0)), 0.75 * log(3.0), 1e-15);
+    ck_assert_double_eq_tol(ref_act_derivative(REF_ACT_SILU, 0.0), 0.5, 1e-16);
+    ck_assert(ref_act_value(REF_ACT_LEAKYRELU, -2.0) == -2.0 * REF_LEAKYRELU_ALPHA);
+    ck_assert(ref_act_value_alpha(REF_ACT_LEAKYRELU, 0.25, -2.0) == -0.5);
+    ck_assert(ref_act_value_alpha(REF_ACT_LEAKYRELU, 0.25, 1.5) == 1.5);
+    ck_assert(ref_act_derivative_alpha(REF_ACT_LEAKYRELU, 0.25, 0.0) == 0.25); /* as PyTorch */
     /* The tanh approximation stays within 5e-4 of the exact GELU x Phi(x), and differs from it
      * by more than 1e-5 somewhere (so it is not the erf form by mistake). */
     double max_err = 0.0;

@@ -5,6 +5,7 @@
 #include "cltrain/spec.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,10 +35,11 @@ START_TEST(test_parse_all_kinds)
 {
     clt_spec s;
     ck_assert_int_eq(clt_spec_parse("linear 256, relu, linear 8 nobias, gelu, tanh, sigmoid, "
-                                    "dropout 0.25, flatten, linear 10",
+                                    "dropout 0.25, flatten, linear 10, silu, leakyrelu, "
+                                    "LeakyReLU 0.2",
                                     0, &s),
                      CLT_OK);
-    ck_assert_int_eq(s.n, 9);
+    ck_assert_int_eq(s.n, 12);
     expect_layer(&s.layers[0], CLT_LAYER_LINEAR, 256, true, 0.0f);
     expect_layer(&s.layers[1], CLT_LAYER_RELU, 0, false, 0.0f);
     expect_layer(&s.layers[2], CLT_LAYER_LINEAR, 8, false, 0.0f);
@@ -47,6 +49,12 @@ START_TEST(test_parse_all_kinds)
     expect_layer(&s.layers[6], CLT_LAYER_DROPOUT, 0, false, 0.25f);
     expect_layer(&s.layers[7], CLT_LAYER_FLATTEN, 0, false, 0.0f);
     expect_layer(&s.layers[8], CLT_LAYER_LINEAR, 10, true, 0.0f);
+    expect_layer(&s.layers[9], CLT_LAYER_SILU, 0, false, 0.0f);
+    expect_layer(&s.layers[10], CLT_LAYER_LEAKYRELU, 0, false, 0.0f);
+    expect_layer(&s.layers[11], CLT_LAYER_LEAKYRELU, 0, false, 0.0f);
+    ck_assert(s.layers[9].alpha == 0.0f);
+    ck_assert(s.layers[10].alpha == 0.01f); /* nn.LeakyReLU's default slope */
+    ck_assert(s.layers[11].alpha == 0.2f);
     clt_spec_free(&s);
     ck_assert_int_eq(s.n, 0);
     ck_assert_ptr_null(s.layers);
@@ -109,11 +117,13 @@ START_TEST(test_errors_layers)
 {
     expect_error("linear 256, relu, linaer 128", 10, CLT_ERR_FORMAT,
                  "model spec: layer 3 (\"linaer 128\") at column 19: unknown layer \"linaer\"; "
-                 "expected linear, relu, gelu, tanh, sigmoid, dropout or flatten");
+                 "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu or "
+                 "leakyrelu");
     /* Not reserved: an unknown word like any other. */
     expect_error("conv 32 k3", 10, CLT_ERR_FORMAT,
                  "model spec: layer 1 (\"conv 32 k3\") at column 1: unknown layer \"conv\"; "
-                 "expected linear, relu, gelu, tanh, sigmoid, dropout or flatten");
+                 "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu or "
+                 "leakyrelu");
     expect_error("relu, linear", 10, CLT_ERR_FORMAT,
                  "model spec: layer 2 (\"linear\") at column 13: linear needs a width, e.g. "
                  "\"linear 128\"");
@@ -141,6 +151,21 @@ START_TEST(test_errors_layers)
     expect_error("flatten x y z w", 10, CLT_ERR_FORMAT,
                  "model spec: layer 1 (\"flatten x y z w\") at column 9: flatten takes no "
                  "arguments, got \"x\"");
+    expect_error("silu 1", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"silu 1\") at column 6: silu takes no arguments, got "
+                 "\"1\"");
+    expect_error("leakyrelu steep", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"leakyrelu steep\") at column 11: leakyrelu slope must "
+                 "be a number, got \"steep\"");
+    expect_error("leakyrelu 1e39", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"leakyrelu 1e39\") at column 11: leakyrelu slope must "
+                 "be finite, got \"1e39\"");
+    expect_error("leakyrelu nan", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"leakyrelu nan\") at column 11: leakyrelu slope must "
+                 "be finite, got \"nan\"");
+    expect_error("leakyrelu 0.1 0.2", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"leakyrelu 0.1 0.2\") at column 15: unexpected \"0.2\" "
+                 "after the slope; expected the end of the layer");
 }
 END_TEST
 
@@ -182,7 +207,8 @@ START_TEST(test_errors_positions_and_empty)
     /* Several lines: line and column; comments and blank lines still count as lines. */
     expect_error("linear 10\n# comment\n\nrelu\n   tanhh, linear 3\n", 10, CLT_ERR_FORMAT,
                  "model spec: layer 3 (\"tanhh\") at line 5, column 4: unknown layer \"tanhh\"; "
-                 "expected linear, relu, gelu, tanh, sigmoid, dropout or flatten");
+                 "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu or "
+                 "leakyrelu");
     expect_error("relu, linear 3, gelu , linear 0x10 # hex\n", 10, CLT_ERR_FORMAT,
                  "model spec: layer 4 (\"linear 0x10\") at column 31: width must be a positive "
                  "integer, got \"0x10\"");
@@ -252,14 +278,16 @@ START_TEST(test_check_output)
                      "activation there clips or squashes them. Remove it, or put a linear layer "
                      "after it");
     clt_spec_free(&s);
-    const char *bad[] = {"linear 10, sigmoid", "linear 10, gelu, dropout 0.1", "linear 10, tanh"};
+    const char *bad[] = {"linear 10, sigmoid", "linear 10, gelu, dropout 0.1", "linear 10, tanh",
+                         "linear 10, silu", "linear 10, flatten, leakyrelu 0.1"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ck_assert_int_eq(clt_spec_parse(bad[i], 0, &s), CLT_OK);
         ck_assert_msg(clt_spec_check_output(&s) == CLT_ERR_INVALID_ARG, "%s", bad[i]);
         clt_spec_free(&s);
     }
     const char *good[] = {"linear 10", "linear 32, relu, linear 10, dropout 0.2",
-                          "flatten, linear 16, tanh, linear 10, flatten"};
+                          "flatten, linear 16, tanh, linear 10, flatten",
+                          "silu, linear 16, leakyrelu, linear 10"};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         ck_assert_int_eq(clt_spec_parse(good[i], 0, &s), CLT_OK);
         ck_assert_msg(clt_spec_check_output(&s) == CLT_OK, "%s: %s", good[i], clt_last_errmsg());
@@ -293,6 +321,12 @@ START_TEST(test_validate)
     ck_assert_int_eq(clt_spec_validate(&s, 784, 10), CLT_ERR_INVALID_ARG);
     ck_assert_str_eq(clt_last_errmsg(),
                      "model spec: layer 2: dropout probability must be in [0, 1), got 1");
+    s.layers[1].kind = CLT_LAYER_LEAKYRELU;
+    s.layers[1].p = 0.0f;
+    s.layers[1].alpha = (float)INFINITY;
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 10), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: layer 2: leakyrelu slope must be finite, got inf");
     s.layers[1].kind = (clt_layer_kind)99;
     ck_assert_int_eq(clt_spec_validate(&s, 784, 10), CLT_ERR_INVALID_ARG);
     ck_assert_str_eq(clt_last_errmsg(), "model spec: layer 2 has unknown kind 99");
@@ -312,9 +346,12 @@ END_TEST
 static void expect_same(const clt_spec *a, const clt_spec *b)
 {
     ck_assert_int_eq(a->n, b->n);
-    for (int i = 0; i < a->n; i++)
+    for (int i = 0; i < a->n; i++) {
         expect_layer(&b->layers[i], a->layers[i].kind, a->layers[i].out, a->layers[i].bias,
                      a->layers[i].p);
+        ck_assert_msg(b->layers[i].alpha == a->layers[i].alpha, "alpha %g, expected %g",
+                      (double)b->layers[i].alpha, (double)a->layers[i].alpha);
+    }
 }
 
 START_TEST(test_to_string_round_trip)
@@ -330,6 +367,9 @@ START_TEST(test_to_string_round_trip)
         {"dropout 1e-5, dropout 0, dropout -0, dropout 0.5, dropout 0.99999",
          "dropout 1e-05, dropout 0, dropout 0, dropout 0.5, dropout 0.99999"},
         {"linear 16777216", "linear 16777216"},
+        {"SiLU, leakyrelu, leakyrelu 0.2, leakyrelu -1e-3, leakyrelu 1E1, leakyrelu -0",
+         "silu, leakyrelu 0.01, leakyrelu 0.2, leakyrelu -0.001, leakyrelu 10, leakyrelu 0"},
+        {"leakyrelu 0.3333333333333", "leakyrelu 0.33333334"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         clt_spec a, b;
@@ -348,7 +388,19 @@ START_TEST(test_to_string_round_trip)
     }
     /* Every float probability in a sweep reads back exactly. */
     for (int k = 0; k < 2000; k++) {
-        clt_layer_spec l = {CLT_LAYER_DROPOUT, 0, false, (float)k / 2001.0f};
+        clt_layer_spec l = {CLT_LAYER_DROPOUT, 0, false, (float)k / 2001.0f, 0.0f};
+        clt_spec a = {1, &l}, b;
+        char *text = NULL;
+        ck_assert_int_eq(clt_spec_to_string(&a, &text), CLT_OK);
+        ck_assert_int_eq(clt_spec_parse(text, 0, &b), CLT_OK);
+        expect_same(&a, &b);
+        free(text);
+        clt_spec_free(&b);
+    }
+    /* And every float slope, of either sign and any size. */
+    for (int k = -1000; k < 1000; k++) {
+        clt_layer_spec l = {CLT_LAYER_LEAKYRELU, 0, false, 0.0f, (float)k * 1.37e-3f * (float)k};
+        if (k < 0) l.alpha = -l.alpha;
         clt_spec a = {1, &l}, b;
         char *text = NULL;
         ck_assert_int_eq(clt_spec_to_string(&a, &text), CLT_OK);
@@ -362,7 +414,7 @@ START_TEST(test_to_string_round_trip)
     ck_assert_int_eq(clt_spec_to_string(&empty, &text), CLT_OK);
     ck_assert_str_eq(text, "");
     free(text);
-    clt_layer_spec bad = {(clt_layer_kind)42, 0, false, 0.0f};
+    clt_layer_spec bad = {(clt_layer_kind)42, 0, false, 0.0f, 0.0f};
     clt_spec b = {1, &bad};
     text = (char *)"untouched";
     ck_assert_int_eq(clt_spec_to_string(&b, &text), CLT_ERR_INVALID_ARG);
@@ -426,8 +478,9 @@ END_TEST
 
 START_TEST(test_kind_names)
 {
-    static const char *const names[] = {"linear",  "relu",    "gelu",   "tanh",
-                                        "sigmoid", "dropout", "flatten"};
+    static const char *const names[] = {"linear",  "relu",    "gelu", "tanh",     "sigmoid",
+                                        "dropout", "flatten", "silu", "leakyrelu"};
+    ck_assert_int_eq(sizeof names / sizeof *names, CLT_LAYER__COUNT);
     for (int k = 0; k < CLT_LAYER__COUNT; k++) {
         ck_assert_str_eq(clt_layer_kind_name((clt_layer_kind)k), names[k]);
         clt_spec s;

@@ -8,8 +8,8 @@
 
 #include "../common.h"
 
-#include "cltrain/rng.h"
-#include "runtime/program.h" /* clt__kernel: the WG-size tests fetch the op's cached kernel */
+#include "runtime/rng_internal.h"
+#include "runtime/program_internal.h" /* clt__kernel: the WG-size tests fetch the op's cached kernel */
 
 #include <math.h>
 #include <stdio.h>

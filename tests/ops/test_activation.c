@@ -1,6 +1,6 @@
 /* Tests of clt_op_act_forward/backward (cl/activation.cl) against the float64 references of
- * tests/ref/ref_nn.c: every activation at sizes 1, 17, 1000, 65537, in place, through views,
- * at extreme inputs, with f16/bf16 storage, and the argument checks.
+ * tests/ref/ref_nn.c: every activation (one line of `acts` each) at sizes 1, 17, 1000, 65537,
+ * in place, through views, at extreme inputs, with f16/bf16 storage, and the argument checks.
  * Tolerances: fp32 atol 1e-5, rtol 1e-4. tanh, gelu and sigmoid use the device's exp/tanh
  * (OpenCL allows 3-5 ulp, about 6e-7 relative) and the backward of tanh/sigmoid is computed from
  * the fp32 forward output y, so 1 - y^2 carries y's absolute error (a few 1e-7) times |dy| <= 2:
@@ -8,16 +8,31 @@
 #include "ops/nn_testutil.h"
 #include "ref/ref_nn.h"
 
-static const clt_act acts[] = {CLT_ACT_RELU, CLT_ACT_GELU, CLT_ACT_TANH, CLT_ACT_SIGMOID};
-static const ref_act ref_acts[] = {REF_ACT_RELU, REF_ACT_GELU, REF_ACT_TANH, REF_ACT_SIGMOID};
-static const char *const act_names[] = {"relu", "gelu", "tanh", "sigmoid"};
+/* Every activation: the op, its reference, its name, its parameter alpha, and what its backward
+ * reads: 'x' the input, 'y' the output, 'b' either (the in-place test then gives it only y). */
+static const struct {
+    clt_act a;
+    ref_act ref;
+    const char *name;
+    float alpha;
+    char saves;
+} acts[] = {
+    {CLT_ACT_RELU, REF_ACT_RELU, "relu", 0.0f, 'b'},
+    {CLT_ACT_GELU, REF_ACT_GELU, "gelu", 0.0f, 'x'},
+    {CLT_ACT_TANH, REF_ACT_TANH, "tanh", 0.0f, 'y'},
+    {CLT_ACT_SIGMOID, REF_ACT_SIGMOID, "sigmoid", 0.0f, 'y'},
+    {CLT_ACT_SILU, REF_ACT_SILU, "silu", 0.0f, 'x'},
+    {CLT_ACT_LEAKYRELU, REF_ACT_LEAKYRELU, "leakyrelu", 0.2f, 'b'},
+};
+#define NACTS ((int)(sizeof acts / sizeof *acts))
 
 /* Forward and backward of activation ai on x (n), checked against the reference. In place
  * (y = x, dx = dy) when in_place; relu's backward then uses y (x is gone). */
 static void check_act(clt_ctx *ctx, tc_rng *r, int ai, const float *x, size_t n, bool in_place)
 {
     char what[96];
-    clt_act a = acts[ai];
+    clt_act a = acts[ai].a;
+    float alpha = acts[ai].alpha;
     float *got = NT_FLOATS(n), *y_host = NT_FLOATS(n), *dy = NT_FLOATS(n);
     double *xd = NT_DOUBLES(n), *ref = NT_DOUBLES(n), *dyd = NT_DOUBLES(n);
     nt_widen(x, xd, n);
@@ -30,34 +45,34 @@ static void check_act(clt_ctx *ctx, tc_rng *r, int ai, const float *x, size_t n,
         yt = nt_tensor1(ctx, CLT_DTYPE_F32, n);
         tc_poison(yt);
     }
-    TC_OK(ctx, clt_op_act_forward(a, yt, xt));
+    TC_OK(ctx, clt_op_act_forward_alpha(a, alpha, yt, xt));
     tc_read(yt, y_host);
-    ref_act_forward(ref_acts[ai], xd, ref, n);
-    snprintf(what, sizeof what, "%s forward n=%zu%s", act_names[ai], n,
+    ref_act_forward_alpha(acts[ai].ref, alpha, xd, ref, n);
+    snprintf(what, sizeof what, "%s forward n=%zu%s", acts[ai].name, n,
              in_place ? " in place" : "");
     tc_check_close(y_host, ref, n, NT_ATOL, NT_RTOL, what, r->seed);
 
     /* backward, with x when the forward kept it */
     if (in_place) {
-        /* x was overwritten: restore a copy for gelu, which needs it */
+        /* x was overwritten: restore a copy for those that need it (gelu, silu) */
         clt_tensor *x2 = nt_tensor1(ctx, CLT_DTYPE_F32, n);
         tc_write(x2, x);
         dyt = nt_tensor1(ctx, CLT_DTYPE_F32, n);
         tc_write(dyt, dy);
         dxt = dyt;
-        const clt_tensor *xs = a == CLT_ACT_GELU ? x2 : NULL;
-        TC_OK(ctx, clt_op_act_backward(a, dxt, dyt, xs, yt));
+        const clt_tensor *xs = acts[ai].saves == 'x' ? x2 : NULL;
+        TC_OK(ctx, clt_op_act_backward_alpha(a, alpha, dxt, dyt, xs, yt));
         clt_tensor_free(x2);
     } else {
         dyt = nt_tensor1(ctx, CLT_DTYPE_F32, n);
         tc_write(dyt, dy);
         dxt = nt_tensor1(ctx, CLT_DTYPE_F32, n);
         tc_poison(dxt);
-        TC_OK(ctx, clt_op_act_backward(a, dxt, dyt, xt, yt));
+        TC_OK(ctx, clt_op_act_backward_alpha(a, alpha, dxt, dyt, xt, yt));
     }
     tc_read(dxt, got);
-    ref_act_backward(ref_acts[ai], xd, dyd, ref, n);
-    snprintf(what, sizeof what, "%s backward n=%zu%s", act_names[ai], n,
+    ref_act_backward_alpha(acts[ai].ref, alpha, xd, dyd, ref, n);
+    snprintf(what, sizeof what, "%s backward n=%zu%s", acts[ai].name, n,
              in_place ? " in place" : "");
     tc_check_close(got, ref, n, NT_ATOL, NT_RTOL, what, r->seed);
 
@@ -82,7 +97,7 @@ START_TEST(test_act_sizes)
         size_t n = sizes[si];
         float *x = NT_FLOATS(n);
         tc_fill_nonzero(&r, x, n, 0.01f, 6.0f);
-        for (int ai = 0; ai < 4; ai++)
+        for (int ai = 0; ai < NACTS; ai++)
             check_act(ctx, &r, ai, x, n, false);
         free(x);
     }
@@ -98,7 +113,7 @@ START_TEST(test_act_in_place)
     clt_ctx *ctx = tc_ctx();
     float *x = NT_FLOATS(n);
     tc_fill_nonzero(&r, x, n, 0.01f, 6.0f);
-    for (int ai = 0; ai < 4; ai++)
+    for (int ai = 0; ai < NACTS; ai++)
         check_act(ctx, &r, ai, x, n, true);
     free(x);
     clt_ctx_free(ctx);
@@ -116,7 +131,7 @@ START_TEST(test_act_extremes)
     const size_t n = sizeof xs / sizeof *xs;
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
-    for (int ai = 0; ai < 4; ai++)
+    for (int ai = 0; ai < NACTS; ai++)
         check_act(ctx, &r, ai, xs, n, false);
     clt_ctx_free(ctx);
     tc_assert_no_live();
@@ -149,22 +164,23 @@ START_TEST(test_act_half_storage)
                    *dyt = nt_tensor1(ctx, d, n), *dxt = nt_tensor1(ctx, d, n);
         tc_write(xt, xh);
         tc_write(dyt, dyh);
-        /* relu and gelu (backward from x only; tanh/sigmoid's y would add y's rounding) */
-        for (int ai = 0; ai < 2; ai++) {
+        /* those whose backward reads x (tanh/sigmoid's y would add y's rounding) */
+        for (int ai = 0; ai < NACTS; ai++) {
             char what[64];
+            if (acts[ai].saves == 'y') continue;
             tc_poison(yt);
             tc_poison(dxt);
-            TC_OK(ctx, clt_op_act_forward(acts[ai], yt, xt));
-            TC_OK(ctx, clt_op_act_backward(acts[ai], dxt, dyt, xt, NULL));
+            TC_OK(ctx, clt_op_act_forward_alpha(acts[ai].a, acts[ai].alpha, yt, xt));
+            TC_OK(ctx, clt_op_act_backward_alpha(acts[ai].a, acts[ai].alpha, dxt, dyt, xt, NULL));
             for (int pass = 0; pass < 2; pass++) {
                 tc_read(pass == 0 ? yt : dxt, out);
                 for (size_t i = 0; i < n; i++)
                     got[i] = d == CLT_DTYPE_F16 ? clt_f16_to_f32(out[i]) : clt_bf16_to_f32(out[i]);
                 if (pass == 0)
-                    ref_act_forward(ref_acts[ai], xd, ref, n);
+                    ref_act_forward_alpha(acts[ai].ref, acts[ai].alpha, xd, ref, n);
                 else
-                    ref_act_backward(ref_acts[ai], xd, dyd, ref, n);
-                snprintf(what, sizeof what, "%s %s %s", clt_dtype_name(d), act_names[ai],
+                    ref_act_backward_alpha(acts[ai].ref, acts[ai].alpha, xd, dyd, ref, n);
+                snprintf(what, sizeof what, "%s %s %s", clt_dtype_name(d), acts[ai].name,
                          pass == 0 ? "forward" : "backward");
                 tc_check_close(got, ref, n, atol, rtol, what, r.seed);
             }
@@ -208,6 +224,15 @@ START_TEST(test_act_errors)
     ck_assert_int_eq(clt_op_act_backward(CLT_ACT_RELU, a, b, a, NULL), CLT_ERR_SHAPE);
     ck_assert_int_eq(clt_op_act_backward(CLT_ACT_RELU, a, a, b, NULL), CLT_ERR_SHAPE);
     ck_assert_int_eq(clt_op_act_backward(CLT_ACT_RELU, a, a, other, NULL), CLT_ERR_DEVICE_MISMATCH);
+    ck_assert_int_eq(clt_op_act_backward(CLT_ACT_SILU, a, a, NULL, a), CLT_ERR_INVALID_ARG);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "silu needs the forward input x"));
+    /* a negative slope flips y's sign: only x gives the mask */
+    ck_assert_int_eq(clt_op_act_backward_alpha(CLT_ACT_LEAKYRELU, -0.5f, a, a, NULL, a),
+                     CLT_ERR_INVALID_ARG);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "leakyrelu needs the forward input x"));
+    ck_assert_int_eq(clt_op_act_forward_alpha(CLT_ACT_LEAKYRELU, NAN, a, a), CLT_ERR_INVALID_ARG);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "leakyrelu slope must be finite"));
+    ck_assert_int_eq(clt_op_act_forward_alpha(CLT_ACT_RELU, NAN, a, a), CLT_OK); /* ignored */
     clt_tensor_free(a);
     clt_tensor_free(b);
     clt_tensor_free(i32);

@@ -14,7 +14,7 @@
 #include "common.h"
 #include "small.h"
 
-#include "cltrain/tune.h"
+#include "ops/tune_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -423,12 +423,18 @@ START_TEST(test_tune_files)
     ck_assert(strncmp(def_path, dir, strlen(dir)) == 0 && tc_contains(def_path, "/tune-"));
     clt_ctx_free(ctx);
 
-    /* an unknown CLTRAIN_GEMM is a usage error */
-    setenv("CLTRAIN_GEMM", "fastest", 1);
-    clt_ctx *none = NULL;
-    ck_assert_int_eq(clt_ctx_create(&none, NULL), CLT_ERR_INVALID_ARG);
-    ck_assert_ptr_null(none);
-    ck_assert(tc_contains(clt_last_errmsg(), "CLTRAIN_GEMM"));
+    /* an unknown CLTRAIN_GEMM is a usage error at the first use of the GEMM choices (the ops
+     * read them then; the cltrain program asks right after opening its device) */
+    ctx = ctx_with_gemm("fastest");
+    ck_assert_ptr_null(clt_ctx_tune(ctx));
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "CLTRAIN_GEMM=\"fastest\""));
+    clt_tensor *A = tc_tensor(ctx, CLT_DTYPE_F32, 4), *C = tc_tensor(ctx, CLT_DTYPE_F32, 4);
+    ck_assert_int_eq(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, 2, 2, 2, 1, A, A, 0, C),
+                     CLT_ERR_INVALID_ARG);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "expected own, clblast or auto"));
+    clt_tensor_free(A);
+    clt_tensor_free(C);
+    clt_ctx_free(ctx);
     unsetenv("CLTRAIN_GEMM");
     tc_rmdir(dir);
     tc_assert_no_live();

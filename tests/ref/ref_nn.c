@@ -58,7 +58,7 @@ static double sigmoid(double x)
     return 1.0 / (1.0 + exp(-x));
 }
 
-double ref_act_value(ref_act a, double x)
+double ref_act_value_alpha(ref_act a, double alpha, double x)
 {
     switch (a) {
     case REF_ACT_RELU:
@@ -69,11 +69,15 @@ double ref_act_value(ref_act a, double x)
         return tanh(x);
     case REF_ACT_SIGMOID:
         return sigmoid(x);
+    case REF_ACT_SILU:
+        return x * sigmoid(x);
+    case REF_ACT_LEAKYRELU:
+        return x > 0.0 ? x : alpha * x;
     }
     return NAN;
 }
 
-double ref_act_derivative(ref_act a, double x)
+double ref_act_derivative_alpha(ref_act a, double alpha, double x)
 {
     switch (a) {
     case REF_ACT_RELU:
@@ -92,20 +96,48 @@ double ref_act_derivative(ref_act a, double x)
         double s = sigmoid(x);
         return s * (1.0 - s);
     }
+    case REF_ACT_SILU: {
+        /* d/dx [x s(x)] = s + x s (1 - s) */
+        double s = sigmoid(x);
+        return s + x * s * (1.0 - s);
+    }
+    case REF_ACT_LEAKYRELU:
+        return x > 0.0 ? 1.0 : alpha;
     }
     return NAN;
 }
 
-void ref_act_forward(ref_act a, const double *x, double *y, size_t n)
+double ref_act_value(ref_act a, double x)
+{
+    return ref_act_value_alpha(a, REF_LEAKYRELU_ALPHA, x);
+}
+
+double ref_act_derivative(ref_act a, double x)
+{
+    return ref_act_derivative_alpha(a, REF_LEAKYRELU_ALPHA, x);
+}
+
+void ref_act_forward_alpha(ref_act a, double alpha, const double *x, double *y, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        y[i] = ref_act_value(a, x[i]);
+        y[i] = ref_act_value_alpha(a, alpha, x[i]);
+}
+
+void ref_act_backward_alpha(ref_act a, double alpha, const double *x, const double *dy, double *dx,
+                            size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dx[i] = dy[i] * ref_act_derivative_alpha(a, alpha, x[i]);
+}
+
+void ref_act_forward(ref_act a, const double *x, double *y, size_t n)
+{
+    ref_act_forward_alpha(a, REF_LEAKYRELU_ALPHA, x, y, n);
 }
 
 void ref_act_backward(ref_act a, const double *x, const double *dy, double *dx, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        dx[i] = dy[i] * ref_act_derivative(a, x[i]);
+    ref_act_backward_alpha(a, REF_LEAKYRELU_ALPHA, x, dy, dx, n);
 }
 
 double ref_softmax_xent(const double *logits, const int32_t *labels, int B, int N, double eps,

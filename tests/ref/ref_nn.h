@@ -22,8 +22,12 @@ typedef enum ref_act {
     REF_ACT_RELU, /* max(x, 0); derivative 0 at x = 0, as PyTorch */
     REF_ACT_GELU, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GELU(approximate='tanh') */
     REF_ACT_TANH,
-    REF_ACT_SIGMOID /* 1 / (1 + exp(-x)) */
+    REF_ACT_SIGMOID,  /* 1 / (1 + exp(-x)) */
+    REF_ACT_SILU,     /* x sigmoid(x), nn.SiLU */
+    REF_ACT_LEAKYRELU /* x > 0 ? x : alpha x, nn.LeakyReLU(alpha); derivative alpha at x = 0 */
 } ref_act;
+
+#define REF_LEAKYRELU_ALPHA 0.01 /* the slope the functions without `alpha` give leakyrelu */
 
 double ref_act_value(ref_act a, double x);
 double ref_act_derivative(ref_act a, double x); /* d act / dx at x */
@@ -32,6 +36,13 @@ double ref_act_derivative(ref_act a, double x); /* d act / dx at x */
 void ref_act_forward(ref_act a, const double *x, double *y, size_t n);
 /* dx = dy * act'(x); x, dy, dx (n). dx may alias dy. */
 void ref_act_backward(ref_act a, const double *x, const double *dy, double *dx, size_t n);
+
+/* The same with the activation's parameter alpha (leakyrelu's slope; ignored by the others). */
+double ref_act_value_alpha(ref_act a, double alpha, double x);
+double ref_act_derivative_alpha(ref_act a, double alpha, double x);
+void ref_act_forward_alpha(ref_act a, double alpha, const double *x, double *y, size_t n);
+void ref_act_backward_alpha(ref_act a, double alpha, const double *x, const double *dy, double *dx,
+                            size_t n);
 
 /* Softmax cross-entropy with label smoothing eps, as PyTorch's
  * cross_entropy(logits, labels, label_smoothing=eps), mean over the batch:

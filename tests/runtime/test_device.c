@@ -4,7 +4,7 @@
 #include "cltrain/alloc.h"
 #include "cltrain/device.h"
 #include "cltrain/status.h"
-#include "cltrain/tune.h"
+#include "ops/tune_internal.h"
 
 #include <check.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* Tests of the counter-based RNG: Philox4x32-10 against Random123's known-answer vectors, the
  * (seed, stream, index) layout, uniform floats and fills, and seeded permutations. */
-#include "cltrain/rng.h"
+#include "runtime/rng_internal.h"
 
 #include <check.h>
 #include <stdbool.h>

@@ -5,7 +5,7 @@
  * compiler's log (CLTRAIN_KERNEL_DIR at tests/broken), missing sources, counted host
  * waits, kernel-argument failures naming the kernel and the index, and the kernel slots. */
 #include "common.h"
-#include "runtime/program.h"
+#include "runtime/program_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

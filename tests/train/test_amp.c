@@ -12,7 +12,7 @@
 #include "cltrain/model.h"
 #include "cltrain/optim.h"
 #include "cltrain/spec.h"
-#include "cltrain/tune.h"
+#include "ops/tune_internal.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -9,10 +9,10 @@
 #include "cltrain/checkpoint.h"
 #include "cltrain/model.h"
 #include "cltrain/optim.h"
-#include "cltrain/safetensors.h"
 #include "cltrain/spec.h"
 #include "cltrain/train.h"
 #include "io/crc32c.h"
+#include "io/safetensors_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,20 +2,14 @@
  * (tensor name -> dtype, shape, data_offsets; optional "__metadata__" of string -> string),
  * then the raw little-endian row-major data. Files are written atomically and every byte of a
  * file read is validated. Readable by the Python `safetensors` package, PyTorch and numpy. */
-#ifndef CLTRAIN_SAFETENSORS_H
-#define CLTRAIN_SAFETENSORS_H
-
-#include "cltrain/export.h"
+#ifndef CLTRAIN_SAFETENSORS_INTERNAL_H
+#define CLTRAIN_SAFETENSORS_INTERNAL_H
 
 #include "cltrain/status.h"
 #include "cltrain/tensor.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
 
 #define CLT_ST_NAME_MAX 256 /* bytes in a tensor name, with its terminating NUL */
 
@@ -38,7 +32,7 @@ typedef struct clt_st_tensor {
 /* Writes the n tensors (in the order given, contiguous) and the nmeta metadata pairs (strings,
  * stored escaped in "__metadata__"; put numbers or JSON arrays in them as text) to `path`.
  * The header is padded with spaces so that the data section starts 8-byte aligned in the file.
- * Atomic, through clt_outfile_open (cltrain/outfile.h): the bytes go to a new temporary file
+ * Atomic, through clt_outfile_open (io/outfile_internal.h): the bytes go to a new temporary file
  * "<path>.tmp.<pid>.<k>" in the same folder, which is flushed, fsync'ed and renamed over
  * `path`; on any failure the temporary file is removed and an existing `path` is left as it
  * was. A symlink is followed (its target is replaced, the link stays); a `path` that is a
@@ -50,9 +44,9 @@ typedef struct clt_st_tensor {
  * the message names the file and the system's reason), CLT_ERR_HOST_MEMORY, or
  * CLT_ERR_UNSUPPORTED on a big-endian host. Messages: clt_last_errmsg(). Thread-safe (for
  * different paths; two concurrent writers of one path leave one complete file). */
-CLT_API clt_status clt_st_write(const char *path, const clt_st_tensor *tensors, int n,
-                                const char *const *meta_keys, const char *const *meta_values,
-                                int nmeta);
+clt_status clt_st_write(const char *path, const clt_st_tensor *tensors, int n,
+                        const char *const *meta_keys, const char *const *meta_values,
+                        int nmeta);
 
 typedef struct clt_st_file clt_st_file;
 
@@ -68,27 +62,24 @@ typedef struct clt_st_file clt_st_file;
  * (cannot open or read), CLT_ERR_FORMAT (any violation above; a one-line message naming the
  * file and what was wrong), CLT_ERR_HOST_MEMORY, CLT_ERR_INVALID_ARG (NULL out or path), or
  * CLT_ERR_UNSUPPORTED on a big-endian host. Messages: clt_last_errmsg(). Thread-safe. */
-CLT_API clt_status clt_st_open(clt_st_file **out, const char *path);
+clt_status clt_st_open(clt_st_file **out, const char *path);
 /* Releases the file and all its memory (every data pointer obtained from it). Accepts NULL. */
-CLT_API void clt_st_close(clt_st_file *f);
+void clt_st_close(clt_st_file *f);
 
 /* Number of tensors in the file. */
-CLT_API int clt_st_count(const clt_st_file *f);
+int clt_st_count(const clt_st_file *f);
 /* The i-th tensor in header order (the order they were written), NULL if i is out of range.
  * Owned by f. */
-CLT_API const clt_st_tensor *clt_st_get(const clt_st_file *f, int i);
+const clt_st_tensor *clt_st_get(const clt_st_file *f, int i);
 /* The tensor named `name` (binary search), NULL if absent. Owned by f. */
-CLT_API const clt_st_tensor *clt_st_find(const clt_st_file *f, const char *name);
+const clt_st_tensor *clt_st_find(const clt_st_file *f, const char *name);
 /* The metadata value for `key`, NULL if absent. Owned by f. */
-CLT_API const char *clt_st_meta(const clt_st_file *f, const char *key);
+const char *clt_st_meta(const clt_st_file *f, const char *key);
 /* Number of metadata pairs, and the i-th key in header order (NULL if i is out of range). */
-CLT_API int clt_st_meta_count(const clt_st_file *f);
-CLT_API const char *clt_st_meta_key(const clt_st_file *f, int i);
+int clt_st_meta_count(const clt_st_file *f);
+const char *clt_st_meta_key(const clt_st_file *f, int i);
 
 /* The lookups above only read f: any number of threads may use one open file at once. A NULL
  * f, name or key is a programmer error (CLT_ASSERT). */
 
-#ifdef __cplusplus
-}
-#endif
 #endif

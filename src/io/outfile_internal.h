@@ -3,19 +3,13 @@
  * symlink is followed and its target replaced atomically in the target's own folder (the link
  * survives), the folder is checked for writability before any long work, stale temporary files
  * of dead runs are removed, and every write, flush and close is checked. */
-#ifndef CLTRAIN_OUTFILE_H
-#define CLTRAIN_OUTFILE_H
-
-#include "cltrain/export.h"
+#ifndef CLTRAIN_OUTFILE_INTERNAL_H
+#define CLTRAIN_OUTFILE_INTERNAL_H
 
 #include "cltrain/status.h"
 
 #include <stddef.h>
 #include <stdio.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
 
 /* Checks, before any long work, that `path` can be written by clt_outfile_open or
  * clt_outfile_append: symlinks are followed (up to 40; a dangling link names the file to
@@ -24,7 +18,7 @@ extern "C" {
  * "<path>.tmp.<pid>.<k>" is created and removed). Also removes stale temporaries (see
  * clt_outfile_open). Returns CLT_ERR_IO with a message naming the path and what is wrong
  * (clt_last_errmsg()), or CLT_ERR_HOST_MEMORY. Thread-safe. */
-CLT_API clt_status clt_outfile_check(const char *path);
+clt_status clt_outfile_check(const char *path);
 
 typedef struct clt_outfile clt_outfile;
 
@@ -36,32 +30,29 @@ typedef struct clt_outfile clt_outfile;
  * clt_outfile_commit (or clt_outfile_discard). `path` itself is untouched until the commit.
  * Returns CLT_ERR_IO (message naming the path) or CLT_ERR_HOST_MEMORY; *out is NULL then.
  * One clt_outfile is used by one thread at a time. */
-CLT_API clt_status clt_outfile_open(clt_outfile **out, const char *path);
+clt_status clt_outfile_open(clt_outfile **out, const char *path);
 
 /* The temporary file's stream, for fprintf and the like; its errors are caught by
  * clt_outfile_commit (stdio's error flag and the final flush). Owned by f: do not close it. */
-CLT_API FILE *clt_outfile_stream(clt_outfile *f);
+FILE *clt_outfile_stream(clt_outfile *f);
 
 /* Writes n bytes (n may be 0). Returns CLT_ERR_IO naming the path and the system's reason. */
-CLT_API clt_status clt_outfile_write(clt_outfile *f, const void *data, size_t n);
+clt_status clt_outfile_write(clt_outfile *f, const void *data, size_t n);
 
 /* Finishes: checks the stream's error flag, flushes, fsyncs and closes the temporary file,
  * renames it over the resolved target and syncs the folder (best effort). On any failure the
  * temporary file is removed, the target is left as it was, and CLT_ERR_IO names the path and
  * the system's reason. Frees f in every case (NULL: returns CLT_ERR_INVALID_ARG). */
-CLT_API clt_status clt_outfile_commit(clt_outfile *f);
+clt_status clt_outfile_commit(clt_outfile *f);
 
 /* Abandons the file: closes and removes the temporary file, frees f. Accepts NULL. */
-CLT_API void clt_outfile_discard(clt_outfile *f);
+void clt_outfile_discard(clt_outfile *f);
 
 /* Opens `path` for appending (a log such as --metrics), after the checks of clt_outfile_check
  * but without the writability probe: a symlink is followed by the system; a path that is not
  * a regular file is refused, also when it changed since the check (a FIFO is never blocked
  * on). The caller checks its writes and the final fclose. Returns CLT_ERR_IO (message naming
  * the path) or CLT_ERR_HOST_MEMORY; *out is NULL then. Thread-safe. */
-CLT_API clt_status clt_outfile_append(FILE **out, const char *path);
+clt_status clt_outfile_append(FILE **out, const char *path);
 
-#ifdef __cplusplus
-}
-#endif
 #endif

@@ -1,10 +1,43 @@
-/* Private interface of the program module: the embedded sources, the per-ctx cache of built
+/* Runtime-compiled OpenCL programs. Sources are cl/<stem>.cl embedded in the library at build
+ * time (or read from $CLTRAIN_KERNEL_DIR/<stem>.cl while developing kernels); a program is one
+ * or more stems compiled after cl/common.cl with device-specific -D defines. Built programs are
+ * cached per ctx in memory and on disk as device binaries, keyed by a hash of the source, the
+ * options, the device name, the driver version and the platform version.
+ *
+ * Disk cache: $CLTRAIN_CACHE_DIR, else $XDG_CACHE_HOME/cltrain, else ~/.cache/cltrain;
+ * CLTRAIN_CACHE=0 turns it off. Files are written atomically (temp file + rename); a truncated,
+ * corrupt or foreign file is detected by its header and checksum, ignored and rewritten.
+ *
+ * Private to the library (not installed): the embedded sources, the per-ctx cache of built
  * programs and kernels, and the 1-D launch helper the ops use. */
-#ifndef CLTRAIN_PROGRAM_PRIVATE_H
-#define CLTRAIN_PROGRAM_PRIVATE_H
+#ifndef CLTRAIN_PROGRAM_INTERNAL_H
+#define CLTRAIN_PROGRAM_INTERNAL_H
 
-#include "cltrain/program.h"
+#include "cltrain/device.h"
 #include "cltrain/tensor.h"
+
+/* Builds (or fetches from a cache) the program made of `files` (comma-separated stems, e.g.
+ * "rng,dropout") with extra compiler `options` (e.g. "-DX_DTYPE=0"; may be NULL).
+ * Returns CLT_ERR_BUILD with the compiler's complete log in clt_ctx_errmsg(ctx), or
+ * CLT_ERR_IO when a stem names no source. Not thread-safe. */
+clt_status clt_program_build(clt_ctx *ctx, const char *files, const char *options);
+
+/* The complete source the library compiles for `files`: cl/common.cl, then each stem, each
+ * after a #line directive (from $CLTRAIN_KERNEL_DIR when set, as for a build). *out is
+ * malloc'ed; the caller frees it. CLT_ERR_IO when a stem names no source (message in
+ * clt_last_errmsg()). Thread-safe. */
+clt_status clt_program_assemble(const char *files, char **out);
+
+/* The complete compiler options for a program with the op's `options` (may be NULL) on dev:
+ * the OpenCL C version and the device defines (CLT_DEVICE_GPU/CPU/OTHER, CLT_HAS_FP16,
+ * CLT_HAS_FP64, CLT_WG), then `options`. dev may be synthetic. Thread-safe. */
+void clt_program_options(const clt_device_info *dev, const char *options, char *dst, size_t n);
+
+/* The embedded source of cl/<stem>.cl, or NULL. */
+const char *clt_program_source(const char *stem, size_t *len);
+
+/* The directory of the disk cache in use, or NULL when it is off. */
+const char *clt_program_cache_dir(const clt_ctx *ctx);
 
 struct clt__cl_source {
     const char *name; /* file stem: "elementwise" for cl/elementwise.cl */
@@ -68,7 +101,7 @@ clt_status clt__set_args(clt_ctx *ctx, cl_kernel k, cl_uint first, const struct 
     X(SCALE, CLT_DTYPE__COUNT)                                                                     \
     X(AXPY, CLT_DTYPE__COUNT)                                                                      \
     X(CAST, 3 * 3)                   /* by source and destination float dtype */                   \
-    X(ACT, 4 * 2 * 3)                /* activation.c: activation, direction, float dtype */        \
+    X(ACT, 8 * 2 * 3)                /* activation.c: activation, direction, float dtype */        \
     X(DROPOUT, 2 * 3)                /* direction, float dtype */                                  \
     X(GATHER_ROWS, CLT_DTYPE__COUNT) /* gather.c, by the source's dtype */                         \
     X(GATHER, CLT_DTYPE__COUNT)                                                                    \

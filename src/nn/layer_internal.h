@@ -1,0 +1,248 @@
+/* The layer table: one `struct clt__layer_kind` per clt_layer_kind says everything the spec
+ * parser, the model and the memory estimate need to know about that kind of layer (its words in
+ * a spec, its output shape, its parameters, its forward and backward, the activation memory it
+ * keeps), so that src/nn/spec.c and src/nn/model.c hold no per-kind code. Each kind lives in
+ * its own file under src/nn/layers/; src/nn/layers/table.c lists them. Private to the library.
+ *
+ * How to add a layer kind:
+ *   1. include/cltrain/spec.h: a value in clt_layer_kind before CLT_LAYER__COUNT (existing
+ *      values keep their numbers: checkpoints store the spec's text, but tests and callers use
+ *      the values), a clt_layer_spec field if it takes an argument, and a line in the grammar.
+ *   2. src/nn/layers/<kind>.c: a `const struct clt__layer_kind clt__layer_<kind>` (fill every
+ *      member; see the struct below), declared at the end of this header, added to
+ *      src/nn/meson.build, and its pointer at its clt_layer_kind index in src/nn/layers/table.c.
+ *   3. tests/nn/test_spec.c (parse and round trip; the unknown-layer message lists every name
+ *      in table order) and tests/nn/test_model.c (a host reference and a check_spec line).
+ * An elementwise activation "foo" needs less, all of it one line or one small block each:
+ *   - the kernel: a CLT_ACT_FORWARD/CLT_ACT_BACKWARD pair foo_forward/foo_backward in
+ *     cl/activation.cl, CLT_ACT_FOO in clt_act (src/ops/ops_internal.h) and its row in the `acts`
+ *     table of src/ops/activation.c (kernel stem, which saved tensor backward reads);
+ *   - the table entry: CLT_LAYER_FOO in clt_layer_kind (include/cltrain/spec.h),
+ *     `CLT__ACTIVATION(foo, FOO);` in src/nn/layers/activation.c, its extern below and its
+ *     pointer in src/nn/layers/table.c (parsing, printing, shape, memory, forward, backward and
+ *     clt_spec_check_output then follow);
+ *   - the test: one line in the `acts` table of tests/ops/test_activation.c, with REF_ACT_FOO
+ *     and its value and derivative in tests/ref/ref_nn.c.
+ * An activation with a parameter uses CLT__ACTIVATION_KIND with its own parse, format and check
+ * (see leakyrelu's slope, kept in clt_layer_spec.alpha and passed to the op as alpha). */
+#ifndef CLTRAIN_NN_LAYER_INTERNAL_H
+#define CLTRAIN_NN_LAYER_INTERNAL_H
+
+#include "cltrain/model.h"
+#include "ops/ops_internal.h"
+#include "cltrain/spec.h"
+
+#include "runtime/internal.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- shapes ------------------------------------------------------------------------------- */
+
+#define CLT__SHAPE_MAX_DIMS 3
+
+/* The shape of one sample of an activation, the batch dimension not counted: (features),
+ * (T, C) or (C, H, W). An activation tensor is (B, d[0], ..., d[ndim - 1]). */
+struct clt__shape {
+    int ndim; /* 1 to CLT__SHAPE_MAX_DIMS */
+    size_t d[CLT__SHAPE_MAX_DIMS];
+};
+
+/* Elements of one sample: the product of the dims. */
+size_t clt__shape_numel(const struct clt__shape *s);
+/* "784" or "1x28x28" into buf (always terminated). */
+void clt__shape_format(const struct clt__shape *s, char *buf, size_t size);
+
+/* ---- spec words: what a kind's parser reads --------------------------------------------- */
+
+#define CLT__SPEC_MAX_ARGS 3 /* "linear 128 nobias" and one word too many */
+
+/* The words of one spec entry after the layer's name, and where to report errors. */
+struct clt__spec_args {
+    int n;                               /* words after the name; only the first
+                                            CLT__SPEC_MAX_ARGS are kept */
+    const char *word[CLT__SPEC_MAX_ARGS];
+    int len[CLT__SPEC_MAX_ARGS];
+    const void *where;                   /* the parser's entry, for clt__spec_args_fail */
+};
+
+/* Records the parser's message "...: layer L ("<entry>") at <position>: <detail>" with the
+ * position of word `i` (0 is the first argument; -1 the end of the entry) and returns
+ * CLT_ERR_FORMAT. */
+clt_status clt__spec_args_fail(const struct clt__spec_args *a, int i, const char *fmt, ...)
+    CLT__PRINTF(3, 4);
+/* Case-insensitive: is argument i the word `w`? */
+bool clt__spec_arg_is(const struct clt__spec_args *a, int i, const char *w);
+/* Argument i as a decimal number (strtod over the whole word); false when it is not one. */
+bool clt__spec_arg_number(const struct clt__spec_args *a, int i, double *out);
+/* The word of argument i and its quoted length, for "%.*s" (long words are cut). */
+#define CLT__SPEC_ARG(a, i) clt__spec_quote_len((a)->len[i]), (a)->word[i]
+int clt__spec_quote_len(int len);
+/* The shortest "%g" text of v that strtof reads back as v ("0.1", "1e-05"), whole numbers
+ * below 1e16 without an exponent ("10", not "1e+01"). */
+void clt__spec_format_real(float v, char *buf, size_t size);
+
+/* ---- parameters --------------------------------------------------------------------------- */
+
+#define CLT__LAYER_MAX_PARAMS 2
+
+/* One parameter a layer declares: shaped as PyTorch's (weight (OUT, IN), bias (OUT)), named
+ * "{layer}.{suffix}" in checkpoints and clt_param_info, initialised from the fans. */
+struct clt__param_decl {
+    const char *suffix; /* "weight", "bias" */
+    int ndim;           /* 1 or 2 */
+    size_t dims[2];
+    bool weight;        /* a weight (the init scheme's bound) or a bias (0 under kaiming and
+                           xavier) */
+    size_t fan_in, fan_out;
+};
+
+/* ---- the model's view of one layer, as the kinds' forward and backward see it ------------ */
+
+struct clt__layer {
+    const struct clt__layer_kind *kind;
+    clt_layer_spec spec;
+    int index;                          /* its position in the spec, from 0 */
+    struct clt__shape in, out;          /* per sample */
+    size_t in_n, out_n;                 /* their element counts */
+    int param, nparams;                 /* its first parameter's index, and how many */
+    clt_tensor *w[CLT__LAYER_MAX_PARAMS];   /* views of the flat f32 parameters */
+    clt_tensor *dw[CLT__LAYER_MAX_PARAMS];  /* ... of the flat gradients */
+    clt_tensor *w16[CLT__LAYER_MAX_PARAMS]; /* ... of the 16-bit copy (mixed precision), or NULL */
+    clt_dtype ydt;                      /* storage of y */
+    clt_tensor *y_full;                 /* (max_batch, act elements) kept output, or NULL */
+    clt_tensor *y;                      /* view (B, ...) of y_full for the current batch, or a
+                                           kind's own view (flatten of a shaped input) */
+    const clt_tensor *x;                /* input of the last forward */
+    const clt_tensor *out_t;            /* output of the last forward: y or x */
+    bool ran;                           /* the kind's own flag (dropout: applied last forward) */
+};
+
+/* One forward or backward pass. */
+struct clt__pass {
+    size_t B;          /* rows */
+    bool train;        /* forward: training mode */
+    uint64_t seed;     /* the model's seed */
+    uint64_t step;     /* of the forward */
+    int nlayers;       /* layers in the model (dropout's stream step * nlayers + index) */
+    float beta;        /* backward: 0 overwrites the gradients, 1 accumulates */
+};
+
+/* ---- a layer kind ------------------------------------------------------------------------- */
+
+struct clt__layer_kind {
+    clt_layer_kind kind;
+    const char *name;   /* its word in a spec: "linear" */
+    const char *usage;  /* its grammar: "linear OUT [nobias]" */
+    /* An elementwise activation: clt_spec_check_output refuses it after the last weighted
+     * layer, where it would clip or squash the logits. */
+    bool activation;
+    /* A weighted (linear) layer: a model needs one, the last one's width is the model's
+     * output width, and in mixed precision the layers from the first weighted one up to (not
+     * including) the last keep 16-bit outputs. */
+    bool weighted;
+    clt_act act;        /* activations: the op they run */
+
+    /* Reads the words after the name into *l (kind set, other fields 0 on entry). */
+    clt_status (*parse)(const struct clt__spec_args *a, clt_layer_spec *l);
+    /* Writes the words after the name (" 128 nobias", "" for none) into buf. */
+    void (*format)(const clt_layer_spec *l, char *buf, size_t size);
+    /* Checks the fields of a spec built by hand; records "model spec: layer N: ..." with
+     * layer = N (1-based) and returns CLT_ERR_INVALID_ARG when one is out of range. */
+    clt_status (*check)(const clt_layer_spec *l, int layer);
+    /* The output shape for input shape `in`; records a message naming the layer (`layer` is
+     * 1-based, `text` its canonical text) and returns CLT_ERR_INVALID_ARG when the input
+     * cannot be taken. */
+    clt_status (*out_shape)(const clt_layer_spec *l, int layer, const char *text,
+                            const struct clt__shape *in, struct clt__shape *out);
+    /* Its parameters, in order, into decl (up to CLT__LAYER_MAX_PARAMS); returns how many. */
+    int (*params)(const clt_layer_spec *l, const struct clt__shape *in,
+                  const struct clt__shape *out, struct clt__param_decl *decl);
+    /* Elements per sample of the output it keeps on the device for backward (allocated as
+     * (max_batch, that) in the layer's output dtype; 0: it keeps none and y_full is NULL). The
+     * model allocates and the memory estimate counts exactly this. */
+    size_t (*kept)(const clt_layer_spec *l, const struct clt__shape *in,
+                   const struct clt__shape *out);
+    /* L->x is set; sets L->out_t (L->y or x). */
+    clt_status (*forward)(struct clt__layer *L, const clt_tensor *x, const struct clt__pass *p);
+    /* From dy, the gradient of L's output: adds (beta) or writes the gradients of L's
+     * parameters, and dx when need_dx. Sets *through when dy is L's input gradient as it is
+     * (identity: dx not written). */
+    clt_status (*backward)(struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
+                           bool need_dx, const struct clt__pass *p, bool *through);
+};
+
+/* The kind of `k` (asserted in range). */
+const struct clt__layer_kind *clt__layer_kind_of(clt_layer_kind k);
+
+/* Helpers shared by kinds without arguments or parameters. */
+clt_status clt__layer_parse_none(const struct clt__spec_args *a, clt_layer_spec *l);
+void clt__layer_format_none(const clt_layer_spec *l, char *buf, size_t size);
+clt_status clt__layer_check_none(const clt_layer_spec *l, int layer);
+clt_status clt__layer_same_shape(const clt_layer_spec *l, int layer, const char *text,
+                                 const struct clt__shape *in, struct clt__shape *out);
+int clt__layer_no_params(const clt_layer_spec *l, const struct clt__shape *in,
+                         const struct clt__shape *out, struct clt__param_decl *decl);
+size_t clt__layer_keeps_output(const clt_layer_spec *l, const struct clt__shape *in,
+                               const struct clt__shape *out);
+size_t clt__layer_keeps_nothing(const clt_layer_spec *l, const struct clt__shape *in,
+                                const struct clt__shape *out);
+
+/* ---- the plan: shapes, parameters and storage of a spec, without a device --------------- */
+
+/* One parameter of the plan. */
+struct clt__plan_param {
+    struct clt_param_info info; /* name, shape, offset into the flat tensors */
+    struct clt__param_decl decl;
+};
+
+struct clt__plan_layer {
+    const struct clt__layer_kind *kind;
+    struct clt__shape in, out;
+    int param, nparams; /* first parameter, count */
+    size_t kept;        /* kind->kept: elements per sample it keeps (0: none) */
+    clt_dtype ydt;      /* storage of its kept output */
+};
+
+struct clt__plan {
+    int n;
+    struct clt__plan_layer *layers; /* (n) */
+    int nparams;
+    struct clt__plan_param *params; /* (nparams) */
+    size_t total;                   /* P: elements of the flat parameter tensor */
+    size_t widest;                  /* the largest per-sample element count of the input and
+                                       every layer's output: the gradient buffers' width */
+    int first_weighted, last_weighted;
+    bool tail; /* mixed precision with a layer that keeps an output after the last weighted
+                  one: f32 (max_batch, outputs) gradient buffers for those layers */
+};
+
+/* Plans `spec` for input shape `in` (per sample), `outputs` outputs and storage `precision`:
+ * validates the spec (clt_spec_validate), runs every layer's out_shape, lays the parameters
+ * out in order and decides each output's storage. Records the thread's message and returns
+ * CLT_ERR_INVALID_ARG for a spec that does not fit, CLT_ERR_HOST_MEMORY. *out is released with
+ * clt__plan_free, also after a failure. */
+clt_status clt__model_plan(const clt_spec *spec, const struct clt__shape *in, size_t outputs,
+                           clt_dtype precision, struct clt__plan *out);
+void clt__plan_free(struct clt__plan *p);
+
+/* clt_model_create for inputs of shape (B, in): the same model, whose forward takes x with
+ * B * numel(in) elements. clt_model_create is this with in = (in_features). */
+clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spec *spec,
+                                    const struct clt__shape *in, size_t outputs,
+                                    const struct clt_model_params *params);
+
+/* ---- the kinds ---------------------------------------------------------------------------- */
+
+extern const struct clt__layer_kind clt__layer_linear;
+extern const struct clt__layer_kind clt__layer_relu;
+extern const struct clt__layer_kind clt__layer_gelu;
+extern const struct clt__layer_kind clt__layer_tanh;
+extern const struct clt__layer_kind clt__layer_sigmoid;
+extern const struct clt__layer_kind clt__layer_silu;
+extern const struct clt__layer_kind clt__layer_leakyrelu;
+extern const struct clt__layer_kind clt__layer_dropout;
+extern const struct clt__layer_kind clt__layer_flatten;
+
+#endif

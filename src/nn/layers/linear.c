@@ -1,0 +1,128 @@
+/* The linear layer, "linear OUT [nobias]": y (B, OUT) = x (B, IN) W^T + b, with W (OUT, IN) and
+ * b (OUT) named "{i}.weight" and "{i}.bias" as nn.Linear's, initialised from fan-in IN and
+ * fan-out OUT. Its input must be flat (B, IN): a shaped input needs a flatten first. */
+#include "nn/layer_internal.h"
+
+#include <stdio.h>
+
+static clt_status parse(const struct clt__spec_args *a, clt_layer_spec *l)
+{
+    long long v = 0;
+    bool digits;
+    if (a->n < 1) return clt__spec_args_fail(a, -1, "linear needs a width, e.g. \"linear 128\"");
+    digits = a->len[0] > 0;
+    for (int i = 0; i < a->len[0] && digits; i++) {
+        char c = a->word[0][i];
+        digits = c >= '0' && c <= '9';
+        if (digits && v <= CLT_SPEC_MAX_WIDTH) v = v * 10 + (c - '0');
+    }
+    if (!digits || v == 0)
+        return clt__spec_args_fail(a, 0, "width must be a positive integer, got \"%.*s\"",
+                                   CLT__SPEC_ARG(a, 0));
+    if (v > CLT_SPEC_MAX_WIDTH)
+        return clt__spec_args_fail(a, 0, "width must be at most %d, got \"%.*s\"",
+                                   CLT_SPEC_MAX_WIDTH, CLT__SPEC_ARG(a, 0));
+    l->out = (int)v;
+    l->bias = true;
+    if (a->n >= 2) {
+        if (!clt__spec_arg_is(a, 1, "nobias"))
+            return clt__spec_args_fail(a, 1,
+                                       "unexpected \"%.*s\" after the width; expected \"nobias\" "
+                                       "or the end of the layer",
+                                       CLT__SPEC_ARG(a, 1));
+        l->bias = false;
+    }
+    if (a->n >= 3)
+        return clt__spec_args_fail(a, 2,
+                                   "unexpected \"%.*s\" after \"nobias\"; expected the end of the "
+                                   "layer",
+                                   CLT__SPEC_ARG(a, 2));
+    return CLT_OK;
+}
+
+static void format(const clt_layer_spec *l, char *buf, size_t size)
+{
+    snprintf(buf, size, " %d%s", l->out, l->bias ? "" : " nobias");
+}
+
+static clt_status check(const clt_layer_spec *l, int layer)
+{
+    if (l->out < 1 || l->out > CLT_SPEC_MAX_WIDTH)
+        return clt__fail(NULL, CLT_ERR_INVALID_ARG,
+                         "model spec: layer %d: linear width must be in [1, %d], got %d", layer,
+                         CLT_SPEC_MAX_WIDTH, l->out);
+    return CLT_OK;
+}
+
+static clt_status out_shape(const clt_layer_spec *l, int layer, const char *text,
+                            const struct clt__shape *in, struct clt__shape *out)
+{
+    if (in->ndim != 1) {
+        char got[64];
+        clt__shape_format(in, got, sizeof got);
+        return clt__fail(NULL, CLT_ERR_INVALID_ARG,
+                         "model spec: layer %d (%s) needs a flat input, got %s; add flatten "
+                         "before it",
+                         layer, text, got);
+    }
+    out->ndim = 1;
+    out->d[0] = (size_t)l->out;
+    return CLT_OK;
+}
+
+static int params(const clt_layer_spec *l, const struct clt__shape *in,
+                  const struct clt__shape *out, struct clt__param_decl *decl)
+{
+    size_t IN = in->d[0], OUT = out->d[0];
+    decl[0] = (struct clt__param_decl){"weight", 2, {OUT, IN}, true, IN, OUT};
+    if (!l->bias) return 1;
+    decl[1] = (struct clt__param_decl){"bias", 1, {OUT, 0}, false, IN, OUT};
+    return 2;
+}
+
+/* The weights the passes read: the 16-bit copy in mixed precision. */
+static const clt_tensor *read_w(const struct clt__layer *L, int i)
+{
+    return L->w16[i] ? L->w16[i] : L->w[i];
+}
+
+static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struct clt__pass *p)
+{
+    clt_status st = CLT_OK;
+    CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_TRANS, p->B, L->out_n, L->in_n, 1.0f, x, read_w(L, 0),
+                        0.0f, L->y));
+    if (L->w[1]) CLT_TRY(clt_op_bias_add(L->y, read_w(L, 1)));
+    L->out_t = L->y;
+fail:
+    return st;
+}
+
+static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
+                           bool need_dx, const struct clt__pass *p, bool *through)
+{
+    clt_status st = CLT_OK;
+    *through = false;
+    CLT_TRY(clt_op_gemm(CLT_TRANS, CLT_NO_TRANS, L->out_n, L->in_n, p->B, 1.0f, dy, L->x, p->beta,
+                        L->dw[0]));
+    if (L->dw[1]) CLT_TRY(clt_op_bias_grad(L->dw[1], dy, p->beta));
+    if (need_dx)
+        CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, p->B, L->in_n, L->out_n, 1.0f, dy,
+                            read_w(L, 0), 0.0f, dx));
+fail:
+    return st;
+}
+
+const struct clt__layer_kind clt__layer_linear = {
+    .kind = CLT_LAYER_LINEAR,
+    .name = "linear",
+    .usage = "linear OUT [nobias]",
+    .weighted = true,
+    .parse = parse,
+    .format = format,
+    .check = check,
+    .out_shape = out_shape,
+    .params = params,
+    .kept = clt__layer_keeps_output,
+    .forward = forward,
+    .backward = backward,
+};
