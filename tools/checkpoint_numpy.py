@@ -5,13 +5,16 @@ usage: checkpoint_numpy.py CHECKPOINT IDX_IMAGES[.gz] [PREDICTIONS.csv]
        checkpoint_numpy.py --state-dict CHECKPOINT OUT [--format-pt]
 
 Reads the safetensors file by hand (8-byte header length, JSON header, raw little-endian data),
-rebuilds the layer list from the spec in __metadata__, scales the inputs as the metadata says,
-and prints the predicted class of every image. With PREDICTIONS.csv (from `cltrain predict`)
+rebuilds the layer list from the spec in __metadata__ (linear, conv, maxpool, avgpool,
+globalavgpool, flatten, batchnorm in evaluation mode, the activations; dropout is the identity),
+shapes the inputs as "input_shape" says, scales them as the metadata says, and prints the
+predicted class of every image. With PREDICTIONS.csv (from `cltrain predict`)
 it compares classes and probabilities and exits non-zero on a mismatch.
 
 --state-dict writes the checkpoint's model weights as PyTorch writes a state dict with
 safetensors.torch.save_file(model.state_dict(), OUT): only the "{i}.weight"/"{i}.bias" tensors
-(F32, nn.Sequential's names), no optimizer state, no cltrain metadata (with --format-pt, the
+and batchnorm's buffers (F32, num_batches_tracked I64 [], nn.Sequential's names), no optimizer
+state, no cltrain metadata (with --format-pt, the
 {"format": "pt"} metadata that Hugging Face's save_pretrained adds), header padded with spaces
 to 8 bytes. `cltrain train --init OUT --model SPEC` must accept it.
 """
@@ -29,7 +32,8 @@ def load_safetensors(path):
     header = json.loads(raw[8:8 + n])
     meta = header.pop('__metadata__', {})
     data = raw[8 + n:]
-    dtypes = {'F32': np.float32, 'F16': np.float16, 'I32': np.int32, 'U8': np.uint8}
+    dtypes = {'F32': np.float32, 'F16': np.float16, 'I32': np.int32, 'U8': np.uint8,
+              'I64': np.int64}
     tensors = {}
     for name, t in header.items():
         b, e = t['data_offsets']
@@ -44,6 +48,32 @@ def load_idx(path):
     return np.frombuffer(raw[4 + 4 * ndim:], np.uint8).reshape(dims[0], -1)
 
 
+def conv2d(x, w, b, stride, pad):
+    """nn.Conv2d on x (B, C, H, W) with w (OUT, C, K, K): im2col by strided views."""
+    B, C, H, W = x.shape
+    K = w.shape[2]
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    OH, OW = (H + 2 * pad - K) // stride + 1, (W + 2 * pad - K) // stride + 1
+    s = xp.strides
+    cols = np.lib.stride_tricks.as_strided(
+        xp, (B, C, K, K, OH, OW), (s[0], s[1], s[2], s[3], s[2] * stride, s[3] * stride))
+    y = np.tensordot(cols, w.astype(np.float64), ([1, 2, 3], [1, 2, 3]))  # (B, OH, OW, OUT)
+    y = y.transpose(0, 3, 1, 2)  # (B, OUT, OH, OW)
+    if b is not None:
+        y = y + b[None, :, None, None]
+    return y
+
+
+def pool2d(x, k, stride, op):
+    """nn.MaxPool2d / nn.AvgPool2d(k, stride): no padding, floor mode."""
+    B, C, H, W = x.shape
+    OH, OW = (H - k) // stride + 1, (W - k) // stride + 1
+    s = x.strides
+    win = np.lib.stride_tricks.as_strided(
+        x, (B, C, OH, OW, k, k), (s[0], s[1], s[2] * stride, s[3] * stride, s[2], s[3]))
+    return win.max((4, 5)) if op == 'max' else win.mean((4, 5))
+
+
 def forward(tensors, spec, x):
     acts = {'relu': lambda v, _: np.maximum(v, 0), 'tanh': lambda v, _: np.tanh(v),
             'sigmoid': lambda v, _: 1 / (1 + np.exp(-v)),
@@ -54,21 +84,39 @@ def forward(tensors, spec, x):
             'leakyrelu': lambda v, args: np.where(v > 0, v, float(args[0] if args else 0.01) * v)}
     for i, layer in enumerate(l.strip() for l in spec.split(',')):
         word, *args = layer.split()
+        opt = {a[0]: int(a[1:]) for a in args if a[0] in 'ksp' and a[1:].isdigit()}
         if word == 'linear':
-            x = x @ tensors[f'{i}.weight'].T.astype(np.float64)
+            x = x.reshape(len(x), -1) @ tensors[f'{i}.weight'].T.astype(np.float64)
             if f'{i}.bias' in tensors:
                 x = x + tensors[f'{i}.bias']
+        elif word == 'conv':
+            x = conv2d(x, tensors[f'{i}.weight'], tensors.get(f'{i}.bias'), opt.get('s', 1),
+                       opt.get('p', 0))
+        elif word in ('maxpool', 'avgpool'):
+            k = int(args[0])
+            x = pool2d(x, k, opt.get('s', k), word[:3])
+        elif word == 'globalavgpool':
+            x = x.mean((2, 3))
+        elif word == 'flatten':
+            x = x.reshape(len(x), -1)
+        elif word == 'batchnorm':  # evaluation mode: the running statistics
+            shape = (1, -1) + (1,) * (x.ndim - 2)
+            mean = tensors[f'{i}.running_mean'].astype(np.float64).reshape(shape)
+            var = tensors[f'{i}.running_var'].astype(np.float64).reshape(shape)
+            x = (x - mean) / np.sqrt(var + 1e-5) * tensors[f'{i}.weight'].reshape(shape) \
+                + tensors[f'{i}.bias'].reshape(shape)
         elif word in acts:
             x = acts[word](x, args)
-        # dropout and flatten are the identity at inference
-    return x
+        # dropout is the identity at inference
+    return x.reshape(len(x), -1)
 
 
 def save_safetensors(path, tensors, meta=None):
     header, blobs, offset = {}, [], 0
     for name in sorted(tensors):
-        blob = np.ascontiguousarray(tensors[name], dtype='<f4').tobytes()
-        header[name] = {'dtype': 'F32', 'shape': list(tensors[name].shape),
+        i64 = tensors[name].dtype == np.int64
+        blob = np.ascontiguousarray(tensors[name], dtype='<i8' if i64 else '<f4').tobytes()
+        header[name] = {'dtype': 'I64' if i64 else 'F32', 'shape': list(tensors[name].shape),
                         'data_offsets': [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)
@@ -83,7 +131,8 @@ def save_safetensors(path, tensors, meta=None):
 def state_dict(args):
     tensors, _ = load_safetensors(args[0])
     weights = {k: v for k, v in tensors.items()
-               if k.split('.')[0].isdigit() and k.split('.')[-1] in ('weight', 'bias')}
+               if k.split('.')[0].isdigit() and k.split('.')[-1] in
+               ('weight', 'bias', 'running_mean', 'running_var', 'num_batches_tracked')}
     save_safetensors(args[1], weights, {'format': 'pt'} if '--format-pt' in args[2:] else None)
     return 0
 
@@ -95,6 +144,8 @@ def main():
     pixels = load_idx(sys.argv[2]).astype(np.float64)
     x = (pixels * float(meta['input_scale']) - np.array(json.loads(meta['input_mean']))) \
         / np.array(json.loads(meta['input_std']))
+    if 'input_shape' in meta:
+        x = x.reshape((len(x),) + tuple(int(d) for d in meta['input_shape'].split(',')))
     logits = forward(tensors, meta['model'], x)
     p = np.exp(logits - logits.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)

@@ -1,7 +1,8 @@
 /* Checkpoints as safetensors files that PyTorch loads without renaming: "{i}.weight" (OUT, IN)
  * and "{i}.bias" (OUT) as nn.Sequential's state_dict for the same layer list, optimizer state
  * as "optim.{i}.weight.exp_avg" etc., and __metadata__ with format ("cltrain-1"), model (the
- * spec), input_scale, input_mean, input_std, classes, task, features, step, epoch, seed,
+ * spec), input_scale, input_mean, input_std, classes, task, features, input_shape (models
+ * with a shaped input: "1,28,28"), step, epoch, seed,
  * optimizer (JSON), run (JSON: the run's geometry, see clt_run_geometry) and crc32c (JSON:
  * tensor name -> CRC-32C of its bytes, 8 hex digits, verified on every open). Written to a
  * temporary file, flushed and renamed. Also opens plain safetensors state dicts (PyTorch's
@@ -46,6 +47,10 @@ struct clt_checkpoint_info {
      * skipped-step count; NULL otherwise. Not filled by clt_checkpoint_get_info. */
     const clt_tensor *scaler_state;
     struct clt_run_geometry run;
+    /* The shape of one input sample ("input_shape", written for a model with a shaped input,
+     * e.g. (1, 28, 28) for IDX images; unused entries 0); all 0 when the file has none (a flat
+     * model, or a file from before). Filled by open; ignored by save, which asks the model. */
+    size_t input_shape[3];
 };
 
 /* The training split's identity for clt_run_geometry: CRC-32C of its labels (or regression

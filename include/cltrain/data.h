@@ -37,7 +37,7 @@ typedef enum clt_task {
 typedef struct clt_dataset {
     size_t n;               /* samples */
     size_t features;        /* values per sample (IN), e.g. 784 */
-    int sample_ndim;        /* 3 for IDX images, 1 for CSV */
+    int sample_ndim;        /* 3 for IDX images, 1 for CSV (the CLI's --input-shape: 2 or 3) */
     size_t sample_shape[3]; /* (1, H, W) for IDX images, (features) for CSV; product = features */
     uint8_t *u8;            /* (n, features) raw pixels (IDX), or NULL */
     float *f32;             /* (n, features) values (CSV), or NULL */

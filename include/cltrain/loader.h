@@ -76,6 +76,31 @@ CLT_API clt_status clt_loader_mode_parse(const char *s, clt_loader_mode *out);
  * pinned host memory (1,000,000 allocated 7 GiB before failing). */
 #define CLT_LOADER_MAX_PREFETCH 64
 
+/* Augmentation of the training batches of an image data set (sample shape (C, H, W)), applied
+ * per sample on the device by one kernel after the batch has been converted and standardised,
+ * in this order: a horizontal flip with probability 1/2 (flip); a translation by dy, dx, each
+ * a uniform integer in [-shift, shift], the uncovered pixels set to 0; the zeroing of one
+ * cutout x cutout square whose centre is uniform over the image (clipped at the borders). The
+ * fill value 0 is in the standardised space: raw 0 without feature standardisation, the
+ * feature's training mean with it (--normalize). The draws are Philox numbers of
+ * (seed, clt_rng_stream(CLT_RNG_DATA, epoch), position in the epoch's order): the same batches
+ * on every device, with either loader, for any batch size, and a resumed run continues them.
+ * All zero (the default): none. */
+struct clt_augment {
+    bool flip;
+    int shift;  /* N: 0 .. CLT_AUGMENT_MAX pixels */
+    int cutout; /* S: 0 .. CLT_AUGMENT_MAX pixels */
+};
+#define CLT_AUGMENT_MAX 65536
+/* Parses "flip", "shift=N", "cutout=S", comma-separated, in any order, each at most once (e.g.
+ * "shift=2,flip") into *out. CLT_ERR_INVALID_ARG with a one-line message in clt_last_errmsg
+ * naming --augment and the text otherwise, e.g.
+ *   --augment "flip,shift=x": shift needs a whole number of pixels, e.g. shift=2
+ * Thread-safe. */
+CLT_API clt_status clt_augment_parse(const char *text, struct clt_augment *out);
+/* Whether a augments anything (flip, or a shift or cutout above 0). */
+CLT_API bool clt_augment_enabled(const struct clt_augment *a);
+
 struct clt_loader_params {
     clt_loader_mode mode;     /* default CLT_LOADER_AUTO */
     size_t batch_size;        /* the largest batch that will be asked for (default 128) */
@@ -89,6 +114,9 @@ struct clt_loader_params {
                                * from clt_loader_start) is assembled; negative: never (default).
                                * The environment variable CLTRAIN_LOADER_FAIL_AT=N, read by
                                * clt_loader_create, overrides it. */
+    struct clt_augment augment; /* of the batches clt_loader_next hands out (default none);
+                                 * needs a data set with 3-D samples (C, H, W). Costs one more
+                                 * (batch_size, F) f32 buffer: the batch before augmentation */
 };
 CLT_API struct clt_loader_params clt_loader_default_params(void);
 
@@ -99,7 +127,8 @@ typedef struct clt_loader clt_loader;
  * resident, the split on the device; streaming allocates `prefetch` pinned staging buffers
  * and their device buffers. Set-up waits count as CLT_WAIT_SETUP. Returns CLT_OK,
  * CLT_ERR_INVALID_ARG (empty set, batch_size 0, prefetch outside 2 ..
- * CLT_LOADER_MAX_PREFETCH, fraction outside (0, 1]),
+ * CLT_LOADER_MAX_PREFETCH, fraction outside (0, 1], augmentation of flat samples or with a
+ * shift or cutout outside 0 .. CLT_AUGMENT_MAX),
  * CLT_ERR_SHAPE (norm), CLT_ERR_OUT_OF_MEMORY, CLT_ERR_HOST_MEMORY or CLT_ERR_OPENCL. */
 CLT_API clt_status clt_loader_create(clt_loader **out, clt_ctx *ctx, const clt_dataset *d,
                                      const struct clt_input_norm *norm,
@@ -156,7 +185,7 @@ CLT_API clt_status clt_loader_start(clt_loader *l, const struct clt_loader_order
 /* One batch on the device. x and y are views owned by the loader, valid until the next call of
  * clt_loader_next or clt_loader_stop. */
 struct clt_batch {
-    clt_tensor *x; /* (B, F) f32, standardised */
+    clt_tensor *x; /* (B, F) f32, standardised, then augmented (params.augment) */
     clt_tensor *y; /* (B) i32 labels or f32 targets */
     size_t size;   /* B */
     int epoch;     /* 0-based */
@@ -165,7 +194,8 @@ struct clt_batch {
 /* Enqueues on the compute queue what makes the next batch of the run available there: resident,
  * the gather from the split (and, at an epoch's first batch, the non-blocking upload of its
  * order); streaming, a barrier on the batch's upload events, then the conversion kernel and a
- * marker that lets the ring reuse the staging buffer. Never waits for the device; streaming
+ * marker that lets the ring reuse the staging buffer; then, in both, the augmentation kernel
+ * when params.augment asks for one. Never waits for the device; streaming
  * may wait for the loader thread to have the batch ready (host-side, measured as the stall
  * time). A failure of the loader thread (injected with fail_at, or an OpenCL or memory error)
  * is returned here with its message in the ctx. CLT_ERR_STATE when no run is started or the

@@ -37,6 +37,12 @@ struct clt_model_params {
      * the layers after it and the model's output stay f32, as do the flat gradients. Every
      * kernel computes in f32. */
     clt_dtype precision;
+    /* The shape of one input sample, (C, H, W) or (T, C): its leading non-zero entries, whose
+     * product must be the model's in_features (CLT_ERR_INVALID_ARG otherwise). All zero (the
+     * default) or a single entry: flat (in_features). Convolution and pooling layers need
+     * (C, H, W); a linear layer takes any shape as its flattened features, as after flatten.
+     * The training set-up fills it from the data set's sample shape when it is left zero. */
+    size_t input_shape[3];
 };
 CLT_API struct clt_model_params clt_model_default_params(void);
 
@@ -46,8 +52,22 @@ typedef struct clt_model clt_model;
 struct clt_param_info {
     char name[64];           /* "0.weight" */
     int ndim;
-    size_t dims[2];          /* (OUT, IN) or (OUT) */
+    size_t dims[4];          /* (OUT, IN), (OUT, IN, K, K) or (OUT); 0 past ndim */
     size_t offset;           /* in elements, into the flat tensors */
+    size_t numel;
+};
+
+/* One named buffer: model state that is not a parameter, as the buffers of PyTorch's state_dict
+ * (batchnorm's "{i}.running_mean", "{i}.running_var" (C) and "{i}.num_batches_tracked", a 0-d
+ * int64): never trained, not in the gradients, saved in checkpoints. An f32 buffer is `numel`
+ * elements at `offset` of the flat f32 buffers (clt_model_buffers); an int64 one is the host
+ * counter at index `offset` of the model's counters (incremented by the model itself). */
+struct clt_buffer_info {
+    char name[64];  /* "1.running_mean" */
+    bool i64;       /* an int64 scalar (ndim 0), else f32 */
+    int ndim;       /* 1 for f32 buffers, 0 for the int64 ones */
+    size_t dims[4]; /* (C) for f32; 0 past ndim */
+    size_t offset;  /* in elements: into the flat f32 buffers, or into the counters */
     size_t numel;
 };
 
@@ -67,6 +87,8 @@ CLT_API void clt_model_free(clt_model *m);
 CLT_API clt_ctx *clt_model_ctx(const clt_model *m);
 CLT_API const clt_spec *clt_model_spec(const clt_model *m);
 CLT_API size_t clt_model_in_features(const clt_model *m);
+/* The shape of one input sample into shape[3] (unused entries 0); returns its number of dims. */
+CLT_API int clt_model_input_shape(const clt_model *m, size_t shape[3]);
 CLT_API size_t clt_model_outputs(const clt_model *m);
 CLT_API size_t clt_model_max_batch(const clt_model *m);
 CLT_API clt_tensor *clt_model_params(const clt_model *m); /* flat (P) f32, owned by the model */
@@ -87,17 +109,36 @@ CLT_API clt_status clt_model_mem_estimate(const clt_spec *spec, size_t in_featur
                                           const struct clt_model_params *params,
                                           uint64_t *by_category);
 /* *count = P, the number of parameter elements (the flat tensors' length) clt_model_create
- * would lay out for these arguments, from the same layer table as the model itself; the spec
- * must be valid (CLT_ERR_INVALID_ARG otherwise, *count = 0). Thread-safe. */
+ * would lay out for these arguments (params: its input_shape; NULL: flat), from the same
+ * layer table as the model itself; the spec must be valid (CLT_ERR_INVALID_ARG otherwise,
+ * *count = 0). Thread-safe. */
 CLT_API clt_status clt_model_param_elements(const clt_spec *spec, size_t in_features,
-                                            size_t outputs, uint64_t *count);
+                                            size_t outputs, const struct clt_model_params *params,
+                                            uint64_t *count);
 CLT_API int clt_model_param_count(const clt_model *m); /* named parameters */
 /* Named parameter i (0 <= i < clt_model_param_count), owned by the model; NULL out of range. */
 CLT_API const struct clt_param_info *clt_model_param_info(const clt_model *m, int i);
 
+/* Named buffers (0 for a model without batchnorm), and buffer i (0 <= i < count), owned by the
+ * model; NULL out of range. The flat f32 buffers also hold the layers' unnamed scratch. */
+CLT_API int clt_model_buffer_count(const clt_model *m);
+CLT_API const struct clt_buffer_info *clt_model_buffer_info(const clt_model *m, int i);
+/* The flat f32 buffers (NULL when the model has none), owned by the model, and the number of
+ * elements of it and of the int64 counters into *f32 and *i64 (either may be NULL). */
+CLT_API clt_tensor *clt_model_buffers(const clt_model *m);
+CLT_API void clt_model_buffer_sizes(const clt_model *m, size_t *f32, size_t *i64);
+/* Host copies of the buffers: f32 gets the flat f32 buffers, i64 the counters (sized as
+ * clt_model_buffer_sizes says; NULL skips that part). Reading waits for the device (a counted
+ * host wait, reason `why`); writing waits for the upload (counted as setup). */
+CLT_API clt_status clt_model_read_buffers(clt_model *m, float *f32, int64_t *i64,
+                                          clt_wait_reason why);
+CLT_API clt_status clt_model_write_buffers(clt_model *m, const float *f32, const int64_t *i64);
+
 /* Forward pass of x (B, IN) f32 on the model's ctx, B <= max_batch; the output is f32 in
  * every precision. `train` enables dropout,
- * whose masks come from (seed, step). *out is a view (B, OUTPUTS) owned by the model, valid
+ * whose masks come from (seed, step), and batch statistics in batchnorm (which then update its
+ * running statistics and count the forward in num_batches_tracked; false: the running
+ * statistics normalise). *out is a view (B, OUTPUTS) owned by the model, valid
  * until the next forward. Enqueued only: no host wait. */
 CLT_API clt_status clt_model_forward(clt_model *m, const clt_tensor *x, bool train, uint64_t step,
                                      clt_tensor **out);

@@ -29,9 +29,31 @@ extern "C" {
  *            | "dropout" P                            0 <= P < 1
  *            | "flatten"                              (B, C, H, W) -> (B, C*H*W); the identity
  *                                                    on (B, features)
+ *            | "conv" OUT "k"K ["s"S] ["p"P] ["nobias"] 2-D convolution of (B, C, H, W), as
+ *                                                    nn.Conv2d(C, OUT, K, stride=S, padding=P):
+ *                                                    K x K kernels, S defaults to 1, P (zero
+ *                                                    padding) to 0, bias on by default
+ *            | "maxpool" K ["s"S]                     max over K x K windows of (B, C, H, W),
+ *                                                    as nn.MaxPool2d(K, stride=S): no padding,
+ *                                                    floor mode, S defaults to K (written
+ *                                                    back only when it differs: "maxpool 3 s2");
+ *                                                    K and S in [1, CLT_SPEC_MAX_KERNEL]
+ *            | "avgpool" K ["s"S]                     the mean of each window, likewise, as
+ *                                                    nn.AvgPool2d(K, stride=S)
+ *            | "globalavgpool"                        (B, C, H, W) -> (B, C), the mean of each
+ *                                                    channel: nn.AdaptiveAvgPool2d(1) then
+ *                                                    flatten, so a linear layer can follow
+ *            | "batchnorm"                            batch normalisation: per channel over
+ *                                                    (B, H, W) of (B, C, H, W) as
+ *                                                    nn.BatchNorm2d(C), per feature over B of
+ *                                                    (B, F) as nn.BatchNorm1d(F); eps 1e-5,
+ *                                                    momentum 0.1, affine, running statistics
  *            | preset                                 only as the whole spec
  *   preset  := "mlp"      = linear 256, relu, linear 128, relu, linear N
  *            | "logreg"   = linear N                  N: the number of classes given to the parser
+ *            | "cnn"      = conv 32 k3 p1, batchnorm, relu, maxpool 2, conv 64 k3 p1, batchnorm,
+ *                         relu, maxpool 2, flatten, dropout 0.25, linear 128, relu, linear N
+ *                                                    (needs (1, 28, 28)-like image inputs)
  * Words are case-insensitive; spaces and tabs separate the words of an entry and are otherwise
  * ignored. OUT is a decimal integer in [1, CLT_SPEC_MAX_WIDTH]; P and A decimal numbers (A finite,
  * of either sign). */
@@ -39,6 +61,7 @@ extern "C" {
 #define CLT_SPEC_MAX_LAYERS 1024 /* the most layers a spec may have */
 
 #define CLT_SPEC_MAX_WIDTH (1 << 24) /* the widest linear layer the parser accepts */
+#define CLT_SPEC_MAX_KERNEL 255 /* the largest kernel size, stride and padding of a conv layer */
 
 typedef enum clt_layer_kind {
     CLT_LAYER_LINEAR = 0,
@@ -50,17 +73,28 @@ typedef enum clt_layer_kind {
     CLT_LAYER_FLATTEN,
     CLT_LAYER_SILU,      /* x * sigmoid(x), as PyTorch's nn.SiLU */
     CLT_LAYER_LEAKYRELU, /* x > 0 ? x : alpha * x, as PyTorch's nn.LeakyReLU */
+    CLT_LAYER_CONV,      /* 2-D convolution, as PyTorch's nn.Conv2d */
+    CLT_LAYER_MAXPOOL,   /* as PyTorch's nn.MaxPool2d(K, stride=S) */
+    CLT_LAYER_AVGPOOL,   /* as PyTorch's nn.AvgPool2d(K, stride=S) */
+    CLT_LAYER_GLOBALAVGPOOL, /* (C, H, W) -> (C): nn.AdaptiveAvgPool2d(1), then flattened */
+    CLT_LAYER_BATCHNORM, /* nn.BatchNorm2d on (C, H, W), nn.BatchNorm1d on (F) */
     CLT_LAYER__COUNT
 } clt_layer_kind;
 
 /* One layer. Fields a kind does not use are 0 (false for bias). */
 typedef struct clt_layer_spec {
     clt_layer_kind kind;
-    int out;   /* CLT_LAYER_LINEAR: output width OUT, >= 1 */
-    bool bias; /* CLT_LAYER_LINEAR: adds a bias vector (OUT) */
+    int out;   /* CLT_LAYER_LINEAR: output width OUT; CLT_LAYER_CONV: output channels OUT;
+                  in [1, CLT_SPEC_MAX_WIDTH] */
+    bool bias; /* CLT_LAYER_LINEAR, CLT_LAYER_CONV: adds a bias vector (OUT) */
     float p;   /* CLT_LAYER_DROPOUT: probability of zeroing an element, in [0, 1) */
     float alpha; /* CLT_LAYER_LEAKYRELU: the slope for negative inputs, finite (the parser's
                     default 0.01) */
+    int k;      /* CLT_LAYER_CONV: kernel size K (K x K), in [1, CLT_SPEC_MAX_KERNEL];
+                   CLT_LAYER_MAXPOOL, CLT_LAYER_AVGPOOL: window size K (K x K), likewise */
+    int stride; /* CLT_LAYER_CONV: stride S, in [1, CLT_SPEC_MAX_KERNEL] (the parser's default 1);
+                   CLT_LAYER_MAXPOOL, CLT_LAYER_AVGPOOL: likewise (the parser's default K) */
+    int pad;    /* CLT_LAYER_CONV: zero padding P on each side, in [0, CLT_SPEC_MAX_KERNEL] */
 } clt_layer_spec;
 
 /* A model spec: n layers, first to last. Owned by the caller; release with clt_spec_free. */
@@ -75,7 +109,8 @@ typedef struct clt_spec {
  * and the thread's message names the layer, its position and what was expected, on one line;
  * for "linear 256, relu, linaer 128":
  *   model spec: layer 3 ("linaer 128") at column 19: unknown layer "linaer"; expected linear,
- *   relu, gelu, tanh, sigmoid, dropout, flatten, silu or leakyrelu
+ *   relu, gelu, tanh, sigmoid, dropout, flatten, silu, leakyrelu, conv, maxpool, avgpool,
+ *   globalavgpool or batchnorm
  * Positions are 1-based and say "line L, column C" when the text has several lines.
  * Returns CLT_OK; CLT_ERR_FORMAT for a text that does not follow the grammar (including an
  * empty one); CLT_ERR_INVALID_ARG for a preset without a valid `classes`; CLT_ERR_HOST_MEMORY.
@@ -91,8 +126,10 @@ CLT_API clt_status clt_spec_parse_file(const char *path, int classes, clt_spec *
 /* Checks that `s` can be built for data with `in_features` inputs per sample and `outputs`
  * outputs (classes, or regression targets): both positive, at least one linear layer, the last
  * linear layer `outputs` wide ("the last linear layer has 12 outputs but the data has 10
- * classes"), and every layer's fields in range (for specs built by hand). Layers after the last
- * linear layer are allowed. Returns CLT_OK or CLT_ERR_INVALID_ARG. */
+ * classes"), no conv layer after the last linear layer (the last layer with weights is linear),
+ * and every layer's fields in range (for specs built by hand). Layers without weights after the
+ * last linear layer are allowed. Shapes (a conv's (C, H, W) input) are checked when the model is
+ * built. Returns CLT_OK or CLT_ERR_INVALID_ARG. */
 CLT_API clt_status clt_spec_validate(const clt_spec *s, int in_features, int outputs);
 
 /* Rejects what is almost certainly a mistake in a model to be trained: an elementwise activation
@@ -115,8 +152,8 @@ CLT_API clt_status clt_spec_to_string(const clt_spec *s, char **out);
 /* Releases the layers and leaves *s as {0, NULL}. Accepts NULL and an already freed spec. */
 CLT_API void clt_spec_free(clt_spec *s);
 
-/* "linear", "relu", "gelu", "tanh", "sigmoid", "dropout", "flatten", "silu", "leakyrelu";
- * "unknown" out of range. */
+/* "linear", "relu", "gelu", "tanh", "sigmoid", "dropout", "flatten", "silu", "leakyrelu",
+ * "conv", "maxpool", "avgpool", "globalavgpool", "batchnorm"; "unknown" out of range. */
 CLT_API const char *clt_layer_kind_name(clt_layer_kind k);
 
 #ifdef __cplusplus

@@ -56,6 +56,7 @@ static clt_status train_with(clt_ctx *ctx, const clt_spec *spec, const clt_datas
     clt_trainer *t = NULL;
     struct clt_model_params mp = clt_model_default_params();
     mp.max_batch = (size_t)o->batch;
+    if (d->sample_shape[1]) memcpy(mp.input_shape, d->sample_shape, sizeof mp.input_shape);
     struct clt_train_params tp = clt_train_default_params();
     tp.epochs = (int)o->epochs;
     tp.max_steps = steps;
@@ -357,6 +358,7 @@ struct step_bench {
     const char *model, *device;
     clt_optim_kind kind;
     long batch, steps, warmup, features, classes, repeats;
+    size_t shape[3]; /* one input sample's shape; all 0: flat (features) */
 };
 
 enum { NBATCH = 8 }; /* distinct batches the timed steps cycle through */
@@ -401,6 +403,7 @@ static int step_state_create(struct step_state *s, const struct step_bench *o)
     }
     struct clt_model_params mp = clt_model_default_params();
     mp.max_batch = B;
+    memcpy(mp.input_shape, o->shape, sizeof mp.input_shape);
     struct clt_optim_params op = clt_optim_default_params(o->kind);
     size_t xd[2] = {NBATCH * B, F}, yd = NBATCH * B, dd[2] = {B, N};
     hx = malloc(xd[0] * F * sizeof *hx);
@@ -511,10 +514,10 @@ static int bench_steps(const struct step_bench *o)
 int cli_bench(int argc, char **argv)
 {
     const char *model = "mlp", *device = NULL, *optimizer = "adam", *data = NULL,
-               *loader = "all";
+               *loader = "all", *shape_text = NULL;
     long batch = 128, steps = 200, warmup = 10, features = 784, classes = 10, repeats = 3,
          epochs = 1, log_every = 100, prefetch = 3;
-    bool no_pin = false;
+    bool no_pin = false, features_seen = false;
     const struct cli_opt opts[] = {
         {"data", OPT_STR, &data,
          "benchmark the data loaders on this data set (fashion-mnist, mnist, idx:, csv:)", NULL},
@@ -529,7 +532,9 @@ int cli_bench(int argc, char **argv)
         {"steps", OPT_POS_INT, &steps, "timed steps per repeat (200)", NULL},
         {"warmup", OPT_NONNEG_INT, &warmup, "untimed steps first (10)", NULL},
         {"repeats", OPT_POS_INT, &repeats, "timed repeats; the median is reported (3)", NULL},
-        {"features", OPT_POS_INT, &features, "input width (784)", NULL},
+        {"features", OPT_POS_INT, &features, "input width (784)", &features_seen},
+        {"input-shape", OPT_STR, &shape_text,
+         "one sample's shape C,H,W or T,C (1,28,28 unless --features is given)", NULL},
         {"classes", OPT_POS_INT, &classes, "output width (10)", NULL},
         {"optimizer", OPT_STR, &optimizer, "sgd, adam or adamw (adam)", NULL},
         {"device", OPT_STR, &device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
@@ -550,6 +555,18 @@ int cli_bench(int argc, char **argv)
                                prefetch, no_pin};
         return bench_data(&o);
     }
-    struct step_bench o = {model, device, kind, batch, steps, warmup, features, classes, repeats};
+    struct step_bench o = {model, device, kind, batch, steps, warmup, features, classes, repeats,
+                           {0, 0, 0}};
+    if (shape_text) {
+        if (cli_parse_shape("input-shape", shape_text, o.shape) != CLI_OK) return CLI_USAGE;
+        size_t n = o.shape[0] * o.shape[1] * (o.shape[2] ? o.shape[2] : 1);
+        if (features_seen && (size_t)features != n)
+            return cli_usage_error("--input-shape %s has %zu elements but --features is %ld",
+                                   shape_text, n, features);
+        o.features = (long)n;
+    } else if (!features_seen) {
+        o.shape[0] = 1; /* the default 784 features: a Fashion-MNIST image */
+        o.shape[1] = o.shape[2] = 28;
+    }
     return bench_steps(&o);
 }

@@ -37,6 +37,31 @@ int cli_parse_long(const char *name, const char *v, long lo, long hi, long *out)
     return CLI_OK;
 }
 
+int cli_parse_shape(const char *name, const char *v, size_t shape[3])
+{
+    int n = 0;
+    shape[0] = shape[1] = shape[2] = 0;
+    for (const char *p = v;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char tok[24];
+        long long x = 0;
+        if (n == 3 || len == 0 || len >= sizeof tok) break;
+        memcpy(tok, p, len);
+        tok[len] = '\0';
+        if (!strict_integer(tok, 1, INT32_MAX, &x)) break;
+        shape[n++] = (size_t)x;
+        if (!comma) {
+            if (n >= 2) return CLI_OK;
+            break;
+        }
+        p = comma + 1;
+    }
+    shape[0] = shape[1] = shape[2] = 0;
+    return cli_usage_error("--%s %s: expected C,H,W or T,C (positive integers), e.g. 1,28,28",
+                           name, v);
+}
+
 static int set_value(const struct cli_opt *o, const char *v)
 {
     char *end = NULL;

@@ -3,6 +3,7 @@
 #define CLTRAIN_CLI_OPTIONS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -33,5 +34,8 @@ void cli_print_options(FILE *f, const struct cli_opt *opts);
  * with an optional '-', the whole string, within [lo, hi]; else prints "--NAME V: expected an
  * integer in [lo, hi]" and returns CLI_USAGE. */
 int cli_parse_long(const char *name, const char *v, long lo, long hi, long *out);
+/* The shape of one sample, "C,H,W" or "T,C" (2 or 3 positive integers), into shape[3] (unused
+ * entries 0); else prints "--NAME V: expected C,H,W or T,C ..." and returns CLI_USAGE. */
+int cli_parse_shape(const char *name, const char *v, size_t shape[3]);
 
 #endif

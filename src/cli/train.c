@@ -271,7 +271,7 @@ static void on_event(const struct clt_train_event *e, void *user)
 /* The flags of `cltrain train` as given, then what check_train_args derives from them. */
 struct train_args {
     const char *data, *model, *device, *optimizer, *schedule, *task, *init_scheme, *metrics,
-        *save, *resume, *init, *loader, *label_text, *precision;
+        *save, *resume, *init, *loader, *label_text, *precision, *augment, *input_shape;
     long epochs, steps, batch, log_every, save_every, warmup, step_size, label_column, prefetch,
         n_classes, accumulate;
     uint64_t seed;
@@ -285,6 +285,7 @@ struct train_args {
     struct clt_optim_params op;
     clt_init init_kind;
     clt_dtype prec;
+    struct clt_augment aug; /* --augment, parsed */
 };
 
 /* What a run holds from opening the data to the end; train_run_close releases it. */
@@ -366,6 +367,13 @@ static int parse_train_args(int argc, char **argv, struct train_args *a, bool *h
          "streaming: pageable instead of pinned staging memory (for comparison)", NULL},
         {"normalize", OPT_FLAG, &a->normalize, "standardise each feature (training statistics)",
          NULL},
+        {"input-shape", OPT_STR, &a->input_shape,
+         "one sample's shape C,H,W or T,C for conv and pooling layers (IDX: 1,H,W; CSV: flat)",
+         NULL},
+        {"augment", OPT_STR, &a->augment,
+         "image training batches, on the device: flip, shift=N, cutout=S, comma-separated "
+         "(e.g. flip,shift=2); fill 0 after standardising",
+         NULL},
         {"log-every", OPT_NONNEG_INT, &a->log_every, "steps between loss reports (100)", NULL},
         {"metrics", OPT_STR, &a->metrics, "append one JSON object per log point and evaluation",
          NULL},
@@ -416,6 +424,8 @@ static int check_train_args(struct train_args *a)
         return cli_usage_error("%s applies to the streaming loader, not --loader resident",
                                a->no_pin ? "--no-pin" : "--prefetch");
     if (a->save_every && !a->save) return cli_usage_error("--save-every needs --save FILE");
+    if (a->augment && clt_augment_parse(a->augment, &a->aug) != CLT_OK)
+        return cli_usage_error("%s", clt_last_errmsg());
     /* outputs that cannot be written are reported now, not after the whole run */
     if (a->save && clt_outfile_check(a->save) != CLT_OK)
         return cli_error("--save %s", clt_last_errmsg());
@@ -474,6 +484,22 @@ static int open_train_data(const struct train_args *a, struct train_run *r)
         else fail_status(NULL);
         return CLI_FAIL;
     }
+    if (a->input_shape) {
+        size_t shape[3];
+        if (cli_parse_shape("input-shape", a->input_shape, shape) != CLI_OK) return CLI_USAGE;
+        size_t n = shape[0] * shape[1] * (shape[2] ? shape[2] : 1);
+        if (n != r->train.features)
+            return cli_usage_error("--input-shape %s has %zu elements but %s has %zu features",
+                                   a->input_shape, n, a->data, r->train.features);
+        for (clt_dataset *d = &r->train; d; d = d == &r->train ? &r->test : NULL) {
+            d->sample_ndim = shape[2] ? 3 : 2;
+            memcpy(d->sample_shape, shape, sizeof d->sample_shape);
+        }
+    }
+    if (clt_augment_enabled(&a->aug) && r->train.sample_ndim != 3)
+        return cli_usage_error("--augment %s: %s has flat samples (%zu features); augmentation "
+                               "needs images (C, H, W), e.g. IDX data",
+                               a->augment, a->data, r->train.features);
     r->classes = r->train.task == CLT_TASK_CLASSIFICATION ? r->train.classes : 1;
     r->norm = (struct clt_input_norm){.features = r->train.features,
                                       .scale = r->train.input_scale};
@@ -575,6 +601,7 @@ static void fill_setup_params(const struct train_args *a, struct train_run *r)
     sp->loader.mode = a->lmode;
     sp->loader.prefetch = (int)a->prefetch;
     sp->loader.pinned = !a->no_pin;
+    sp->loader.augment = a->aug;
     sp->init_path = a->init;
     sp->resume_path = a->resume;
     sp->auto_batch = a->auto_batch;
@@ -656,12 +683,14 @@ static void print_plan(const struct train_args *a, struct train_run *r)
                micro, acc, r->eff, clt_train_setup_backoffs(r->setup),
                clt_train_setup_backoffs(r->setup) == 1 ? "retry" : "retries");
     if (!a->quiet)
-        printf("cltrain: %s on [%d] %s (%s); data %s: %zu train, %zu test, %zu features, %s; "
+        printf("cltrain: %s on [%d] %s (%s); data %s: %zu train, %zu test, %zu features, %s%s%s; "
                "model %s (%zu parameters); %s lr %g; %s; precision %s; %s on the device\n",
                a->dry_run ? "dry run" : a->resume ? "resuming" : "training", dev->index,
                dev->device_name, clt_device_type_name(dev->type), a->data, r->train.n,
                r->test.n, r->train.features,
-               clt_loader_describe(clt_train_setup_loader(r->setup)), r->spec_text,
+               clt_loader_describe(clt_train_setup_loader(r->setup)),
+               clt_augment_enabled(&a->aug) ? ", augmented " : "",
+               clt_augment_enabled(&a->aug) ? a->augment : "", r->spec_text,
                clt_tensor_numel(clt_model_params(m)), clt_optim_kind_name(a->op.kind),
                (double)a->op.lr, batch_text,
                a->prec == CLT_DTYPE_F32 ? "fp32" : a->prec == CLT_DTYPE_F16 ? "fp16" : "bf16",
@@ -850,6 +879,7 @@ static int load_for_inference(struct loaded *l, const char *load, const char *da
     if (open_ctx(device, false, false, &l->ctx) != CLI_OK) return CLI_FAIL;
     struct clt_model_params mp = clt_model_default_params();
     mp.max_batch = (size_t)batch;
+    memcpy(mp.input_shape, l->info.input_shape, sizeof mp.input_shape); /* 0: flat */
     if (clt_model_create(&l->m, l->ctx, &l->spec, d->features, (size_t)outputs, &mp) != CLT_OK ||
         clt_checkpoint_load_model(l->ck, l->m) != CLT_OK ||
         clt_resident_create(&l->data, l->ctx, d, &l->info.norm) != CLT_OK)

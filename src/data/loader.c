@@ -191,7 +191,12 @@ struct clt_loader {
     long fail_at;
     bool pinned, profiling;
     clt_tensor *xout, *yout; /* (max_batch, F) f32, (max_batch): the batch handed out */
-    clt_tensor *bx, *by;     /* views of the current batch */
+    clt_tensor *bx, *by;     /* views of the current batch (bx: as assembled) */
+    /* augmentation: the batch is assembled into xpre (max_batch, F) f32 and augmented from
+     * there into xout (the kernel works out of place); bout is the view handed out */
+    bool augment;
+    struct clt_augment_geom ageom;
+    clt_tensor *xpre, *bout;
 
     /* resident */
     clt_resident *res;
@@ -272,6 +277,67 @@ struct clt_loader_params clt_loader_default_params(void)
         .fail_at = -1,
     };
     return p;
+}
+
+/* ---- augmentation ------------------------------------------------------------------------ */
+
+bool clt_augment_enabled(const struct clt_augment *a)
+{
+    return a && (a->flip || a->shift != 0 || a->cutout != 0);
+}
+
+static clt_status augment_error(const char *text, const char *fmt, const char *a, const char *b)
+{
+    char msg[256];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    return clt__fail(NULL, CLT_ERR_INVALID_ARG, "--augment \"%s\": %s", text, msg);
+}
+
+clt_status clt_augment_parse(const char *text, struct clt_augment *out)
+{
+    static const char expected[] = "expected flip, shift=N or cutout=S, comma-separated%s%s";
+    struct clt_augment a = {0};
+    bool seen[3] = {false, false, false};
+    const char *t = text ? text : "", *p = t;
+    if (!*t) return augment_error(t, expected, "", "");
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[48];
+        if (len == 0) return augment_error(t, "an empty item; %s", "expected flip, shift=N or "
+                                           "cutout=S, comma-separated", "");
+        snprintf(item, sizeof item, "%.*s", (int)(len < sizeof item ? len : sizeof item - 1), p);
+        char *eq = strchr(item, '=');
+        if (eq) *eq = '\0';
+        int which = strcmp(item, "flip") == 0     ? 0
+                    : strcmp(item, "shift") == 0  ? 1
+                    : strcmp(item, "cutout") == 0 ? 2
+                                                  : -1;
+        if (which < 0 || len >= sizeof item)
+            return augment_error(t, "unknown augmentation \"%s\"; expected flip, shift=N or "
+                                 "cutout=S", item, "");
+        if (seen[which]) return augment_error(t, "%s is given twice", item, "");
+        seen[which] = true;
+        if (which == 0) {
+            if (eq) return augment_error(t, "flip takes no value", "", "");
+            a.flip = true;
+        } else {
+            int64_t v = 0;
+            if (!eq || !clt__parse_i64(eq + 1, INT64_MIN, INT64_MAX, &v))
+                return augment_error(t, "%s needs a whole number of pixels, e.g. %s=2", item, item);
+            if (v < 0 || v > CLT_AUGMENT_MAX) {
+                char range[64];
+                snprintf(range, sizeof range, "%s=%s", item, eq + 1);
+                return augment_error(t, "%s: expected 0 to 65536 pixels", range, "");
+            }
+            if (which == 1) a.shift = (int)v;
+            else a.cutout = (int)v;
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+    *out = a;
+    return CLT_OK;
 }
 
 long clt_loader_steps_per_epoch(size_t n, size_t batch_size, bool drop_last)
@@ -368,6 +434,8 @@ void clt_loader_mem_estimate(const clt_ctx *ctx, const clt_dataset *d,
                                                                       : CLT_LOADER_STREAMING;
     est_add(by_category, CLT_MEM_ACTIVATIONS, mb * F * 4); /* xout */
     est_add(by_category, CLT_MEM_ACTIVATIONS, mb * 4);     /* yout */
+    if (clt_augment_enabled(&p->augment))
+        est_add(by_category, CLT_MEM_ACTIVATIONS, mb * F * 4); /* xpre */
     if (mode == CLT_LOADER_RESIDENT) {
         clt_resident_mem_estimate(d, by_category);
         est_add(by_category, CLT_MEM_STAGING, (uint64_t)d->n * 4); /* perm */
@@ -471,6 +539,17 @@ clt_status clt_loader_create(clt_loader **out, clt_ctx *ctx, const clt_dataset *
                  p->resident_fraction);
     if ((unsigned)p->mode > CLT_LOADER_STREAMING)
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "loader: invalid mode %d", (int)p->mode);
+    const struct clt_augment *au = &p->augment;
+    if (au->shift < 0 || au->shift > CLT_AUGMENT_MAX || au->cutout < 0 ||
+        au->cutout > CLT_AUGMENT_MAX)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "--augment: shift %d, cutout %d; expected 0 to %d",
+                 au->shift, au->cutout, CLT_AUGMENT_MAX);
+    if (clt_augment_enabled(au) &&
+        (d->sample_ndim != 3 ||
+         d->sample_shape[0] * d->sample_shape[1] * d->sample_shape[2] != d->features))
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG,
+                 "--augment: %s has flat samples of %zu features; augmentation needs images "
+                 "(C, H, W), e.g. IDX data", d->source, d->features);
     CLT_ALLOC(ctx, l, 1);
     atomic_init(&l->waits, 0);
     l->ctx = ctx;
@@ -499,6 +578,16 @@ clt_status clt_loader_create(clt_loader **out, clt_ctx *ctx, const clt_dataset *
     size_t xd[2] = {l->mb, l->F};
     CLT_TRY(clt_tensor_create(&l->xout, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_ACTIVATIONS));
     CLT_TRY(clt_tensor_create(&l->yout, ctx, l->ydt, 1, &l->mb, CLT_MEM_ACTIVATIONS));
+    if (clt_augment_enabled(au)) {
+        l->augment = true;
+        l->ageom = (struct clt_augment_geom){.C = d->sample_shape[0],
+                                             .H = d->sample_shape[1],
+                                             .W = d->sample_shape[2],
+                                             .flip = au->flip ? 1 : 0,
+                                             .shift = au->shift,
+                                             .cutout = au->cutout};
+        CLT_TRY(clt_tensor_create(&l->xpre, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_ACTIVATIONS));
+    }
     if (l->mode == CLT_LOADER_RESIDENT) {
         CLT_TRY(clt_resident_create(&l->res, ctx, d, norm));
         CLT_TRY(clt_tensor_create(&l->perm, ctx, CLT_DTYPE_I32, 1, &l->n, CLT_MEM_STAGING));
@@ -724,7 +813,8 @@ clt_status clt_loader_stop(clt_loader *l)
     }
     clt_tensor_free(l->bx);
     clt_tensor_free(l->by);
-    l->bx = l->by = NULL;
+    clt_tensor_free(l->bout);
+    l->bx = l->by = l->bout = NULL;
     l->started = false;
     return CLT_OK;
 }
@@ -878,10 +968,12 @@ clt_status clt_loader_next(clt_loader *l, struct clt_batch *out)
     locate(l, g, &epoch, &start, &B);
     clt_tensor_free(l->bx);
     clt_tensor_free(l->by);
-    l->bx = l->by = NULL;
+    clt_tensor_free(l->bout);
+    l->bx = l->by = l->bout = NULL;
     size_t xd[2] = {B, l->F};
-    CLT_TRY(clt_tensor_view(&l->bx, l->xout, 0, 2, xd));
+    CLT_TRY(clt_tensor_view(&l->bx, l->augment ? l->xpre : l->xout, 0, 2, xd));
     CLT_TRY(clt_tensor_view(&l->by, l->yout, 0, 1, &B));
+    if (l->augment) CLT_TRY(clt_tensor_view(&l->bout, l->xout, 0, 2, xd));
     if (l->mode == CLT_LOADER_RESIDENT) {
         if (idx == l->fail_at)
             CLT_FAIL(ctx, CLT_ERR_IO,
@@ -895,9 +987,14 @@ clt_status clt_loader_next(clt_loader *l, struct clt_batch *out)
         CLT_TRY(next_streaming(l, idx, &Bs, &gs));
         CLT_ASSERT(Bs == B && gs == g);
     }
+    /* Keyed by the sample's position in the epoch's order: the same draws for any batch size,
+     * either loader, and after a resume. */
+    if (l->augment)
+        CLT_TRY(clt_op_augment(l->bout, l->bx, &l->ageom, l->o.seed,
+                               clt_rng_stream(CLT_RNG_DATA, (uint64_t)epoch), (uint64_t)start));
     l->next_index++;
     l->stats.batches++;
-    out->x = l->bx;
+    out->x = l->augment ? l->bout : l->bx;
     out->y = l->by;
     out->size = B;
     out->epoch = (int)epoch;
@@ -956,6 +1053,7 @@ void clt_loader_free(clt_loader *l)
     }
     clt_tensor_free(l->xout);
     clt_tensor_free(l->yout);
+    clt_tensor_free(l->xpre);
     clt_tensor_free(l->scale);
     clt_tensor_free(l->shift);
     clt_tensor_free(l->iota);

@@ -28,7 +28,8 @@ static const struct {
               {"F16", CLT_DTYPE_F16, 2},
               {"BF16", CLT_DTYPE_BF16, 2},
               {"I32", CLT_DTYPE_I32, 4},
-              {"U8", CLT_DTYPE_U8, 1}};
+              {"U8", CLT_DTYPE_U8, 1},
+              {"I64", CLT_ST_I64, 8}};
 #define NDTYPES (sizeof dtypes / sizeof dtypes[0])
 
 typedef struct meta_pair {
@@ -343,10 +344,10 @@ static clt_status parse_entry(clt_st_tensor *t, const char *path, const clt__jso
         if (strlen(dtypes[i].name) == dt->len && memcmp(dtypes[i].name, dt->str, dt->len) == 0)
             d = (int)i;
     if (d < 0)
-        CLT_FAIL(
-            NULL, CLT_ERR_FORMAT,
-            "%s: tensor \"%s\": unsupported dtype \"%s\" (cltrain reads F32, F16, BF16, I32, U8)",
-            path, nm, shown(dt->str, dt->len, buf));
+        CLT_FAIL(NULL, CLT_ERR_FORMAT,
+                 "%s: tensor \"%s\": unsupported dtype \"%s\" (cltrain reads F32, F16, BF16, "
+                 "I32, U8, I64)",
+                 path, nm, shown(dt->str, dt->len, buf));
     t->dtype = dtypes[d].dtype;
     if (sh->type != CLT__JSON_ARRAY)
         CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: tensor \"%s\": \"shape\" is a JSON %s, not an array",

@@ -13,8 +13,12 @@
 
 #define CLT_ST_NAME_MAX 256 /* bytes in a tensor name, with its terminating NUL */
 
-/* One tensor of a file. Dtypes map F32, F16, BF16, I32, U8 <-> CLT_DTYPE_*; others are
- * refused. ndim is 0 (a scalar) to 4; shape[i] for i >= ndim is 1. nbytes is
+/* A file-only dtype: "I64", 64-bit signed integers (PyTorch's int64, e.g. batchnorm's
+ * num_batches_tracked). No device tensor has it; clt_dtype_name gives "unknown". */
+#define CLT_ST_I64 ((clt_dtype)64)
+
+/* One tensor of a file. Dtypes map F32, F16, BF16, I32, U8 <-> CLT_DTYPE_* and I64 <->
+ * CLT_ST_I64; others are refused. ndim is 0 (a scalar) to 4; shape[i] for i >= ndim is 1. nbytes is
  * numel * element size. For writing, `data` is the caller's memory (may be NULL when nbytes is
  * 0). For reading, `data` points into the file's memory, owned by the clt_st_file and valid
  * until clt_st_close; the data section starts 8-byte aligned in memory, but a tensor is only

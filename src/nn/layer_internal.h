@@ -11,6 +11,8 @@
  *   2. src/nn/layers/<kind>.c: a `const struct clt__layer_kind clt__layer_<kind>` (fill every
  *      member; see the struct below), declared at the end of this header, added to
  *      src/nn/meson.build, and its pointer at its clt_layer_kind index in src/nn/layers/table.c.
+ *      State that is not a parameter (running statistics) is declared by `buffers` (see
+ *      struct clt__buffer_decl): the model lays it out, checkpoints save it by name.
  *   3. tests/nn/test_spec.c (parse and round trip; the unknown-layer message lists every name
  *      in table order) and tests/nn/test_model.c (a host reference and a check_spec line).
  * An elementwise activation "foo" needs less, all of it one line or one small block each:
@@ -56,7 +58,7 @@ void clt__shape_format(const struct clt__shape *s, char *buf, size_t size);
 
 /* ---- spec words: what a kind's parser reads --------------------------------------------- */
 
-#define CLT__SPEC_MAX_ARGS 3 /* "linear 128 nobias" and one word too many */
+#define CLT__SPEC_MAX_ARGS 6 /* "conv 32 k3 s2 p1 nobias" and one word too many */
 
 /* The words of one spec entry after the layer's name, and where to report errors. */
 struct clt__spec_args {
@@ -87,15 +89,36 @@ void clt__spec_format_real(float v, char *buf, size_t size);
 
 #define CLT__LAYER_MAX_PARAMS 2
 
-/* One parameter a layer declares: shaped as PyTorch's (weight (OUT, IN), bias (OUT)), named
- * "{layer}.{suffix}" in checkpoints and clt_param_info, initialised from the fans. */
+/* One parameter a layer declares: shaped as PyTorch's (weight (OUT, IN) or (OUT, IN, K, K),
+ * bias (OUT)), named "{layer}.{suffix}" in checkpoints and clt_param_info, initialised from the
+ * fans. */
 struct clt__param_decl {
     const char *suffix; /* "weight", "bias" */
-    int ndim;           /* 1 or 2 */
-    size_t dims[2];
+    int ndim;           /* 1 to 4 */
+    size_t dims[4];
     bool weight;        /* a weight (the init scheme's bound) or a bias (0 under kaiming and
                            xavier) */
     size_t fan_in, fan_out;
+};
+
+/* ---- buffers ------------------------------------------------------------------------------ */
+
+#define CLT__LAYER_MAX_BUFFERS 4
+
+/* One buffer a layer declares: state that is not a parameter (not in the flat parameter or
+ * gradient tensors, never touched by the optimizer), as PyTorch's register_buffer. An f32 buffer
+ * is `numel` elements of the model's flat f32 `buffers` tensor on the device (a 1-D (numel)
+ * tensor in checkpoints), filled with `init` when the model is created; an I64 buffer
+ * (i64) is one host-side int64 counter, a 0-d tensor in checkpoints (as
+ * num_batches_tracked). A persistent buffer is named "{layer}.{suffix}", listed by
+ * clt_model_buffer_info and saved in checkpoints; a non-persistent one is the layer's own
+ * scratch that must outlive a pass (batchnorm's saved statistics). */
+struct clt__buffer_decl {
+    const char *suffix; /* "running_mean" */
+    bool i64;           /* an I64 counter (numel 1), else f32 */
+    size_t numel;
+    float init;         /* every element's initial value */
+    bool persistent;    /* in checkpoints and clt_model_buffer_info */
 };
 
 /* ---- the model's view of one layer, as the kinds' forward and backward see it ------------ */
@@ -110,12 +133,19 @@ struct clt__layer {
     clt_tensor *w[CLT__LAYER_MAX_PARAMS];   /* views of the flat f32 parameters */
     clt_tensor *dw[CLT__LAYER_MAX_PARAMS];  /* ... of the flat gradients */
     clt_tensor *w16[CLT__LAYER_MAX_PARAMS]; /* ... of the 16-bit copy (mixed precision), or NULL */
+    int nbuffers;                       /* kind->buffers: its buffers, in order */
+    clt_tensor *buf[CLT__LAYER_MAX_BUFFERS];  /* f32 buffers: views of the flat buffers, else
+                                                 NULL */
+    int64_t *counter[CLT__LAYER_MAX_BUFFERS]; /* I64 buffers: the host counter, else NULL */
     clt_dtype ydt;                      /* storage of y */
     clt_tensor *y_full;                 /* (max_batch, act elements) kept output, or NULL */
     clt_tensor *y;                      /* view (B, ...) of y_full for the current batch, or a
                                            kind's own view (flatten of a shaped input) */
     const clt_tensor *x;                /* input of the last forward */
     const clt_tensor *out_t;            /* output of the last forward: y or x */
+    clt_tensor *ws;                     /* the model's workspace (max_batch, plan.workspace), in
+                                           the model's precision, shared by every layer whose
+                                           kind has `workspace`; NULL when none has */
     bool ran;                           /* the kind's own flag (dropout: applied last forward) */
 };
 
@@ -138,9 +168,9 @@ struct clt__layer_kind {
     /* An elementwise activation: clt_spec_check_output refuses it after the last weighted
      * layer, where it would clip or squash the logits. */
     bool activation;
-    /* A weighted (linear) layer: a model needs one, the last one's width is the model's
-     * output width, and in mixed precision the layers from the first weighted one up to (not
-     * including) the last keep 16-bit outputs. */
+    /* A weighted layer (linear, conv): a model needs one, the last one must be linear and its
+     * width is the model's output width, and in mixed precision the layers from the first
+     * weighted one up to (not including) the last keep 16-bit outputs. */
     bool weighted;
     clt_act act;        /* activations: the op they run */
 
@@ -159,11 +189,24 @@ struct clt__layer_kind {
     /* Its parameters, in order, into decl (up to CLT__LAYER_MAX_PARAMS); returns how many. */
     int (*params)(const clt_layer_spec *l, const struct clt__shape *in,
                   const struct clt__shape *out, struct clt__param_decl *decl);
+    /* Fills parameter j (n elements) of its own, whatever the init scheme (batchnorm's ones and
+     * zeros). NULL: every parameter is drawn by the scheme from its declaration. */
+    void (*init)(const clt_layer_spec *l, int j, float *dst, size_t n);
+    /* Its buffers, in order, into decl (up to CLT__LAYER_MAX_BUFFERS); returns how many. NULL:
+     * none (every kind before batchnorm). */
+    int (*buffers)(const clt_layer_spec *l, const struct clt__shape *in,
+                   const struct clt__shape *out, struct clt__buffer_decl *decl);
     /* Elements per sample of the output it keeps on the device for backward (allocated as
      * (max_batch, that) in the layer's output dtype; 0: it keeps none and y_full is NULL). The
      * model allocates and the memory estimate counts exactly this. */
     size_t (*kept)(const clt_layer_spec *l, const struct clt__shape *in,
                    const struct clt__shape *out);
+    /* Elements per sample of scratch the passes use (NULL: none), in L->ws; one workspace of
+     * (max_batch, the largest of these) in the model's precision is shared by all layers and
+     * allocated and counted as CLT_MEM_WORKSPACE. Its contents do not survive from forward to
+     * backward (another layer's pass may have overwritten it). */
+    size_t (*workspace)(const clt_layer_spec *l, const struct clt__shape *in,
+                        const struct clt__shape *out);
     /* L->x is set; sets L->out_t (L->y or x). */
     clt_status (*forward)(struct clt__layer *L, const clt_tensor *x, const struct clt__pass *p);
     /* From dy, the gradient of L's output: adds (beta) or writes the gradients of L's
@@ -197,10 +240,18 @@ struct clt__plan_param {
     struct clt__param_decl decl;
 };
 
+/* One buffer of the plan: its public info (name, dtype, shape; offset into the flat f32
+ * buffers for an f32 one, into the model's host counters for an I64 one). */
+struct clt__plan_buffer {
+    struct clt_buffer_info info;
+    struct clt__buffer_decl decl;
+};
+
 struct clt__plan_layer {
     const struct clt__layer_kind *kind;
     struct clt__shape in, out;
     int param, nparams; /* first parameter, count */
+    int buffer, nbuffers; /* first buffer, count */
     size_t kept;        /* kind->kept: elements per sample it keeps (0: none) */
     clt_dtype ydt;      /* storage of its kept output */
 };
@@ -211,9 +262,14 @@ struct clt__plan {
     int nparams;
     struct clt__plan_param *params; /* (nparams) */
     size_t total;                   /* P: elements of the flat parameter tensor */
+    int nbuffers;                   /* every layer's buffers, in order */
+    struct clt__plan_buffer *buffers; /* (nbuffers) */
+    size_t buffer_total;            /* elements of the flat f32 buffers tensor (0: none) */
+    size_t counters;                /* I64 buffers: the model's host counters */
     size_t widest;                  /* the largest per-sample element count of the input and
                                        every layer's output: the gradient buffers' width */
     int first_weighted, last_weighted;
+    size_t workspace;  /* the largest kind->workspace of the layers: elements per sample */
     bool tail; /* mixed precision with a layer that keeps an output after the last weighted
                   one: f32 (max_batch, outputs) gradient buffers for those layers */
 };
@@ -226,6 +282,11 @@ struct clt__plan {
 clt_status clt__model_plan(const clt_spec *spec, const struct clt__shape *in, size_t outputs,
                            clt_dtype precision, struct clt__plan *out);
 void clt__plan_free(struct clt__plan *p);
+
+/* clt_model_mem_estimate for inputs of shape (B, in). */
+clt_status clt__model_mem_estimate_shaped(const clt_spec *spec, const struct clt__shape *in,
+                                          size_t outputs, const struct clt_model_params *params,
+                                          uint64_t *by_category);
 
 /* clt_model_create for inputs of shape (B, in): the same model, whose forward takes x with
  * B * numel(in) elements. clt_model_create is this with in = (in_features). */
@@ -244,5 +305,10 @@ extern const struct clt__layer_kind clt__layer_silu;
 extern const struct clt__layer_kind clt__layer_leakyrelu;
 extern const struct clt__layer_kind clt__layer_dropout;
 extern const struct clt__layer_kind clt__layer_flatten;
+extern const struct clt__layer_kind clt__layer_conv;
+extern const struct clt__layer_kind clt__layer_maxpool;
+extern const struct clt__layer_kind clt__layer_avgpool;
+extern const struct clt__layer_kind clt__layer_globalavgpool;
+extern const struct clt__layer_kind clt__layer_batchnorm;
 
 #endif

@@ -31,10 +31,15 @@ struct clt_model {
     struct clt_param_info *info;  /* (nparams) */
     clt_tensor *g_full[2], *g[2]; /* ping-pong gradient buffers (max_batch, widest) and views */
     clt_tensor *params16;         /* flat (P) 16-bit copy (mixed precision), else NULL */
+    clt_tensor *ws;               /* (max_batch, plan.workspace) in the precision, or NULL */
     clt_tensor *gt_full[2];       /* mixed precision: f32 (max_batch, outputs) gradient buffers
                                      for the layers after the last linear one, else NULL */
     const clt_tensor *g_of[2];    /* the buffer g[k] views */
     uint64_t step;                /* of the last forward, for dropout's masks */
+    clt_tensor *buffers;          /* flat (plan.buffer_total) f32 buffers, or NULL */
+    int64_t *counters;            /* (plan.counters) host int64 buffers, or NULL */
+    int nbuffers;                 /* named (persistent) buffers */
+    struct clt_buffer_info *binfo; /* (nbuffers) */
 };
 
 struct clt_model_params clt_model_default_params(void)
@@ -58,6 +63,12 @@ clt_status clt_init_parse(const char *s, clt_init *out)
 clt_ctx *clt_model_ctx(const clt_model *m) { return m->ctx; }
 const clt_spec *clt_model_spec(const clt_model *m) { return &m->spec; }
 size_t clt_model_in_features(const clt_model *m) { return m->in_features; }
+
+int clt_model_input_shape(const clt_model *m, size_t shape[3])
+{
+    for (int i = 0; i < 3; i++) shape[i] = i < m->in.ndim ? m->in.d[i] : 0;
+    return m->in.ndim;
+}
 size_t clt_model_outputs(const clt_model *m) { return m->outputs; }
 size_t clt_model_max_batch(const clt_model *m) { return m->max_batch; }
 clt_tensor *clt_model_params(const clt_model *m) { return m->params; }
@@ -71,6 +82,20 @@ const struct clt_param_info *clt_model_param_info(const clt_model *m, int i)
     return i >= 0 && i < m->nparams ? &m->info[i] : NULL;
 }
 
+int clt_model_buffer_count(const clt_model *m) { return m->nbuffers; }
+clt_tensor *clt_model_buffers(const clt_model *m) { return m->buffers; }
+
+const struct clt_buffer_info *clt_model_buffer_info(const clt_model *m, int i)
+{
+    return i >= 0 && i < m->nbuffers ? &m->binfo[i] : NULL;
+}
+
+void clt_model_buffer_sizes(const clt_model *m, size_t *f32, size_t *i64)
+{
+    if (f32) *f32 = m->plan.buffer_total;
+    if (i64) *i64 = m->plan.counters;
+}
+
 /* ---- the plan ----------------------------------------------------------------------------- */
 
 void clt__plan_free(struct clt__plan *p)
@@ -78,6 +103,7 @@ void clt__plan_free(struct clt__plan *p)
     if (!p) return;
     free(p->layers);
     free(p->params);
+    free(p->buffers);
     memset(p, 0, sizeof *p);
 }
 
@@ -108,6 +134,7 @@ clt_status clt__model_plan(const clt_spec *spec, const struct clt__shape *in, si
         }
     CLT_ALLOC(NULL, p.layers, spec->n);
     CLT_ALLOC(NULL, p.params, (size_t)spec->n * CLT__LAYER_MAX_PARAMS);
+    CLT_ALLOC(NULL, p.buffers, (size_t)spec->n * CLT__LAYER_MAX_BUFFERS);
     struct clt__shape shape = *in;
     p.widest = clt__shape_numel(in);
     for (int i = 0; i < spec->n; i++) {
@@ -129,14 +156,39 @@ clt_status clt__model_plan(const clt_spec *spec, const struct clt__shape *in, si
             struct clt_param_info *pi = &pp->info;
             pp->decl = decl[j];
             snprintf(pi->name, sizeof pi->name, "%d.%s", i, decl[j].suffix);
+            CLT_ASSERT(decl[j].ndim >= 1 && decl[j].ndim <= 4);
             pi->ndim = decl[j].ndim;
-            pi->dims[0] = decl[j].dims[0];
-            pi->dims[1] = decl[j].ndim == 2 ? decl[j].dims[1] : 0;
-            pi->numel = decl[j].ndim == 2 ? pi->dims[0] * pi->dims[1] : pi->dims[0];
+            pi->numel = 1;
+            for (int d = 0; d < 4; d++) {
+                pi->dims[d] = d < decl[j].ndim ? decl[j].dims[d] : 0;
+                if (d < decl[j].ndim) pi->numel *= pi->dims[d];
+            }
             pi->offset = p.total;
             p.total += pi->numel;
         }
+        struct clt__buffer_decl bdecl[CLT__LAYER_MAX_BUFFERS];
+        pl->nbuffers = k->buffers ? k->buffers(l, &pl->in, &pl->out, bdecl) : 0;
+        CLT_ASSERT(pl->nbuffers >= 0 && pl->nbuffers <= CLT__LAYER_MAX_BUFFERS);
+        pl->buffer = pl->nbuffers ? p.nbuffers : -1;
+        for (int j = 0; j < pl->nbuffers; j++) {
+            struct clt__plan_buffer *pb = &p.buffers[p.nbuffers++];
+            struct clt_buffer_info *bi = &pb->info;
+            pb->decl = bdecl[j];
+            snprintf(bi->name, sizeof bi->name, "%d.%s", i, bdecl[j].suffix);
+            bi->i64 = bdecl[j].i64;
+            CLT_ASSERT(!bi->i64 || bdecl[j].numel == 1);
+            bi->ndim = bi->i64 ? 0 : 1;
+            bi->dims[0] = bi->i64 ? 0 : bdecl[j].numel;
+            bi->numel = bdecl[j].numel;
+            bi->offset = bi->i64 ? p.counters : p.buffer_total;
+            if (bi->i64) p.counters++;
+            else p.buffer_total += bi->numel;
+        }
         pl->kept = k->kept(l, &pl->in, &pl->out);
+        if (k->workspace) {
+            size_t ws = k->workspace(l, &pl->in, &pl->out);
+            if (ws > p.workspace) p.workspace = ws;
+        }
         pl->ydt = out_dtype(precision, p.first_weighted, p.last_weighted, i);
         if (precision != CLT_DTYPE_F32 && i > p.last_weighted && pl->kept) p.tail = true;
         shape = pl->out;
@@ -154,13 +206,47 @@ static void est_add(uint64_t *by_category, clt_mem_category c, uint64_t bytes)
     by_category[c] += bytes ? bytes : 4; /* as the allocator: no empty buffers */
 }
 
+/* The per-sample input shape params ask for (see clt_model_params.input_shape). */
+static clt_status input_shape(const struct clt_model_params *params, size_t in_features,
+                              struct clt__shape *out)
+{
+    *out = (struct clt__shape){1, {in_features}};
+    if (!params || params->input_shape[0] == 0) return CLT_OK;
+    struct clt__shape s = {0, {0}};
+    while (s.ndim < CLT__SHAPE_MAX_DIMS && params->input_shape[s.ndim]) {
+        s.d[s.ndim] = params->input_shape[s.ndim];
+        s.ndim++;
+    }
+    for (int i = s.ndim; i < CLT__SHAPE_MAX_DIMS; i++)
+        if (params->input_shape[i])
+            return clt__fail(NULL, CLT_ERR_INVALID_ARG,
+                             "model input shape: a zero dimension before a non-zero one");
+    char got[64];
+    clt__shape_format(&s, got, sizeof got);
+    if (clt__shape_numel(&s) != in_features)
+        return clt__fail(NULL, CLT_ERR_INVALID_ARG,
+                         "model input shape %s has %zu elements, but the model has %zu inputs",
+                         got, clt__shape_numel(&s), in_features);
+    *out = s;
+    return CLT_OK;
+}
+
 clt_status clt_model_mem_estimate(const clt_spec *spec, size_t in_features, size_t outputs,
                                   const struct clt_model_params *params, uint64_t *by_category)
 {
+    struct clt__shape in;
+    clt_status st = input_shape(params, in_features, &in);
+    if (st != CLT_OK) return st;
+    return clt__model_mem_estimate_shaped(spec, &in, outputs, params, by_category);
+}
+
+clt_status clt__model_mem_estimate_shaped(const clt_spec *spec, const struct clt__shape *in,
+                                          size_t outputs, const struct clt_model_params *params,
+                                          uint64_t *by_category)
+{
     struct clt_model_params p = params ? *params : clt_model_default_params();
-    struct clt__shape in = {1, {in_features}};
     struct clt__plan plan;
-    clt_status st = clt__model_plan(spec, &in, outputs, p.precision, &plan);
+    clt_status st = clt__model_plan(spec, in, outputs, p.precision, &plan);
     if (st != CLT_OK) return st;
     /* what clt__model_create_shaped allocates, in its order */
     uint64_t B = p.max_batch, P = plan.total;
@@ -168,6 +254,7 @@ clt_status clt_model_mem_estimate(const clt_spec *spec, size_t in_features, size
     est_add(by_category, CLT_MEM_GRADS, P * 4);
     if (p.precision != CLT_DTYPE_F32)
         est_add(by_category, CLT_MEM_PARAMS, P * clt_dtype_size(p.precision));
+    if (plan.buffer_total) est_add(by_category, CLT_MEM_PARAMS, plan.buffer_total * 4);
     for (int i = 0; i < plan.n; i++)
         if (plan.layers[i].kept)
             est_add(by_category, CLT_MEM_ACTIVATIONS,
@@ -176,17 +263,21 @@ clt_status clt_model_mem_estimate(const clt_spec *spec, size_t in_features, size
         est_add(by_category, CLT_MEM_ACTIVATIONS, B * plan.widest * clt_dtype_size(p.precision));
     if (plan.tail)
         for (int k = 0; k < 2; k++) est_add(by_category, CLT_MEM_ACTIVATIONS, B * outputs * 4);
+    if (plan.workspace)
+        est_add(by_category, CLT_MEM_WORKSPACE, B * plan.workspace * clt_dtype_size(p.precision));
     clt__plan_free(&plan);
     return CLT_OK;
 }
 
 clt_status clt_model_param_elements(const clt_spec *spec, size_t in_features, size_t outputs,
-                                    uint64_t *count)
+                                    const struct clt_model_params *params, uint64_t *count)
 {
-    struct clt__shape in = {1, {in_features}};
+    struct clt__shape in;
     struct clt__plan plan;
     *count = 0;
-    clt_status st = clt__model_plan(spec, &in, outputs, CLT_DTYPE_F32, &plan);
+    clt_status st = input_shape(params, in_features, &in);
+    if (st != CLT_OK) return st;
+    st = clt__model_plan(spec, &in, outputs, CLT_DTYPE_F32, &plan);
     if (st == CLT_OK) *count = plan.total;
     clt__plan_free(&plan);
     return st;
@@ -213,6 +304,14 @@ static void init_params(const clt_model *m, float *host)
         else
             clt_rng_fill_uniform(m->params_cfg.seed, clt_rng_stream(CLT_RNG_INIT, (uint64_t)i), 0,
                                  dst, pp->info.numel, (float)-bound, (float)bound);
+    }
+    /* kinds that fill their parameters themselves */
+    for (int i = 0; i < m->nlayers; i++) {
+        const struct clt__plan_layer *pl = &m->plan.layers[i];
+        for (int j = 0; pl->kind->init && j < pl->nparams; j++) {
+            const struct clt_param_info *pi = &m->plan.params[pl->param + j].info;
+            pl->kind->init(&m->spec.layers[i], j, host + pi->offset, pi->numel);
+        }
     }
 }
 
@@ -247,7 +346,10 @@ clt_status clt_model_create(clt_model **out, clt_ctx *ctx, const clt_spec *spec,
                             size_t in_features, size_t outputs,
                             const struct clt_model_params *params)
 {
-    struct clt__shape in = {1, {in_features}};
+    struct clt__shape in;
+    *out = NULL;
+    clt_status st = input_shape(params, in_features, &in);
+    if (st != CLT_OK) return clt__fail(ctx, st, "%s", clt_last_errmsg());
     return clt__model_create_shaped(out, ctx, spec, &in, outputs, params);
 }
 
@@ -299,6 +401,31 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
     init_params(m, host);
     CLT_TRY(clt_model_write_params(m, host)); /* and the 16-bit copy */
 
+    /* buffers: the flat f32 ones (initialised on the host, uploaded) and the host counters */
+    for (int i = 0; i < m->plan.nbuffers; i++) m->nbuffers += m->plan.buffers[i].decl.persistent;
+    CLT_ALLOC(ctx, m->binfo, m->nbuffers ? (size_t)m->nbuffers : 1);
+    CLT_ALLOC(ctx, m->counters, m->plan.counters ? m->plan.counters : 1);
+    for (int i = 0, k = 0; i < m->plan.nbuffers; i++)
+        if (m->plan.buffers[i].decl.persistent) m->binfo[k++] = m->plan.buffers[i].info;
+    if (m->plan.buffer_total) {
+        size_t bdim = m->plan.buffer_total;
+        float *binit = NULL;
+        CLT_TRY(clt_tensor_create(&m->buffers, ctx, CLT_DTYPE_F32, 1, &bdim, CLT_MEM_PARAMS));
+        CLT_ALLOC(ctx, binit, bdim);
+        for (int i = 0; i < m->plan.nbuffers; i++) {
+            const struct clt__plan_buffer *pb = &m->plan.buffers[i];
+            for (size_t e = 0; !pb->info.i64 && e < pb->info.numel; e++)
+                binit[pb->info.offset + e] = pb->decl.init;
+        }
+        st = clt_model_write_buffers(m, binit, NULL);
+        free(binit);
+        if (st != CLT_OK) goto fail;
+    }
+    for (int i = 0; i < m->plan.nbuffers; i++) {
+        const struct clt__plan_buffer *pb = &m->plan.buffers[i];
+        if (pb->info.i64) m->counters[pb->info.offset] = (int64_t)pb->decl.init;
+    }
+
     /* each layer: views of its parameters, and the output it keeps */
     for (int i = 0; i < m->nlayers; i++) {
         struct clt__layer *L = &m->layers[i];
@@ -319,6 +446,12 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
             if (m->params16)
                 CLT_TRY(clt_tensor_view(&L->w16[j], m->params16, pi->offset, pi->ndim, pi->dims));
         }
+        L->nbuffers = pl->nbuffers;
+        for (int j = 0; j < L->nbuffers; j++) {
+            const struct clt_buffer_info *bi = &m->plan.buffers[pl->buffer + j].info;
+            if (bi->i64) L->counter[j] = &m->counters[bi->offset];
+            else CLT_TRY(clt_tensor_view(&L->buf[j], m->buffers, bi->offset, 1, &bi->numel));
+        }
         L->ydt = pl->ydt;
         if (pl->kept) {
             size_t dims[2] = {m->max_batch, pl->kept};
@@ -333,6 +466,12 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
         for (int k = 0; k < 2; k++)
             CLT_TRY(clt_tensor_create(&m->gt_full[k], ctx, CLT_DTYPE_F32, 2, tdims,
                                       CLT_MEM_ACTIVATIONS));
+    }
+    if (m->plan.workspace) {
+        size_t wdims[2] = {m->max_batch, m->plan.workspace};
+        CLT_TRY(clt_tensor_create(&m->ws, ctx, prec, 2, wdims, CLT_MEM_WORKSPACE));
+        for (int i = 0; i < m->nlayers; i++)
+            if (m->layers[i].kind->workspace) m->layers[i].ws = m->ws;
     }
     CLT_TRY(make_views(m, m->max_batch));
     *out = m;
@@ -354,6 +493,7 @@ void clt_model_free(clt_model *m)
             clt_tensor_free(L->dw[j]);
             clt_tensor_free(L->w16[j]);
         }
+        for (int j = 0; j < CLT__LAYER_MAX_BUFFERS; j++) clt_tensor_free(L->buf[j]);
         clt_tensor_free(L->y);
         clt_tensor_free(L->y_full);
     }
@@ -363,11 +503,15 @@ void clt_model_free(clt_model *m)
         clt_tensor_free(m->gt_full[k]);
     }
     clt_tensor_free(m->params16);
+    clt_tensor_free(m->ws);
     clt_tensor_free(m->params);
     clt_tensor_free(m->grads);
+    clt_tensor_free(m->buffers);
     clt__plan_free(&m->plan);
     free(m->layers);
     free(m->info);
+    free(m->binfo);
+    free(m->counters);
     free(m->spec.layers);
     free(m);
 }
@@ -424,7 +568,7 @@ clt_status clt_model_backward(clt_model *m, const clt_tensor *dout, bool accumul
          * f32 one when the layer before keeps an f32 output (after the last linear layer) */
         const clt_tensor *full = m->g_full[cur];
         if (i > first && m->gt_full[cur] && m->layers[i - 1].ydt == CLT_DTYPE_F32 &&
-            m->params_cfg.precision != CLT_DTYPE_F32)
+            i - 1 >= m->plan.last_weighted && m->params_cfg.precision != CLT_DTYPE_F32)
             full = m->gt_full[cur];
         if (!m->g[cur] || m->g_of[cur] != full || clt_tensor_dim(m->g[cur], 1) != L->in_n) {
             clt_tensor_free(m->g[cur]);
@@ -467,6 +611,32 @@ clt_status clt_model_write_params(clt_model *m, const float *src)
     CLT_TRY(clt_tensor_write(m->params, src, false, &ev));
     CLT_TRY(clt_ctx_wait(m->ctx, CLT_WAIT_SETUP, 1, &ev));
     CLT_TRY(clt_model_sync_weights(m));
+fail:
+    if (ev) clReleaseEvent(ev);
+    return st;
+}
+
+clt_status clt_model_read_buffers(clt_model *m, float *f32, int64_t *i64, clt_wait_reason why)
+{
+    clt_status st = CLT_OK;
+    cl_event ev = NULL;
+    if (i64 && m->plan.counters) memcpy(i64, m->counters, m->plan.counters * sizeof *i64);
+    if (!f32 || !m->buffers) return CLT_OK;
+    CLT_TRY(clt_tensor_read(m->buffers, f32, false, &ev));
+    CLT_TRY(clt_ctx_wait(m->ctx, why, 1, &ev));
+fail:
+    if (ev) clReleaseEvent(ev);
+    return st;
+}
+
+clt_status clt_model_write_buffers(clt_model *m, const float *f32, const int64_t *i64)
+{
+    clt_status st = CLT_OK;
+    cl_event ev = NULL;
+    if (i64 && m->plan.counters) memcpy(m->counters, i64, m->plan.counters * sizeof *i64);
+    if (!f32 || !m->buffers) return CLT_OK;
+    CLT_TRY(clt_tensor_write(m->buffers, f32, false, &ev));
+    CLT_TRY(clt_ctx_wait(m->ctx, CLT_WAIT_SETUP, 1, &ev));
 fail:
     if (ev) clReleaseEvent(ev);
     return st;

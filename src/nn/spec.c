@@ -24,6 +24,8 @@ static const struct {
 } presets[] = {
     {"mlp", "linear 256, relu, linear 128, relu, linear %d"},
     {"logreg", "linear %d"},
+    {"cnn", "conv 32 k3 p1, batchnorm, relu, maxpool 2, conv 64 k3 p1, batchnorm, relu, maxpool 2, "
+            "flatten, dropout 0.25, linear 128, relu, linear %d"},
 };
 
 /* Where the text came from: messages say "model spec" or `model spec file "<path>"`. */
@@ -281,7 +283,7 @@ static clt_status parse_preset(const source *src, const entry *e, int classes, c
 {
     clt_status st = CLT_OK;
     const int layer = 1;
-    char text[128];
+    char text[512]; /* the longest preset with an 8-digit N */
     *found = false;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0] && !*found; i++) {
         if (!word_is(e->tok[0], e->len[0], presets[i].name)) continue;
@@ -325,7 +327,7 @@ static clt_status parse_source(const source *src, int classes, clt_spec *out)
     if (count == 0) {
         st = source_fail(src, CLT_ERR_FORMAT,
                          "no layers; expected e.g. \"linear 128, relu, linear 10\" or a preset "
-                         "(mlp, logreg)");
+                         "(mlp, logreg, cnn)");
         goto fail;
     }
     if (count > SPEC_MAX_LAYERS) {
@@ -426,6 +428,11 @@ clt_status clt_spec_validate(const clt_spec *s, int in_features, int outputs)
                  "model spec: the model has no linear layer; it needs at least one, e.g. "
                  "\"linear %d\"",
                  outputs);
+    if (s->layers[last].kind != CLT_LAYER_LINEAR)
+        CLT_FAIL(NULL, CLT_ERR_INVALID_ARG,
+                 "model spec: the last layer with weights is layer %d (%s); a model ends with a "
+                 "linear layer of %d outputs, e.g. \"flatten, linear %d\" after it",
+                 last + 1, clt__layer_kind_of(s->layers[last].kind)->name, outputs, outputs);
     if (s->layers[last].out != outputs)
         CLT_FAIL(NULL, CLT_ERR_INVALID_ARG,
                  "model spec: the last linear layer has %d outputs but the data has %d classes",

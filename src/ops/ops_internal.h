@@ -115,6 +115,53 @@ clt_status clt_op_softmax(clt_tensor *out, const clt_tensor *x);
 clt_status clt_op_u8_to_f32(clt_tensor *y, const clt_tensor *x_u8, const clt_tensor *scale,
                             const clt_tensor *shift);
 
+/* ---- data augmentation (cl/augment.cl, src/ops/augment.c) ---------------------------------- */
+/* Per sample of an image batch: a horizontal flip (p = 1/2, when flip), a translation by dy, dx
+ * uniform in [-shift, shift] with zero fill, and the zeroing of one cutout x cutout square
+ * (centre uniform over the image, clipped), in that order; 0 turns a part off. Sample b draws
+ * clt_rng_u32(seed, stream, (first + b) * 8 + k) (rng.h), k = 0: flip if the top bit is set;
+ * 1, 2: dy, dx = u % (2 shift + 1) - shift; 3, 4: the centre row u % H, column u % W, the
+ * square's first row centre - cutout / 2 (likewise columns). */
+struct clt_augment_geom {
+    size_t C, H, W; /* each sample is (C, H, W) */
+    int flip;       /* 0 or 1 */
+    int shift;      /* N >= 0 pixels */
+    int cutout;     /* S >= 0 pixels */
+};
+/* y (B, C, H, W) f32 = the augmentation of x (B, C, H, W) f32 (same count, a multiple of
+ * C H W, else CLT_ERR_SHAPE); y must not overlap x. CLT_ERR_INVALID_ARG for a negative shift
+ * or cutout, shift above 2^20, or H, W >= 2^31. Data movement only: bit-exact. */
+clt_status clt_op_augment(clt_tensor *y, const clt_tensor *x, const struct clt_augment_geom *g,
+                          uint64_t seed, uint64_t stream, uint64_t first);
+
+/* ---- pooling (cl/pool.cl, src/ops/pool.c) -------------------------------------------------- */
+typedef enum clt_pool {
+    CLT_POOL_MAX = 0, /* nn.MaxPool2d: the first maximum of each window in row-major order (a
+                         NaN wins, as PyTorch); backward routes each gradient to it */
+    CLT_POOL_AVG,     /* nn.AvgPool2d: the mean of each window */
+    CLT_POOL__COUNT
+} clt_pool;
+/* Windows of kh x kw over the (H, W) planes of a (B, C, H, W) tensor with strides sh, sw, no
+ * padding, floor mode: OH = (H - kh) / sh + 1, OW = (W - kw) / sw + 1 (a global average pool
+ * is kh = H, kw = W). */
+struct clt_pool_geom {
+    size_t C, H, W;
+    int kh, kw, sh, sw;
+};
+/* y (B, C, OH, OW) = the max or mean of each window of x (B, C, H, W); B is numel(x) / (C H W)
+ * (a whole number, else CLT_ERR_SHAPE), y must have B C OH OW elements; x and y f32, f16 or
+ * bf16, the same dtype (fp32 arithmetic). y must not overlap x. CLT_ERR_INVALID_ARG for a window
+ * that does not fit the planes or a stride < 1; CLT_ERR_SHAPE for H W >= 2^31. */
+clt_status clt_op_pool_forward(clt_pool p, const struct clt_pool_geom *g, clt_tensor *y,
+                               const clt_tensor *x);
+/* dx (B, C, H, W) = the gradient of the forward given dy (B, C, OH, OW): each input element
+ * sums, in a fixed order, the gradients of the windows that contain it (the windows whose
+ * maximum it is, for max, which recomputes them from the forward input x; dy / (kh kw) for
+ * avg, which ignores x: pass NULL). Elements in no window get 0. Deterministic, no atomics. dx,
+ * dy (and x) the same float dtype; dx must not overlap dy or x. */
+clt_status clt_op_pool_backward(clt_pool p, const struct clt_pool_geom *g, clt_tensor *dx,
+                                const clt_tensor *dy, const clt_tensor *x);
+
 /* ---- dynamic loss scaling (cl/amp.cl, src/ops/amp.c) ----------------------------------------
  * The device half of fp16 loss scaling (the scaler object, clt_scaler in optim.h, drives it).
  * `state` is an i32 tensor of CLT_AMP_STATE_LEN elements, not a view: [0] the scale (the bits
@@ -142,6 +189,70 @@ clt_status clt_op_gather_rows(clt_tensor *y, const clt_tensor *x, const clt_tens
 /* y (B) = x[idx[b]] for i32 or f32 x (N) (labels, targets); idx (B) i32. */
 clt_status clt_op_gather(clt_tensor *y, const clt_tensor *x, const clt_tensor *idx);
 
+/* ---- 2-D convolution (cl/conv.cl, src/ops/conv.c) -------------------------------------------
+ * As PyTorch's conv2d: x (B, C, H, W), w (OUT, C, K, K), bias (OUT) or NULL, y (B, OUT, OH, OW)
+ * with OH = (H + 2P - K) / S + 1 (likewise OW), zero padding P, stride S. Computed as im2col
+ * into the workspace, one GEMM and a permute to NCHW (see src/ops/conv.c for why). */
+struct clt_conv_geom {
+    size_t B, C, H, W; /* the input */
+    size_t OUT, K, S, P;
+};
+/* OH or OW for an input side of `n` (0 when the kernel does not fit the padded input). */
+size_t clt_conv_out_side(size_t n, size_t K, size_t S, size_t P);
+/* Elements of the workspace the passes need: B*OH*OW*(C*K*K + OUT) (the im2col matrix, then
+ * the GEMM's (B*OH*OW, OUT) rows). */
+size_t clt_op_conv2d_workspace(const struct clt_conv_geom *g);
+/* y = conv2d(x, w) + bias. x, w, bias, y and ws may each be f32, f16 or bf16, except that bias
+ * has ws's dtype (f32 sums, one rounding per store; 16-bit ws stores the im2col matrix and the
+ * rows in 16 bits). ws holds at least clt_op_conv2d_workspace elements. */
+clt_status clt_op_conv2d_forward(clt_tensor *y, const clt_tensor *x, const clt_tensor *w,
+                                 const clt_tensor *bias, clt_tensor *ws,
+                                 const struct clt_conv_geom *g);
+/* From dy (B, OUT, OH, OW): dw (f32, OUT*C*K*K) = beta * dw + the weight gradient, db (f32, OUT;
+ * NULL without bias) likewise, and dx (B, C, H, W) = the input gradient when dx is not NULL.
+ * beta = 0 overwrites dw and db without reading them. Deterministic (no atomics). The
+ * workspace's contents from the forward are not used (the im2col matrix is rebuilt from x). */
+clt_status clt_op_conv2d_backward(clt_tensor *dx, clt_tensor *dw, clt_tensor *db,
+                                  const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w,
+                                  clt_tensor *ws, const struct clt_conv_geom *g, float beta);
+
+/* ---- batch normalisation (cl/batchnorm.cl, src/ops/batchnorm.c) -----------------------------
+ * As nn.BatchNorm2d over x (B, C, H, W) with S = H * W, or nn.BatchNorm1d over x (B, C) with
+ * S = 1: per channel c over its n = B * S elements. x, y (one dtype) and dy, dx (one dtype) are
+ * f32, f16 or bf16 storage; the statistics, weight, bias and running statistics are f32 (C)
+ * (not views of different ctxs), arithmetic is f32. `stats` is f32 (4 C) scratch of the layer:
+ * [mean | invstd | sum dy | sum dy xhat], written by the training forward and read by backward.
+ * The per-channel reductions are one work-group per channel, deterministic, without atomics. */
+struct clt_bn_geom {
+    size_t C, S;    /* channels, elements per channel and sample (H * W, or 1) */
+    float eps;      /* 1e-5 */
+    float momentum; /* 0.1 */
+};
+/* Training forward: mean and biased variance of x per channel into stats (mean, 1 / sqrt(var +
+ * eps)), y = (x - mean) invstd weight + bias, and running_mean and running_var updated with
+ * momentum (running_var from the unbiased variance, n / (n - 1)) when both are given (NULL:
+ * not updated). CLT_ERR_INVALID_ARG when n = B S is 1 (as PyTorch: "expected more than 1 value
+ * per channel when training"). y may be x. */
+clt_status clt_op_batchnorm_forward_train(clt_tensor *y, const clt_tensor *x,
+                                          const clt_tensor *weight, const clt_tensor *bias,
+                                          clt_tensor *stats, clt_tensor *running_mean,
+                                          clt_tensor *running_var, const struct clt_bn_geom *g);
+/* Evaluation forward: y = (x - running_mean) / sqrt(running_var + eps) weight + bias. y may
+ * be x. */
+clt_status clt_op_batchnorm_forward_eval(clt_tensor *y, const clt_tensor *x,
+                                         const clt_tensor *weight, const clt_tensor *bias,
+                                         const clt_tensor *running_mean,
+                                         const clt_tensor *running_var,
+                                         const struct clt_bn_geom *g);
+/* Backward of the training forward whose stats are given, from dy and the forward's input x:
+ * dweight = beta dweight + sum dy xhat, dbias = beta dbias + sum dy (beta 0 does not read them),
+ * and, when dx is not NULL, dx = weight invstd (dy - mean(dy) - xhat mean(dy xhat)) (dx the dtype
+ * of dy, not overlapping dy or x). */
+clt_status clt_op_batchnorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_tensor *dbias,
+                                     const clt_tensor *dy, const clt_tensor *x,
+                                     const clt_tensor *weight, clt_tensor *stats,
+                                     const struct clt_bn_geom *g, float beta);
+
 /* ---- every program the ops may build (src/ops/variants.c) ---------------------------------- */
 /* Receives one program: its comma-separated cl/ stems and the options the op passes (the device
  * defines of clt_program_options come on top). */
@@ -168,6 +279,8 @@ bool clt__is_float(clt_dtype d);
 void clt__opts_dtype(char *dst, size_t n, clt_dtype x);                  /* -DX_DTYPE */
 void clt__opts_cast(char *dst, size_t n, clt_dtype src, clt_dtype dstd); /* cast */
 void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype dy);
+void clt__opts_conv(char *dst, size_t n, clt_dtype src, clt_dtype dstd); /* conv */
+void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* batchnorm */
 struct clt_gemm_choice;
 void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_trans ta,
                     clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd);

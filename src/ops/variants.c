@@ -19,6 +19,16 @@ void clt__opts_cast(char *dst, size_t n, clt_dtype src, clt_dtype dstd)
     snprintf(dst, n, "-DSRC_DTYPE=%d -DDST_DTYPE=%d", (int)src, (int)dstd);
 }
 
+void clt__opts_conv(char *dst, size_t n, clt_dtype src, clt_dtype dstd)
+{
+    snprintf(dst, n, "-DSRC_DTYPE=%d -DDST_DTYPE=%d", (int)src, (int)dstd);
+}
+
+void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g)
+{
+    snprintf(dst, n, "-DX_DTYPE=%d -DG_DTYPE=%d", (int)x, (int)g);
+}
+
 void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype dy)
 {
     int len = snprintf(dst, n, "-DCLT_BIAS_COLS=%d", CLT__BIAS_COLS);
@@ -110,11 +120,16 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
         for (size_t j = 0; j < COUNT(float_dtypes); j++) {
             clt__opts_cast(o, sizeof o, float_dtypes[i], float_dtypes[j]);
             fn("cast", o, user);
+            clt__opts_conv(o, sizeof o, float_dtypes[i], float_dtypes[j]);
+            fn("conv", o, user);
+            clt__opts_batchnorm(o, sizeof o, float_dtypes[i], float_dtypes[j]);
+            fn("batchnorm", o, user);
         }
     for (size_t i = 0; i < COUNT(float_dtypes); i++) {
         clt__opts_dtype(o, sizeof o, float_dtypes[i]);
         fn("activation", o, user);
         fn("rng,dropout", o, user);
+        fn("pool", o, user);
     }
     const clt_dtype gathered[] = {CLT_DTYPE_U8, CLT_DTYPE_F32, CLT_DTYPE_I32};
     for (size_t i = 0; i < COUNT(gathered); i++) {
@@ -124,6 +139,7 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
     fn("loss", "", user);
     fn("input", "", user);
     fn("amp", "", user);
+    fn("rng,augment", "", user);
     fn("optim", "", user);
 
     clt_dtype triples[16][3]; /* [0] is all-f32 */

@@ -109,7 +109,11 @@ clt_status clt__set_args(clt_ctx *ctx, cl_kernel k, cl_uint first, const struct 
     X(LOSS, 5)                       /* loss.c: one per kernel */                                  \
     X(INPUT, 1)                                                                                    \
     X(AMP, 3)                                                                                      \
-    X(OPTIM, 7)                      /* optim.c: one per kernel */
+    X(OPTIM, 7)                      /* optim.c: one per kernel */                                 \
+    X(CONV, 4 * 3 * 3)               /* conv.c: kernel, source and destination float dtype */      \
+    X(POOL, 2 * 2 * 3)               /* pool.c: max or avg, direction, float dtype */              \
+    X(AUGMENT, 1)                    /* augment.c: f32 batches */                                  \
+    X(BATCHNORM, 4 * 3 * 3)          /* batchnorm.c: kernel, x and dy float dtypes */
 typedef enum {
 #define CLT__X(name, n) CLT__K_##name,
     CLT__KERNEL_SLOTS(CLT__X)

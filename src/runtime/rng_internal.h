@@ -39,7 +39,10 @@ void clt_rng_permutation(uint64_t seed, uint64_t stream, uint32_t *perm, size_t 
  *   init of named parameter i     clt_rng_stream(CLT_RNG_INIT, i)
  *   shuffle of epoch e            clt_rng_stream(CLT_RNG_SHUFFLE, e)
  *   dropout at step s, layer i    clt_rng_stream(CLT_RNG_DROPOUT, s * L + i), L = layers in
- *                                 the model spec (src/nn/model.c) */
+ *                                 the model spec (src/nn/model.c)
+ *   augmentation in epoch e        clt_rng_stream(CLT_RNG_DATA, e), index 8 p + k for the
+ *                                 sample at position p of the epoch's order (src/data/loader.c,
+ *                                 cl/augment.cl) */
 typedef enum clt_rng_purpose {
     CLT_RNG_INIT = 1,
     CLT_RNG_SHUFFLE = 2,

@@ -94,18 +94,22 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
     clt_ctx *ctx = clt_model_ctx(m);
     int np = clt_model_param_count(m), ns = optim ? clt_optim_state_count(optim) : 0;
     size_t P = clt_tensor_numel(clt_model_params(m));
-    float *host = NULL;
+    float *host = NULL, *bhost = NULL;
+    int64_t *chost = NULL;
+    int nb = clt_model_buffer_count(m);
+    size_t nbf = 0, nbi = 0;
     clt_st_tensor *ts = NULL;
-    cl_event ev[4] = {0};
+    cl_event ev[8] = {0};
     cl_uint nev = 0;
     char *mean = NULL, *std = NULL, *opt = NULL, *spec = NULL, *run = NULL, *crcs = NULL;
-    char scale[32], classes[16], step[32], epoch[16], seed[32], features[32];
+    char scale[32], classes[16], step[32], epoch[16], seed[32], features[32], shape[96];
 
     const clt_tensor *amp = info->scaler_state;
     size_t amp_n = amp ? clt_tensor_numel(amp) : 0;
     int32_t *amp_host = NULL;
     CLT_ALLOC(ctx, host, P * (size_t)(1 + ns));
-    CLT_ALLOC(ctx, ts, np * (1 + ns) + 1);
+    CLT_ALLOC(ctx, ts, np * (1 + ns) + nb + 1);
+    CLT_ASSERT(ns + 3 <= (int)(sizeof ev / sizeof *ev));
     if (amp) {
         if (clt_tensor_dtype(amp) != CLT_DTYPE_I32)
             CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "checkpoint: the scaler state must be i32");
@@ -113,6 +117,13 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
         CLT_TRY(clt_tensor_read(amp, amp_host, false, &ev[nev++]));
     }
     CLT_TRY(clt_tensor_read(clt_model_params(m), host, false, &ev[nev++]));
+    if (nb) { /* the model's buffers (batchnorm's running statistics) */
+        clt_model_buffer_sizes(m, &nbf, &nbi);
+        CLT_ALLOC(ctx, bhost, nbf ? nbf : 1);
+        CLT_ALLOC(ctx, chost, nbi ? nbi : 1);
+        if (nbf) CLT_TRY(clt_tensor_read(clt_model_buffers(m), bhost, false, &ev[nev++]));
+        CLT_TRY(clt_model_read_buffers(m, NULL, chost, CLT_WAIT_SAVE));
+    }
     for (int s = 0; s < ns; s++)
         CLT_TRY(clt_tensor_read(clt_optim_state(optim, s, NULL), host + P * (size_t)(1 + s), false,
                                 &ev[nev++]));
@@ -133,6 +144,17 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
             t->data = host + P * (size_t)(s + 1) + pi->offset;
             t->nbytes = pi->numel * sizeof(float);
         }
+    }
+    /* buffers as PyTorch's state_dict: f32 (C), num_batches_tracked I64 [] */
+    for (int i = 0; i < nb; i++) {
+        const struct clt_buffer_info *bi = clt_model_buffer_info(m, i);
+        clt_st_tensor *t = &ts[n++];
+        snprintf(t->name, sizeof t->name, "%s", bi->name);
+        t->dtype = bi->i64 ? CLT_ST_I64 : CLT_DTYPE_F32;
+        t->ndim = bi->ndim;
+        for (int d = 0; d < bi->ndim; d++) t->shape[d] = (int64_t)bi->dims[d];
+        t->data = bi->i64 ? (const void *)(chost + bi->offset) : (const void *)(bhost + bi->offset);
+        t->nbytes = bi->numel * (bi->i64 ? sizeof *chost : sizeof *bhost);
     }
     if (amp) {
         clt_st_tensor *t = &ts[n++];
@@ -161,6 +183,10 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
     snprintf(epoch, sizeof epoch, "%d", info->epoch);
     snprintf(seed, sizeof seed, "%" PRIu64, info->seed);
     snprintf(features, sizeof features, "%zu", clt_model_in_features(m));
+    size_t in_shape[3];
+    int in_ndim = clt_model_input_shape(m, in_shape);
+    snprintf(shape, sizeof shape, "%zu,%zu,%zu", in_shape[0], in_shape[1], in_shape[2]);
+    if (in_ndim == 2) *strrchr(shape, ',') = '\0';
     const char *keys[16], *vals[16];
     int nmeta = 0;
 #define META(k, v) (keys[nmeta] = (k), vals[nmeta++] = (v))
@@ -168,6 +194,7 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
     META("model", spec);
     META("task", info->task == CLT_TASK_REGRESSION ? "regression" : "classification");
     META("features", features);
+    if (in_ndim > 1) META("input_shape", shape);
     META("classes", classes);
     META("input_scale", scale);
     META("input_mean", mean ? mean : "0");
@@ -186,6 +213,8 @@ fail:
         if (ev[i]) clReleaseEvent(ev[i]);
     if (st != CLT_OK && nev) clt_ctx_finish(ctx, CLT_WAIT_SAVE); /* reads into `host` */
     free(host);
+    free(bhost);
+    free(chost);
     free(amp_host);
     free(ts);
     free(mean);
@@ -208,6 +237,42 @@ struct clt_checkpoint {
     bool plain;     /* a state dict without cltrain's metadata (clt_checkpoint_open_weights) */
     bool checksums; /* "crc32c" present and every tensor matched it */
 };
+
+/* The optional "input_shape" ("C,H,W" or "T,C", written for models with a shaped input):
+ * into info.input_shape, its product checked against "features". */
+static clt_status parse_input_shape(clt_checkpoint *ck)
+{
+    const char *text = clt_st_meta(ck->file, "input_shape");
+    if (!text) return CLT_OK;
+    size_t prod = 1;
+    int n = 0;
+    for (const char *p = text;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char tok[24];
+        uint64_t d = 0;
+        if (n < 3 && len > 0 && len < sizeof tok) {
+            memcpy(tok, p, len);
+            tok[len] = '\0';
+        } else {
+            tok[0] = '\0';
+        }
+        if (!clt__parse_u64(tok, 1, INT32_MAX, &d)) {
+            n = 0;
+            break;
+        }
+        ck->info.input_shape[n++] = (size_t)d;
+        prod *= (size_t)d;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    if (n < 2 || prod != ck->features)
+        return clt__fail(NULL, CLT_ERR_FORMAT,
+                         "%s: metadata \"input_shape\" is \"%s\", expected 2 or 3 positive "
+                         "integers whose product is the %zu features, e.g. \"1,28,28\"",
+                         ck->path, text, ck->features);
+    return CLT_OK;
+}
 
 void clt_checkpoint_close(clt_checkpoint *ck)
 {
@@ -432,6 +497,7 @@ static clt_status open_any(clt_checkpoint **out, const char *path, bool allow_pl
     CLT_TRY(need_meta(ck, "model", &ck->info.model_text));
     CLT_TRY(parse_long(ck, "features", 1, INT32_MAX, &v));
     ck->features = (size_t)v;
+    CLT_TRY(parse_input_shape(ck));
     CLT_TRY(parse_long(ck, "classes", 1, INT32_MAX, &v));
     ck->info.classes = (int)v;
     CLT_TRY(parse_long(ck, "step", 0, INT64_MAX, &v));
@@ -550,10 +616,11 @@ static clt_status take(const clt_checkpoint *ck, const char *name,
     bool same = t->dtype == CLT_DTYPE_F32 && t->ndim == pi->ndim;
     for (int d = 0; same && d < pi->ndim; d++) same = t->shape[d] == (int64_t)pi->dims[d];
     if (!same) {
-        char want[64], got[64] = "";
-        size_t used = 0;
-        if (pi->ndim == 2) snprintf(want, sizeof want, "[%zu, %zu]", pi->dims[0], pi->dims[1]);
-        else snprintf(want, sizeof want, "[%zu]", pi->dims[0]);
+        char want[96] = "[", got[64] = "";
+        size_t used = 0, wused = 1;
+        for (int d = 0; d < pi->ndim && wused < sizeof want; d++)
+            wused += (size_t)snprintf(want + wused, sizeof want - wused, "%s%zu%s", d ? ", " : "",
+                                      pi->dims[d], d + 1 == pi->ndim ? "]" : "");
         for (int d = 0; d < t->ndim && used < sizeof got; d++)
             used += (size_t)snprintf(got + used, sizeof got - used, "%s%" PRId64, d ? ", " : "",
                                      t->shape[d]);
@@ -570,18 +637,76 @@ static clt_status take(const clt_checkpoint *ck, const char *name,
     return CLT_OK;
 }
 
+/* Copies buffer bi's tensor into its place in f32 or i64: F32 (C) with finite values, or I64
+ * with shape [] (PyTorch's num_batches_tracked) and a non-negative count. */
+static clt_status take_buffer(const clt_checkpoint *ck, const struct clt_buffer_info *bi,
+                              float *f32, int64_t *i64)
+{
+    const clt_st_tensor *t = clt_st_find(ck->file, bi->name);
+    if (!t)
+        return clt__fail(NULL, CLT_ERR_FORMAT, "%s: no tensor \"%s\" (a buffer of the model's "
+                         "batchnorm layer, as in PyTorch's state_dict); the file was written for "
+                         "a model without it", ck->path, bi->name);
+    if (bi->i64) {
+        int64_t v = 0;
+        if (t->dtype != CLT_ST_I64 || t->ndim != 0 || t->nbytes != sizeof v)
+            return clt__fail(NULL, CLT_ERR_FORMAT, "%s: tensor \"%s\" must be I64 with shape [] "
+                             "(PyTorch's num_batches_tracked)", ck->path, bi->name);
+        memcpy(&v, t->data, sizeof v);
+        if (v < 0)
+            return clt__fail(NULL, CLT_ERR_FORMAT, "%s: tensor \"%s\" is %" PRId64 ", a count "
+                             "cannot be negative", ck->path, bi->name, v);
+        i64[bi->offset] = v;
+        return CLT_OK;
+    }
+    if (t->dtype != CLT_DTYPE_F32 || t->ndim != 1 || t->shape[0] != (int64_t)bi->numel)
+        return clt__fail(NULL, CLT_ERR_FORMAT, "%s: tensor \"%s\" must be f32 [%zu]", ck->path,
+                         bi->name, bi->numel);
+    float *dst = f32 + bi->offset;
+    memcpy(dst, t->data, t->nbytes);
+    for (size_t i = 0; i < bi->numel; i++)
+        if (!isfinite(dst[i]))
+            return clt__fail(NULL, CLT_ERR_NUMERIC, "%s: tensor \"%s\" holds %s at element %zu "
+                             "(of %zu): the statistics are not usable", ck->path, bi->name,
+                             isnan(dst[i]) ? "NaN" : "an infinity", i, bi->numel);
+    return CLT_OK;
+}
+
 clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m)
 {
     clt_status st = CLT_OK;
     clt_ctx *ctx = clt_model_ctx(m);
-    float *host = NULL;
+    float *host = NULL, *bhost = NULL;
+    int64_t *chost = NULL;
     if (!ck->plain && ck->features != clt_model_in_features(m))
         CLT_FAIL(ctx, CLT_ERR_FORMAT, "%s: saved for %zu input features, the model has %zu",
                  ck->path, ck->features, clt_model_in_features(m));
+    size_t shape[3];
+    int ndim = clt_model_input_shape(m, shape);
+    if (!ck->plain && ck->info.input_shape[0] &&
+        memcmp(shape, ck->info.input_shape, sizeof shape) != 0) {
+        char want[96], got[96];
+        snprintf(want, sizeof want, "%zux%zux%zu", ck->info.input_shape[0],
+                 ck->info.input_shape[1], ck->info.input_shape[2]);
+        snprintf(got, sizeof got, "%zux%zux%zu", shape[0], shape[1], shape[2]);
+        if (!ck->info.input_shape[2]) *strrchr(want, 'x') = '\0';
+        for (int i = ndim; i < 3; i++) *strrchr(got, 'x') = '\0';
+        CLT_FAIL(ctx, CLT_ERR_FORMAT, "%s: saved for inputs of shape %s, the model has %s",
+                 ck->path, want, got);
+    }
     CLT_ALLOC(ctx, host, clt_tensor_numel(clt_model_params(m)));
     for (int i = 0; i < clt_model_param_count(m); i++) {
         const struct clt_param_info *pi = clt_model_param_info(m, i);
         CLT_TRY(take(ck, pi->name, pi, host + pi->offset));
+    }
+    int nb = clt_model_buffer_count(m);
+    size_t nbf = 0, nbi = 0;
+    clt_model_buffer_sizes(m, &nbf, &nbi);
+    if (nb) {
+        CLT_ALLOC(ctx, bhost, nbf ? nbf : 1); /* zeroed: the unnamed scratch */
+        CLT_ALLOC(ctx, chost, nbi ? nbi : 1);
+        for (int i = 0; i < nb; i++)
+            CLT_TRY(take_buffer(ck, clt_model_buffer_info(m, i), bhost, chost));
     }
     /* a state dict is the model's, whole: a tensor the model lacks means another model */
     for (int k = 0; ck->plain && k < clt_st_count(ck->file); k++) {
@@ -589,6 +714,8 @@ clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m)
         bool known = false;
         for (int i = 0; !known && i < clt_model_param_count(m); i++)
             known = strcmp(clt_model_param_info(m, i)->name, name) == 0;
+        for (int i = 0; !known && i < nb; i++)
+            known = strcmp(clt_model_buffer_info(m, i)->name, name) == 0;
         if (!known)
             CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: tensor \"%s\" is not a parameter of the model "
                      "(%d parameter tensors, named as nn.Sequential's state_dict: \"%s\", ...); "
@@ -596,9 +723,12 @@ clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m)
                      clt_model_param_count(m), clt_model_param_info(m, 0)->name);
     }
     CLT_TRY(clt_model_write_params(m, host));
+    if (nb) CLT_TRY(clt_model_write_buffers(m, bhost, chost));
 fail:
     if (st != CLT_OK) clt__fail(ctx, st, "%s", clt_last_errmsg());
     free(host);
+    free(bhost);
+    free(chost);
     return st;
 }
 

@@ -655,6 +655,17 @@ static void est_add(uint64_t *by_category, clt_mem_category c, uint64_t bytes)
     by_category[c] += bytes ? bytes : 4; /* as the allocator: no empty buffers */
 }
 
+/* The model's parameters at micro-batch `batch`: the input shape comes from the training
+ * data's sample shape (IDX images: (1, H, W)) when the caller left it zero. */
+static struct clt_model_params model_params(const struct clt_train_setup_params *p, size_t batch)
+{
+    struct clt_model_params mp = p->model;
+    mp.max_batch = batch;
+    if (mp.input_shape[0] == 0 && p->train_set && p->train_set->sample_shape[1] != 0)
+        memcpy(mp.input_shape, p->train_set->sample_shape, sizeof mp.input_shape);
+    return mp;
+}
+
 /* Mirrors the allocations of clt_model_create (parameters, gradients, one (B, OUT) output per
  * layer that is not an identity, two (B, widest) gradient buffers: clt_model_mem_estimate,
  * which also knows mixed precision), the loss scaler (fp16), clt_optim_create (0, 1 or
@@ -669,10 +680,9 @@ clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_set
     clt_status st = clt_spec_validate(p->spec, (int)p->in_features, (int)p->outputs);
     if (st != CLT_OK) return st;
     uint64_t *c = out->by_category, B = batch, P = 0;
-    st = clt_model_param_elements(p->spec, p->in_features, p->outputs, &P);
+    struct clt_model_params mp = model_params(p, batch);
+    st = clt_model_param_elements(p->spec, p->in_features, p->outputs, &mp, &P);
     if (st != CLT_OK) return st;
-    struct clt_model_params mp = p->model;
-    mp.max_batch = batch;
     st = clt_model_mem_estimate(p->spec, p->in_features, p->outputs, &mp, c);
     if (st != CLT_OK) return st;
     if (mp.precision == CLT_DTYPE_F16) est_add(c, CLT_MEM_OPTIM, 4 * CLT_AMP_STATE_LEN);
@@ -775,8 +785,7 @@ static clt_status setup_build(clt_train_setup *s)
     clt_status st = CLT_OK;
     clt_checkpoint *ck = NULL;
     const struct clt_train_setup_params *p = &s->p;
-    struct clt_model_params mp = p->model;
-    mp.max_batch = s->batch;
+    struct clt_model_params mp = model_params(p, s->batch);
     CLT_TRY(clt_model_create(&s->model, s->ctx, p->spec, p->in_features, p->outputs, &mp));
     const char *from = p->resume_path ? p->resume_path : p->init_path;
     if (from) {

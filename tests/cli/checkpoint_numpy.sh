@@ -18,3 +18,10 @@ trap 'rm -rf "$tmp"' EXIT
 "$CLTRAIN_BIN" predict --load "$tmp/m.safetensors" --data fashion-mnist --output "$tmp/p.csv"
 /usr/bin/python3 "$here/../../tools/checkpoint_numpy.py" "$tmp/m.safetensors" \
   "$data/t10k-images-idx3-ubyte.gz" "$tmp/p.csv"
+# a small CNN with batchnorm (its running statistics, evaluation mode), conv, pooling and flatten
+"$CLTRAIN_BIN" train --data fashion-mnist \
+  --model "conv 4 k3 p1, batchnorm, relu, maxpool 2, conv 6 k3 s2, batchnorm, relu, avgpool 2 s1, flatten, linear 10" \
+  --steps 20 --log-every 0 --normalize --save "$tmp/cnn.safetensors" --quiet
+"$CLTRAIN_BIN" predict --load "$tmp/cnn.safetensors" --data fashion-mnist --output "$tmp/cnn.csv"
+/usr/bin/python3 "$here/../../tools/checkpoint_numpy.py" "$tmp/cnn.safetensors" \
+  "$data/t10k-images-idx3-ubyte.gz" "$tmp/cnn.csv"

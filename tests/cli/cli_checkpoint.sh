@@ -225,6 +225,22 @@ ck_edit "$ck" "$tmp/v2.safetensors" set-meta format cltrain-2
 check_bad "eval, unknown format version" '"cltrain-2"' "cltrain-1" -- eval_ "$tmp/v2.safetensors"
 ck_edit "$ck" "$tmp/fshape.safetensors" float-shape 0.weight
 check_bad "eval, a shape written as 8.0" '"0.weight"' "shape" -- eval_ "$tmp/fshape.safetensors"
+python3 -c '
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+shape = json.loads(raw[8:8 + n])["__metadata__"].get("input_shape")
+sys.exit(0 if shape == "1,4,4" else "input_shape is %r, expected \"1,4,4\"" % shape)' "$ck" ||
+    fail "the checkpoint of an IDX model does not record its input shape"
+echo "ok: input_shape 1,4,4 recorded"
+ck_edit "$ck" "$tmp/ishape.safetensors" set-meta input_shape 1,4,5
+check_bad "eval, input_shape against features" '"input_shape"' '"1,4,5"' "16 features" -- \
+    eval_ "$tmp/ishape.safetensors"
+ck_edit "$ck" "$tmp/ishape.safetensors" set-meta input_shape 1,,16
+check_bad "eval, input_shape with an empty dimension" '"1,,16"' -- eval_ "$tmp/ishape.safetensors"
+ck_edit "$ck" "$tmp/ishape.safetensors" set-meta input_shape 2,2,4
+check_bad "resume of a model saved for another input shape" "2x2x4" "1x4x4" -- \
+    resume_ "$tmp/ishape.safetensors"
 ck_edit "$ck" "$tmp/amp.safetensors" add-amp
 check_bad "resume of an fp16 checkpoint by an fp32 run" "amp.scaler_state" "--precision fp16" -- \
     resume_ "$tmp/amp.safetensors"

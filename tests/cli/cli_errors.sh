@@ -174,6 +174,12 @@ check_bad "1-based labels" "onebased.csv" "never appear in the training split (0
 echo "ok: --classes 4 trains on 1-based labels"
 check_bad "--classes below a label" "onebased.csv" "label 3" "3 classes" -- \
     train --data "csv:$tmp/onebased.csv" --classes 3 --model "linear 3"
+check_bad "--input-shape 1,x" "--input-shape 1,x" "C,H,W" -- \
+    train --data "idx:$tmp/good" --model "$M" --input-shape 1,x
+check_bad "--input-shape against the data" "--input-shape 1,4,5" "20 elements" "16 features" -- \
+    train --data "idx:$tmp/good" --model "$M" --input-shape 1,4,5
+check_bad "conv on flat CSV data" "conv 2 k1" "(C,H,W)" -- \
+    train --data "csv:$tmp/good.csv" --model "conv 2 k1, flatten, linear 2"
 check_bad "CLTRAIN_GEMM=fast" 'CLTRAIN_GEMM="fast"' "expected own, clblast or auto" -- \
     env CLTRAIN_GEMM=fast "$CLTRAIN_BIN" train --steps 1 --batch-size 8 --save "$save" \
     --data "idx:$tmp/good" --model "$M"
@@ -223,6 +229,16 @@ check_bad "--lr with a space" "--lr  0.1" "positive number" -- \
     train --data "idx:$tmp/good" --model "$M" --lr " 0.1"
 check_bad "unknown loader" "--loader sometimes" "streaming" -- \
     train --data "idx:$tmp/good" --model "$M" --loader sometimes
+check_bad "--augment shift=x" '--augment "flip,shift=x"' "shift needs a whole number of pixels" \
+    "shift=2" -- train --data "idx:$tmp/good" --model "$M" --augment flip,shift=x
+check_bad "--augment rotate" '--augment "rotate"' 'unknown augmentation "rotate"' -- \
+    train --data "idx:$tmp/good" --model "$M" --augment rotate
+check_bad "--augment cutout=-2" "cutout=-2" "expected 0 to 65536" -- \
+    train --data "idx:$tmp/good" --model "$M" --augment cutout=-2
+check_bad "--augment flip,flip" "flip is given twice" -- \
+    train --data "idx:$tmp/good" --model "$M" --augment flip,flip
+check_bad "--augment with flat CSV data" "--augment flip" "good.csv" "flat samples" -- \
+    train --data "csv:$tmp/good.csv" --model "linear 4, linear 2" --augment flip
 check_bad "--no-pin with a resident loader" "--no-pin" "resident" -- \
     train --data "idx:$tmp/good" --model "$M" --data-on-device --no-pin
 check_bad "--data-on-device against --loader streaming" "--data-on-device" "--loader streaming" -- \

@@ -2,7 +2,8 @@
 # The cltrain program end to end on tiny data written by this script: train on an IDX folder
 # (200 train / 50 test gzipped 4x4 images, label a function of the pixels) with a checkpoint
 # and JSON-lines metrics, the resident and streaming loaders (same results), Ctrl-C, eval with
-# a confusion matrix, predict to CSV, resume, CSV classification and regression, and bench. Needs CLTRAIN_BIN (set by meson test).
+# a confusion matrix, predict to CSV, resume, CSV classification and regression, --augment
+# (both loaders alike), and bench. Needs CLTRAIN_BIN (set by meson test).
 set -eu
 
 fail() {
@@ -113,6 +114,25 @@ grep -q "^epoch 2/2: .*host waits 4 (log 3, eval 1); loader thread waits [0-9]* 
 summaries "$tmp/out" >"$tmp/streaming.sum"
 cmp -s "$tmp/resident.sum" "$tmp/streaming.sum" ||
     fail "streaming and resident differ: $(cat "$tmp/resident.sum" "$tmp/streaming.sum")"
+# --augment flip,shift=2: on the device, the same batches with either loader, no extra host
+# wait (the same counts as above), and other losses than without augmentation
+run "augment resident" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
+    --batch-size 32 --lr 0.01 --log-every 3 --loader resident --augment flip,shift=2
+grep -q "(requested; .*), augmented flip,shift=2; model" "$tmp/out" ||
+    fail "augment resident: header: $(head -1 "$tmp/out")"
+grep -q "^epoch 2/2: .*host waits 4 (log 3, eval 1)" "$tmp/out" ||
+    fail "augment resident: epoch 2 summary: $(cat "$tmp/out")"
+summaries "$tmp/out" >"$tmp/aug_resident.sum"
+run "augment streaming" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
+    --batch-size 32 --lr 0.01 --log-every 3 --loader streaming --augment shift=2,flip
+grep -q "^epoch 2/2: .*host waits 4 (log 3, eval 1); loader thread waits [0-9]* (" "$tmp/out" ||
+    fail "augment streaming: epoch 2 summary: $(cat "$tmp/out")"
+summaries "$tmp/out" >"$tmp/aug_streaming.sum"
+cmp -s "$tmp/aug_resident.sum" "$tmp/aug_streaming.sum" ||
+    fail "augmented streaming and resident differ: $(cat "$tmp/aug_resident.sum" \
+        "$tmp/aug_streaming.sum")"
+! cmp -s "$tmp/aug_resident.sum" "$tmp/resident.sum" ||
+    fail "--augment changed no loss: $(cat "$tmp/aug_resident.sum")"
 # --profile with streaming: kernels, the loader's uploads, and the compute queue's wait for data
 # (one per batch: 2 epochs x 7 batches), the same results as without profiling
 run "profile" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 --batch-size 32 \
@@ -187,6 +207,14 @@ grep -q "test accuracy" "$tmp/out" || fail "csv: no test accuracy: $(cat "$tmp/o
 run "csv eval" "$CLTRAIN_BIN" eval --load "$tmp/csv.ckpt" \
     --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0
 grep -q "accuracy [0-9.]*% (30 samples)" "$tmp/out" || fail "csv eval: $(cat "$tmp/out")"
+# --input-shape makes CSV rows images for conv and pooling; eval takes the shape from the file
+run "csv conv" "$CLTRAIN_BIN" train --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0 \
+    --input-shape 1,1,5 --model "conv 4 k1, relu, avgpool 1, globalavgpool, linear 3" --epochs 1 \
+    --batch-size 16 --save "$tmp/csvconv.ckpt"
+grep -q "test accuracy" "$tmp/out" || fail "csv conv: no test accuracy: $(cat "$tmp/out")"
+run "csv conv eval" "$CLTRAIN_BIN" eval --load "$tmp/csvconv.ckpt" \
+    --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0
+grep -q "accuracy [0-9.]*% (30 samples)" "$tmp/out" || fail "csv conv eval: $(cat "$tmp/out")"
 
 run "regression" "$CLTRAIN_BIN" train --data "csv:$tmp/train_reg.csv,$tmp/test_reg.csv" \
     --label-column 0 --task regression --model "linear 8, relu, linear 1" --epochs 3 \

@@ -819,6 +819,156 @@ START_TEST(test_auto)
 }
 END_TEST
 
+/* ---- augmentation ------------------------------------------------------------------------- */
+
+/* Every batch of a run (epochs x steps of bs) with the augmentation `au`, read back row by row
+ * into rows (n_steps * bs, FF) in the order handed out; returns the rows written. */
+static size_t augmented_run(clt_ctx *ctx, const clt_dataset *d, const struct cfg *c, size_t bs,
+                            const struct clt_augment *au, long first, long total, float *rows)
+{
+    const size_t FF = d->features;
+    struct clt_loader_params lp = clt_loader_default_params();
+    lp.mode = c->mode;
+    lp.prefetch = c->prefetch;
+    lp.pinned = c->pinned;
+    lp.batch_size = bs;
+    lp.augment = *au;
+    struct clt_input_norm norm = {.features = FF, .scale = 1.0f / 255.0f};
+    clt_loader *l = NULL;
+    struct clt_mem_stats before = clt_ctx_mem_stats(ctx);
+    TC_OK(ctx, clt_loader_create(&l, ctx, d, &norm, &lp));
+    uint64_t est[CLT_MEM__COUNT] = {0}, sum = 0;
+    clt_loader_mem_estimate(ctx, d, &lp, est);
+    for (int k = 0; k < CLT_MEM__COUNT; k++) sum += est[k];
+    ck_assert_msg(clt_ctx_mem_stats(ctx).current - before.current == sum,
+                  "augmenting loader: allocated %llu bytes, estimated %llu",
+                  (unsigned long long)(clt_ctx_mem_stats(ctx).current - before.current),
+                  (unsigned long long)sum);
+    struct clt_loader_order o = {bs, true, false, 11, first, total, 0};
+    TC_OK(ctx, clt_loader_start(l, &o));
+    size_t at = 0;
+    for (long g = first; g < total; g++) {
+        struct clt_batch b;
+        TC_OK(ctx, clt_loader_next(l, &b));
+        tc_read(b.x, rows + at * FF);
+        at += b.size;
+    }
+    TC_OK(ctx, clt_loader_stop(l));
+    clt_loader_free(l);
+    return at;
+}
+
+/* The resident and the streaming loaders hand out the same augmented batches for one seed;
+ * the draws follow the sample's position in the epoch, so another batch size or a run resumed
+ * mid-epoch gives the same rows; augmentation changes the batches; flat data is refused. */
+START_TEST(test_augment_same)
+{
+    enum { N = 50, C = 3, H = 6, W = 5, FF = C * H * W, EPOCHS = 2 };
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    uint8_t *x = malloc(N * FF);
+    int32_t *y = malloc(N * sizeof *y);
+    ck_assert(x && y);
+    tc_fill_bytes(&r, x, N * FF);
+    for (size_t i = 0; i < N; i++) y[i] = (int32_t)(i % CLASSES);
+    clt_dataset d = {.n = N, .features = FF, .sample_ndim = 3, .sample_shape = {C, H, W},
+                     .u8 = x, .labels = y, .classes = CLASSES,
+                     .task = CLT_TASK_CLASSIFICATION, .input_scale = 1.0f / 255.0f};
+    snprintf(d.source, sizeof d.source, "augment test images");
+    const size_t rows = (size_t)EPOCHS * N;
+    float *ref = malloc(rows * FF * sizeof *ref), *got = malloc(rows * FF * sizeof *got);
+    ck_assert(ref && got);
+    struct clt_augment au = {0};
+    TC_OK(NULL, clt_augment_parse("flip,shift=2,cutout=3", &au));
+    ck_assert(au.flip && au.shift == 2 && au.cutout == 3);
+    const long spe8 = clt_loader_steps_per_epoch(N, 8, false);
+    ck_assert_uint_eq(augmented_run(ctx, &d, &CFGS[0], 8, &au, 0, EPOCHS * spe8, ref), rows);
+    char name[96];
+    for (int c = 1; c < NCFG; c++) {
+        memset(got, 0, rows * FF * sizeof *got);
+        augmented_run(ctx, &d, &CFGS[c], 8, &au, 0, EPOCHS * spe8, got);
+        ck_assert_msg(memcmp(ref, got, rows * FF * sizeof *got) == 0,
+                      "%s: other augmented batches than resident", cfg_name(&CFGS[c], name,
+                                                                           sizeof name));
+    }
+    /* batches of 5 instead of 8, both loaders */
+    const long spe5 = clt_loader_steps_per_epoch(N, 5, false);
+    for (int c = 0; c < 2; c++) {
+        memset(got, 0, rows * FF * sizeof *got);
+        augmented_run(ctx, &d, &CFGS[c], 5, &au, 0, EPOCHS * spe5, got);
+        ck_assert_msg(memcmp(ref, got, rows * FF * sizeof *got) == 0,
+                      "batch size 5: other augmented rows than batch size 8");
+    }
+    /* resumed at step 9 (epoch 1, position 16): the rows from there on */
+    memset(got, 0, rows * FF * sizeof *got);
+    size_t tail = augmented_run(ctx, &d, &CFGS[1], 8, &au, spe8 + 2, EPOCHS * spe8, got);
+    ck_assert_uint_eq(tail, (size_t)N - 16);
+    ck_assert_msg(memcmp(ref + ((size_t)N + 16) * FF, got, tail * FF * sizeof *got) == 0,
+                  "a resumed run does not continue the augmented sequence");
+    /* without augmentation the batches differ */
+    struct clt_augment none = {0};
+    augmented_run(ctx, &d, &CFGS[0], 8, &none, 0, EPOCHS * spe8, got);
+    ck_assert_msg(memcmp(ref, got, rows * FF * sizeof *got) != 0, "augmentation changed nothing");
+
+    /* flat samples: a clear error naming --augment */
+    d.sample_ndim = 1;
+    d.sample_shape[0] = FF;
+    d.sample_shape[1] = d.sample_shape[2] = 0;
+    struct clt_loader_params lp = clt_loader_default_params();
+    lp.augment = au;
+    struct clt_input_norm norm = {.features = FF, .scale = 1.0f};
+    clt_loader *l = NULL;
+    ck_assert_int_eq(clt_loader_create(&l, ctx, &d, &norm, &lp), CLT_ERR_INVALID_ARG);
+    ck_assert(l == NULL);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "--augment") &&
+                      tc_contains(clt_ctx_errmsg(ctx), "flat samples"),
+                  "message: %s", clt_ctx_errmsg(ctx));
+    free(ref);
+    free(got);
+    free(x);
+    free(y);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* clt_augment_parse: every part, any order, and one-line messages for bad text. */
+START_TEST(test_augment_parse)
+{
+    struct clt_augment a;
+    TC_OK(NULL, clt_augment_parse("flip", &a));
+    ck_assert(a.flip && a.shift == 0 && a.cutout == 0 && clt_augment_enabled(&a));
+    TC_OK(NULL, clt_augment_parse("shift=2,flip", &a));
+    ck_assert(a.flip && a.shift == 2 && a.cutout == 0);
+    TC_OK(NULL, clt_augment_parse("cutout=8,shift=4", &a));
+    ck_assert(!a.flip && a.shift == 4 && a.cutout == 8);
+    TC_OK(NULL, clt_augment_parse("shift=0", &a));
+    ck_assert(!clt_augment_enabled(&a));
+    static const struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"flip,shift=x", "--augment \"flip,shift=x\": shift needs a whole number of pixels, "
+                         "e.g. shift=2"},
+        {"shift", "shift needs a whole number"},
+        {"shift=-1", "shift=-1: expected 0 to 65536"},
+        {"cutout=2.5", "cutout needs a whole number"},
+        {"rotate", "unknown augmentation \"rotate\""},
+        {"flip,flip", "flip is given twice"},
+        {"flip=1", "flip takes no value"},
+        {"flip,", "an empty item"},
+        {"", "expected flip, shift=N or cutout=S"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        struct clt_augment keep = {.shift = 7};
+        ck_assert_int_eq(clt_augment_parse(bad[i].text, &keep), CLT_ERR_INVALID_ARG);
+        ck_assert_msg(tc_contains(clt_last_errmsg(), bad[i].needle) &&
+                          !strchr(clt_last_errmsg(), '\n'),
+                      "\"%s\": %s", bad[i].text, clt_last_errmsg());
+        ck_assert_int_eq(keep.shift, 7); /* untouched on failure */
+    }
+}
+END_TEST
+
 static Suite *loader_suite(void)
 {
     Suite *s = suite_create("loader");
@@ -830,6 +980,8 @@ static Suite *loader_suite(void)
     tcase_add_test(tc, test_host_waits);
     tcase_add_test(tc, test_interrupt);
     tcase_add_test(tc, test_auto);
+    tcase_add_test(tc, test_augment_same);
+    tcase_add_test(tc, test_augment_parse);
     suite_add_tcase(s, tc);
     /* a hang in the error paths must fail the test, not stall the suite */
     TCase *te = tcase_create("errors");

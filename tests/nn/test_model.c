@@ -482,7 +482,7 @@ END_TEST
 
 /* Shaped inputs: flatten reshapes (C, H, W) to (C*H*W), and the model on (1, 4, 5) inputs is the
  * model on 20 features (the same parameters from the same seed, the same outputs and
- * gradients); a linear layer on a shaped input is refused with a message naming it. */
+ * gradients); a linear layer takes a shaped input as its flattened features. */
 START_TEST(test_shaped_input)
 {
     clt_ctx *ctx = tc_ctx();
@@ -538,14 +538,40 @@ START_TEST(test_shaped_input)
     free(ga);
     free(gb);
 
-    /* a linear layer needs a flat input */
-    s = parse_spec("relu, linear 10");
-    const struct clt__shape img = {3, {1, 28, 28}};
+    /* through the public API (clt_model_params.input_shape), and a linear layer takes a
+     * shaped input as its flattened features: no flatten needed, the same results */
+    s = parse_spec("relu, linear 6, silu, linear 3");
+    struct clt_model_params ps = p;
+    ps.input_shape[0] = 1;
+    ps.input_shape[1] = 4;
+    ps.input_shape[2] = 5;
+    TC_OK(ctx, clt_model_create(&flat, ctx, &s, 20, 3, &p));
+    TC_OK(ctx, clt_model_create(&shaped, ctx, &s, 20, 3, &ps));
+    size_t dims[3];
+    ck_assert_int_eq(clt_model_input_shape(shaped, dims), 3);
+    ck_assert(dims[0] == 1 && dims[1] == 4 && dims[2] == 5);
+    ck_assert_int_eq(clt_model_input_shape(flat, dims), 1);
+    ck_assert(dims[0] == 20 && dims[1] == 0);
+    TC_OK(ctx, clt_tensor_create(&xa, ctx, CLT_DTYPE_F32, 2, xdims_flat, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_create(&xb, ctx, CLT_DTYPE_F32, 4, xdims_chw, CLT_MEM_OTHER));
+    tc_write(xa, xf);
+    tc_write(xb, xf);
+    TC_OK(ctx, clt_model_forward(flat, xa, false, 0, &out));
+    tc_read(out, ya);
+    TC_OK(ctx, clt_model_forward(shaped, xb, false, 0, &out));
+    tc_read(out, yb);
+    ck_assert(memcmp(ya, yb, sizeof ya) == 0);
+    clt_tensor_free(xa);
+    clt_tensor_free(xb);
+    clt_model_free(flat);
+    clt_model_free(shaped);
+    /* a shape that is not the model's inputs */
+    ps.input_shape[2] = 6;
     clt_model *m = NULL;
-    ck_assert_int_eq(clt__model_create_shaped(&m, ctx, &s, &img, 10, &p), CLT_ERR_INVALID_ARG);
+    ck_assert_int_eq(clt_model_create(&m, ctx, &s, 20, 3, &ps), CLT_ERR_INVALID_ARG);
     ck_assert_ptr_null(m);
-    ck_assert_str_eq(clt_ctx_errmsg(ctx), "model spec: layer 2 (linear 10) needs a flat input, "
-                                          "got 1x28x28; add flatten before it");
+    ck_assert_str_eq(clt_ctx_errmsg(ctx),
+                     "model input shape 1x4x6 has 24 elements, but the model has 20 inputs");
     clt_spec_free(&s);
     struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
     ck_assert_uint_eq(ms.current, 0);
@@ -573,7 +599,7 @@ START_TEST(test_estimate_every_kind)
             p.precision = precs[pi];
             uint64_t est[CLT_MEM__COUNT] = {0}, P = 0;
             TC_OK(ctx, clt_model_mem_estimate(&s, 11, 5, &p, est));
-            TC_OK(ctx, clt_model_param_elements(&s, 11, 5, &P));
+            TC_OK(ctx, clt_model_param_elements(&s, 11, 5, NULL, &P));
             clt_model *m = NULL;
             TC_OK(ctx, clt_model_create(&m, ctx, &s, 11, 5, &p));
             ck_assert_uint_eq(P, clt_tensor_numel(clt_model_params(m)));
@@ -588,7 +614,7 @@ START_TEST(test_estimate_every_kind)
         }
     clt_spec bad = parse_spec("linear 4");
     uint64_t P = 7;
-    ck_assert_int_eq(clt_model_param_elements(&bad, 11, 5, &P), CLT_ERR_INVALID_ARG);
+    ck_assert_int_eq(clt_model_param_elements(&bad, 11, 5, NULL, &P), CLT_ERR_INVALID_ARG);
     ck_assert_uint_eq(P, 0);
     clt_spec_free(&bad);
     clt_ctx_free(ctx);
@@ -711,6 +737,652 @@ START_TEST(test_rejects)
 }
 END_TEST
 
+/* ---- pooling on shaped inputs ------------------------------------------------------------- */
+
+/* The float64 host model of a spec of pooling layers, relu, flatten and (k = 1) convolutions
+ * ending in one linear layer, on inputs (B, in): y (B, OUT) from the weights w read back, and
+ * with dout the gradients (P) of sum(y * dout). Scratch is allocated here. */
+static void pool_host(const clt_model *m, const struct clt__shape *in, const double *x, int B,
+                      const double *w, const double *dout, double *y, double *grads)
+{
+    const clt_spec *s = clt_model_spec(m);
+    ck_assert_int_le(s->n, MAXL);
+    size_t widest = 8 * (size_t)B * clt__shape_numel(in); /* checked below */
+    double *acts[MAXL + 1];
+    struct clt__shape shp[MAXL + 1];
+    int param[MAXL];
+    shp[0] = *in;
+    acts[0] = malloc(widest * sizeof(double));
+    ck_assert_ptr_nonnull(acts[0]);
+    memcpy(acts[0], x, (size_t)B * clt__shape_numel(in) * sizeof(double));
+    int k = 0;
+    for (int i = 0; i < s->n; i++) {
+        const clt_layer_spec *l = &s->layers[i];
+        const struct clt__shape *si = &shp[i];
+        struct clt__shape *so = &shp[i + 1];
+        *so = *si;
+        param[i] = k;
+        acts[i + 1] = malloc(widest * sizeof(double));
+        ck_assert_ptr_nonnull(acts[i + 1]);
+        const double *a = acts[i];
+        double *b = acts[i + 1];
+        int BC = B * (int)si->d[0], H = (int)si->d[1], W = (int)si->d[2];
+        switch (l->kind) {
+        case CLT_LAYER_MAXPOOL:
+        case CLT_LAYER_AVGPOOL:
+            so->d[1] = (si->d[1] - (size_t)l->k) / (size_t)l->stride + 1;
+            so->d[2] = (si->d[2] - (size_t)l->k) / (size_t)l->stride + 1;
+            ref_pool_forward(l->kind == CLT_LAYER_MAXPOOL, a, b, BC, H, W, l->k, l->k, l->stride,
+                             l->stride);
+            break;
+        case CLT_LAYER_GLOBALAVGPOOL:
+            so->ndim = 1;
+            ref_pool_forward(0, a, b, BC, H, W, H, W, H, W);
+            break;
+        case CLT_LAYER_RELU:
+            ref_act_forward(REF_ACT_RELU, a, b, (size_t)B * clt__shape_numel(si));
+            break;
+        case CLT_LAYER_FLATTEN:
+            so->ndim = 1;
+            so->d[0] = clt__shape_numel(si);
+            memcpy(b, a, (size_t)B * so->d[0] * sizeof *b);
+            break;
+        case CLT_LAYER_LINEAR: {
+            so->ndim = 1;
+            so->d[0] = (size_t)l->out;
+            const struct clt_param_info *wi = clt_model_param_info(m, k++);
+            const struct clt_param_info *bi = l->bias ? clt_model_param_info(m, k++) : NULL;
+            ref_linear_forward(a, w + wi->offset, bi ? w + bi->offset : NULL, b, B,
+                               (int)si->d[0], l->out);
+            break;
+        }
+        default: /* a conv 1x1: per pixel, out[o] = sum_c W[o][c] in[c] + bias[o] */
+            ck_assert_int_eq(l->kind, CLT_LAYER_CONV);
+            ck_assert_int_eq(l->k, 1);
+            so->d[0] = (size_t)l->out;
+            const struct clt_param_info *wi = clt_model_param_info(m, k++);
+            const struct clt_param_info *bi = l->bias ? clt_model_param_info(m, k++) : NULL;
+            size_t C = si->d[0], HW = si->d[1] * si->d[2];
+            for (int bb = 0; bb < B; bb++)
+                for (size_t o = 0; o < (size_t)l->out; o++)
+                    for (size_t p = 0; p < HW; p++) {
+                        double acc = bi ? w[bi->offset + o] : 0.0;
+                        for (size_t c = 0; c < C; c++)
+                            acc += w[wi->offset + o * C + c] * a[((size_t)bb * C + c) * HW + p];
+                        b[((size_t)bb * (size_t)l->out + o) * HW + p] = acc;
+                    }
+            break;
+        }
+        ck_assert_uint_le((size_t)B * clt__shape_numel(so), widest);
+    }
+    size_t OUT = clt__shape_numel(&shp[s->n]);
+    memcpy(y, acts[s->n], (size_t)B * OUT * sizeof *y);
+
+    /* backward: dy into dx, layer by layer */
+    size_t P = clt_tensor_numel(clt_model_params(m));
+    memset(grads, 0, P * sizeof *grads);
+    double *dy = malloc(widest * sizeof *dy), *dx = malloc(widest * sizeof *dx);
+    ck_assert(dy && dx);
+    memcpy(dy, dout, (size_t)B * OUT * sizeof *dy);
+    for (int i = s->n - 1; i >= 0; i--) {
+        const clt_layer_spec *l = &s->layers[i];
+        const struct clt__shape *si = &shp[i];
+        int BC = B * (int)si->d[0], H = (int)si->d[1], W = (int)si->d[2];
+        switch (l->kind) {
+        case CLT_LAYER_MAXPOOL:
+        case CLT_LAYER_AVGPOOL:
+            ref_pool_backward(l->kind == CLT_LAYER_MAXPOOL, acts[i], dy, dx, BC, H, W, l->k, l->k,
+                              l->stride, l->stride);
+            break;
+        case CLT_LAYER_GLOBALAVGPOOL:
+            ref_pool_backward(0, NULL, dy, dx, BC, H, W, H, W, H, W);
+            break;
+        case CLT_LAYER_RELU:
+            ref_act_backward(REF_ACT_RELU, acts[i], dy, dx, (size_t)B * clt__shape_numel(si));
+            break;
+        case CLT_LAYER_FLATTEN:
+            memcpy(dx, dy, (size_t)B * clt__shape_numel(si) * sizeof *dx);
+            break;
+        case CLT_LAYER_LINEAR: {
+            const struct clt_param_info *wi = clt_model_param_info(m, param[i]);
+            const struct clt_param_info *bi =
+                l->bias ? clt_model_param_info(m, param[i] + 1) : NULL;
+            ref_linear_backward(acts[i], w + wi->offset, dy, dx, grads + wi->offset,
+                                bi ? grads + bi->offset : NULL, B, (int)si->d[0], l->out);
+            break;
+        }
+        default: { /* the conv 1x1 */
+            const struct clt_param_info *wi = clt_model_param_info(m, param[i]);
+            const struct clt_param_info *bi =
+                l->bias ? clt_model_param_info(m, param[i] + 1) : NULL;
+            size_t C = si->d[0], HW = si->d[1] * si->d[2], O = (size_t)l->out;
+            memset(dx, 0, (size_t)B * C * HW * sizeof *dx);
+            for (int bb = 0; bb < B; bb++)
+                for (size_t o = 0; o < O; o++)
+                    for (size_t p = 0; p < HW; p++) {
+                        double g = dy[((size_t)bb * O + o) * HW + p];
+                        if (bi) grads[bi->offset + o] += g;
+                        for (size_t c = 0; c < C; c++) {
+                            size_t xi = ((size_t)bb * C + c) * HW + p;
+                            grads[wi->offset + o * C + c] += g * acts[i][xi];
+                            dx[xi] += g * w[wi->offset + o * C + c];
+                        }
+                    }
+            break;
+        }
+        }
+        double *t = dy;
+        dy = dx;
+        dx = t;
+    }
+    for (int i = 0; i <= s->n; i++)
+        free(acts[i]);
+    free(dy);
+    free(dx);
+}
+
+/* One spec on inputs of shape `in`: the output and the gradients against the host model (at
+ * batch B and at a smaller batch), and the memory estimate against the accountant in every
+ * precision. */
+static void check_pool_spec(clt_ctx *ctx, tc_rng *r, const char *text, struct clt__shape in,
+                            size_t OUT, int max_batch)
+{
+    clt_spec s = parse_spec(text);
+    struct clt_model_params p = clt_model_default_params();
+    p.seed = tc_u64(r);
+    p.max_batch = (size_t)max_batch;
+    const clt_dtype precs[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
+    for (size_t pi = 0; pi < sizeof precs / sizeof *precs; pi++) {
+        p.precision = precs[pi];
+        uint64_t est[CLT_MEM__COUNT] = {0};
+        TC_OK(ctx, clt__model_mem_estimate_shaped(&s, &in, OUT, &p, est));
+        clt_model *m = NULL;
+        TC_OK(ctx, clt__model_create_shaped(&m, ctx, &s, &in, OUT, &p));
+        struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+        for (int c = 0; c < CLT_MEM__COUNT; c++)
+            ck_assert_msg(est[c] == ms.by_category[c],
+                          "%s (%s) category %d: estimate %llu, allocated %llu", text,
+                          clt_dtype_name(precs[pi]), c, (unsigned long long)est[c],
+                          (unsigned long long)ms.by_category[c]);
+        clt_model_free(m);
+    }
+    p.precision = CLT_DTYPE_F32;
+    clt_model *m = NULL;
+    TC_OK(ctx, clt__model_create_shaped(&m, ctx, &s, &in, OUT, &p));
+    size_t F = clt__shape_numel(&in), P = clt_tensor_numel(clt_model_params(m));
+    float *pf = read_params(m);
+    double *w = malloc(P * sizeof *w), *g = malloc(P * sizeof *g);
+    ck_assert(w && g);
+    for (size_t i = 0; i < P; i++)
+        w[i] = pf[i];
+    for (int B = max_batch; B >= 1; B -= max_batch - 1 > 0 ? max_batch - 1 : 1) {
+        size_t nx = (size_t)B * F, no = (size_t)B * OUT;
+        float *xf = malloc(nx * sizeof *xf), *df = malloc(no * sizeof *df),
+              *got = malloc((no > P ? no : P) * sizeof *got);
+        double *xd = malloc(nx * sizeof *xd), *dd = malloc(no * sizeof *dd),
+               *y = malloc(no * sizeof *y);
+        ck_assert(xf && df && got && xd && dd && y);
+        tc_fill_nonzero(r, xf, nx, 0.1f, 1.5f);
+        tc_fill_nonzero(r, df, no, 0.1f, 1.0f);
+        for (size_t i = 0; i < nx; i++)
+            xd[i] = xf[i];
+        for (size_t i = 0; i < no; i++)
+            dd[i] = df[i];
+        size_t xdims[4] = {(size_t)B, in.d[0], in.d[1], in.d[2]}, ddims[2] = {(size_t)B, OUT};
+        clt_tensor *x = NULL, *dout = NULL, *out = NULL;
+        TC_OK(ctx, clt_tensor_create(&x, ctx, CLT_DTYPE_F32, 1 + in.ndim, xdims, CLT_MEM_OTHER));
+        TC_OK(ctx, clt_tensor_create(&dout, ctx, CLT_DTYPE_F32, 2, ddims, CLT_MEM_OTHER));
+        tc_write(x, xf);
+        tc_write(dout, df);
+        TC_OK(ctx, clt_model_forward(m, x, true, 0, &out));
+        ck_assert_uint_eq(clt_tensor_numel(out), no);
+        tc_read(out, got);
+        pool_host(m, &in, xd, B, w, dd, y, g);
+        char what[256];
+        snprintf(what, sizeof what, "%s: forward (B %d)", text, B);
+        tc_check_close(got, y, no, 1e-5, 1e-4, what, r->seed);
+        tc_poison(clt_model_grads(m));
+        TC_OK(ctx, clt_model_backward(m, dout, false));
+        tc_read(clt_model_grads(m), got);
+        snprintf(what, sizeof what, "%s: gradients (B %d)", text, B);
+        tc_check_close(got, g, P, 1e-5, 1e-4, what, r->seed);
+        clt_tensor_free(x);
+        clt_tensor_free(dout);
+        free(xf);
+        free(df);
+        free(got);
+        free(xd);
+        free(dd);
+        free(y);
+        if (B == 1) break;
+    }
+    clt_model_free(m);
+    clt_spec_free(&s);
+    free(pf);
+    free(w);
+    free(g);
+}
+
+/* maxpool, avgpool and globalavgpool in models on (C, H, W) inputs: outputs and gradients
+ * against the host model, the estimate against the accountant; a flat input or a window larger
+ * than the input is refused with a message naming the layer. */
+START_TEST(test_pool_layers)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    const struct clt__shape s266 = {3, {2, 6, 6}}, s379 = {3, {3, 7, 9}};
+    check_pool_spec(ctx, &r, "maxpool 2, flatten, linear 3", s266, 3, 4);
+    check_pool_spec(ctx, &r, "avgpool 2 s1, globalavgpool, linear 3", s266, 3, 4);
+    check_pool_spec(ctx, &r, "maxpool 3 s2, relu, avgpool 2, flatten, linear 4 nobias", s379, 4,
+                    5);
+    check_pool_spec(ctx, &r, "globalavgpool, linear 2", s379, 2, 3);
+    /* after a layer with weights the pools' backward runs too (a 1x1 conv: per-pixel linear) */
+    check_pool_spec(ctx, &r, "conv 3 k1, maxpool 3 s2, relu, avgpool 2 s1, flatten, linear 4",
+                    s379, 4, 5);
+    check_pool_spec(ctx, &r, "conv 4 k1 nobias, maxpool 2, globalavgpool, linear 3", s266, 3, 4);
+
+    clt_spec s = parse_spec("maxpool 2, flatten, linear 3");
+    struct clt_model_params p = clt_model_default_params();
+    p.max_batch = 4;
+    clt_model *m = NULL;
+    ck_assert_int_eq(clt_model_create(&m, ctx, &s, 20, 3, &p), CLT_ERR_INVALID_ARG);
+    ck_assert_ptr_null(m);
+    ck_assert_str_eq(clt_ctx_errmsg(ctx),
+                     "model spec: layer 1 (maxpool 2) needs a (C,H,W) input, got 20");
+    uint64_t est[CLT_MEM__COUNT] = {0};
+    ck_assert_int_eq(clt_model_mem_estimate(&s, 20, 3, &p, est), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: layer 1 (maxpool 2) needs a (C,H,W) input, got 20");
+    clt_spec_free(&s);
+    s = parse_spec("avgpool 3 s2, flatten, linear 3");
+    const struct clt__shape thin = {3, {1, 2, 5}};
+    ck_assert_int_eq(clt__model_create_shaped(&m, ctx, &s, &thin, 3, &p), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_ctx_errmsg(ctx), "model spec: layer 1 (avgpool 3 s2): the 3x3 window is "
+                                          "larger than the input 1x2x5 (C x H x W)");
+    clt_spec_free(&s);
+    s = parse_spec("flatten, globalavgpool, linear 3");
+    ck_assert_int_eq(clt__model_create_shaped(&m, ctx, &s, &s266, 3, &p), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_ctx_errmsg(ctx),
+                     "model spec: layer 2 (globalavgpool) needs a (C,H,W) input, got 72");
+    clt_spec_free(&s);
+    struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+    ck_assert_uint_eq(ms.current, 0);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* ---- convolution ------------------------------------------------------------------------- */
+
+/* "conv 4 k3 p1, relu, flatten, linear 3" (optionally with s2 and nobias) on (B, 2, 6, 5)
+ * inputs against a float64 host forward and backward (ref_conv2d_*, itself checked by finite
+ * differences in tests/nn/test_ref.c): output, gradients overwriting poison, accumulation.
+ * fp32 tolerance atol 1e-5, rtol 1e-4 (sums of at most 120 products of values below 1.5). */
+static void check_conv_model(clt_ctx *ctx, tc_rng *r, const char *text, int S, bool bias)
+{
+    const int B = 3, C = 2, H = 6, W = 5, OUT = 4, K = 3, P = 1, N = 3;
+    const int OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1, F = OUT * OH * OW;
+    const struct clt__shape in = {3, {(size_t)C, (size_t)H, (size_t)W}};
+    clt_spec s = parse_spec(text);
+    struct clt_model_params p = clt_model_default_params();
+    p.seed = tc_u64(r);
+    p.max_batch = 4;
+    clt_model *m = NULL;
+    TC_OK(ctx, clt__model_create_shaped(&m, ctx, &s, &in, (size_t)N, &p));
+    clt_spec_free(&s);
+    /* parameters as nn.Conv2d's and nn.Linear's state_dict */
+    ck_assert_int_eq(clt_model_param_count(m), bias ? 4 : 3);
+    const struct clt_param_info *cw = clt_model_param_info(m, 0);
+    ck_assert_str_eq(cw->name, "0.weight");
+    ck_assert_int_eq(cw->ndim, 4);
+    ck_assert_uint_eq(cw->dims[0], OUT);
+    ck_assert_uint_eq(cw->dims[1], C);
+    ck_assert_uint_eq(cw->dims[2], K);
+    ck_assert_uint_eq(cw->dims[3], K);
+    ck_assert_uint_eq(cw->numel, OUT * C * K * K);
+    const struct clt_param_info *lw = clt_model_param_info(m, bias ? 2 : 1);
+    ck_assert_str_eq(lw->name, "3.weight");
+    ck_assert_uint_eq(lw->dims[1], F);
+    const size_t Pn = clt_tensor_numel(clt_model_params(m));
+    const size_t woff = cw->offset, boff = bias ? clt_model_param_info(m, 1)->offset : 0,
+                 lwoff = lw->offset, lboff = clt_model_param_info(m, bias ? 3 : 2)->offset;
+
+    float *pf = read_params(m);
+    /* default init: +-1/sqrt(C K K) for the conv's weight and bias */
+    for (size_t i = 0; i < cw->numel; i++)
+        ck_assert(fabs(pf[woff + i]) <= 1.0 / sqrt((double)(C * K * K)) * (1 + 1e-6));
+    double *w = malloc(Pn * sizeof *w);
+    ck_assert_ptr_nonnull(w);
+    for (size_t i = 0; i < Pn; i++)
+        w[i] = pf[i];
+
+    const size_t nx = (size_t)B * C * H * W, nh = (size_t)B * F, no = (size_t)B * N;
+    float *xf = malloc(nx * sizeof *xf), *df = malloc(no * sizeof *df),
+          *got = malloc((Pn > no ? Pn : no) * sizeof *got);
+    double *x = malloc(nx * sizeof *x), *h = malloc(nh * sizeof *h), *a = malloc(nh * sizeof *a),
+           *y = malloc(no * sizeof *y), *d = malloc(no * sizeof *d), *da = malloc(nh * sizeof *da),
+           *g = calloc(Pn, sizeof *g), *g2 = calloc(Pn, sizeof *g2);
+    ck_assert(xf && df && got && x && h && a && y && d && da && g && g2);
+    tc_fill_nonzero(r, xf, nx, 0.1f, 1.5f);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = xf[i];
+
+    size_t xd[4] = {(size_t)B, (size_t)C, (size_t)H, (size_t)W}, dd[2] = {(size_t)B, (size_t)N};
+    clt_tensor *xt = NULL, *dt = NULL, *out = NULL;
+    TC_OK(ctx, clt_tensor_create(&xt, ctx, CLT_DTYPE_F32, 4, xd, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_create(&dt, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_OTHER));
+    tc_write(xt, xf);
+
+    /* host forward: conv, relu, (flatten), linear */
+    ref_conv2d_forward(x, w + woff, bias ? w + boff : NULL, h, B, C, H, W, OUT, K, S, P);
+    ref_act_forward(REF_ACT_RELU, h, a, nh);
+    ref_linear_forward(a, w + lwoff, w + lboff, y, B, F, N);
+    TC_OK(ctx, clt_model_forward(m, xt, true, 0, &out));
+    tc_read(out, got);
+    char what[160];
+    snprintf(what, sizeof what, "%s: forward", text);
+    tc_check_close(got, y, no, 1e-5, 1e-4, what, r->seed);
+
+    for (int pass = 0; pass < 2; pass++) {
+        tc_fill_nonzero(r, df, no, 0.1f, 1.0f);
+        for (size_t i = 0; i < no; i++)
+            d[i] = df[i];
+        tc_write(dt, df);
+        /* host backward into g (pass 0) or g2 = g + this pass (pass 1) */
+        double *gg = pass ? g2 : g;
+        double *dconv = malloc(nh * sizeof *dconv);
+        ck_assert_ptr_nonnull(dconv);
+        ref_linear_backward(a, w + lwoff, d, da, gg + lwoff, gg + lboff, B, F, N);
+        ref_act_backward(REF_ACT_RELU, h, da, dconv, nh);
+        ref_conv2d_backward(x, w + woff, dconv, NULL, gg + woff, bias ? gg + boff : NULL, B, C, H,
+                            W, OUT, K, S, P);
+        free(dconv);
+        if (pass) {
+            for (size_t i = 0; i < Pn; i++)
+                g2[i] += g[i];
+        } else {
+            tc_poison(clt_model_grads(m));
+        }
+        TC_OK(ctx, clt_model_backward(m, dt, pass == 1));
+        tc_read(clt_model_grads(m), got);
+        snprintf(what, sizeof what, "%s: gradients%s", text, pass ? " accumulated" : "");
+        tc_check_close(got, gg, Pn, 2e-5, 1e-4, what, r->seed);
+    }
+    clt_tensor_free(xt);
+    clt_tensor_free(dt);
+    clt_model_free(m);
+    void *hs[] = {pf, w, xf, df, got, x, h, a, y, d, da, g, g2};
+    for (size_t i = 0; i < sizeof hs / sizeof *hs; i++)
+        free(hs[i]);
+}
+
+/* A convolution on a shaped input: forward and backward against the host, in a smaller batch
+ * than max_batch too; the estimate is what the model allocates in every precision (the
+ * workspace included); 16-bit storage runs close to fp32; the spec errors that need a shape. */
+START_TEST(test_conv_model)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    check_conv_model(ctx, &r, "conv 4 k3 p1, relu, flatten, linear 3", 1, true);
+    check_conv_model(ctx, &r, "conv 4 k3 s2 p1 nobias, relu, flatten, linear 3", 2, false);
+
+    const struct clt__shape in = {3, {2, 6, 5}};
+    const char *specs[] = {"conv 4 k3 p1, relu, flatten, linear 3",
+                           "conv 5 k3 s2 p1, relu, conv 3 k1 nobias, flatten, linear 3"};
+    const clt_dtype precs[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
+    for (size_t si = 0; si < 2; si++)
+        for (size_t pi = 0; pi < 3; pi++) {
+            clt_spec s = parse_spec(specs[si]);
+            struct clt_model_params p = clt_model_default_params();
+            p.max_batch = 7;
+            p.precision = precs[pi];
+            uint64_t est[CLT_MEM__COUNT] = {0};
+            TC_OK(ctx, clt__model_mem_estimate_shaped(&s, &in, 3, &p, est));
+            ck_assert_uint_gt(est[CLT_MEM_WORKSPACE], 0);
+            clt_model *m = NULL;
+            TC_OK(ctx, clt__model_create_shaped(&m, ctx, &s, &in, 3, &p));
+            struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+            for (int c = 0; c < CLT_MEM__COUNT; c++)
+                ck_assert_msg(est[c] == ms.by_category[c],
+                              "%s (%s) category %d: estimate %llu, allocated %llu", specs[si],
+                              clt_dtype_name(precs[pi]), c, (unsigned long long)est[c],
+                              (unsigned long long)ms.by_category[c]);
+            /* a forward and backward run in every precision; 16-bit outputs near fp32's */
+            const size_t B = 5, nx = B * 60;
+            float xf[5 * 60], df[5 * 3], yo[5 * 3];
+            tc_fill_nonzero(&r, xf, nx, 0.1f, 1.5f);
+            tc_fill_nonzero(&r, df, B * 3, 0.1f, 1.0f);
+            size_t xd[4] = {B, 2, 6, 5}, dd[2] = {B, 3};
+            clt_tensor *xt = NULL, *dt = NULL, *out = NULL;
+            TC_OK(ctx, clt_tensor_create(&xt, ctx, CLT_DTYPE_F32, 4, xd, CLT_MEM_OTHER));
+            TC_OK(ctx, clt_tensor_create(&dt, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_OTHER));
+            tc_write(xt, xf);
+            tc_write(dt, df);
+            TC_OK(ctx, clt_model_forward(m, xt, true, 0, &out));
+            tc_read(out, yo);
+            tc_poison(clt_model_grads(m));
+            TC_OK(ctx, clt_model_backward(m, dt, false));
+            size_t Pn = clt_tensor_numel(clt_model_grads(m));
+            float *gr = malloc(Pn * sizeof *gr);
+            ck_assert_ptr_nonnull(gr);
+            tc_read(clt_model_grads(m), gr);
+            for (size_t i = 0; i < Pn; i++)
+                ck_assert_msg(isfinite(gr[i]), "%s (%s): gradient %zu is %g", specs[si],
+                              clt_dtype_name(precs[pi]), i, (double)gr[i]);
+            for (size_t i = 0; i < B * 3; i++)
+                ck_assert(isfinite(yo[i]));
+            free(gr);
+            clt_tensor_free(xt);
+            clt_tensor_free(dt);
+            clt_model_free(m);
+            clt_spec_free(&s);
+        }
+
+    /* a conv needs a shaped input, a kernel that fits, and a linear layer after it */
+    clt_spec s = parse_spec("conv 4 k3, flatten, linear 3");
+    uint64_t P = 0, est[CLT_MEM__COUNT] = {0};
+    ck_assert_int_eq(clt_model_param_elements(&s, 784, 3, NULL, &P), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: layer 1 (conv 4 k3) needs a (C,H,W) input, got 784");
+    const struct clt__shape tiny = {3, {1, 2, 9}};
+    ck_assert_int_eq(clt__model_mem_estimate_shaped(&s, &tiny, 3, NULL, est), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(), "model spec: layer 1 (conv 4 k3): the 3x3 kernel does not "
+                                        "fit the input 1x2x9 padded by 0");
+    clt_spec_free(&s);
+    s = parse_spec("flatten, linear 3, conv 4 k3");
+    clt_model *m = NULL;
+    ck_assert_int_eq(clt__model_create_shaped(&m, ctx, &s, &in, 3, NULL), CLT_ERR_INVALID_ARG);
+    ck_assert_ptr_null(m);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "the last layer with weights is layer 3 (conv)"));
+    clt_spec_free(&s);
+    ck_assert_uint_eq(clt_ctx_mem_stats(ctx).current, 0);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* ---- batch normalisation ----------------------------------------------------------------- */
+
+/* "conv 4 k3 p1, batchnorm, relu, flatten, linear 3" on (B, 2, 6, 5) inputs (through
+ * clt_model_params.input_shape) against a float64 host model (ref_conv2d_*, ref_batchnorm_*):
+ * weight 1 and bias 0 whatever the init scheme, the buffers' names, the training forward and
+ * backward, the running statistics and num_batches_tracked after three training forwards, the
+ * evaluation forward from the running statistics (and different from the training one), and
+ * estimate == accountant in every precision, for BatchNorm2d and BatchNorm1d. Tolerances: fp32
+ * atol 1e-4, rtol 1e-4 (normalised values carry the f32 variance's relative error). */
+START_TEST(test_batchnorm_model)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    const int B = 3, C = 2, H = 6, W = 5, OUT = 4, K = 3, P = 1, N = 3, HW = H * W;
+    const int F = OUT * HW;
+    clt_spec s = parse_spec("conv 4 k3 p1, batchnorm, relu, flatten, linear 3");
+    struct clt_model_params mp = clt_model_default_params();
+    mp.seed = tc_u64(&r);
+    mp.max_batch = 4;
+    mp.init = CLT_INIT_KAIMING;
+    mp.input_shape[0] = (size_t)C;
+    mp.input_shape[1] = (size_t)H;
+    mp.input_shape[2] = (size_t)W;
+    clt_model *m = NULL;
+    TC_OK(ctx, clt_model_create(&m, ctx, &s, (size_t)(C * H * W), (size_t)N, &mp));
+    ck_assert_int_eq(clt_model_param_count(m), 6);
+    ck_assert_str_eq(clt_model_param_info(m, 2)->name, "1.weight");
+    ck_assert_str_eq(clt_model_param_info(m, 3)->name, "1.bias");
+    ck_assert_uint_eq(clt_model_param_info(m, 2)->numel, OUT);
+    ck_assert_int_eq(clt_model_buffer_count(m), 3);
+    ck_assert_str_eq(clt_model_buffer_info(m, 0)->name, "1.running_mean");
+    ck_assert_str_eq(clt_model_buffer_info(m, 1)->name, "1.running_var");
+    ck_assert_str_eq(clt_model_buffer_info(m, 2)->name, "1.num_batches_tracked");
+    ck_assert(clt_model_buffer_info(m, 2)->i64 && clt_model_buffer_info(m, 2)->ndim == 0);
+    ck_assert_uint_eq(clt_model_buffer_info(m, 0)->numel, OUT);
+    ck_assert_ptr_null(clt_model_buffer_info(m, 3));
+    const size_t Pn = clt_tensor_numel(clt_model_params(m));
+    const size_t cwo = clt_model_param_info(m, 0)->offset, cbo = clt_model_param_info(m, 1)->offset,
+                 bwo = clt_model_param_info(m, 2)->offset, bbo = clt_model_param_info(m, 3)->offset,
+                 lwo = clt_model_param_info(m, 4)->offset, lbo = clt_model_param_info(m, 5)->offset;
+    float *pf = read_params(m);
+    for (int c = 0; c < OUT; c++) {
+        ck_assert(pf[bwo + c] == 1.0f);
+        ck_assert(pf[bbo + c] == 0.0f);
+    }
+    /* give the batchnorm other weights than 1 and 0, so that they matter */
+    for (int c = 0; c < OUT; c++) {
+        pf[bwo + c] = (float)tc_uniform(&r, 0.5, 1.5);
+        pf[bbo + c] = (float)tc_uniform(&r, -0.5, 0.5);
+    }
+    TC_OK(ctx, clt_model_write_params(m, pf));
+    double *w = malloc(Pn * sizeof *w);
+    ck_assert_ptr_nonnull(w);
+    for (size_t i = 0; i < Pn; i++) w[i] = pf[i];
+
+    const size_t nx = (size_t)B * C * H * W, nh = (size_t)B * F, no = (size_t)B * N;
+    float xf[3 * 60], df[9], got[64 * 4 + 512];
+    double x[3 * 60], h[3 * 120], hn[3 * 120], a[3 * 120], y[9], d[9], da[3 * 120], dh[3 * 120],
+        dn[3 * 120];
+    double *g = calloc(Pn, sizeof *g), rm[4] = {0, 0, 0, 0}, rv[4] = {1, 1, 1, 1};
+    ck_assert_ptr_nonnull(g);
+    ck_assert(Pn <= sizeof got / sizeof *got);
+    size_t xd[4] = {(size_t)B, (size_t)C, (size_t)H, (size_t)W}, dd[2] = {(size_t)B, (size_t)N};
+    clt_tensor *xt = NULL, *dt = NULL, *out = NULL;
+    TC_OK(ctx, clt_tensor_create(&xt, ctx, CLT_DTYPE_F32, 4, xd, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_create(&dt, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_OTHER));
+    for (int step = 0; step < 3; step++) {
+        tc_fill_nonzero(&r, xf, nx, 0.1f, 1.5f);
+        for (size_t i = 0; i < nx; i++) x[i] = xf[i];
+        tc_write(xt, xf);
+        ref_conv2d_forward(x, w + cwo, w + cbo, h, B, C, H, W, OUT, K, 1, P);
+        ref_batchnorm_forward_train(h, w + bwo, w + bbo, hn, NULL, NULL, B, OUT, HW, 1e-5);
+        ref_batchnorm_update_running(h, rm, rv, B, OUT, HW, 0.1);
+        ref_act_forward(REF_ACT_RELU, hn, a, nh);
+        ref_linear_forward(a, w + lwo, w + lbo, y, B, F, N);
+        TC_OK(ctx, clt_model_forward(m, xt, true, (uint64_t)step, &out));
+        tc_read(out, got);
+        tc_check_close(got, y, no, 1e-4, 1e-4, "batchnorm model: training forward", r.seed);
+    }
+    /* backward of the last forward */
+    tc_fill_nonzero(&r, df, no, 0.1f, 1.0f);
+    for (size_t i = 0; i < no; i++) d[i] = df[i];
+    tc_write(dt, df);
+    ref_linear_backward(a, w + lwo, d, da, g + lwo, g + lbo, B, F, N);
+    ref_act_backward(REF_ACT_RELU, hn, da, dn, nh);
+    ref_batchnorm_backward(h, w + bwo, dn, dh, g + bwo, g + bbo, B, OUT, HW, 1e-5);
+    ref_conv2d_backward(x, w + cwo, dh, NULL, g + cwo, g + cbo, B, C, H, W, OUT, K, 1, P);
+    tc_poison(clt_model_grads(m));
+    TC_OK(ctx, clt_model_backward(m, dt, false));
+    tc_read(clt_model_grads(m), got);
+    tc_check_close(got, g, Pn, 1e-4, 1e-3, "batchnorm model: gradients", r.seed);
+    /* running statistics and the count */
+    float bf[3 * 4 * 5];
+    int64_t cnt = -1;
+    size_t nbf = 0, nbi = 0;
+    clt_model_buffer_sizes(m, &nbf, &nbi);
+    ck_assert_uint_eq(nbf, 2 * OUT + 4 * OUT); /* running statistics and the scratch */
+    ck_assert_uint_eq(nbi, 1);
+    TC_OK(ctx, clt_model_read_buffers(m, bf, &cnt, CLT_WAIT_READ));
+    ck_assert_int_eq(cnt, 3);
+    tc_check_close(bf + clt_model_buffer_info(m, 0)->offset, rm, OUT, 1e-5, 1e-4,
+                   "batchnorm model: running_mean", r.seed);
+    tc_check_close(bf + clt_model_buffer_info(m, 1)->offset, rv, OUT, 1e-5, 1e-4,
+                   "batchnorm model: running_var", r.seed);
+    /* evaluation: the running statistics, not the batch's; no count */
+    ref_batchnorm_forward_eval(h, w + bwo, w + bbo, rm, rv, hn, B, OUT, HW, 1e-5);
+    ref_act_forward(REF_ACT_RELU, hn, a, nh);
+    ref_linear_forward(a, w + lwo, w + lbo, y, B, F, N);
+    TC_OK(ctx, clt_model_forward(m, xt, false, 0, &out));
+    tc_read(out, got);
+    tc_check_close(got, y, no, 1e-4, 1e-4, "batchnorm model: evaluation forward", r.seed);
+    ref_batchnorm_forward_train(h, w + bwo, w + bbo, hn, NULL, NULL, B, OUT, HW, 1e-5);
+    ref_act_forward(REF_ACT_RELU, hn, a, nh);
+    ref_linear_forward(a, w + lwo, w + lbo, y, B, F, N);
+    double diff = 0;
+    for (size_t i = 0; i < no; i++) diff = fmax(diff, fabs(got[i] - y[i]));
+    ck_assert_msg(diff > 1e-3, "evaluation forward equals the training one (%g)", diff);
+    TC_OK(ctx, clt_model_read_buffers(m, NULL, &cnt, CLT_WAIT_READ));
+    ck_assert_int_eq(cnt, 3);
+    /* backward after an evaluation forward is refused */
+    ck_assert_int_eq(clt_model_backward(m, dt, false), CLT_ERR_INVALID_ARG);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "needs a training forward"));
+    clt_tensor_free(xt);
+    clt_tensor_free(dt);
+    clt_model_free(m);
+    clt_spec_free(&s);
+    free(pf);
+    free(w);
+    free(g);
+
+    /* estimate == accountant, BatchNorm2d and BatchNorm1d, every precision; a run is finite */
+    const char *specs[] = {"conv 4 k3 p1, batchnorm, relu, flatten, linear 3",
+                           "batchnorm, flatten, linear 6, batchnorm, relu, linear 3, batchnorm"};
+    const clt_dtype precs[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
+    for (size_t si = 0; si < 2; si++)
+        for (size_t pi = 0; pi < 3; pi++) {
+            clt_spec s2 = parse_spec(specs[si]);
+            struct clt_model_params p2 = mp;
+            p2.max_batch = 7;
+            p2.precision = precs[pi];
+            uint64_t est[CLT_MEM__COUNT] = {0};
+            TC_OK(ctx, clt_model_mem_estimate(&s2, 60, 3, &p2, est));
+            clt_model *m2 = NULL;
+            TC_OK(ctx, clt_model_create(&m2, ctx, &s2, 60, 3, &p2));
+            struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+            for (int c = 0; c < CLT_MEM__COUNT; c++)
+                ck_assert_msg(est[c] == ms.by_category[c],
+                              "%s (%s) category %d: estimate %llu, allocated %llu", specs[si],
+                              clt_dtype_name(precs[pi]), c, (unsigned long long)est[c],
+                              (unsigned long long)ms.by_category[c]);
+            float xf2[5 * 60], df2[5 * 3], yo[5 * 3];
+            tc_fill_nonzero(&r, xf2, 5 * 60, 0.1f, 1.5f);
+            tc_fill_nonzero(&r, df2, 5 * 3, 0.1f, 1.0f);
+            size_t xd2[2] = {5, 60}, dd2[2] = {5, 3};
+            clt_tensor *xt2 = NULL, *dt2 = NULL, *o2 = NULL;
+            TC_OK(ctx, clt_tensor_create(&xt2, ctx, CLT_DTYPE_F32, 2, xd2, CLT_MEM_OTHER));
+            TC_OK(ctx, clt_tensor_create(&dt2, ctx, CLT_DTYPE_F32, 2, dd2, CLT_MEM_OTHER));
+            tc_write(xt2, xf2);
+            tc_write(dt2, df2);
+            TC_OK(ctx, clt_model_forward(m2, xt2, true, 0, &o2));
+            tc_read(o2, yo);
+            TC_OK(ctx, clt_model_backward(m2, dt2, false));
+            size_t Pn2 = clt_tensor_numel(clt_model_grads(m2));
+            float *gr = malloc(Pn2 * sizeof *gr);
+            ck_assert_ptr_nonnull(gr);
+            tc_read(clt_model_grads(m2), gr);
+            for (size_t i = 0; i < Pn2; i++)
+                ck_assert_msg(isfinite(gr[i]), "%s (%s): gradient %zu is %g", specs[si],
+                              clt_dtype_name(precs[pi]), i, (double)gr[i]);
+            for (size_t i = 0; i < 15; i++) ck_assert(isfinite(yo[i]));
+            free(gr);
+            clt_tensor_free(xt2);
+            clt_tensor_free(dt2);
+            clt_model_free(m2);
+            clt_spec_free(&s2);
+        }
+    ck_assert_uint_eq(clt_ctx_mem_stats(ctx).current, 0);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
@@ -722,6 +1394,9 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_dropout);
     tcase_add_test(tc, test_shaped_input);
     tcase_add_test(tc, test_estimate_every_kind);
+    tcase_add_test(tc, test_conv_model);
+    tcase_add_test(tc, test_batchnorm_model);
+    tcase_add_test(tc, test_pool_layers);
     suite_add_tcase(s, tc);
     return s;
 }

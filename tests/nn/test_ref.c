@@ -121,6 +121,77 @@ START_TEST(test_linear_backward)
 }
 END_TEST
 
+/* conv2d: the same objective over (B, C, H, W) inputs, several shapes, strides and paddings. */
+typedef struct conv_case {
+    int B, C, H, W, OUT, K, S, P;
+    double *x, *w, *b, *dy, *y;
+} conv_case;
+
+static int conv_ny(const conv_case *c)
+{
+    return c->B * c->OUT * ((c->H + 2 * c->P - c->K) / c->S + 1) *
+           ((c->W + 2 * c->P - c->K) / c->S + 1);
+}
+
+static double conv_objective(void *arg)
+{
+    conv_case *c = arg;
+    double s = 0.0;
+    ref_conv2d_forward(c->x, c->w, c->b, c->y, c->B, c->C, c->H, c->W, c->OUT, c->K, c->S, c->P);
+    for (int i = 0; i < conv_ny(c); i++)
+        s += c->dy[i] * c->y[i];
+    return s;
+}
+
+START_TEST(test_conv2d_backward)
+{
+    /* B, C, H, W, OUT, K, S, P */
+    static const int shapes[][8] = {{1, 1, 1, 1, 1, 1, 1, 0}, {2, 3, 5, 4, 2, 3, 1, 1},
+                                    {1, 2, 7, 6, 3, 3, 2, 0}, {2, 1, 6, 5, 2, 5, 2, 2},
+                                    {1, 2, 4, 4, 2, 2, 3, 1}};
+    uint64_t state = 7;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        for (int bias = 0; bias < 2; bias++) {
+            const int *sh = shapes[s];
+            conv_case c = {sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], sh[6], sh[7],
+                           NULL,  NULL,  NULL,  NULL,  NULL};
+            const size_t nx = (size_t)c.B * c.C * c.H * c.W, nw = (size_t)c.OUT * c.C * c.K * c.K,
+                         ny = (size_t)conv_ny(&c);
+            c.x = alloc(nx);
+            c.w = alloc(nw);
+            c.b = bias ? alloc((size_t)c.OUT) : NULL;
+            c.dy = alloc(ny);
+            c.y = alloc(ny);
+            double *dx = alloc(nx), *dw = alloc(nw), *db = alloc((size_t)c.OUT);
+            fill(c.x, nx, &state);
+            fill(c.w, nw, &state);
+            if (c.b) fill(c.b, (size_t)c.OUT, &state);
+            fill(c.dy, ny, &state);
+            ref_conv2d_backward(c.x, c.w, c.dy, dx, dw, db, c.B, c.C, c.H, c.W, c.OUT, c.K, c.S,
+                                c.P);
+            CHECK_GRAD("conv2d dx", c.x, dx, nx, conv_objective, &c);
+            CHECK_GRAD("conv2d dw", c.w, dw, nw, conv_objective, &c);
+            if (c.b) CHECK_GRAD("conv2d db", c.b, db, (size_t)c.OUT, conv_objective, &c);
+            free(c.x), free(c.w), free(c.b), free(c.dy), free(c.y), free(dx), free(dw), free(db);
+        }
+    }
+}
+END_TEST
+
+/* A value by hand: a 3x3 input, a 2x2 kernel of ones, padding 1, stride 2: each output is the
+ * sum of the window's input elements inside the image, plus the bias. */
+START_TEST(test_conv2d_forward_values)
+{
+    const double x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, w[4] = {1, 1, 1, 1}, b[1] = {0.5};
+    double y[4];
+    ref_conv2d_forward(x, w, b, y, 1, 1, 3, 3, 1, 2, 2, 1);
+    /* windows at rows -1..0 / 1..2 and columns -1..0 / 1..2 */
+    const double want[4] = {1 + 0.5, 2 + 3 + 0.5, 4 + 7 + 0.5, 5 + 6 + 8 + 9 + 0.5};
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(y[i] == want[i], "y[%d] = %g, expected %g", i, y[i], want[i]);
+}
+END_TEST
+
 START_TEST(test_linear_forward_values)
 {
     /* x (2, 3), W (2, 3), b (2): y = x W^T + b by hand. */
@@ -322,6 +393,8 @@ int main(void)
     TCase *tc = tcase_create("ref");
     tcase_add_test(tc, test_linear_backward);
     tcase_add_test(tc, test_linear_forward_values);
+    tcase_add_test(tc, test_conv2d_backward);
+    tcase_add_test(tc, test_conv2d_forward_values);
     tcase_add_test(tc, test_activation_backward);
     tcase_add_test(tc, test_activation_values);
     tcase_add_test(tc, test_softmax_xent_backward);

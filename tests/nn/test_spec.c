@@ -93,6 +93,14 @@ START_TEST(test_presets)
     expect_layer(&s.layers[3], CLT_LAYER_RELU, 0, false, 0.0f);
     expect_layer(&s.layers[4], CLT_LAYER_LINEAR, 10, true, 0.0f);
     clt_spec_free(&s);
+    ck_assert_int_eq(clt_spec_parse("CNN", 7, &s), CLT_OK);
+    ck_assert_int_eq(s.n, 13);
+    char *text = NULL;
+    ck_assert_int_eq(clt_spec_to_string(&s, &text), CLT_OK);
+    ck_assert_str_eq(text, "conv 32 k3 p1, batchnorm, relu, maxpool 2, conv 64 k3 p1, batchnorm, "
+                           "relu, maxpool 2, flatten, dropout 0.25, linear 128, relu, linear 7");
+    free(text);
+    clt_spec_free(&s);
     ck_assert_int_eq(clt_spec_parse("  # the preset\n LogReg \n", 3, &s), CLT_OK);
     ck_assert_int_eq(s.n, 1);
     expect_layer(&s.layers[0], CLT_LAYER_LINEAR, 3, true, 0.0f);
@@ -117,13 +125,8 @@ START_TEST(test_errors_layers)
 {
     expect_error("linear 256, relu, linaer 128", 10, CLT_ERR_FORMAT,
                  "model spec: layer 3 (\"linaer 128\") at column 19: unknown layer \"linaer\"; "
-                 "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu or "
-                 "leakyrelu");
-    /* Not reserved: an unknown word like any other. */
-    expect_error("conv 32 k3", 10, CLT_ERR_FORMAT,
-                 "model spec: layer 1 (\"conv 32 k3\") at column 1: unknown layer \"conv\"; "
-                 "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu or "
-                 "leakyrelu");
+                 "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu, "
+                 "leakyrelu, conv, maxpool, avgpool, globalavgpool or batchnorm");
     expect_error("relu, linear", 10, CLT_ERR_FORMAT,
                  "model spec: layer 2 (\"linear\") at column 13: linear needs a width, e.g. "
                  "\"linear 128\"");
@@ -207,17 +210,17 @@ START_TEST(test_errors_positions_and_empty)
     /* Several lines: line and column; comments and blank lines still count as lines. */
     expect_error("linear 10\n# comment\n\nrelu\n   tanhh, linear 3\n", 10, CLT_ERR_FORMAT,
                  "model spec: layer 3 (\"tanhh\") at line 5, column 4: unknown layer \"tanhh\"; "
-                 "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu or "
-                 "leakyrelu");
+                 "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu, "
+                 "leakyrelu, conv, maxpool, avgpool, globalavgpool or batchnorm");
     expect_error("relu, linear 3, gelu , linear 0x10 # hex\n", 10, CLT_ERR_FORMAT,
                  "model spec: layer 4 (\"linear 0x10\") at column 31: width must be a positive "
                  "integer, got \"0x10\"");
     expect_error("", 10, CLT_ERR_FORMAT,
                  "model spec: no layers; expected e.g. \"linear 128, relu, linear 10\" or a "
-                 "preset (mlp, logreg)");
+                 "preset (mlp, logreg, cnn)");
     expect_error(" \n # nothing here\n\t", 10, CLT_ERR_FORMAT,
                  "model spec: no layers; expected e.g. \"linear 128, relu, linear 10\" or a "
-                 "preset (mlp, logreg)");
+                 "preset (mlp, logreg, cnn)");
     /* An empty entry before a comma is an error (it used to be skipped: "a,,b" was "a,b"); a
      * trailing comma and blank lines are not. */
     expect_error("linear 64,,relu, linear 10", 10, CLT_ERR_FORMAT,
@@ -351,6 +354,9 @@ static void expect_same(const clt_spec *a, const clt_spec *b)
                      a->layers[i].p);
         ck_assert_msg(b->layers[i].alpha == a->layers[i].alpha, "alpha %g, expected %g",
                       (double)b->layers[i].alpha, (double)a->layers[i].alpha);
+        ck_assert_int_eq(b->layers[i].k, a->layers[i].k);
+        ck_assert_int_eq(b->layers[i].stride, a->layers[i].stride);
+        ck_assert_int_eq(b->layers[i].pad, a->layers[i].pad);
     }
 }
 
@@ -370,6 +376,13 @@ START_TEST(test_to_string_round_trip)
         {"SiLU, leakyrelu, leakyrelu 0.2, leakyrelu -1e-3, leakyrelu 1E1, leakyrelu -0",
          "silu, leakyrelu 0.01, leakyrelu 0.2, leakyrelu -0.001, leakyrelu 10, leakyrelu 0"},
         {"leakyrelu 0.3333333333333", "leakyrelu 0.33333334"},
+        {"CONV 32 K3 P1, conv 8 k5 s2, conv 4 k1 s1 p0 nobias, "
+         "conv 16777216 k255 s255 p255 nobias",
+         "conv 32 k3 p1, conv 8 k5 s2, conv 4 k1 nobias, conv 16777216 k255 s255 p255 nobias"},
+        {"MaxPool 2, maxpool 3 S2, avgpool 2 s1, avgpool 4 s4, GlobalAvgPool, maxpool 255 s255",
+         "maxpool 2, maxpool 3 s2, avgpool 2 s1, avgpool 4, globalavgpool, maxpool 255"},
+        {"conv 4 k3, BatchNorm, relu,batchnorm ,flatten, linear 3, batchnorm",
+         "conv 4 k3, batchnorm, relu, batchnorm, flatten, linear 3, batchnorm"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         clt_spec a, b;
@@ -388,7 +401,7 @@ START_TEST(test_to_string_round_trip)
     }
     /* Every float probability in a sweep reads back exactly. */
     for (int k = 0; k < 2000; k++) {
-        clt_layer_spec l = {CLT_LAYER_DROPOUT, 0, false, (float)k / 2001.0f, 0.0f};
+        clt_layer_spec l = {.kind = CLT_LAYER_DROPOUT, .p = (float)k / 2001.0f};
         clt_spec a = {1, &l}, b;
         char *text = NULL;
         ck_assert_int_eq(clt_spec_to_string(&a, &text), CLT_OK);
@@ -399,7 +412,7 @@ START_TEST(test_to_string_round_trip)
     }
     /* And every float slope, of either sign and any size. */
     for (int k = -1000; k < 1000; k++) {
-        clt_layer_spec l = {CLT_LAYER_LEAKYRELU, 0, false, 0.0f, (float)k * 1.37e-3f * (float)k};
+        clt_layer_spec l = {.kind = CLT_LAYER_LEAKYRELU, .alpha = (float)k * 1.37e-3f * (float)k};
         if (k < 0) l.alpha = -l.alpha;
         clt_spec a = {1, &l}, b;
         char *text = NULL;
@@ -414,7 +427,7 @@ START_TEST(test_to_string_round_trip)
     ck_assert_int_eq(clt_spec_to_string(&empty, &text), CLT_OK);
     ck_assert_str_eq(text, "");
     free(text);
-    clt_layer_spec bad = {(clt_layer_kind)42, 0, false, 0.0f, 0.0f};
+    clt_layer_spec bad = {.kind = (clt_layer_kind)42};
     clt_spec b = {1, &bad};
     text = (char *)"untouched";
     ck_assert_int_eq(clt_spec_to_string(&b, &text), CLT_ERR_INVALID_ARG);
@@ -476,10 +489,157 @@ START_TEST(test_parse_file)
 }
 END_TEST
 
+/* conv: its words, defaults, errors (each with its position), the range checks of a spec made by
+ * hand and the rule that the last layer with weights is linear. */
+START_TEST(test_conv)
+{
+    clt_spec s;
+    ck_assert_int_eq(clt_spec_parse("conv 32 k3, Conv 8 K5 S2 P2 NoBias, conv 1 k1 p0", 0, &s),
+                     CLT_OK);
+    ck_assert_int_eq(s.n, 3);
+    expect_layer(&s.layers[0], CLT_LAYER_CONV, 32, true, 0.0f);
+    ck_assert_int_eq(s.layers[0].k, 3);
+    ck_assert_int_eq(s.layers[0].stride, 1);
+    ck_assert_int_eq(s.layers[0].pad, 0);
+    expect_layer(&s.layers[1], CLT_LAYER_CONV, 8, false, 0.0f);
+    ck_assert_int_eq(s.layers[1].k, 5);
+    ck_assert_int_eq(s.layers[1].stride, 2);
+    ck_assert_int_eq(s.layers[1].pad, 2);
+    expect_layer(&s.layers[2], CLT_LAYER_CONV, 1, true, 0.0f);
+    ck_assert_int_eq(s.layers[2].k, 1);
+    ck_assert_int_eq(s.layers[2].pad, 0);
+    /* the last layer with weights must be linear */
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 10), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: the last layer with weights is layer 3 (conv); a model ends "
+                     "with a linear layer of 10 outputs, e.g. \"flatten, linear 10\" after it");
+    /* fields out of range in a spec made by hand */
+    s.layers[2].kind = CLT_LAYER_LINEAR;
+    s.layers[2].out = 10;
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 10), CLT_OK);
+    s.layers[1].stride = 0;
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 10), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(), "model spec: layer 2: conv kernel size and stride must be "
+                                        "in [1, 255] and padding in [0, 255], got k5 s0 p2");
+    s.layers[1].stride = 1;
+    s.layers[1].out = 0;
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 10), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: layer 2: conv channel count must be in [1, 16777216], got 0");
+    clt_spec_free(&s);
+
+    expect_error("relu, conv", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 2 (\"conv\") at column 11: conv needs a channel count and a "
+                 "kernel size, e.g. \"conv 32 k3\"");
+    expect_error("conv 32", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"conv 32\") at column 8: conv needs a kernel size after "
+                 "the channel count, e.g. \"conv 32 k3\"");
+    expect_error("conv k3", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"conv k3\") at column 6: channel count must be a positive "
+                 "integer, got \"k3\"");
+    expect_error("conv 0 k3", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"conv 0 k3\") at column 6: channel count must be a "
+                 "positive integer, got \"0\"");
+    expect_error("conv 32 3", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"conv 32 3\") at column 9: expected the kernel size "
+                 "\"k<K>\" (e.g. \"k3\") after the channel count, got \"3\"");
+    expect_error("conv 32 k0", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"conv 32 k0\") at column 9: kernel size must be in [1, "
+                 "255], got \"k0\"");
+    expect_error("conv 32 k256", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"conv 32 k256\") at column 9: kernel size must be in [1, "
+                 "255], got \"k256\"");
+    expect_error("conv 32 k3 s0", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"conv 32 k3 s0\") at column 12: stride must be in [1, "
+                 "255], got \"s0\"");
+    expect_error("conv 32 k3 p999", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"conv 32 k3 p999\") at column 12: padding must be in [0, "
+                 "255], got \"p999\"");
+    expect_error("conv 32 k3 p1 s2", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"conv 32 k3 p1 s2\") at column 15: unexpected \"s2\"; "
+                 "expected \"nobias\" or the end of the layer (in that order)");
+    expect_error("conv 32 k3 sx", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"conv 32 k3 sx\") at column 12: unexpected \"sx\"; "
+                 "expected \"s<S>\", \"p<P>\", \"nobias\" or the end of the layer (in that "
+                 "order)");
+    expect_error("conv 32 k3 s2 p1 nobias p1", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"conv 32 k3 s2 p1 nobias p1\") at column 25: unexpected "
+                 "\"p1\"; expected the end of the layer (in that order)");
+}
+END_TEST
+
+/* maxpool, avgpool and globalavgpool: their words, the stride's default (K), every error with
+ * its position, and the range checks of a spec made by hand. */
+START_TEST(test_pool)
+{
+    clt_spec s;
+    ck_assert_int_eq(clt_spec_parse("maxpool 2, MaxPool 3 S2, avgpool 2 s1, avgpool 4 s4, "
+                                    "globalavgpool, linear 3",
+                                    0, &s),
+                     CLT_OK);
+    ck_assert_int_eq(s.n, 6);
+    const int k[] = {2, 3, 2, 4, 0}, stride[] = {2, 2, 1, 4, 0};
+    const clt_layer_kind kinds[] = {CLT_LAYER_MAXPOOL, CLT_LAYER_MAXPOOL, CLT_LAYER_AVGPOOL,
+                                    CLT_LAYER_AVGPOOL, CLT_LAYER_GLOBALAVGPOOL};
+    for (int i = 0; i < 5; i++) {
+        expect_layer(&s.layers[i], kinds[i], 0, false, 0.0f);
+        ck_assert_int_eq(s.layers[i].k, k[i]);
+        ck_assert_int_eq(s.layers[i].stride, stride[i]);
+        ck_assert_int_eq(s.layers[i].pad, 0);
+    }
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 3), CLT_OK);
+    ck_assert_int_eq(clt_spec_check_output(&s), CLT_OK);
+    /* fields out of range in a spec made by hand */
+    s.layers[0].k = 0;
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 3), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: layer 1: maxpool window size must be in [1, 255], got 0");
+    s.layers[0].k = 2;
+    s.layers[2].stride = 256;
+    ck_assert_int_eq(clt_spec_validate(&s, 784, 3), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: layer 3: avgpool stride must be in [1, 255], got 256");
+    clt_spec_free(&s);
+
+    expect_error("relu, maxpool", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 2 (\"maxpool\") at column 14: maxpool needs a window size, "
+                 "e.g. \"maxpool 2\"");
+    expect_error("maxpool 0", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"maxpool 0\") at column 9: maxpool window size must be an "
+                 "integer in [1, 255], got \"0\"");
+    expect_error("avgpool 256", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"avgpool 256\") at column 9: avgpool window size must be "
+                 "an integer in [1, 255], got \"256\"");
+    expect_error("maxpool k2", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"maxpool k2\") at column 9: maxpool window size must be "
+                 "an integer in [1, 255], got \"k2\"");
+    expect_error("maxpool 2 s0", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"maxpool 2 s0\") at column 11: maxpool stride must be "
+                 "\"s\" and an integer in [1, 255], got \"s0\"");
+    expect_error("avgpool 2 s", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"avgpool 2 s\") at column 11: avgpool stride must be "
+                 "\"s\" and an integer in [1, 255], got \"s\"");
+    expect_error("maxpool 2 3", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"maxpool 2 3\") at column 11: unexpected \"3\" after "
+                 "the window size; expected a stride (\"s2\") or the end of the layer");
+    expect_error("avgpool 2 s1 x", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"avgpool 2 s1 x\") at column 14: unexpected \"x\" after "
+                 "the stride; expected the end of the layer");
+    expect_error("conv 4 k3, batchnorm 4, linear 3", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 2 (\"batchnorm 4\") at column 22: batchnorm takes no "
+                 "arguments, got \"4\"");
+    expect_error("globalavgpool 2", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"globalavgpool 2\") at column 15: globalavgpool takes no "
+                 "arguments, got \"2\"");
+}
+END_TEST
+
 START_TEST(test_kind_names)
 {
-    static const char *const names[] = {"linear",  "relu",    "gelu", "tanh",     "sigmoid",
-                                        "dropout", "flatten", "silu", "leakyrelu"};
+    static const char *const names[] = {"linear",  "relu",      "gelu",    "tanh",
+                                        "sigmoid", "dropout",   "flatten", "silu",
+                                        "leakyrelu", "conv",    "maxpool", "avgpool",
+                                        "globalavgpool", "batchnorm"};
     ck_assert_int_eq(sizeof names / sizeof *names, CLT_LAYER__COUNT);
     for (int k = 0; k < CLT_LAYER__COUNT; k++) {
         ck_assert_str_eq(clt_layer_kind_name((clt_layer_kind)k), names[k]);
@@ -488,6 +648,8 @@ START_TEST(test_kind_names)
         snprintf(text, sizeof text, "%s%s", names[k],
                  k == CLT_LAYER_LINEAR    ? " 4"
                  : k == CLT_LAYER_DROPOUT ? " 0.5"
+                 : k == CLT_LAYER_CONV    ? " 4 k3"
+                 : k == CLT_LAYER_MAXPOOL || k == CLT_LAYER_AVGPOOL ? " 2"
                                           : "");
         ck_assert_int_eq(clt_spec_parse(text, 0, &s), CLT_OK);
         ck_assert_int_eq(s.layers[0].kind, k);
@@ -514,6 +676,8 @@ int main(void)
     tcase_add_test(tc, test_to_string_round_trip);
     tcase_add_test(tc, test_parse_file);
     tcase_add_test(tc, test_kind_names);
+    tcase_add_test(tc, test_conv);
+    tcase_add_test(tc, test_pool);
     suite_add_tcase(suite, tc);
     SRunner *runner = srunner_create(suite);
     srunner_run_all(runner, CK_NORMAL);

@@ -3,6 +3,8 @@
 #include "ref_nn.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define REF_SQRT_2_OVER_PI 0.79788456080286535588 /* sqrt(2 / pi) */
 #define REF_GELU_KAPPA 0.044715
@@ -177,4 +179,179 @@ double ref_mse(const double *pred, const double *target, size_t n, double *dpred
         if (dpred) dpred[i] = 2.0 * d / (double)n;
     }
     return total / (double)n;
+}
+
+/* Scatter formulation (each window adds to its inputs), the opposite of the kernels' gather. */
+void ref_pool_forward(int max, const double *x, double *y, int BC, int H, int W, int kh, int kw,
+                      int sh, int sw)
+{
+    int OH = (H - kh) / sh + 1, OW = (W - kw) / sw + 1;
+    for (int p = 0; p < BC; p++)
+        for (int oh = 0; oh < OH; oh++)
+            for (int ow = 0; ow < OW; ow++) {
+                const double *xp = x + (size_t)p * H * W;
+                double acc = max ? xp[(size_t)oh * sh * W + (size_t)ow * sw] : 0.0;
+                for (int i = 0; i < kh; i++)
+                    for (int j = 0; j < kw; j++) {
+                        double v = xp[(size_t)(oh * sh + i) * W + (size_t)(ow * sw + j)];
+                        if (!max) acc += v;
+                        else if (v > acc) acc = v;
+                    }
+                y[((size_t)p * OH + oh) * OW + ow] = max ? acc : acc / (kh * kw);
+            }
+}
+
+void ref_pool_backward(int max, const double *x, const double *dy, double *dx, int BC, int H,
+                       int W, int kh, int kw, int sh, int sw)
+{
+    int OH = (H - kh) / sh + 1, OW = (W - kw) / sw + 1;
+    for (size_t i = 0; i < (size_t)BC * H * W; i++) dx[i] = 0.0;
+    for (int p = 0; p < BC; p++)
+        for (int oh = 0; oh < OH; oh++)
+            for (int ow = 0; ow < OW; ow++) {
+                const double *xp = x ? x + (size_t)p * H * W : NULL;
+                double *dxp = dx + (size_t)p * H * W;
+                double g = dy[((size_t)p * OH + oh) * OW + ow];
+                size_t best = (size_t)oh * sh * W + (size_t)ow * sw;
+                for (int i = 0; i < kh; i++)
+                    for (int j = 0; j < kw; j++) {
+                        size_t o = (size_t)(oh * sh + i) * W + (size_t)(ow * sw + j);
+                        if (!max) dxp[o] += g / (kh * kw);
+                        else if (xp[o] > xp[best]) best = o; /* strictly: the first maximum */
+                    }
+                if (max) dxp[best] += g;
+            }
+}
+
+void ref_conv2d_forward(const double *x, const double *w, const double *b, double *y, int B, int C,
+                        int H, int W, int OUT, int K, int S, int P)
+{
+    const int OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1;
+    for (int n = 0; n < B; n++)
+        for (int o = 0; o < OUT; o++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OW; ow++) {
+                    double acc = b ? b[o] : 0.0;
+                    for (int c = 0; c < C; c++)
+                        for (int kh = 0; kh < K; kh++)
+                            for (int kw = 0; kw < K; kw++) {
+                                int ih = oh * S - P + kh, iw = ow * S - P + kw;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                acc += x[(((size_t)n * C + c) * H + ih) * W + iw] *
+                                       w[(((size_t)o * C + c) * K + kh) * K + kw];
+                            }
+                    y[(((size_t)n * OUT + o) * OH + oh) * OW + ow] = acc;
+                }
+}
+
+void ref_conv2d_backward(const double *x, const double *w, const double *dy, double *dx,
+                         double *dw, double *db, int B, int C, int H, int W, int OUT, int K, int S,
+                         int P)
+{
+    const int OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1;
+    if (dx) memset(dx, 0, (size_t)B * C * H * W * sizeof *dx);
+    if (dw) memset(dw, 0, (size_t)OUT * C * K * K * sizeof *dw);
+    if (db) memset(db, 0, (size_t)OUT * sizeof *db);
+    for (int n = 0; n < B; n++)
+        for (int o = 0; o < OUT; o++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OW; ow++) {
+                    double g = dy[(((size_t)n * OUT + o) * OH + oh) * OW + ow];
+                    if (db) db[o] += g;
+                    for (int c = 0; c < C; c++)
+                        for (int kh = 0; kh < K; kh++)
+                            for (int kw = 0; kw < K; kw++) {
+                                int ih = oh * S - P + kh, iw = ow * S - P + kw;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                size_t xi = (((size_t)n * C + c) * H + ih) * W + iw,
+                                       wi = (((size_t)o * C + c) * K + kh) * K + kw;
+                                if (dw) dw[wi] += g * x[xi];
+                                if (dx) dx[xi] += g * w[wi];
+                            }
+                }
+}
+
+/* ---- batch normalisation ------------------------------------------------------------------- */
+
+void ref_batchnorm_forward_train(const double *x, const double *w, const double *b, double *y,
+                                 double *mean, double *var, int B, int C, int S, double eps)
+{
+    const double n = (double)B * S;
+    for (int c = 0; c < C; c++) {
+        double mu = 0, v = 0;
+        for (int bi = 0; bi < B; bi++)
+            for (int s = 0; s < S; s++) mu += x[((size_t)bi * C + c) * S + s];
+        mu /= n;
+        for (int bi = 0; bi < B; bi++)
+            for (int s = 0; s < S; s++) {
+                double d = x[((size_t)bi * C + c) * S + s] - mu;
+                v += d * d;
+            }
+        v /= n;
+        if (mean) mean[c] = mu;
+        if (var) var[c] = v;
+        if (!y) continue;
+        double inv = 1.0 / sqrt(v + eps);
+        for (int bi = 0; bi < B; bi++)
+            for (int s = 0; s < S; s++) {
+                size_t i = ((size_t)bi * C + c) * S + s;
+                y[i] = (x[i] - mu) * inv * w[c] + b[c];
+            }
+    }
+}
+
+void ref_batchnorm_forward_eval(const double *x, const double *w, const double *b,
+                                const double *rmean, const double *rvar, double *y, int B, int C,
+                                int S, double eps)
+{
+    for (int bi = 0; bi < B; bi++)
+        for (int c = 0; c < C; c++)
+            for (int s = 0; s < S; s++) {
+                size_t i = ((size_t)bi * C + c) * S + s;
+                y[i] = (x[i] - rmean[c]) / sqrt(rvar[c] + eps) * w[c] + b[c];
+            }
+}
+
+void ref_batchnorm_update_running(const double *x, double *rmean, double *rvar, int B, int C,
+                                  int S, double momentum)
+{
+    const double n = (double)B * S;
+    double *mean = malloc((size_t)C * sizeof *mean), *var = malloc((size_t)C * sizeof *var);
+    if (!mean || !var) abort();
+    ref_batchnorm_forward_train(x, NULL, NULL, NULL, mean, var, B, C, S, 0);
+    for (int c = 0; c < C; c++) {
+        rmean[c] = (1 - momentum) * rmean[c] + momentum * mean[c];
+        rvar[c] = (1 - momentum) * rvar[c] + momentum * var[c] * n / (n - 1);
+    }
+    free(mean);
+    free(var);
+}
+
+void ref_batchnorm_backward(const double *x, const double *w, const double *dy, double *dx,
+                            double *dw, double *db, int B, int C, int S, double eps)
+{
+    const double n = (double)B * S;
+    double *mean = malloc((size_t)C * sizeof *mean), *var = malloc((size_t)C * sizeof *var);
+    if (!mean || !var) abort();
+    ref_batchnorm_forward_train(x, NULL, NULL, NULL, mean, var, B, C, S, eps);
+    for (int c = 0; c < C; c++) {
+        double inv = 1.0 / sqrt(var[c] + eps), sdy = 0, sdx = 0;
+        for (int bi = 0; bi < B; bi++)
+            for (int s = 0; s < S; s++) {
+                size_t i = ((size_t)bi * C + c) * S + s;
+                sdy += dy[i];
+                sdx += dy[i] * (x[i] - mean[c]) * inv;
+            }
+        if (dw) dw[c] = sdx;
+        if (db) db[c] = sdy;
+        if (!dx) continue;
+        for (int bi = 0; bi < B; bi++)
+            for (int s = 0; s < S; s++) {
+                size_t i = ((size_t)bi * C + c) * S + s;
+                double xhat = (x[i] - mean[c]) * inv;
+                dx[i] = w[c] * inv * (dy[i] - sdy / n - xhat * sdx / n);
+            }
+    }
+    free(mean);
+    free(var);
 }

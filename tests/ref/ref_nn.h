@@ -58,4 +58,43 @@ double ref_softmax_xent(const double *logits, const int32_t *labels, int B, int 
  * d loss / d pred = 2 (pred - target) / n. */
 double ref_mse(const double *pred, const double *target, size_t n, double *dpred);
 
+/* Pooling of the BC planes (B * C) of x (BC, H, W) into y (BC, OH, OW), as nn.MaxPool2d /
+ * nn.AvgPool2d((kh, kw), stride=(sh, sw)): no padding, floor mode, OH = (H - kh) / sh + 1
+ * (OW likewise). max != 0: the window's maximum; else its mean. */
+void ref_pool_forward(int max, const double *x, double *y, int BC, int H, int W, int kh, int kw,
+                      int sh, int sw);
+/* dx (BC, H, W) from dy (BC, OH, OW): max routes each window's gradient to the window's first
+ * maximum in row-major order (as PyTorch; reads x), avg adds dy / (kh kw) to every element of
+ * the window (x may be NULL); elements in no window get 0. */
+void ref_pool_backward(int max, const double *x, const double *dy, double *dx, int BC, int H,
+                       int W, int kh, int kw, int sh, int sw);
+
+/* 2-D convolution as nn.Conv2d / conv2d: x (B, C, H, W), w (OUT, C, K, K), b (OUT) or NULL,
+ * y (B, OUT, OH, OW) with OH = (H + 2P - K) / S + 1 (OW likewise), zero padding P, stride S. */
+void ref_conv2d_forward(const double *x, const double *w, const double *b, double *y, int B, int C,
+                        int H, int W, int OUT, int K, int S, int P);
+/* Its gradients from dy (B, OUT, OH, OW): dx (B, C, H, W), dw (OUT, C, K, K), db (OUT); any of
+ * them may be NULL. */
+void ref_conv2d_backward(const double *x, const double *w, const double *dy, double *dx,
+                         double *dw, double *db, int B, int C, int H, int W, int OUT, int K, int S,
+                         int P);
+
+/* Batch normalisation as nn.BatchNorm2d (S = H W) / nn.BatchNorm1d (S = 1) over x (B, C, S),
+ * training mode: mean[c] and var[c] (biased) over the channel's B S elements, y = (x - mean) /
+ * sqrt(var + eps) w + b. y, mean and var may be NULL. */
+void ref_batchnorm_forward_train(const double *x, const double *w, const double *b, double *y,
+                                 double *mean, double *var, int B, int C, int S, double eps);
+/* Evaluation mode: y = (x - rmean) / sqrt(rvar + eps) w + b. */
+void ref_batchnorm_forward_eval(const double *x, const double *w, const double *b,
+                                const double *rmean, const double *rvar, double *y, int B, int C,
+                                int S, double eps);
+/* The running statistics after one training forward: rmean = (1 - m) rmean + m mean,
+ * rvar = (1 - m) rvar + m var n / (n - 1) (n = B S), as PyTorch. */
+void ref_batchnorm_update_running(const double *x, double *rmean, double *rvar, int B, int C,
+                                  int S, double momentum);
+/* Gradients of the training forward from dy (B, C, S): dx (B, C, S) through the batch
+ * statistics, dw (C) = sum dy xhat, db (C) = sum dy; any of them may be NULL. */
+void ref_batchnorm_backward(const double *x, const double *w, const double *dy, double *dx,
+                            double *dw, double *db, int B, int C, int S, double eps);
+
 #endif

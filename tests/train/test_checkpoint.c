@@ -190,6 +190,123 @@ static void round_trip(clt_ctx *ctx, tc_rng *r, const char *dir, clt_optim_kind 
     remove(path);
 }
 
+/* A model with batchnorm: its running statistics and num_batches_tracked are saved with
+ * PyTorch's names and dtypes (F32 (C); I64 with shape []) and restored exactly by
+ * clt_checkpoint_load_model; a state dict without them is refused naming the tensor, and a plain
+ * state dict with them loads. */
+START_TEST(test_batchnorm_buffers)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    char dir[1024], path[4096], plain[4096], bare[4096];
+    tc_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/bn.safetensors", dir);
+    snprintf(plain, sizeof plain, "%s/plain.safetensors", dir);
+    snprintf(bare, sizeof bare, "%s/bare.safetensors", dir);
+    const char *spec = "linear 5, batchnorm, relu, linear 3";
+    clt_model *m = make_model(ctx, spec, IN, 1);
+    size_t xd[2] = {4, IN};
+    clt_tensor *xt = NULL, *out = NULL;
+    TC_OK(ctx, clt_tensor_create(&xt, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_OTHER));
+    float x[4 * IN];
+    for (int step = 0; step < 3; step++) {
+        tc_fill_nonzero(&r, x, 4 * IN, 0.1f, 2.0f);
+        tc_write(xt, x);
+        TC_OK(ctx, clt_model_forward(m, xt, true, (uint64_t)step, &out));
+    }
+    ck_assert_int_eq(clt_model_buffer_count(m), 3);
+    size_t nbf = 0, nbi = 0;
+    clt_model_buffer_sizes(m, &nbf, &nbi);
+    float *b1 = calloc(nbf, sizeof *b1), *b2 = calloc(nbf, sizeof *b2);
+    int64_t c1 = 0, c2 = 0;
+    ck_assert(b1 && b2 && nbi == 1);
+    TC_OK(ctx, clt_model_read_buffers(m, b1, &c1, CLT_WAIT_READ));
+    ck_assert_int_eq(c1, 3);
+    struct clt_checkpoint_info info = {
+        .norm = {.features = IN, .scale = 1.0f}, .classes = N, .task = CLT_TASK_CLASSIFICATION};
+    TC_OK(ctx, clt_checkpoint_save(path, m, NULL, &info));
+
+    /* the file: PyTorch's names, dtypes and shapes */
+    clt_st_file *f = NULL;
+    TC_OK(NULL, clt_st_open(&f, path));
+    const clt_st_tensor *t = clt_st_find(f, "1.num_batches_tracked");
+    ck_assert_ptr_nonnull(t);
+    ck_assert(t->dtype == CLT_ST_I64 && t->ndim == 0 && t->nbytes == 8);
+    int64_t v = 0;
+    memcpy(&v, t->data, 8);
+    ck_assert_int_eq(v, 3);
+    t = clt_st_find(f, "1.running_var");
+    ck_assert(t && t->dtype == CLT_DTYPE_F32 && t->ndim == 1 && t->shape[0] == 5);
+    ck_assert_ptr_nonnull(clt_st_find(f, "1.running_mean"));
+    ck_assert_ptr_null(clt_st_find(f, "1.stats")); /* scratch is not saved */
+    /* the same tensors without cltrain's metadata (a PyTorch state dict), and without buffers */
+    clt_st_tensor ts[16];
+    int nt = 0, nbare = 0;
+    for (int i = 0; i < clt_st_count(f); i++) {
+        const clt_st_tensor *e = clt_st_get(f, i);
+        ts[nt++] = *e;
+    }
+    clt_st_tensor tb[16];
+    for (int i = 0; i < nt; i++)
+        if (!strstr(ts[i].name, "running") && !strstr(ts[i].name, "num_batches"))
+            tb[nbare++] = ts[i];
+    TC_OK(NULL, clt_st_write(plain, ts, nt, NULL, NULL, 0));
+    TC_OK(NULL, clt_st_write(bare, tb, nbare, NULL, NULL, 0));
+    clt_st_close(f);
+
+    /* restored exactly */
+    clt_checkpoint *ck = NULL;
+    ck_assert_msg(clt_checkpoint_open(&ck, path) == CLT_OK, "%s", clt_last_errmsg());
+    clt_model *m2 = make_model(ctx, spec, IN, 2);
+    TC_OK(ctx, clt_checkpoint_load_model(ck, m2));
+    TC_OK(ctx, clt_model_read_buffers(m2, b2, &c2, CLT_WAIT_READ));
+    ck_assert_int_eq(c2, 3);
+    for (int i = 0; i < 3; i++) {
+        const struct clt_buffer_info *bi = clt_model_buffer_info(m2, i);
+        if (!bi->i64)
+            ck_assert(memcmp(b1 + bi->offset, b2 + bi->offset, bi->numel * sizeof *b1) == 0);
+    }
+    float *pa = read_all(clt_model_params(m)), *pb = read_all(clt_model_params(m2));
+    ck_assert(memcmp(pa, pb, clt_tensor_nbytes(clt_model_params(m))) == 0);
+    free(pa);
+    free(pb);
+    /* evaluation outputs agree */
+    float ya[4 * N], yb[4 * N];
+    TC_OK(ctx, clt_model_forward(m, xt, false, 0, &out));
+    tc_read(out, ya);
+    TC_OK(ctx, clt_model_forward(m2, xt, false, 0, &out));
+    tc_read(out, yb);
+    ck_assert(memcmp(ya, yb, sizeof ya) == 0);
+    clt_checkpoint_close(ck);
+    clt_model_free(m2);
+
+    /* a plain state dict with the buffers loads; one without them is refused by name */
+    ck_assert_int_eq(clt_checkpoint_open_weights(&ck, plain), CLT_OK);
+    m2 = make_model(ctx, spec, IN, 3);
+    TC_OK(ctx, clt_checkpoint_load_model(ck, m2));
+    c2 = 0;
+    TC_OK(ctx, clt_model_read_buffers(m2, b2, &c2, CLT_WAIT_READ));
+    ck_assert_int_eq(c2, 3);
+    clt_checkpoint_close(ck);
+    ck_assert_int_eq(clt_checkpoint_open_weights(&ck, bare), CLT_OK);
+    ck_assert_int_eq(clt_checkpoint_load_model(ck, m2), CLT_ERR_FORMAT);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "no tensor \"1.running_mean\""), "%s",
+                  clt_ctx_errmsg(ctx));
+    clt_checkpoint_close(ck);
+    clt_model_free(m2);
+    clt_model_free(m);
+    clt_tensor_free(xt);
+    free(b1);
+    free(b2);
+    remove(path);
+    remove(plain);
+    remove(bare);
+    rmdir(dir);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 START_TEST(test_round_trip)
 {
     clt_ctx *ctx = tc_ctx();
@@ -643,6 +760,7 @@ static Suite *checkpoint_suite(void)
     TCase *tc = tc_tcase("checkpoint");
     tcase_add_test(tc, test_crc32c);
     tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_batchnorm_buffers);
     tcase_add_test(tc, test_validation);
     tcase_add_test(tc, test_resume_other_optimizer);
     tcase_add_test(tc, test_atomic_save);

@@ -97,7 +97,7 @@ struct config {
 /* Creates the set-up of c on a fresh ctx: every category's bytes (accountant now minus before)
  * must equal the estimate exactly; then the dry run (one step of all micro-batches and an
  * evaluation) must not raise the peak above it. */
-static void check_config(const struct config *c, tc_rng *r)
+static void check_config(const struct config *c, bool augment, tc_rng *r)
 {
     clt_ctx *ctx = tc_ctx();
     struct set tr, te;
@@ -109,15 +109,21 @@ static void check_config(const struct config *c, tc_rng *r)
     p.loader.mode = c->mode;
     p.loader.pinned = c->pinned;
     p.train.accumulate = c->accumulate;
+    if (augment) { /* --augment flip,shift=1 on 13 features as (1, 1, 13) images */
+        p.loader.augment = (struct clt_augment){.flip = true, .shift = 1};
+        tr.d.sample_ndim = 3;
+        tr.d.sample_shape[0] = tr.d.sample_shape[1] = 1;
+        tr.d.sample_shape[2] = tr.d.features;
+    }
     p.train.optim = clt_optim_default_params(c->optim);
     p.train.optim.momentum = c->momentum;
     char what[256];
-    snprintf(what, sizeof what, "%s, %s%s, %s%s, %s, %s, batch %zu x %d", c->spec,
+    snprintf(what, sizeof what, "%s, %s%s, %s%s, %s, %s, batch %zu x %d%s", c->spec,
              clt_optim_kind_name(c->optim), c->momentum != 0 ? " with momentum" : "",
              clt_loader_mode_name(c->mode),
              c->mode == CLT_LOADER_STREAMING ? (c->pinned ? " pinned" : " pageable") : "",
              c->u8 ? "u8" : "f32", c->test ? "test split" : "no test split", c->batch,
-             c->accumulate);
+             c->accumulate, augment ? ", augmented" : "");
 
     struct clt_mem_estimate est;
     TC_OK(ctx, clt_train_mem_estimate(ctx, &p, c->batch, &est));
@@ -167,7 +173,9 @@ START_TEST(test_estimate)
         {"linear 4", CLT_OPTIM_SGD, 0, CLT_LOADER_AUTO, true, false, true, 203, 1},
     };
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++)
-        check_config(&configs[i], &r);
+        check_config(&configs[i], false, &r);
+    /* augmentation's (B, F) buffer of the batch before augmenting, with either loader */
+    for (size_t i = 0; i < 3; i += 2) check_config(&configs[i], true, &r);
     tc_assert_no_live();
 }
 END_TEST

@@ -1,6 +1,7 @@
 /* The linear layer, "linear OUT [nobias]": y (B, OUT) = x (B, IN) W^T + b, with W (OUT, IN) and
  * b (OUT) named "{i}.weight" and "{i}.bias" as nn.Linear's, initialised from fan-in IN and
- * fan-out OUT. Its input must be flat (B, IN): a shaped input needs a flatten first. */
+ * fan-out OUT. A shaped input (B, C, H, W) is taken as its flattened features (IN = C*H*W),
+ * as after a flatten: the same weights, no copy. */
 #include "nn/layer_internal.h"
 
 #include <stdio.h>
@@ -57,14 +58,9 @@ static clt_status check(const clt_layer_spec *l, int layer)
 static clt_status out_shape(const clt_layer_spec *l, int layer, const char *text,
                             const struct clt__shape *in, struct clt__shape *out)
 {
-    if (in->ndim != 1) {
-        char got[64];
-        clt__shape_format(in, got, sizeof got);
-        return clt__fail(NULL, CLT_ERR_INVALID_ARG,
-                         "model spec: layer %d (%s) needs a flat input, got %s; add flatten "
-                         "before it",
-                         layer, text, got);
-    }
+    (void)layer;
+    (void)text;
+    (void)in; /* any shape: its flattened features */
     out->ndim = 1;
     out->d[0] = (size_t)l->out;
     return CLT_OK;
@@ -73,7 +69,7 @@ static clt_status out_shape(const clt_layer_spec *l, int layer, const char *text
 static int params(const clt_layer_spec *l, const struct clt__shape *in,
                   const struct clt__shape *out, struct clt__param_decl *decl)
 {
-    size_t IN = in->d[0], OUT = out->d[0];
+    size_t IN = clt__shape_numel(in), OUT = out->d[0];
     decl[0] = (struct clt__param_decl){"weight", 2, {OUT, IN}, true, IN, OUT};
     if (!l->bias) return 1;
     decl[1] = (struct clt__param_decl){"bias", 1, {OUT, 0}, false, IN, OUT};

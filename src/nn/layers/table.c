@@ -15,6 +15,11 @@ static const struct clt__layer_kind *const kinds[CLT_LAYER__COUNT] = {
     [CLT_LAYER_FLATTEN] = &clt__layer_flatten,
     [CLT_LAYER_SILU] = &clt__layer_silu,
     [CLT_LAYER_LEAKYRELU] = &clt__layer_leakyrelu,
+    [CLT_LAYER_CONV] = &clt__layer_conv,
+    [CLT_LAYER_MAXPOOL] = &clt__layer_maxpool,
+    [CLT_LAYER_AVGPOOL] = &clt__layer_avgpool,
+    [CLT_LAYER_GLOBALAVGPOOL] = &clt__layer_globalavgpool,
+    [CLT_LAYER_BATCHNORM] = &clt__layer_batchnorm,
 };
 
 const struct clt__layer_kind *clt__layer_kind_of(clt_layer_kind k)

@@ -1,0 +1,118 @@
+/* The data-movement half of a 2-D convolution (the arithmetic is clt_op_gemm, see
+ * src/ops/conv.c): im2col, its adjoint col2im (a gather per input element: no atomics, the same
+ * bits on every launch), and the permutes between the GEMM's rows (B*OH*OW, OUT) and NCHW
+ * (B, OUT, OH, OW), the forward one adding the bias. Source and destination may be f32, f16 or
+ * bf16 storage (-DSRC_DTYPE, -DDST_DTYPE; f32 arithmetic, one rounding at the store).
+ * Shapes: x (B, C, H, W), cols (B*OH*OW, C*K*K) with row (b, oh, ow) and column (c, kh, kw),
+ * zero padding P on each side, stride S.
+ * 3-D launches whose dimension 0 runs along the memory the kernel writes (neighbouring
+ * work-items write neighbouring elements: coalesced on GPUs, contiguous runs on CPUs); the
+ * indices come from the range itself, with at most one 32-bit division per work-item, of an
+ * index that a CPU compiler's work-item loops hold constant. Every extent is rounded up to the
+ * work-group's, so the kernels check their indices; the host keeps each below 2^32. */
+#ifndef SRC_DTYPE
+#define SRC_DTYPE CLT_F32
+#endif
+#ifndef DST_DTYPE
+#define DST_DTYPE CLT_F32
+#endif
+
+/* t / S for a stride S, without a division in the usual case S = 1. */
+static inline uint conv_div_stride(uint t, uint S)
+{
+    return S == 1 ? t : t / S;
+}
+
+/* cols[r, (c, kh, kw)] = x[b, c, oh*S - P + kh, ow*S - P + kw], 0 in the padding, for row
+ * r = (b, oh, ow). Range (C, OW, B*OH): work-item (c, ow, (b, oh)) writes the K*K contiguous
+ * elements of its channel in row r, so a work-group writes one contiguous run. */
+kernel void conv_im2col(global CLT_TYPE(DST_DTYPE) *cols, ulong cols_off,
+                        const global CLT_TYPE(SRC_DTYPE) *x, ulong x_off, uint BOH, uint C, uint H,
+                        uint W, uint K, uint S, uint P, uint OH, uint OW)
+{
+    const uint c = (uint)get_global_id(0), ow = (uint)get_global_id(1),
+               t = (uint)get_global_id(2); /* b * OH + oh */
+    const uint b = t / OH, oh = t - b * OH;
+    if (c >= C || ow >= OW || t >= BOH) return;
+    const int ih0 = (int)(oh * S) - (int)P, iw0 = (int)(ow * S) - (int)P;
+    const ulong plane = x_off + ((ulong)b * C + c) * H * W;
+    ulong o = cols_off + (((ulong)t * OW + ow) * C + c) * K * K;
+    if (ih0 >= 0 && iw0 >= 0 && ih0 + (int)K <= (int)H && iw0 + (int)K <= (int)W) {
+        /* the whole window inside the plane: no padding tests */
+        ulong src = plane + (uint)ih0 * W + (uint)iw0;
+        for (uint kh = 0; kh < K; kh++, src += W)
+            for (uint kw = 0; kw < K; kw++, o++)
+                CLT_STORE(DST_DTYPE, cols, o, CLT_LOAD(SRC_DTYPE, x, src + kw));
+        return;
+    }
+    for (uint kh = 0; kh < K; kh++) {
+        const int ih = ih0 + (int)kh;
+        const bool row_in = ih >= 0 && ih < (int)H;
+        const ulong src = plane + (ulong)(row_in ? ih : 0) * W;
+        for (uint kw = 0; kw < K; kw++, o++) {
+            const int iw = iw0 + (int)kw;
+            float v = 0.0f;
+            if (row_in && iw >= 0 && iw < (int)W) v = CLT_LOAD(SRC_DTYPE, x, src + (uint)iw);
+            CLT_STORE(DST_DTYPE, cols, o, v);
+        }
+    }
+}
+
+/* dx[b, c, ih, iw] = the sum of dcols[(b, oh, ow), (c, kh, kw)] over the windows that cover
+ * (ih, iw): oh*S + kh = ih + P with 0 <= kh < K and 0 <= oh < OH, likewise ow; the ranges of
+ * oh and ow are computed (divisions by S only when S > 1) instead of tested per (kh, kw), and
+ * the terms are summed in the fixed order kh, kw ascending (oh, ow descending).
+ * Range (C, W, B*H): work-item (c, iw, (b, ih)); neighbouring work-items read neighbouring
+ * column groups of the same dcols rows (the rows are long, the channels' groups adjacent). */
+kernel void conv_col2im(global CLT_TYPE(DST_DTYPE) *dx, ulong dx_off,
+                        const global CLT_TYPE(SRC_DTYPE) *dcols, ulong dcols_off, uint BH, uint C,
+                        uint H, uint W, uint K, uint S, uint P, uint OH, uint OW)
+{
+    const uint c = (uint)get_global_id(0), iw = (uint)get_global_id(1),
+               t = (uint)get_global_id(2); /* b * H + ih */
+    const uint b = t / H, ih = t - b * H;
+    if (iw >= W || c >= C || t >= BH) return;
+    /* oh covers ih when oh*S <= ih + P < oh*S + K */
+    const uint th = ih + P, tw = iw + P;
+    const int oh_hi = (int)min(conv_div_stride(th, S), OH - 1),
+              oh_lo = th < K ? 0 : (int)conv_div_stride(th - K, S) + 1,
+              ow_hi = (int)min(conv_div_stride(tw, S), OW - 1),
+              ow_lo = tw < K ? 0 : (int)conv_div_stride(tw - K, S) + 1;
+    const uint CKK = C * K * K;
+    const ulong base = dcols_off + (ulong)c * K * K;
+    float acc = 0.0f;
+    for (int oh = oh_hi; oh >= oh_lo; oh--) {
+        const uint kh = th - (uint)oh * S;
+        const ulong rbase = ((ulong)b * OH + (uint)oh) * OW;
+        for (int ow = ow_hi; ow >= ow_lo; ow--) {
+            const uint kw = tw - (uint)ow * S;
+            acc += CLT_LOAD(SRC_DTYPE, dcols, base + (rbase + (uint)ow) * CKK + kh * K + kw);
+        }
+    }
+    CLT_STORE(DST_DTYPE, dx, dx_off + (((ulong)b * C + c) * H + ih) * W + iw, acc);
+}
+
+/* y[b, o, s] = rows[b*HW + s, o] (+ bias[o] when has_bias; bias has SRC_DTYPE).
+ * Range (HW, OUT, B): work-item (s, o, b). */
+kernel void conv_forward_permute(global CLT_TYPE(DST_DTYPE) *y, ulong y_off,
+                                 const global CLT_TYPE(SRC_DTYPE) *rows, ulong rows_off,
+                                 const global CLT_TYPE(SRC_DTYPE) *bias, ulong b_off,
+                                 uint has_bias, uint B, uint OUT, uint HW)
+{
+    const uint s = (uint)get_global_id(0), o = (uint)get_global_id(1), b = (uint)get_global_id(2);
+    if (s >= HW || o >= OUT || b >= B) return;
+    float v = CLT_LOAD(SRC_DTYPE, rows, rows_off + ((ulong)b * HW + s) * OUT + o);
+    if (has_bias) v += CLT_LOAD(SRC_DTYPE, bias, b_off + o);
+    CLT_STORE(DST_DTYPE, y, y_off + ((ulong)b * OUT + o) * HW + s, v);
+}
+
+/* rows[b*HW + s, o] = dy[b, o, s]. Range (OUT, HW, B): work-item (o, s, b). */
+kernel void conv_backward_permute(global CLT_TYPE(DST_DTYPE) *rows, ulong rows_off,
+                                  const global CLT_TYPE(SRC_DTYPE) *dy, ulong dy_off, uint B,
+                                  uint OUT, uint HW)
+{
+    const uint o = (uint)get_global_id(0), s = (uint)get_global_id(1), b = (uint)get_global_id(2);
+    if (o >= OUT || s >= HW || b >= B) return;
+    CLT_STORE(DST_DTYPE, rows, rows_off + ((ulong)b * HW + s) * OUT + o,
+              CLT_LOAD(SRC_DTYPE, dy, dy_off + ((ulong)b * OUT + o) * HW + s));
+}

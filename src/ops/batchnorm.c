@@ -1,0 +1,200 @@
+/* C wrappers of cl/batchnorm.cl: batch normalisation over (B, C, S) tensors, the training
+ * forward (per-channel statistics, one work-group per channel, then an elementwise normalise),
+ * the evaluation forward from the running statistics, and backward (per-channel reductions, then
+ * an elementwise dx), over f32, f16 or bf16 storage with f32 statistics and parameters. */
+#include "ops/nn_internal.h"
+
+#include <stdio.h>
+
+enum { BN_STATS, BN_FORWARD, BN_REDUCE, BN_DX, BN__KERNELS };
+static const char *const bn_names[BN__KERNELS] = {
+    "batchnorm_stats", "batchnorm_forward", "batchnorm_backward_reduce", "batchnorm_backward_dx"};
+
+/* The ctx's kernel `which` for x dtype xd and gradient dtype gd (forward kernels pass gd = f32),
+ * built on first use. */
+static clt_status bn_kernel(clt_ctx *ctx, int which, clt_dtype xd, clt_dtype gd, cl_kernel *k)
+{
+    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_BATCHNORM, (which * 3 + (int)xd) * 3 + (int)gd);
+    if (!*slot) {
+        char opts[48];
+        clt__opts_batchnorm(opts, sizeof opts, xd, gd);
+        clt_status st = clt__kernel(ctx, "batchnorm", opts, bn_names[which], slot);
+        if (st != CLT_OK) return st;
+    }
+    *k = *slot;
+    return CLT_OK;
+}
+
+/* Checks an f32 (len) tensor of x's ctx. */
+static clt_status need_vec(const clt_tensor *x, const clt_tensor *v, size_t len, const char *op,
+                           const char *what)
+{
+    clt_status st = clt_tensor_same_ctx(x, v);
+    if (st != CLT_OK) return st;
+    st = clt__nn_need_dtype(v, CLT_DTYPE_F32, op, what);
+    if (st != CLT_OK) return st;
+    return clt__nn_need_numel(v, len, op, what);
+}
+
+/* x's checks: a float dtype, a positive whole number B of (C, S) samples, and the geometry. */
+static clt_status bn_batch(const clt_tensor *x, const struct clt_bn_geom *g, const char *op,
+                           size_t *B)
+{
+    clt_ctx *ctx = clt_tensor_ctx(x);
+    size_t n = clt_tensor_numel(x), per = g->C * g->S;
+    if (g->C < 1 || g->S < 1 || g->C > 0xffffffffu)
+        return clt__fail(ctx, CLT_ERR_SHAPE, "%s: C = %zu and S = %zu must be positive (C below "
+                         "2^32)", op, g->C, g->S);
+    if (!(g->eps > 0) || !(g->momentum >= 0 && g->momentum <= 1))
+        return clt__fail(ctx, CLT_ERR_INVALID_ARG, "%s: eps must be positive and momentum in "
+                         "[0, 1], got %g and %g", op, (double)g->eps, (double)g->momentum);
+    clt_status st = clt__nn_need_float(x, op, "x");
+    if (st != CLT_OK) return st;
+    if (n == 0 || n % per != 0)
+        return clt__fail(ctx, CLT_ERR_SHAPE, "%s: x has %zu elements, not a whole number of "
+                         "(C, S) = (%zu, %zu) samples", op, n, g->C, g->S);
+    *B = n / per;
+    return CLT_OK;
+}
+
+/* The elementwise normalise: train (stats) or eval (running statistics). */
+static clt_status normalise(clt_tensor *y, const clt_tensor *x, const clt_tensor *weight,
+                            const clt_tensor *bias, const clt_tensor *mean,
+                            const clt_tensor *second, cl_ulong m_off, cl_ulong s_off,
+                            int from_var, const struct clt_bn_geom *g)
+{
+    clt_status st = CLT_OK;
+    clt_ctx *ctx = clt_tensor_ctx(y);
+    cl_kernel k;
+    CLT_TRY(bn_kernel(ctx, BN_FORWARD, clt_tensor_dtype(x), CLT_DTYPE_F32, &k));
+    cl_mem ym = clt_tensor_mem(y), xm = clt_tensor_mem(x), mm = clt_tensor_mem(mean),
+           sm = clt_tensor_mem(second), wm = clt_tensor_mem(weight), bm = clt_tensor_mem(bias);
+    cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x), total = clt_tensor_numel(x),
+             S = g->S, wo = clt_tensor_offset(weight), bo = clt_tensor_offset(bias);
+    cl_uint C = (cl_uint)g->C;
+    cl_int fv = from_var;
+    float eps = g->eps;
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo),
+                      CLT__ARG(total), CLT__ARG(C), CLT__ARG(S), CLT__ARG(mm), CLT__ARG(m_off),
+                      CLT__ARG(sm), CLT__ARG(s_off), CLT__ARG(fv), CLT__ARG(eps), CLT__ARG(wm),
+                      CLT__ARG(wo), CLT__ARG(bm), CLT__ARG(bo)));
+    CLT_TRY(clt__launch_1d(ctx, k, (size_t)total, "batchnorm_forward"));
+fail:
+    return st;
+}
+
+clt_status clt_op_batchnorm_forward_train(clt_tensor *y, const clt_tensor *x,
+                                          const clt_tensor *weight, const clt_tensor *bias,
+                                          clt_tensor *stats, clt_tensor *running_mean,
+                                          clt_tensor *running_var, const struct clt_bn_geom *g)
+{
+    clt_status st = CLT_OK;
+    CLT_ASSERT(y && x && weight && bias && stats && g);
+    CLT_ASSERT(!running_mean == !running_var);
+    clt_ctx *ctx = clt_tensor_ctx(y);
+    const char *op = "batchnorm_forward_train";
+    size_t B = 0;
+    cl_kernel k;
+    CLT_TRY(bn_batch(x, g, op, &B));
+    CLT_TRY(clt__check_pair(y, x, true, op));
+    CLT_TRY(need_vec(x, weight, g->C, op, "weight"));
+    CLT_TRY(need_vec(x, bias, g->C, op, "bias"));
+    CLT_TRY(need_vec(x, stats, 4 * g->C, op, "stats"));
+    if (running_mean) {
+        CLT_TRY(need_vec(x, running_mean, g->C, op, "running_mean"));
+        CLT_TRY(need_vec(x, running_var, g->C, op, "running_var"));
+    }
+    if (B * g->S < 2)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "batchnorm: training needs more than 1 value per "
+                 "channel, got a batch of %zu with %zu per sample (as PyTorch); use a larger "
+                 "batch (or --drop-last for a last batch of 1)", B, g->S);
+    CLT_TRY(bn_kernel(ctx, BN_STATS, clt_tensor_dtype(x), CLT_DTYPE_F32, &k));
+    {
+        cl_mem xm = clt_tensor_mem(x), sm = clt_tensor_mem(stats);
+        /* without running statistics the kernel is told not to update; it gets stats twice */
+        cl_mem rmm = running_mean ? clt_tensor_mem(running_mean) : sm,
+               rvm = running_var ? clt_tensor_mem(running_var) : sm;
+        cl_ulong xo = clt_tensor_offset(x), so = clt_tensor_offset(stats), S = g->S,
+                 n = B * g->S, rmo = running_mean ? clt_tensor_offset(running_mean) : so,
+                 rvo = running_var ? clt_tensor_offset(running_var) : so;
+        cl_uint C = (cl_uint)g->C;
+        float mom = g->momentum, eps = g->eps;
+        cl_int update = running_mean != NULL;
+        CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(C), CLT__ARG(S),
+                          CLT__ARG(n), CLT__ARG(sm), CLT__ARG(so), CLT__ARG(rmm), CLT__ARG(rmo),
+                          CLT__ARG(rvm), CLT__ARG(rvo), CLT__ARG(mom), CLT__ARG(eps),
+                          CLT__ARG(update)));
+        CLT_TRY(clt__nn_launch_groups(ctx, k, g->C, "batchnorm_stats"));
+        CLT_TRY(normalise(y, x, weight, bias, stats, stats, so, so + g->C, 0, g));
+    }
+fail:
+    return st;
+}
+
+clt_status clt_op_batchnorm_forward_eval(clt_tensor *y, const clt_tensor *x,
+                                         const clt_tensor *weight, const clt_tensor *bias,
+                                         const clt_tensor *running_mean,
+                                         const clt_tensor *running_var,
+                                         const struct clt_bn_geom *g)
+{
+    clt_status st = CLT_OK;
+    CLT_ASSERT(y && x && weight && bias && running_mean && running_var && g);
+    const char *op = "batchnorm_forward_eval";
+    size_t B = 0;
+    CLT_TRY(bn_batch(x, g, op, &B));
+    CLT_TRY(clt__check_pair(y, x, true, op));
+    CLT_TRY(need_vec(x, weight, g->C, op, "weight"));
+    CLT_TRY(need_vec(x, bias, g->C, op, "bias"));
+    CLT_TRY(need_vec(x, running_mean, g->C, op, "running_mean"));
+    CLT_TRY(need_vec(x, running_var, g->C, op, "running_var"));
+    CLT_TRY(normalise(y, x, weight, bias, running_mean, running_var,
+                      clt_tensor_offset(running_mean), clt_tensor_offset(running_var), 1, g));
+fail:
+    return st;
+}
+
+clt_status clt_op_batchnorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_tensor *dbias,
+                                     const clt_tensor *dy, const clt_tensor *x,
+                                     const clt_tensor *weight, clt_tensor *stats,
+                                     const struct clt_bn_geom *g, float beta)
+{
+    clt_status st = CLT_OK;
+    CLT_ASSERT(dweight && dbias && dy && x && weight && stats && g);
+    clt_ctx *ctx = clt_tensor_ctx(x);
+    const char *op = "batchnorm_backward";
+    size_t B = 0;
+    cl_kernel k;
+    CLT_TRY(bn_batch(x, g, op, &B));
+    CLT_TRY(clt__check_pair(dy, x, false, op));
+    CLT_TRY(clt__nn_need_float(dy, op, "dy"));
+    if (dx) CLT_TRY(clt__check_pair(dx, dy, true, op));
+    CLT_TRY(need_vec(x, dweight, g->C, op, "dweight"));
+    CLT_TRY(need_vec(x, dbias, g->C, op, "dbias"));
+    CLT_TRY(need_vec(x, weight, g->C, op, "weight"));
+    CLT_TRY(need_vec(x, stats, 4 * g->C, op, "stats"));
+    clt_dtype xd = clt_tensor_dtype(x), gd = clt_tensor_dtype(dy);
+    cl_mem dym = clt_tensor_mem(dy), xm = clt_tensor_mem(x), sm = clt_tensor_mem(stats),
+           dwm = clt_tensor_mem(dweight), dbm = clt_tensor_mem(dbias);
+    cl_ulong dyo = clt_tensor_offset(dy), xo = clt_tensor_offset(x), so = clt_tensor_offset(stats),
+             dwo = clt_tensor_offset(dweight), dbo = clt_tensor_offset(dbias), S = g->S,
+             n = B * g->S;
+    cl_uint C = (cl_uint)g->C;
+    CLT_TRY(bn_kernel(ctx, BN_REDUCE, xd, gd, &k));
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dym), CLT__ARG(dyo), CLT__ARG(xm), CLT__ARG(xo),
+                      CLT__ARG(C), CLT__ARG(S), CLT__ARG(n), CLT__ARG(sm), CLT__ARG(so),
+                      CLT__ARG(dwm), CLT__ARG(dwo), CLT__ARG(dbm), CLT__ARG(dbo),
+                      CLT__ARG(beta)));
+    CLT_TRY(clt__nn_launch_groups(ctx, k, g->C, "batchnorm_backward_reduce"));
+    if (dx) {
+        cl_mem dxm = clt_tensor_mem(dx), wm = clt_tensor_mem(weight);
+        cl_ulong dxo = clt_tensor_offset(dx), wo = clt_tensor_offset(weight),
+                 total = clt_tensor_numel(x);
+        CLT_TRY(bn_kernel(ctx, BN_DX, xd, gd, &k));
+        CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dxm), CLT__ARG(dxo), CLT__ARG(dym), CLT__ARG(dyo),
+                          CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(total), CLT__ARG(C), CLT__ARG(S),
+                          CLT__ARG(n), CLT__ARG(sm), CLT__ARG(so), CLT__ARG(wm), CLT__ARG(wo)));
+        CLT_TRY(clt__launch_1d(ctx, k, (size_t)total, "batchnorm_backward_dx"));
+    }
+fail:
+    return st;
+}

@@ -1,0 +1,266 @@
+/* 2-D convolution (PyTorch's conv2d, NCHW) as im2col + GEMM: the C wrappers of cl/conv.cl and
+ * the passes that chain them with clt_op_gemm and the bias ops.
+ *
+ * Why im2col + one GEMM: the GEMM is the part that is tuned per device (cltrain's packed
+ * direct kernel on CPUs, the tiled one on GPUs, CLBlast where chosen), so a convolution
+ * written as one large GEMM of (B*OH*OW, C*K*K) x (C*K*K, OUT) runs at the GEMM's speed on both,
+ * instead of a direct-convolution kernel that would need its own tiling per device. The cost
+ * is memory traffic: the im2col matrix is K*K/S^2 times the input (kept in a workspace shared
+ * by the model's layers) and two cheap permutes between the GEMM's row layout and NCHW; for
+ * the small kernels of image models these passes are a small part of the GEMM's time.
+ *
+ * Forward:  cols = im2col(x); rows (B*OH*OW, OUT) = cols W^T; y = NCHW(rows) + bias.
+ * Backward: rows = rows-of(dy); dW = beta dW + rows^T cols (cols rebuilt from x: the workspace
+ * is shared); db = beta db + column sums of rows; dcols = rows W (into the cols space, after
+ * dW has read it); dx = col2im(dcols), a gather per input element (no atomics). */
+#include "ops/nn_internal.h"
+
+#include "runtime/ctx_internal.h"
+#include "runtime/profile_internal.h"
+
+#include <stdint.h>
+
+enum { K_IM2COL, K_COL2IM, K_FWD_PERMUTE, K_BWD_PERMUTE };
+static const char *const kernel_names[] = {"conv_im2col", "conv_col2im", "conv_forward_permute",
+                                           "conv_backward_permute"};
+
+static clt_status conv_kernel(clt_ctx *ctx, int which, clt_dtype src, clt_dtype dst, cl_kernel *k)
+{
+    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_CONV, which * 9 + (int)src * 3 + (int)dst);
+    if (!*slot) {
+        char opts[64];
+        clt__opts_conv(opts, sizeof opts, src, dst);
+        clt_status st = clt__kernel(ctx, "conv", opts, kernel_names[which], slot);
+        if (st != CLT_OK) return st;
+    }
+    *k = *slot;
+    return CLT_OK;
+}
+
+/* A 3-D launch of n[0] x n[1] x n[2] work-items, each extent rounded up to the work-group's (the
+ * kernels check their indices): groups of the kernel's size from the device's limits, filled
+ * in powers of two from dimension 0 (along the memory the kernel writes, at most cap0 wide)
+ * outwards. As clt__enqueue: an event for the profiler, a checked finish in --sync-debug. */
+static clt_status launch_3d(clt_ctx *ctx, cl_kernel k, const size_t n[3], size_t cap0,
+                            const char *what)
+{
+    clt_status st = CLT_OK;
+    cl_event ev = NULL;
+    const size_t wg = clt__local_size(ctx, k);
+    size_t local[3] = {1, 1, 1}, global[3], used = 1;
+    if (n[0] == 0 || n[1] == 0 || n[2] == 0) return CLT_OK;
+    for (int d = 0; d < 3; d++) {
+        while (local[d] < n[d] && used * 2 <= wg && (d > 0 || local[d] * 2 <= cap0)) {
+            local[d] *= 2;
+            used *= 2;
+        }
+        global[d] = (n[d] + local[d] - 1) / local[d] * local[d];
+    }
+    cl_int err = clEnqueueNDRangeKernel(ctx->compute, k, 3, NULL, global, local, 0, NULL,
+                                        ctx->profiling ? &ev : NULL);
+    CLT_CHECK_CL(ctx, err, what);
+    if (ev) clt__profile_event(ctx, what, CLT_PROFILE_KERNEL, 0, ev); /* the profiler owns it */
+    if (ctx->sync_debug) {
+        ctx->stats.host_waits[CLT_WAIT_DEBUG]++;
+        ctx->stats.host_waits_total++;
+        err = clFinish(ctx->compute);
+        if (err != CL_SUCCESS)
+            CLT_FAIL(ctx, CLT_ERR_OPENCL, "kernel %s failed on %s (--sync-debug): %s (%d)", what,
+                     ctx->dev.device_name, clt_cl_error_name(err), err);
+    }
+fail:
+    return st;
+}
+
+size_t clt_conv_out_side(size_t n, size_t K, size_t S, size_t P)
+{
+    if (S == 0 || n + 2 * P < K) return 0;
+    return (n + 2 * P - K) / S + 1;
+}
+
+size_t clt_op_conv2d_workspace(const struct clt_conv_geom *g)
+{
+    size_t OH = clt_conv_out_side(g->H, g->K, g->S, g->P),
+           OW = clt_conv_out_side(g->W, g->K, g->S, g->P);
+    return g->B * OH * OW * (g->C * g->K * g->K + g->OUT);
+}
+
+/* The checks both passes share: geometry in range, float tensors of the right sizes. */
+static clt_status check_geom(clt_ctx *ctx, const struct clt_conv_geom *g, const char *op,
+                             size_t *OH, size_t *OW)
+{
+    *OH = clt_conv_out_side(g->H, g->K, g->S, g->P);
+    *OW = clt_conv_out_side(g->W, g->K, g->S, g->P);
+    if (g->B == 0 || g->C == 0 || g->OUT == 0 || g->K == 0 || g->S == 0 || *OH == 0 || *OW == 0 ||
+        g->C * g->K * g->K > UINT32_MAX || g->OUT > UINT32_MAX || g->H + 2 * g->P > INT32_MAX ||
+        g->W + 2 * g->P > INT32_MAX || *OH * *OW > UINT32_MAX ||
+        (g->H > 0 && g->B > UINT32_MAX / g->H) ||
+        g->B > UINT32_MAX / *OH)
+        return clt__fail(ctx, CLT_ERR_SHAPE,
+                         "%s: bad geometry B %zu C %zu H %zu W %zu OUT %zu K %zu S %zu P %zu", op,
+                         g->B, g->C, g->H, g->W, g->OUT, g->K, g->S, g->P);
+    return CLT_OK;
+}
+
+static clt_status check_tensor(const clt_tensor *t, size_t n, const char *op, const char *what)
+{
+    clt_status st = clt__nn_need_float(t, op, what);
+    return st != CLT_OK ? st : clt__nn_need_numel(t, n, op, what);
+}
+
+static clt_status check_ws(const clt_tensor *ws, const struct clt_conv_geom *g, const char *op)
+{
+    clt_status st = clt__nn_need_float(ws, op, "workspace");
+    if (st != CLT_OK) return st;
+    size_t need = clt_op_conv2d_workspace(g);
+    if (clt_tensor_numel(ws) < need)
+        return clt__fail(clt_tensor_ctx(ws), CLT_ERR_SHAPE,
+                         "%s: the workspace has %zu elements, needs %zu", op, clt_tensor_numel(ws),
+                         need);
+    return CLT_OK;
+}
+
+static clt_status im2col(clt_ctx *ctx, const clt_tensor *cols, const clt_tensor *x,
+                         const struct clt_conv_geom *g, size_t OH, size_t OW)
+{
+    clt_status st = CLT_OK;
+    cl_kernel k;
+    CLT_TRY(conv_kernel(ctx, K_IM2COL, clt_tensor_dtype(x), clt_tensor_dtype(cols), &k));
+    cl_mem cm = clt_tensor_mem(cols), xm = clt_tensor_mem(x);
+    cl_ulong co = clt_tensor_offset(cols), xo = clt_tensor_offset(x);
+    cl_uint BOH = (cl_uint)(g->B * OH), C = (cl_uint)g->C, H = (cl_uint)g->H, W = (cl_uint)g->W, K = (cl_uint)g->K,
+            S = (cl_uint)g->S, P = (cl_uint)g->P, oh = (cl_uint)OH, ow = (cl_uint)OW;
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(cm), CLT__ARG(co), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(BOH),
+                      CLT__ARG(C), CLT__ARG(H), CLT__ARG(W), CLT__ARG(K), CLT__ARG(S), CLT__ARG(P),
+                      CLT__ARG(oh), CLT__ARG(ow)));
+    const size_t range[3] = {g->C, OW, BOH};
+    CLT_TRY(launch_3d(ctx, k, range, 64, "conv_im2col"));
+fail:
+    return st;
+}
+
+/* A (rows, cols) view of ws at element `offset`. */
+static clt_status ws_view(clt_tensor **out, clt_tensor *ws, size_t offset, size_t rows,
+                          size_t cols)
+{
+    const size_t dims[2] = {rows, cols};
+    return clt_tensor_view(out, ws, offset, 2, dims);
+}
+
+clt_status clt_op_conv2d_forward(clt_tensor *y, const clt_tensor *x, const clt_tensor *w,
+                                 const clt_tensor *bias, clt_tensor *ws,
+                                 const struct clt_conv_geom *g)
+{
+    clt_status st = CLT_OK;
+    clt_tensor *cols = NULL, *rows = NULL;
+    CLT_ASSERT(y && x && w && ws && g);
+    clt_ctx *ctx = clt_tensor_ctx(y);
+    const char *op = "conv2d_forward";
+    size_t OH, OW;
+    CLT_TRY(clt_tensor_same_ctx(y, x));
+    CLT_TRY(clt_tensor_same_ctx(y, w));
+    CLT_TRY(clt_tensor_same_ctx(y, ws));
+    if (bias) CLT_TRY(clt_tensor_same_ctx(y, bias));
+    CLT_TRY(check_geom(ctx, g, op, &OH, &OW));
+    const size_t M = g->B * OH * OW, CKK = g->C * g->K * g->K;
+    CLT_TRY(check_tensor(x, g->B * g->C * g->H * g->W, op, "x"));
+    CLT_TRY(check_tensor(w, g->OUT * CKK, op, "w"));
+    CLT_TRY(check_tensor(y, M * g->OUT, op, "y"));
+    CLT_TRY(check_ws(ws, g, op));
+    if (bias) {
+        CLT_TRY(check_tensor(bias, g->OUT, op, "bias"));
+        CLT_TRY(clt__nn_need_dtype(bias, clt_tensor_dtype(ws), op, "bias"));
+    }
+    CLT_TRY(ws_view(&cols, ws, 0, M, CKK));
+    CLT_TRY(ws_view(&rows, ws, M * CKK, M, g->OUT));
+
+    CLT_TRY(im2col(ctx, cols, x, g, OH, OW));
+    CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_TRANS, M, g->OUT, CKK, 1.0f, cols, w, 0.0f, rows));
+    {
+        cl_kernel k;
+        CLT_TRY(conv_kernel(ctx, K_FWD_PERMUTE, clt_tensor_dtype(rows), clt_tensor_dtype(y), &k));
+        cl_mem ym = clt_tensor_mem(y), rm = clt_tensor_mem(rows),
+               bm = bias ? clt_tensor_mem(bias) : rm;
+        cl_ulong yo = clt_tensor_offset(y), ro = clt_tensor_offset(rows),
+                 bo = bias ? clt_tensor_offset(bias) : 0;
+        cl_uint has_bias = bias != NULL, B = (cl_uint)g->B, OUT = (cl_uint)g->OUT,
+                HW = (cl_uint)(OH * OW);
+        CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(rm), CLT__ARG(ro),
+                          CLT__ARG(bm), CLT__ARG(bo), CLT__ARG(has_bias), CLT__ARG(B),
+                          CLT__ARG(OUT), CLT__ARG(HW)));
+        const size_t range[3] = {HW, OUT, B};
+        CLT_TRY(launch_3d(ctx, k, range, 32, "conv_forward_permute"));
+    }
+fail:
+    clt_tensor_free(cols);
+    clt_tensor_free(rows);
+    return st;
+}
+
+clt_status clt_op_conv2d_backward(clt_tensor *dx, clt_tensor *dw, clt_tensor *db,
+                                  const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w,
+                                  clt_tensor *ws, const struct clt_conv_geom *g, float beta)
+{
+    clt_status st = CLT_OK;
+    clt_tensor *cols = NULL, *rows = NULL;
+    CLT_ASSERT(dw && dy && x && w && ws && g);
+    clt_ctx *ctx = clt_tensor_ctx(dw);
+    const char *op = "conv2d_backward";
+    size_t OH, OW;
+    CLT_TRY(clt_tensor_same_ctx(dw, dy));
+    CLT_TRY(clt_tensor_same_ctx(dw, x));
+    CLT_TRY(clt_tensor_same_ctx(dw, w));
+    CLT_TRY(clt_tensor_same_ctx(dw, ws));
+    if (db) CLT_TRY(clt_tensor_same_ctx(dw, db));
+    if (dx) CLT_TRY(clt_tensor_same_ctx(dw, dx));
+    CLT_TRY(check_geom(ctx, g, op, &OH, &OW));
+    const size_t M = g->B * OH * OW, CKK = g->C * g->K * g->K;
+    CLT_TRY(check_tensor(x, g->B * g->C * g->H * g->W, op, "x"));
+    CLT_TRY(check_tensor(w, g->OUT * CKK, op, "w"));
+    CLT_TRY(check_tensor(dy, M * g->OUT, op, "dy"));
+    CLT_TRY(clt__nn_need_dtype(dw, CLT_DTYPE_F32, op, "dw"));
+    CLT_TRY(clt__nn_need_numel(dw, g->OUT * CKK, op, "dw"));
+    if (db) {
+        CLT_TRY(clt__nn_need_dtype(db, CLT_DTYPE_F32, op, "db"));
+        CLT_TRY(clt__nn_need_numel(db, g->OUT, op, "db"));
+    }
+    if (dx) CLT_TRY(check_tensor(dx, g->B * g->C * g->H * g->W, op, "dx"));
+    CLT_TRY(check_ws(ws, g, op));
+    CLT_TRY(ws_view(&cols, ws, 0, M, CKK));
+    CLT_TRY(ws_view(&rows, ws, M * CKK, M, g->OUT));
+
+    {
+        cl_kernel k;
+        CLT_TRY(conv_kernel(ctx, K_BWD_PERMUTE, clt_tensor_dtype(dy), clt_tensor_dtype(rows), &k));
+        cl_mem rm = clt_tensor_mem(rows), dym = clt_tensor_mem(dy);
+        cl_ulong ro = clt_tensor_offset(rows), dyo = clt_tensor_offset(dy);
+        cl_uint B = (cl_uint)g->B, OUT = (cl_uint)g->OUT, HW = (cl_uint)(OH * OW);
+        CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(rm), CLT__ARG(ro), CLT__ARG(dym), CLT__ARG(dyo),
+                          CLT__ARG(B), CLT__ARG(OUT), CLT__ARG(HW)));
+        const size_t range[3] = {OUT, HW, B};
+        CLT_TRY(launch_3d(ctx, k, range, 32, "conv_backward_permute"));
+    }
+    CLT_TRY(im2col(ctx, cols, x, g, OH, OW));
+    CLT_TRY(clt_op_gemm(CLT_TRANS, CLT_NO_TRANS, g->OUT, CKK, M, 1.0f, rows, cols, beta, dw));
+    if (db) CLT_TRY(clt_op_bias_grad(db, rows, beta));
+    if (dx) {
+        /* dcols overwrite cols: the queue is in order, and dW has read them */
+        CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, M, CKK, g->OUT, 1.0f, rows, w, 0.0f,
+                            cols));
+        cl_kernel k;
+        CLT_TRY(conv_kernel(ctx, K_COL2IM, clt_tensor_dtype(cols), clt_tensor_dtype(dx), &k));
+        cl_mem dxm = clt_tensor_mem(dx), cm = clt_tensor_mem(cols);
+        cl_ulong dxo = clt_tensor_offset(dx), co = clt_tensor_offset(cols);
+        cl_uint BH = (cl_uint)(g->B * g->H), C = (cl_uint)g->C, H = (cl_uint)g->H, W = (cl_uint)g->W, K = (cl_uint)g->K,
+                S = (cl_uint)g->S, P = (cl_uint)g->P, oh = (cl_uint)OH, ow = (cl_uint)OW;
+        CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dxm), CLT__ARG(dxo), CLT__ARG(cm), CLT__ARG(co),
+                          CLT__ARG(BH), CLT__ARG(C), CLT__ARG(H), CLT__ARG(W), CLT__ARG(K),
+                          CLT__ARG(S), CLT__ARG(P), CLT__ARG(oh), CLT__ARG(ow)));
+        const size_t range[3] = {C, W, BH};
+        CLT_TRY(launch_3d(ctx, k, range, 64, "conv_col2im"));
+    }
+fail:
+    clt_tensor_free(cols);
+    clt_tensor_free(rows);
+    return st;
+}
