@@ -6,7 +6,8 @@ usage: checkpoint_numpy.py CHECKPOINT IDX_IMAGES[.gz] [PREDICTIONS.csv]
 
 Reads the safetensors file by hand (8-byte header length, JSON header, raw little-endian data),
 rebuilds the layer list from the spec in __metadata__ (linear, conv, maxpool, avgpool,
-globalavgpool, flatten, batchnorm in evaluation mode, the activations; dropout is the identity),
+globalavgpool, flatten, batchnorm in evaluation mode, the activations, residual blocks with
+their "{i}.body.{j}.*" and "{i}.proj.{0,1}.*" tensors; dropout is the identity),
 shapes the inputs as "input_shape" says, scales them as the metadata says, and prints the
 predicted class of every image. With PREDICTIONS.csv (from `cltrain predict`)
 it compares classes and probabilities and exits non-zero on a mismatch.
@@ -74,7 +75,31 @@ def pool2d(x, k, stride, op):
     return win.max((4, 5)) if op == 'max' else win.mean((4, 5))
 
 
-def forward(tensors, spec, x):
+def split_layers(spec):
+    """The spec's layers: its comma-separated entries, a "residual { ... }" block as one."""
+    layers, depth, cur = [], 0, ''
+    for ch in spec:
+        depth += (ch == '{') - (ch == '}')
+        if ch == ',' and depth == 0:
+            layers.append(cur.strip())
+            cur = ''
+        else:
+            cur += ch
+    if cur.strip():
+        layers.append(cur.strip())
+    return layers
+
+
+def batchnorm(tensors, name, x):
+    """Evaluation mode: the running statistics."""
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    mean = tensors[f'{name}.running_mean'].astype(np.float64).reshape(shape)
+    var = tensors[f'{name}.running_var'].astype(np.float64).reshape(shape)
+    return (x - mean) / np.sqrt(var + 1e-5) * tensors[f'{name}.weight'].reshape(shape) \
+        + tensors[f'{name}.bias'].reshape(shape)
+
+
+def forward(tensors, spec, x, prefix='', flat=True):
     acts = {'relu': lambda v, _: np.maximum(v, 0), 'tanh': lambda v, _: np.tanh(v),
             'sigmoid': lambda v, _: 1 / (1 + np.exp(-v)),
             'gelu': lambda v, _: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi)
@@ -82,15 +107,29 @@ def forward(tensors, spec, x):
             'silu': lambda v, _: v / (1 + np.exp(-v)),
             # the canonical spec always writes the slope; 0.01 is the parser's default
             'leakyrelu': lambda v, args: np.where(v > 0, v, float(args[0] if args else 0.01) * v)}
-    for i, layer in enumerate(l.strip() for l in spec.split(',')):
-        word, *args = layer.split()
+    for i, layer in enumerate(split_layers(spec)):
+        word, *args = layer.split('{')[0].split()
+        name = f'{prefix}{i}'
+        if word == 'residual':  # body(x) + shortcut(x); see src/nn/layers/residual.c
+            body = forward(tensors, layer[layer.index('{') + 1:layer.rindex('}')], x,
+                           f'{name}.body.', False)
+            short = x
+            if f'{name}.proj.0.weight' in tensors:  # 1x1 conv with the stride that fits, [bn]
+                stride = next(s for s in range(1, x.shape[2] + 1)
+                              if (x.shape[2] - 1) // s + 1 == body.shape[2]
+                              and (x.shape[3] - 1) // s + 1 == body.shape[3])
+                short = conv2d(x, tensors[f'{name}.proj.0.weight'], None, stride, 0)
+                if f'{name}.proj.1.weight' in tensors:
+                    short = batchnorm(tensors, f'{name}.proj.1', short)
+            x = body + short
+            continue
         opt = {a[0]: int(a[1:]) for a in args if a[0] in 'ksp' and a[1:].isdigit()}
         if word == 'linear':
-            x = x.reshape(len(x), -1) @ tensors[f'{i}.weight'].T.astype(np.float64)
-            if f'{i}.bias' in tensors:
-                x = x + tensors[f'{i}.bias']
+            x = x.reshape(len(x), -1) @ tensors[f'{name}.weight'].T.astype(np.float64)
+            if f'{name}.bias' in tensors:
+                x = x + tensors[f'{name}.bias']
         elif word == 'conv':
-            x = conv2d(x, tensors[f'{i}.weight'], tensors.get(f'{i}.bias'), opt.get('s', 1),
+            x = conv2d(x, tensors[f'{name}.weight'], tensors.get(f'{name}.bias'), opt.get('s', 1),
                        opt.get('p', 0))
         elif word in ('maxpool', 'avgpool'):
             k = int(args[0])
@@ -100,15 +139,11 @@ def forward(tensors, spec, x):
         elif word == 'flatten':
             x = x.reshape(len(x), -1)
         elif word == 'batchnorm':  # evaluation mode: the running statistics
-            shape = (1, -1) + (1,) * (x.ndim - 2)
-            mean = tensors[f'{i}.running_mean'].astype(np.float64).reshape(shape)
-            var = tensors[f'{i}.running_var'].astype(np.float64).reshape(shape)
-            x = (x - mean) / np.sqrt(var + 1e-5) * tensors[f'{i}.weight'].reshape(shape) \
-                + tensors[f'{i}.bias'].reshape(shape)
+            x = batchnorm(tensors, name, x)
         elif word in acts:
             x = acts[word](x, args)
         # dropout is the identity at inference
-    return x.reshape(len(x), -1)
+    return x.reshape(len(x), -1) if flat else x
 
 
 def save_safetensors(path, tensors, meta=None):

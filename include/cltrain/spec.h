@@ -48,12 +48,31 @@ extern "C" {
  *                                                    nn.BatchNorm2d(C), per feature over B of
  *                                                    (B, F) as nn.BatchNorm1d(F); eps 1e-5,
  *                                                    momentum 0.1, affine, running statistics
+ *            | "residual" "{" layers "}"               a block whose output is body(x) + shortcut(x),
+ *                                                    as torchvision's BasicBlock without its
+ *                                                    final ReLU (write "residual { ... }, relu");
+ *                                                    layers := entry { (',' | newline) entry },
+ *                                                    at least one, no residual among them; the
+ *                                                    braces may span lines. The shortcut is the
+ *                                                    identity when body(x) has x's shape, else a
+ *                                                    1x1 convolution without bias (the stride
+ *                                                    that maps H, W to the body's output size),
+ *                                                    followed by a batchnorm when the body has
+ *                                                    one (torchvision's downsample); no such
+ *                                                    stride is an error naming the layer.
+ *                                                    Parameters "{i}.body.{j}.*" and
+ *                                                    "{i}.proj.0.weight", "{i}.proj.1.*"
  *            | preset                                 only as the whole spec
  *   preset  := "mlp"      = linear 256, relu, linear 128, relu, linear N
  *            | "logreg"   = linear N                  N: the number of classes given to the parser
  *            | "cnn"      = conv 32 k3 p1, batchnorm, relu, maxpool 2, conv 64 k3 p1, batchnorm,
  *                         relu, maxpool 2, flatten, dropout 0.25, linear 128, relu, linear N
  *                                                    (needs (1, 28, 28)-like image inputs)
+ *            | "resnet"   = conv 32 k3 p1, batchnorm, relu, then two blocks
+ *                         "residual { conv C k3 [s2] p1, batchnorm, relu, conv C k3 p1,
+ *                         batchnorm }, relu" at each of C = 32, 64, 128 (the first block of 64
+ *                         and of 128 with s2), globalavgpool, linear N  (696,970 parameters for
+ *                         10 classes; (C, H, W) inputs such as 1x28x28)
  * Words are case-insensitive; spaces and tabs separate the words of an entry and are otherwise
  * ignored. OUT is a decimal integer in [1, CLT_SPEC_MAX_WIDTH]; P and A decimal numbers (A finite,
  * of either sign). */
@@ -78,6 +97,8 @@ typedef enum clt_layer_kind {
     CLT_LAYER_AVGPOOL,   /* as PyTorch's nn.AvgPool2d(K, stride=S) */
     CLT_LAYER_GLOBALAVGPOOL, /* (C, H, W) -> (C): nn.AdaptiveAvgPool2d(1), then flattened */
     CLT_LAYER_BATCHNORM, /* nn.BatchNorm2d on (C, H, W), nn.BatchNorm1d on (F) */
+    CLT_LAYER_RESIDUAL,  /* "residual { LAYERS }": body(x) + shortcut(x), as torchvision's
+                            BasicBlock without its final ReLU */
     CLT_LAYER__COUNT
 } clt_layer_kind;
 
@@ -95,6 +116,9 @@ typedef struct clt_layer_spec {
     int stride; /* CLT_LAYER_CONV: stride S, in [1, CLT_SPEC_MAX_KERNEL] (the parser's default 1);
                    CLT_LAYER_MAXPOOL, CLT_LAYER_AVGPOOL: likewise (the parser's default K) */
     int pad;    /* CLT_LAYER_CONV: zero padding P on each side, in [0, CLT_SPEC_MAX_KERNEL] */
+    int body_n; /* CLT_LAYER_RESIDUAL: the block's layers, at least 1, none of them a residual */
+    struct clt_layer_spec *body; /* CLT_LAYER_RESIDUAL: (body_n), malloc'ed and owned by the spec
+                                    (clt_spec_free releases it); NULL for other kinds */
 } clt_layer_spec;
 
 /* A model spec: n layers, first to last. Owned by the caller; release with clt_spec_free. */
@@ -110,7 +134,7 @@ typedef struct clt_spec {
  * for "linear 256, relu, linaer 128":
  *   model spec: layer 3 ("linaer 128") at column 19: unknown layer "linaer"; expected linear,
  *   relu, gelu, tanh, sigmoid, dropout, flatten, silu, leakyrelu, conv, maxpool, avgpool,
- *   globalavgpool or batchnorm
+ *   globalavgpool, batchnorm or residual
  * Positions are 1-based and say "line L, column C" when the text has several lines.
  * Returns CLT_OK; CLT_ERR_FORMAT for a text that does not follow the grammar (including an
  * empty one); CLT_ERR_INVALID_ARG for a preset without a valid `classes`; CLT_ERR_HOST_MEMORY.
@@ -153,7 +177,8 @@ CLT_API clt_status clt_spec_to_string(const clt_spec *s, char **out);
 CLT_API void clt_spec_free(clt_spec *s);
 
 /* "linear", "relu", "gelu", "tanh", "sigmoid", "dropout", "flatten", "silu", "leakyrelu",
- * "conv", "maxpool", "avgpool", "globalavgpool", "batchnorm"; "unknown" out of range. */
+ * "conv", "maxpool", "avgpool", "globalavgpool", "batchnorm", "residual"; "unknown" out of
+ * range. */
 CLT_API const char *clt_layer_kind_name(clt_layer_kind k);
 
 #ifdef __cplusplus

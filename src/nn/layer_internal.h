@@ -26,7 +26,11 @@
  *   - the test: one line in the `acts` table of tests/ops/test_activation.c, with REF_ACT_FOO
  *     and its value and derivative in tests/ref/ref_nn.c.
  * An activation with a parameter uses CLT__ACTIVATION_KIND with its own parse, format and check
- * (see leakyrelu's slope, kept in clt_layer_spec.alpha and passed to the op as alpha). */
+ * (see leakyrelu's slope, kept in clt_layer_spec.alpha and passed to the op as alpha).
+ * A block of layers (residual) declares `children`: the model plans, names, allocates and counts
+ * each child as it does a layer ("{i}.{prefix}.{suffix}"), and the block's forward and backward
+ * run them (struct clt__layer.child). Its own entry in the table still says its words, shape and
+ * output. */
 #ifndef CLTRAIN_NN_LAYER_INTERNAL_H
 #define CLTRAIN_NN_LAYER_INTERNAL_H
 
@@ -121,6 +125,16 @@ struct clt__buffer_decl {
     bool persistent;    /* in checkpoints and clt_model_buffer_info */
 };
 
+/* ---- blocks: layers made of layers -------------------------------------------------------- */
+
+/* One layer a block runs. The children form chains: a child with `from_input` reads the block's
+ * input, the others the previous child's output. */
+struct clt__child {
+    clt_layer_spec spec; /* a body layer (its body fields unused) or one the block makes */
+    char prefix[16];     /* the name between "{i}." and the parameter's suffix: "body.0" */
+    bool from_input;
+};
+
 /* ---- the model's view of one layer, as the kinds' forward and backward see it ------------ */
 
 struct clt__layer {
@@ -147,6 +161,11 @@ struct clt__layer {
                                            the model's precision, shared by every layer whose
                                            kind has `workspace`; NULL when none has */
     bool ran;                           /* the kind's own flag (dropout: applied last forward) */
+    struct clt__layer *child;           /* a block's children (kind->children), else NULL */
+    int nchildren;
+    clt_tensor *gb[2];                  /* a block: the model's two (max_batch, plan.block_widest)
+                                           gradient buffers for its children's backward, in the
+                                           model's precision (borrowed) */
 };
 
 /* One forward or backward pass. */
@@ -214,6 +233,10 @@ struct clt__layer_kind {
      * (identity: dx not written). */
     clt_status (*backward)(struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
                            bool need_dx, const struct clt__pass *p, bool *through);
+    /* A block: its children for input `in` and output `out` (the shapes out_shape accepted) into
+     * child (NULL: only counts them); returns how many. NULL for a plain layer. */
+    int (*children)(const clt_layer_spec *l, const struct clt__shape *in,
+                    const struct clt__shape *out, struct clt__child *child);
 };
 
 /* The kind of `k` (asserted in range). */
@@ -249,6 +272,9 @@ struct clt__plan_buffer {
 
 struct clt__plan_layer {
     const struct clt__layer_kind *kind;
+    clt_layer_spec spec; /* a child's spec (a top-level layer's is the spec's own) */
+    bool from_input;     /* a child: reads the block's input */
+    int child, nchildren; /* a block: its children in plan.children, else -1, 0 */
     struct clt__shape in, out;
     int param, nparams; /* first parameter, count */
     int buffer, nbuffers; /* first buffer, count */
@@ -270,6 +296,10 @@ struct clt__plan {
                                        every layer's output: the gradient buffers' width */
     int first_weighted, last_weighted;
     size_t workspace;  /* the largest kind->workspace of the layers: elements per sample */
+    int nchildren;
+    struct clt__plan_layer *children; /* every block's children, block by block */
+    size_t block_widest; /* the blocks' gradient buffers: the largest per-sample element count of
+                            a block's output and its children's inputs (0: no block) */
     bool tail; /* mixed precision with a layer that keeps an output after the last weighted
                   one: f32 (max_batch, outputs) gradient buffers for those layers */
 };
@@ -294,6 +324,14 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
                                     const struct clt__shape *in, size_t outputs,
                                     const struct clt_model_params *params);
 
+/* ---- specs -------------------------------------------------------------------------------- */
+
+/* A deep copy of src (the blocks' bodies too) into *dst, released with clt_spec_free; *dst is
+ * {0, NULL} after a failure (CLT_ERR_HOST_MEMORY). */
+clt_status clt__spec_copy(clt_spec *dst, const clt_spec *src);
+/* Bytes enough for the text of layer l (its name and kind->format's words). */
+size_t clt__spec_layer_text_size(const clt_layer_spec *l);
+
 /* ---- the kinds ---------------------------------------------------------------------------- */
 
 extern const struct clt__layer_kind clt__layer_linear;
@@ -310,5 +348,6 @@ extern const struct clt__layer_kind clt__layer_maxpool;
 extern const struct clt__layer_kind clt__layer_avgpool;
 extern const struct clt__layer_kind clt__layer_globalavgpool;
 extern const struct clt__layer_kind clt__layer_batchnorm;
+extern const struct clt__layer_kind clt__layer_residual;
 
 #endif

@@ -32,6 +32,8 @@ struct clt_model {
     clt_tensor *g_full[2], *g[2]; /* ping-pong gradient buffers (max_batch, widest) and views */
     clt_tensor *params16;         /* flat (P) 16-bit copy (mixed precision), else NULL */
     clt_tensor *ws;               /* (max_batch, plan.workspace) in the precision, or NULL */
+    clt_tensor *gb_full[2];       /* blocks: (max_batch, plan.block_widest) gradient buffers for
+                                     their children's backward, or NULL */
     clt_tensor *gt_full[2];       /* mixed precision: f32 (max_batch, outputs) gradient buffers
                                      for the layers after the last linear one, else NULL */
     const clt_tensor *g_of[2];    /* the buffer g[k] views */
@@ -104,6 +106,7 @@ void clt__plan_free(struct clt__plan *p)
     free(p->layers);
     free(p->params);
     free(p->buffers);
+    free(p->children);
     memset(p, 0, sizeof *p);
 }
 
@@ -113,11 +116,141 @@ static clt_dtype out_dtype(clt_dtype precision, int first, int last, int i)
     return precision != CLT_DTYPE_F32 && i >= first && i < last ? precision : CLT_DTYPE_F32;
 }
 
+/* Makes room for n more elements of *arr (count used, *cap allocated). */
+static clt_status grow(void **arr, size_t elem, int used, int n, int *cap)
+{
+    if (used + n <= *cap) return CLT_OK;
+    int ncap = *cap ? *cap : 8;
+    while (ncap < used + n) ncap *= 2;
+    void *a = realloc(*arr, (size_t)ncap * elem);
+    if (!a) return clt__fail(NULL, CLT_ERR_HOST_MEMORY, "model plan: out of host memory");
+    *arr = a;
+    *cap = ncap;
+    return CLT_OK;
+}
+
+struct plan_caps {
+    int params, buffers, children;
+};
+
+/* Plans one layer or child whose pl->kind, pl->spec and pl->in are set: its output shape,
+ * parameters and buffers named "{name}.{suffix}", kept output and workspace. */
+static clt_status plan_unit(struct clt__plan *p, struct plan_caps *caps, struct clt__plan_layer *pl,
+                            int layer, const char *name)
+{
+    clt_status st = CLT_OK;
+    const clt_layer_spec *l = &pl->spec;
+    const struct clt__layer_kind *k = pl->kind;
+    char text[128], args[96];
+    k->format(l, args, sizeof args);
+    snprintf(text, sizeof text, "%s%s", k->name, args);
+    CLT_TRY(k->out_shape(l, layer, text, &pl->in, &pl->out));
+    struct clt__param_decl decl[CLT__LAYER_MAX_PARAMS];
+    pl->nparams = k->params(l, &pl->in, &pl->out, decl);
+    CLT_ASSERT(pl->nparams >= 0 && pl->nparams <= CLT__LAYER_MAX_PARAMS);
+    CLT_TRY(grow((void **)&p->params, sizeof *p->params, p->nparams, pl->nparams, &caps->params));
+    pl->param = pl->nparams ? p->nparams : -1;
+    for (int j = 0; j < pl->nparams; j++) {
+        struct clt__plan_param *pp = &p->params[p->nparams++];
+        struct clt_param_info *pi = &pp->info;
+        memset(pp, 0, sizeof *pp);
+        pp->decl = decl[j];
+        snprintf(pi->name, sizeof pi->name, "%s.%s", name, decl[j].suffix);
+        CLT_ASSERT(decl[j].ndim >= 1 && decl[j].ndim <= 4);
+        pi->ndim = decl[j].ndim;
+        pi->numel = 1;
+        for (int d = 0; d < 4; d++) {
+            pi->dims[d] = d < decl[j].ndim ? decl[j].dims[d] : 0;
+            if (d < decl[j].ndim) pi->numel *= pi->dims[d];
+        }
+        pi->offset = p->total;
+        p->total += pi->numel;
+    }
+    struct clt__buffer_decl bdecl[CLT__LAYER_MAX_BUFFERS];
+    pl->nbuffers = k->buffers ? k->buffers(l, &pl->in, &pl->out, bdecl) : 0;
+    CLT_ASSERT(pl->nbuffers >= 0 && pl->nbuffers <= CLT__LAYER_MAX_BUFFERS);
+    CLT_TRY(grow((void **)&p->buffers, sizeof *p->buffers, p->nbuffers, pl->nbuffers,
+                 &caps->buffers));
+    pl->buffer = pl->nbuffers ? p->nbuffers : -1;
+    for (int j = 0; j < pl->nbuffers; j++) {
+        struct clt__plan_buffer *pb = &p->buffers[p->nbuffers++];
+        struct clt_buffer_info *bi = &pb->info;
+        memset(pb, 0, sizeof *pb);
+        pb->decl = bdecl[j];
+        snprintf(bi->name, sizeof bi->name, "%s.%s", name, bdecl[j].suffix);
+        bi->i64 = bdecl[j].i64;
+        CLT_ASSERT(!bi->i64 || bdecl[j].numel == 1);
+        bi->ndim = bi->i64 ? 0 : 1;
+        bi->dims[0] = bi->i64 ? 0 : bdecl[j].numel;
+        bi->numel = bdecl[j].numel;
+        bi->offset = bi->i64 ? p->counters : p->buffer_total;
+        if (bi->i64) p->counters++;
+        else p->buffer_total += bi->numel;
+    }
+    pl->kept = k->kept(l, &pl->in, &pl->out);
+    if (k->workspace) {
+        size_t ws = k->workspace(l, &pl->in, &pl->out);
+        if (ws > p->workspace) p->workspace = ws;
+    }
+    pl->child = -1;
+    pl->nchildren = 0;
+fail:
+    return st;
+}
+
+/* Plans the children of block i (planned itself, output storage pl->ydt): each as a layer named
+ * "{i}.{prefix}", in the block's storage, except that a block reading an f32 input keeps f32
+ * outputs in each chain before its first weighted child; the block's own output takes the
+ * storage of its first chain's last child (which it adds to). */
+static clt_status plan_children(struct clt__plan *p, struct plan_caps *caps, int i,
+                                clt_dtype precision, bool f32_input)
+{
+    clt_status st = CLT_OK;
+    struct clt__child *ch = NULL;
+    struct clt__plan_layer *pl = &p->layers[i];
+    const clt_layer_spec *l = &pl->spec;
+    int n = pl->kind->children(l, &pl->in, &pl->out, NULL);
+    CLT_ALLOC(NULL, ch, n ? (size_t)n : 1);
+    int filled = pl->kind->children(l, &pl->in, &pl->out, ch);
+    CLT_ASSERT(filled == n && n > 0 && ch[0].from_input);
+    CLT_TRY(grow((void **)&p->children, sizeof *p->children, p->nchildren, n, &caps->children));
+    pl = &p->layers[i];
+    pl->child = p->nchildren;
+    pl->nchildren = n;
+    bool weighted_seen = false;
+    int chain0_end = n - 1;
+    for (int j = 0; j < n; j++) {
+        struct clt__plan_layer *c = &p->children[p->nchildren++];
+        char name[48];
+        memset(c, 0, sizeof *c);
+        c->kind = clt__layer_kind_of(ch[j].spec.kind);
+        c->spec = ch[j].spec;
+        c->from_input = ch[j].from_input;
+        c->in = c->from_input ? pl->in : p->children[p->nchildren - 2].out;
+        if (c->from_input) weighted_seen = false;
+        if (c->from_input && j > 0 && chain0_end == n - 1) chain0_end = j - 1;
+        snprintf(name, sizeof name, "%d.%s", i, ch[j].prefix);
+        CLT_TRY(plan_unit(p, caps, c, i + 1, name));
+        if (c->kind->weighted) weighted_seen = true;
+        c->ydt = pl->ydt;
+        if (precision != CLT_DTYPE_F32 && pl->ydt != CLT_DTYPE_F32 && f32_input && !weighted_seen)
+            c->ydt = CLT_DTYPE_F32;
+        size_t w = clt__shape_numel(&c->in);
+        if (w > p->block_widest) p->block_widest = w;
+    }
+    pl->ydt = p->children[pl->child + chain0_end].ydt;
+    if (clt__shape_numel(&pl->out) > p->block_widest) p->block_widest = clt__shape_numel(&pl->out);
+fail:
+    free(ch);
+    return st;
+}
+
 clt_status clt__model_plan(const clt_spec *spec, const struct clt__shape *in, size_t outputs,
                            clt_dtype precision, struct clt__plan *out)
 {
     clt_status st = CLT_OK;
     struct clt__plan p;
+    struct plan_caps caps = {0, 0, 0};
     memset(&p, 0, sizeof p);
     memset(out, 0, sizeof *out);
     if (in->ndim < 1 || in->ndim > CLT__SHAPE_MAX_DIMS)
@@ -133,63 +266,19 @@ clt_status clt__model_plan(const clt_spec *spec, const struct clt__shape *in, si
             p.last_weighted = i;
         }
     CLT_ALLOC(NULL, p.layers, spec->n);
-    CLT_ALLOC(NULL, p.params, (size_t)spec->n * CLT__LAYER_MAX_PARAMS);
-    CLT_ALLOC(NULL, p.buffers, (size_t)spec->n * CLT__LAYER_MAX_BUFFERS);
     struct clt__shape shape = *in;
     p.widest = clt__shape_numel(in);
     for (int i = 0; i < spec->n; i++) {
-        const clt_layer_spec *l = &spec->layers[i];
         struct clt__plan_layer *pl = &p.layers[i];
-        const struct clt__layer_kind *k = clt__layer_kind_of(l->kind);
-        char text[64], args[40];
-        k->format(l, args, sizeof args);
-        snprintf(text, sizeof text, "%s%s", k->name, args);
-        pl->kind = k;
+        char name[16];
+        pl->kind = clt__layer_kind_of(spec->layers[i].kind);
+        pl->spec = spec->layers[i];
         pl->in = shape;
-        CLT_TRY(k->out_shape(l, i + 1, text, &pl->in, &pl->out));
-        struct clt__param_decl decl[CLT__LAYER_MAX_PARAMS];
-        pl->nparams = k->params(l, &pl->in, &pl->out, decl);
-        CLT_ASSERT(pl->nparams >= 0 && pl->nparams <= CLT__LAYER_MAX_PARAMS);
-        pl->param = pl->nparams ? p.nparams : -1;
-        for (int j = 0; j < pl->nparams; j++) {
-            struct clt__plan_param *pp = &p.params[p.nparams++];
-            struct clt_param_info *pi = &pp->info;
-            pp->decl = decl[j];
-            snprintf(pi->name, sizeof pi->name, "%d.%s", i, decl[j].suffix);
-            CLT_ASSERT(decl[j].ndim >= 1 && decl[j].ndim <= 4);
-            pi->ndim = decl[j].ndim;
-            pi->numel = 1;
-            for (int d = 0; d < 4; d++) {
-                pi->dims[d] = d < decl[j].ndim ? decl[j].dims[d] : 0;
-                if (d < decl[j].ndim) pi->numel *= pi->dims[d];
-            }
-            pi->offset = p.total;
-            p.total += pi->numel;
-        }
-        struct clt__buffer_decl bdecl[CLT__LAYER_MAX_BUFFERS];
-        pl->nbuffers = k->buffers ? k->buffers(l, &pl->in, &pl->out, bdecl) : 0;
-        CLT_ASSERT(pl->nbuffers >= 0 && pl->nbuffers <= CLT__LAYER_MAX_BUFFERS);
-        pl->buffer = pl->nbuffers ? p.nbuffers : -1;
-        for (int j = 0; j < pl->nbuffers; j++) {
-            struct clt__plan_buffer *pb = &p.buffers[p.nbuffers++];
-            struct clt_buffer_info *bi = &pb->info;
-            pb->decl = bdecl[j];
-            snprintf(bi->name, sizeof bi->name, "%d.%s", i, bdecl[j].suffix);
-            bi->i64 = bdecl[j].i64;
-            CLT_ASSERT(!bi->i64 || bdecl[j].numel == 1);
-            bi->ndim = bi->i64 ? 0 : 1;
-            bi->dims[0] = bi->i64 ? 0 : bdecl[j].numel;
-            bi->numel = bdecl[j].numel;
-            bi->offset = bi->i64 ? p.counters : p.buffer_total;
-            if (bi->i64) p.counters++;
-            else p.buffer_total += bi->numel;
-        }
-        pl->kept = k->kept(l, &pl->in, &pl->out);
-        if (k->workspace) {
-            size_t ws = k->workspace(l, &pl->in, &pl->out);
-            if (ws > p.workspace) p.workspace = ws;
-        }
+        snprintf(name, sizeof name, "%d", i);
+        CLT_TRY(plan_unit(&p, &caps, pl, i + 1, name));
         pl->ydt = out_dtype(precision, p.first_weighted, p.last_weighted, i);
+        if (pl->kind->children)
+            CLT_TRY(plan_children(&p, &caps, i, precision, i <= p.first_weighted));
         if (precision != CLT_DTYPE_F32 && i > p.last_weighted && pl->kept) p.tail = true;
         shape = pl->out;
         if (clt__shape_numel(&shape) > p.widest) p.widest = clt__shape_numel(&shape);
@@ -255,12 +344,22 @@ clt_status clt__model_mem_estimate_shaped(const clt_spec *spec, const struct clt
     if (p.precision != CLT_DTYPE_F32)
         est_add(by_category, CLT_MEM_PARAMS, P * clt_dtype_size(p.precision));
     if (plan.buffer_total) est_add(by_category, CLT_MEM_PARAMS, plan.buffer_total * 4);
-    for (int i = 0; i < plan.n; i++)
-        if (plan.layers[i].kept)
-            est_add(by_category, CLT_MEM_ACTIVATIONS,
-                    B * plan.layers[i].kept * clt_dtype_size(plan.layers[i].ydt));
+    for (int i = 0; i < plan.n; i++) {
+        const struct clt__plan_layer *pl = &plan.layers[i];
+        if (pl->kept)
+            est_add(by_category, CLT_MEM_ACTIVATIONS, B * pl->kept * clt_dtype_size(pl->ydt));
+        for (int j = 0; j < pl->nchildren; j++) {
+            const struct clt__plan_layer *c = &plan.children[pl->child + j];
+            if (c->kept)
+                est_add(by_category, CLT_MEM_ACTIVATIONS, B * c->kept * clt_dtype_size(c->ydt));
+        }
+    }
     for (int k = 0; k < 2; k++)
         est_add(by_category, CLT_MEM_ACTIVATIONS, B * plan.widest * clt_dtype_size(p.precision));
+    if (plan.block_widest)
+        for (int k = 0; k < 2; k++)
+            est_add(by_category, CLT_MEM_ACTIVATIONS,
+                    B * plan.block_widest * clt_dtype_size(p.precision));
     if (plan.tail)
         for (int k = 0; k < 2; k++) est_add(by_category, CLT_MEM_ACTIVATIONS, B * outputs * 4);
     if (plan.workspace)
@@ -306,21 +405,22 @@ static void init_params(const clt_model *m, float *host)
                                  dst, pp->info.numel, (float)-bound, (float)bound);
     }
     /* kinds that fill their parameters themselves */
-    for (int i = 0; i < m->nlayers; i++) {
-        const struct clt__plan_layer *pl = &m->plan.layers[i];
-        for (int j = 0; pl->kind->init && j < pl->nparams; j++) {
-            const struct clt_param_info *pi = &m->plan.params[pl->param + j].info;
-            pl->kind->init(&m->spec.layers[i], j, host + pi->offset, pi->numel);
+    for (int i = 0; i < m->nlayers; i++)
+        for (int c = -1; c < m->plan.layers[i].nchildren; c++) {
+            const struct clt__plan_layer *pl =
+                c < 0 ? &m->plan.layers[i] : &m->plan.children[m->plan.layers[i].child + c];
+            for (int j = 0; pl->kind->init && j < pl->nparams; j++) {
+                const struct clt_param_info *pi = &m->plan.params[pl->param + j].info;
+                pl->kind->init(&pl->spec, j, host + pi->offset, pi->numel);
+            }
         }
-    }
 }
 
-static clt_status make_views(clt_model *m, size_t B)
+static clt_status make_view(struct clt__layer *L, size_t B)
 {
     clt_status st = CLT_OK;
-    for (int i = 0; i < m->nlayers; i++) {
-        struct clt__layer *L = &m->layers[i];
-        if (!L->y_full) continue;
+    for (int c = 0; c < L->nchildren; c++) CLT_TRY(make_view(&L->child[c], B));
+    if (L->y_full) {
         clt_tensor_free(L->y);
         L->y = NULL;
         /* (B, the output's shape) when the layer keeps its whole output, else (B, kept) */
@@ -332,12 +432,58 @@ static clt_status make_views(clt_model *m, size_t B)
         }
         CLT_TRY(clt_tensor_view(&L->y, L->y_full, 0, ndim, dims));
     }
+fail:
+    return st;
+}
+
+static clt_status make_views(clt_model *m, size_t B)
+{
+    clt_status st = CLT_OK;
+    for (int i = 0; i < m->nlayers; i++) CLT_TRY(make_view(&m->layers[i], B));
     for (int k = 0; k < 2; k++) {
         clt_tensor_free(m->g[k]);
         m->g[k] = NULL;
         m->g_of[k] = NULL;
     }
     m->batch = B;
+fail:
+    return st;
+}
+
+/* Layer L (a top-level layer, or a block's child) from its plan: views of its parameters and
+ * buffers, and the output it keeps. */
+static clt_status setup_layer(clt_model *m, struct clt__layer *L, const struct clt__plan_layer *pl,
+                          const clt_layer_spec *spec, int index)
+{
+    clt_status st = CLT_OK;
+    clt_ctx *ctx = m->ctx;
+    L->kind = pl->kind;
+    L->spec = *spec;
+    L->index = index;
+    L->in = pl->in;
+    L->out = pl->out;
+    L->in_n = clt__shape_numel(&pl->in);
+    L->out_n = clt__shape_numel(&pl->out);
+    L->param = pl->param;
+    L->nparams = pl->nparams;
+    for (int j = 0; j < L->nparams; j++) {
+        const struct clt_param_info *pi = &m->info[L->param + j];
+        CLT_TRY(clt_tensor_view(&L->w[j], m->params, pi->offset, pi->ndim, pi->dims));
+        CLT_TRY(clt_tensor_view(&L->dw[j], m->grads, pi->offset, pi->ndim, pi->dims));
+        if (m->params16)
+            CLT_TRY(clt_tensor_view(&L->w16[j], m->params16, pi->offset, pi->ndim, pi->dims));
+    }
+    L->nbuffers = pl->nbuffers;
+    for (int j = 0; j < L->nbuffers; j++) {
+        const struct clt_buffer_info *bi = &m->plan.buffers[pl->buffer + j].info;
+        if (bi->i64) L->counter[j] = &m->counters[bi->offset];
+        else CLT_TRY(clt_tensor_view(&L->buf[j], m->buffers, bi->offset, 1, &bi->numel));
+    }
+    L->ydt = pl->ydt;
+    if (pl->kept) {
+        size_t dims[2] = {m->max_batch, pl->kept};
+        CLT_TRY(clt_tensor_create(&L->y_full, ctx, L->ydt, 2, dims, CLT_MEM_ACTIVATIONS));
+    }
 fail:
     return st;
 }
@@ -383,9 +529,7 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
     m->outputs = outputs;
     m->max_batch = m->params_cfg.max_batch;
     m->nlayers = spec->n;
-    CLT_ALLOC(ctx, m->spec.layers, spec->n);
-    memcpy(m->spec.layers, spec->layers, (size_t)spec->n * sizeof *spec->layers);
-    m->spec.n = spec->n;
+    CLT_TRY(clt__spec_copy(&m->spec, spec));
     CLT_ALLOC(ctx, m->layers, spec->n);
     m->nparams = m->plan.nparams;
     CLT_ALLOC(ctx, m->info, m->nparams ? (size_t)m->nparams : 1);
@@ -426,36 +570,18 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
         if (pb->info.i64) m->counters[pb->info.offset] = (int64_t)pb->decl.init;
     }
 
-    /* each layer: views of its parameters, and the output it keeps */
+    /* each layer (and each block's children): views of its parameters, the output it keeps */
     for (int i = 0; i < m->nlayers; i++) {
         struct clt__layer *L = &m->layers[i];
         const struct clt__plan_layer *pl = &m->plan.layers[i];
-        L->kind = pl->kind;
-        L->spec = spec->layers[i];
-        L->index = i;
-        L->in = pl->in;
-        L->out = pl->out;
-        L->in_n = clt__shape_numel(&pl->in);
-        L->out_n = clt__shape_numel(&pl->out);
-        L->param = pl->param;
-        L->nparams = pl->nparams;
-        for (int j = 0; j < L->nparams; j++) {
-            const struct clt_param_info *pi = &m->info[L->param + j];
-            CLT_TRY(clt_tensor_view(&L->w[j], m->params, pi->offset, pi->ndim, pi->dims));
-            CLT_TRY(clt_tensor_view(&L->dw[j], m->grads, pi->offset, pi->ndim, pi->dims));
-            if (m->params16)
-                CLT_TRY(clt_tensor_view(&L->w16[j], m->params16, pi->offset, pi->ndim, pi->dims));
-        }
-        L->nbuffers = pl->nbuffers;
-        for (int j = 0; j < L->nbuffers; j++) {
-            const struct clt_buffer_info *bi = &m->plan.buffers[pl->buffer + j].info;
-            if (bi->i64) L->counter[j] = &m->counters[bi->offset];
-            else CLT_TRY(clt_tensor_view(&L->buf[j], m->buffers, bi->offset, 1, &bi->numel));
-        }
-        L->ydt = pl->ydt;
-        if (pl->kept) {
-            size_t dims[2] = {m->max_batch, pl->kept};
-            CLT_TRY(clt_tensor_create(&L->y_full, ctx, L->ydt, 2, dims, CLT_MEM_ACTIVATIONS));
+        CLT_TRY(setup_layer(m, L, pl, &m->spec.layers[i], i));
+        if (pl->nchildren) {
+            CLT_ALLOC(ctx, L->child, pl->nchildren);
+            L->nchildren = pl->nchildren;
+            for (int c = 0; c < pl->nchildren; c++) {
+                const struct clt__plan_layer *cp = &m->plan.children[pl->child + c];
+                CLT_TRY(setup_layer(m, &L->child[c], cp, &cp->spec, i));
+            }
         }
     }
     size_t gdims[2] = {m->max_batch, m->plan.widest};
@@ -467,11 +593,22 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
             CLT_TRY(clt_tensor_create(&m->gt_full[k], ctx, CLT_DTYPE_F32, 2, tdims,
                                       CLT_MEM_ACTIVATIONS));
     }
+    if (m->plan.block_widest) {
+        size_t bdims[2] = {m->max_batch, m->plan.block_widest};
+        for (int k = 0; k < 2; k++)
+            CLT_TRY(clt_tensor_create(&m->gb_full[k], ctx, prec, 2, bdims, CLT_MEM_ACTIVATIONS));
+        for (int i = 0; i < m->nlayers; i++)
+            for (int k = 0; m->layers[i].nchildren && k < 2; k++) m->layers[i].gb[k] = m->gb_full[k];
+    }
     if (m->plan.workspace) {
         size_t wdims[2] = {m->max_batch, m->plan.workspace};
         CLT_TRY(clt_tensor_create(&m->ws, ctx, prec, 2, wdims, CLT_MEM_WORKSPACE));
-        for (int i = 0; i < m->nlayers; i++)
-            if (m->layers[i].kind->workspace) m->layers[i].ws = m->ws;
+        for (int i = 0; i < m->nlayers; i++) {
+            struct clt__layer *L = &m->layers[i];
+            if (L->kind->workspace) L->ws = m->ws;
+            for (int c = 0; c < L->nchildren; c++)
+                if (L->child[c].kind->workspace) L->child[c].ws = m->ws;
+        }
     }
     CLT_TRY(make_views(m, m->max_batch));
     *out = m;
@@ -483,21 +620,26 @@ fail:
     return st;
 }
 
+static void free_layer(struct clt__layer *L)
+{
+    for (int c = 0; L->child && c < L->nchildren; c++) free_layer(&L->child[c]);
+    free(L->child);
+    for (int j = 0; j < CLT__LAYER_MAX_PARAMS; j++) {
+        clt_tensor_free(L->w[j]);
+        clt_tensor_free(L->dw[j]);
+        clt_tensor_free(L->w16[j]);
+    }
+    for (int j = 0; j < CLT__LAYER_MAX_BUFFERS; j++) clt_tensor_free(L->buf[j]);
+    clt_tensor_free(L->y);
+    clt_tensor_free(L->y_full);
+}
+
 void clt_model_free(clt_model *m)
 {
     if (!m) return;
-    for (int i = 0; m->layers && i < m->nlayers; i++) {
-        struct clt__layer *L = &m->layers[i];
-        for (int j = 0; j < CLT__LAYER_MAX_PARAMS; j++) {
-            clt_tensor_free(L->w[j]);
-            clt_tensor_free(L->dw[j]);
-            clt_tensor_free(L->w16[j]);
-        }
-        for (int j = 0; j < CLT__LAYER_MAX_BUFFERS; j++) clt_tensor_free(L->buf[j]);
-        clt_tensor_free(L->y);
-        clt_tensor_free(L->y_full);
-    }
+    for (int i = 0; m->layers && i < m->nlayers; i++) free_layer(&m->layers[i]);
     for (int k = 0; k < 2; k++) {
+        clt_tensor_free(m->gb_full[k]);
         clt_tensor_free(m->g[k]);
         clt_tensor_free(m->g_full[k]);
         clt_tensor_free(m->gt_full[k]);
@@ -512,7 +654,7 @@ void clt_model_free(clt_model *m)
     free(m->info);
     free(m->binfo);
     free(m->counters);
-    free(m->spec.layers);
+    clt_spec_free(&m->spec);
     free(m);
 }
 
@@ -547,6 +689,14 @@ fail:
     return st;
 }
 
+/* Does L (or one of a block's children) have parameters? */
+static bool has_params(const struct clt__layer *L)
+{
+    for (int c = 0; c < L->nchildren; c++)
+        if (has_params(&L->child[c])) return true;
+    return L->nparams > 0;
+}
+
 clt_status clt_model_backward(clt_model *m, const clt_tensor *dout, bool accumulate)
 {
     clt_status st = CLT_OK;
@@ -561,7 +711,7 @@ clt_status clt_model_backward(clt_model *m, const clt_tensor *dout, bool accumul
     const clt_tensor *dy = dout;
     /* the first layer that needs an input gradient: nothing before it has parameters */
     int first = 0;
-    while (first < m->nlayers && m->layers[first].nparams == 0) first++;
+    while (first < m->nlayers && !has_params(&m->layers[first])) first++;
     for (int i = m->nlayers - 1; i >= first; i--) {
         struct clt__layer *L = &m->layers[i];
         /* dx goes into the ping-pong buffer that does not hold dy; in mixed precision, into an

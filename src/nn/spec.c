@@ -26,6 +26,12 @@ static const struct {
     {"logreg", "linear %d"},
     {"cnn", "conv 32 k3 p1, batchnorm, relu, maxpool 2, conv 64 k3 p1, batchnorm, relu, maxpool 2, "
             "flatten, dropout 0.25, linear 128, relu, linear %d"},
+#define RESNET_BLOCK(c, s)                                                                         \
+    "residual { conv " c " k3" s " p1, batchnorm, relu, conv " c " k3 p1, batchnorm }, relu, "
+    {"resnet", "conv 32 k3 p1, batchnorm, relu, " RESNET_BLOCK("32", "") RESNET_BLOCK("32", "")
+                   RESNET_BLOCK("64", " s2") RESNET_BLOCK("64", "") RESNET_BLOCK("128", " s2")
+                       RESNET_BLOCK("128", "") "globalavgpool, linear %d"},
+#undef RESNET_BLOCK
 };
 
 /* Where the text came from: messages say "model spec" or `model spec file "<path>"`. */
@@ -35,9 +41,12 @@ typedef struct source {
     bool lines;       /* positions say line and column */
 } source;
 
-/* One non-blank entry: its trimmed text and its first words. */
+/* One non-blank entry: its trimmed text and its first words. An entry ends at a comma, a newline,
+ * a '{' (open: "residual {") or a '}' (close: the last entry of a block, maybe without words). */
 typedef struct entry {
     const char *start, *end; /* trimmed text, [start, end) */
+    bool open, close;        /* ended by '{' or by '}' */
+    const char *brace;       /* that brace */
     const char *line_start;
     int line;
     int ntok; /* number of words; only the first SPEC_MAX_TOKENS are kept */
@@ -70,7 +79,7 @@ static bool is_blank(char c)
 
 static bool ends_word(char c)
 {
-    return c == '\0' || c == ',' || c == '\n' || c == '#' || is_blank(c);
+    return c == '\0' || c == ',' || c == '\n' || c == '#' || c == '{' || c == '}' || is_blank(c);
 }
 
 static char lower(char c)
@@ -113,7 +122,7 @@ static bool next_entry(cursor *c, entry *e)
         memset(e, 0, sizeof *e);
         e->line = c->line;
         e->line_start = c->line_start;
-        while (*p && *p != ',' && *p != '\n' && *p != '#') {
+        while (*p && *p != ',' && *p != '\n' && *p != '#' && *p != '{' && *p != '}') {
             if (is_blank(*p)) {
                 p++;
                 continue;
@@ -132,7 +141,20 @@ static bool next_entry(cursor *c, entry *e)
         if (*p == '#')
             while (*p && *p != '\n')
                 p++;
-        if (*p == ',') {
+        if (*p == '{' || *p == '}') {
+            e->open = *p == '{';
+            e->close = *p == '}';
+            e->brace = p++;
+            if (!e->start) {
+                e->start = e->brace;
+                e->end = e->brace + 1;
+            }
+            if (e->close) { /* "}, next": the comma separates the block from the next entry */
+                while (is_blank(*p))
+                    p++;
+                if (*p == ',') p++;
+            }
+        } else if (*p == ',') {
             p++;
         } else if (*p == '\n') {
             p++;
@@ -140,7 +162,7 @@ static bool next_entry(cursor *c, entry *e)
             c->line_start = p;
         }
         c->p = p;
-        if (e->ntok > 0) return true;
+        if (e->ntok > 0 || e->open || e->close) return true;
         if (*(p - 1) == ',' && p - 1 >= e->line_start) {
             /* Nothing before a comma ("a,,b", ", a"): reported, not skipped. */
             e->start = e->end = p - 1;
@@ -275,6 +297,82 @@ fail:
     return st;
 }
 
+static void free_layers(clt_layer_spec *layers, int n)
+{
+    for (int i = 0; layers && i < n; i++) {
+        free_layers(layers[i].body, layers[i].body_n);
+        free(layers[i].body);
+    }
+}
+
+static bool is_residual(const entry *e)
+{
+    return e->ntok > 0 && word_is(e->tok[0], e->len[0], clt__layer_residual.name);
+}
+
+/* One layer from entry e; a residual block reads its body's entries from c up to its '}'. */
+static clt_status parse_entry(const source *src, cursor *c, const entry *e, int layer,
+                              clt_layer_spec *out)
+{
+    clt_status st = CLT_OK;
+    clt_layer_spec l = {0};
+    int cap = 0;
+    if (e->close)
+        SPEC_FAIL(e->brace, "unexpected '}': no residual block is open");
+    if (e->open && !is_residual(e))
+        SPEC_FAIL(e->brace, "'{' opens the layers of a block and must follow \"residual\"");
+    if (!is_residual(e)) return parse_layer(src, e, layer, out);
+    if (e->ntok > 1)
+        SPEC_FAIL(e->tok[1], "unexpected \"%.*s\"; expected '{' after residual", SPEC_TOK(e, 1));
+    if (!e->open)
+        SPEC_FAIL(e->end, "expected '{' after residual: its layers go in braces, e.g. "
+                          "\"residual { conv 64 k3 p1, batchnorm, relu, conv 64 k3 p1, batchnorm "
+                          "}\"");
+    l.kind = CLT_LAYER_RESIDUAL;
+    for (;;) {
+        entry b;
+        if (!next_entry(c, &b))
+            SPEC_FAIL(e->brace, "missing '}': the residual block opened here is not closed");
+        if (b.open) {
+            const entry *be = &b;
+            if (is_residual(&b))
+                st = entry_fail(src, be, layer, b.tok[0], CLT_ERR_FORMAT,
+                                "a residual block inside a residual block is not supported");
+            else
+                st = entry_fail(src, be, layer, b.brace, CLT_ERR_FORMAT,
+                                "'{' opens the layers of a block and must follow \"residual\"");
+            goto fail;
+        }
+        if (b.ntok > 0) {
+            if (is_residual(&b)) {
+                st = entry_fail(src, &b, layer, b.tok[0], CLT_ERR_FORMAT,
+                                "a residual block inside a residual block is not supported");
+                goto fail;
+            }
+            if (l.body_n == cap) {
+                int ncap = cap ? 2 * cap : 4;
+                clt_layer_spec *nb = realloc(l.body, (size_t)ncap * sizeof *nb);
+                if (!nb) CLT_FAIL(NULL, CLT_ERR_HOST_MEMORY, "model spec: out of host memory");
+                l.body = nb;
+                cap = ncap;
+            }
+            CLT_TRY(parse_layer(src, &b, layer, &l.body[l.body_n]));
+            l.body_n++;
+        }
+        if (b.close) break;
+    }
+    if (l.body_n == 0)
+        SPEC_FAIL(e->brace, "empty residual block; expected its layers between '{' and '}', e.g. "
+                            "\"residual { conv 64 k3 p1, batchnorm }\"");
+    *out = l;
+    l.body = NULL;
+    l.body_n = 0;
+fail:
+    free_layers(l.body, l.body_n);
+    free(l.body);
+    return st;
+}
+
 static clt_status parse_source(const source *src, int classes, clt_spec *out);
 
 /* The whole spec is the one word in e: expand the preset it names, if it is one. */
@@ -283,7 +381,7 @@ static clt_status parse_preset(const source *src, const entry *e, int classes, c
 {
     clt_status st = CLT_OK;
     const int layer = 1;
-    char text[512]; /* the longest preset with an 8-digit N */
+    char text[1024]; /* the longest preset with an 8-digit N */
     *found = false;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0] && !*found; i++) {
         if (!word_is(e->tok[0], e->len[0], presets[i].name)) continue;
@@ -317,7 +415,7 @@ static clt_status parse_source(const source *src, int classes, clt_spec *out)
     cursor_init(&c, src->text);
     while (count <= SPEC_MAX_LAYERS && next_entry(&c, &e)) {
         count++;
-        if (e.ntok == 0) {
+        if (e.ntok == 0 && !e.open && !e.close) {
             st = entry_fail(src, &e, count, e.start, CLT_ERR_FORMAT,
                             "empty layer: nothing before this comma (\"a,,b\" or a leading "
                             "comma); remove the extra comma");
@@ -327,7 +425,7 @@ static clt_status parse_source(const source *src, int classes, clt_spec *out)
     if (count == 0) {
         st = source_fail(src, CLT_ERR_FORMAT,
                          "no layers; expected e.g. \"linear 128, relu, linear 10\" or a preset "
-                         "(mlp, logreg, cnn)");
+                         "(mlp, logreg, cnn, resnet)");
         goto fail;
     }
     if (count > SPEC_MAX_LAYERS) {
@@ -341,13 +439,15 @@ static clt_status parse_source(const source *src, int classes, clt_spec *out)
     if (!preset) {
         CLT_ALLOC(NULL, s.layers, count);
         do {
-            CLT_TRY(parse_layer(src, &e, s.n + 1, &s.layers[s.n]));
+            CLT_TRY(parse_entry(src, &c, &e, s.n + 1, &s.layers[s.n]));
             s.n++;
         } while (next_entry(&c, &e));
     }
     *out = s;
     s.layers = NULL;
+    s.n = 0;
 fail:
+    free_layers(s.layers, s.n);
     free(s.layers);
     return st;
 }
@@ -476,30 +576,43 @@ void clt__spec_format_real(float v, char *buf, size_t size)
         snprintf(buf, size, "%.0f", (double)v);
 }
 
+size_t clt__spec_layer_text_size(const clt_layer_spec *l)
+{
+    /* ", linear 16777216 nobias" or ", leakyrelu <%.9g>" fit in 48; a block: its layers, braces */
+    return 48 + (l->kind == CLT_LAYER_RESIDUAL && l->body_n > 0 ? (size_t)l->body_n * 48 + 8 : 0);
+}
+
 clt_status clt_spec_to_string(const clt_spec *s, char **out)
 {
     clt_status st = CLT_OK;
-    char *text = NULL;
-    size_t used = 0;
-    const size_t per_layer = 48; /* ", linear 16777216 nobias" or ", leakyrelu <%.9g>" fit */
+    char *text = NULL, *args = NULL;
+    size_t used = 0, cap = 1, widest = 0;
     CLT_ASSERT(s && out && s->n >= 0 && (s->n == 0 || s->layers));
     *out = NULL;
-    CLT_ALLOC(NULL, text, (size_t)s->n * per_layer + 1);
+    for (int i = 0; i < s->n; i++) {
+        size_t n = clt__spec_layer_text_size(&s->layers[i]);
+        cap += n;
+        if (n > widest) widest = n;
+    }
+    CLT_ALLOC(NULL, text, cap);
+    CLT_ALLOC(NULL, args, widest + 1);
+    text[0] = '\0';
     for (int i = 0; i < s->n; i++) {
         const clt_layer_spec *l = &s->layers[i];
         const char *sep = i ? ", " : "";
-        char args[40];
-        size_t room = (size_t)s->n * per_layer + 1 - used;
         if ((unsigned)l->kind >= CLT_LAYER__COUNT)
             CLT_FAIL(NULL, CLT_ERR_INVALID_ARG, "model spec: layer %d has unknown kind %d", i + 1,
                      (int)l->kind);
         const struct clt__layer_kind *k = clt__layer_kind_of(l->kind);
-        k->format(l, args, sizeof args);
-        used += (size_t)snprintf(text + used, room, "%s%s%s", sep, k->name, args);
+        k->format(l, args, widest + 1);
+        int len = snprintf(text + used, cap - used, "%s%s%s", sep, k->name, args);
+        if (len > 0) used += (size_t)len;
+        if (used >= cap) used = cap - 1;
     }
     *out = text;
     text = NULL;
 fail:
+    free(args);
     free(text);
     return st;
 }
@@ -507,7 +620,35 @@ fail:
 void clt_spec_free(clt_spec *s)
 {
     if (!s) return;
+    free_layers(s->layers, s->n);
     free(s->layers);
     s->layers = NULL;
     s->n = 0;
+}
+
+clt_status clt__spec_copy(clt_spec *dst, const clt_spec *src)
+{
+    clt_status st = CLT_OK;
+    clt_spec d = {0, NULL};
+    *dst = d;
+    if (src->n == 0) return CLT_OK;
+    CLT_ALLOC(NULL, d.layers, src->n);
+    for (; d.n < src->n; d.n++) {
+        const clt_layer_spec *l = &src->layers[d.n];
+        d.layers[d.n] = *l;
+        d.layers[d.n].body = NULL;
+        d.layers[d.n].body_n = 0;
+        if (l->body_n > 0 && l->body) {
+            clt_spec sub = {l->body_n, l->body}, copy;
+            CLT_TRY(clt__spec_copy(&copy, &sub));
+            d.layers[d.n].body = copy.layers;
+            d.layers[d.n].body_n = copy.n;
+        }
+    }
+    *dst = d;
+    d.layers = NULL;
+    d.n = 0;
+fail:
+    clt_spec_free(&d);
+    return st;
 }

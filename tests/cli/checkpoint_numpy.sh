@@ -25,3 +25,10 @@ trap 'rm -rf "$tmp"' EXIT
 "$CLTRAIN_BIN" predict --load "$tmp/cnn.safetensors" --data fashion-mnist --output "$tmp/cnn.csv"
 /usr/bin/python3 "$here/../../tools/checkpoint_numpy.py" "$tmp/cnn.safetensors" \
   "$data/t10k-images-idx3-ubyte.gz" "$tmp/cnn.csv"
+# residual blocks: an identity one and a projecting one (1x1 conv s2 and batchnorm)
+"$CLTRAIN_BIN" train --data fashion-mnist \
+  --model "conv 8 k3 p1, batchnorm, relu, residual { conv 8 k3 p1, batchnorm, relu, conv 8 k3 p1, batchnorm }, relu, residual { conv 16 k3 s2 p1, batchnorm, relu, conv 16 k3 p1, batchnorm }, relu, globalavgpool, linear 10" \
+  --steps 10 --batch-size 32 --log-every 0 --normalize --save "$tmp/res.safetensors" --quiet
+"$CLTRAIN_BIN" predict --load "$tmp/res.safetensors" --data fashion-mnist --output "$tmp/res.csv"
+/usr/bin/python3 "$here/../../tools/checkpoint_numpy.py" "$tmp/res.safetensors" \
+  "$data/t10k-images-idx3-ubyte.gz" "$tmp/res.csv"

@@ -16,8 +16,13 @@ static int same(const clt_spec *a, const clt_spec *b)
     for (int i = 0; i < a->n; i++) {
         const clt_layer_spec *x = &a->layers[i], *y = &b->layers[i];
         if (x->kind != y->kind || x->out != y->out || x->bias != y->bias || x->p != y->p ||
-            x->alpha != y->alpha)
+            x->alpha != y->alpha || x->k != y->k || x->stride != y->stride || x->pad != y->pad ||
+            x->body_n != y->body_n)
             return 0;
+        if (x->body_n > 0) {
+            const clt_spec xb = {x->body_n, x->body}, yb = {y->body_n, y->body};
+            if (!same(&xb, &yb)) return 0;
+        }
     }
     return 1;
 }

@@ -1383,6 +1383,254 @@ START_TEST(test_batchnorm_model)
 }
 END_TEST
 
+/* ---- residual blocks ---------------------------------------------------------------------- */
+
+static size_t param_off(const clt_model *m, const char *name)
+{
+    for (int i = 0; i < clt_model_param_count(m); i++)
+        if (strcmp(clt_model_param_info(m, i)->name, name) == 0)
+            return clt_model_param_info(m, i)->offset;
+    ck_abort_msg("no parameter \"%s\"", name);
+    return 0;
+}
+
+static double *dalloc(size_t n)
+{
+    double *p = calloc(n ? n : 1, sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* An identity block (body conv, batchnorm, relu, conv, batchnorm) and a projecting one (stride 2,
+ * 4 -> 6 channels, a batchnorm in the body: the shortcut is conv 1x1 s2 then batchnorm) on
+ * (B, 2, 6, 5) inputs against a float64 host forward and backward (ref_conv2d_*,
+ * ref_batchnorm_*): the names of the parameters and buffers, the training forward, every
+ * gradient; then estimate == accountant and finite passes in f32, f16 and bf16 for blocks at
+ * the start of the model (an f32 input: the shortcut is cast) and projections without a
+ * batchnorm. */
+START_TEST(test_residual_model)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    const int B = 3, C = 2, H = 6, W = 5, N = 3, HW = H * W;
+    const char *text = "conv 4 k3 p1, residual { conv 4 k3 p1, batchnorm, relu, conv 4 k3 p1, "
+                       "batchnorm }, relu, residual { conv 6 k3 s2 p1, batchnorm, relu, "
+                       "conv 6 k3 p1 }, relu, globalavgpool, linear 3";
+    clt_spec s = parse_spec(text);
+    struct clt_model_params mp = clt_model_default_params();
+    mp.seed = tc_u64(&r);
+    mp.max_batch = 4;
+    mp.input_shape[0] = (size_t)C;
+    mp.input_shape[1] = (size_t)H;
+    mp.input_shape[2] = (size_t)W;
+    clt_model *m = NULL;
+    TC_OK(ctx, clt_model_create(&m, ctx, &s, (size_t)(C * H * W), (size_t)N, &mp));
+    const char *names[] = {"0.weight", "0.bias", "1.body.0.weight", "1.body.0.bias",
+                           "1.body.1.weight", "1.body.1.bias", "1.body.3.weight", "1.body.3.bias",
+                           "1.body.4.weight", "1.body.4.bias", "3.body.0.weight", "3.body.0.bias",
+                           "3.body.1.weight", "3.body.1.bias", "3.body.3.weight", "3.body.3.bias",
+                           "3.proj.0.weight", "3.proj.1.weight", "3.proj.1.bias", "6.weight",
+                           "6.bias"};
+    ck_assert_int_eq(clt_model_param_count(m), 21);
+    for (int i = 0; i < 21; i++) ck_assert_str_eq(clt_model_param_info(m, i)->name, names[i]);
+    ck_assert_int_eq(clt_model_param_info(m, 16)->ndim, 4);
+    ck_assert_uint_eq(clt_model_param_info(m, 16)->dims[0], 6);
+    ck_assert_uint_eq(clt_model_param_info(m, 16)->dims[1], 4);
+    ck_assert_uint_eq(clt_model_param_info(m, 16)->dims[2], 1);
+    ck_assert_int_eq(clt_model_buffer_count(m), 12);
+    ck_assert_str_eq(clt_model_buffer_info(m, 0)->name, "1.body.1.running_mean");
+    ck_assert_str_eq(clt_model_buffer_info(m, 5)->name, "1.body.4.num_batches_tracked");
+    ck_assert_str_eq(clt_model_buffer_info(m, 9)->name, "3.proj.1.running_mean");
+    const size_t Pn = clt_tensor_numel(clt_model_params(m));
+    float *pf = read_params(m);
+    /* batchnorm weights other than 1 and 0, so that they matter */
+    for (int i = 0; i < 21; i++) {
+        const struct clt_param_info *pi = clt_model_param_info(m, i);
+        if (strstr(pi->name, ".1.") || strstr(pi->name, ".4."))
+            for (size_t e = 0; e < pi->numel; e++)
+                pf[pi->offset + e] = (float)(strstr(pi->name, "weight") ? tc_uniform(&r, 0.5, 1.5)
+                                                                        : tc_uniform(&r, -0.5, 0.5));
+    }
+    TC_OK(ctx, clt_model_write_params(m, pf));
+    double *w = dalloc(Pn), *g = dalloc(Pn);
+    for (size_t i = 0; i < Pn; i++) w[i] = pf[i];
+#define WP(name) (w + param_off(m, name))
+#define GP(name) (g + param_off(m, name))
+    const size_t nx = (size_t)B * C * HW, n4 = (size_t)B * 4 * HW, n6 = (size_t)B * 6 * 9;
+    double *x = dalloc(nx), *h0 = dalloc(n4), *b0 = dalloc(n4), *b1 = dalloc(n4),
+           *b2 = dalloc(n4), *b3 = dalloc(n4), *b4 = dalloc(n4), *y1 = dalloc(n4),
+           *a2 = dalloc(n4), *c0 = dalloc(n6), *c1 = dalloc(n6), *c2 = dalloc(n6),
+           *c3 = dalloc(n6), *p0 = dalloc(n6), *p1 = dalloc(n6), *y3 = dalloc(n6),
+           *a4 = dalloc(n6), *g5 = dalloc((size_t)B * 6), *y = dalloc((size_t)B * N),
+           *d = dalloc((size_t)B * N), *t4 = dalloc(n4), *u4 = dalloc(n4), *t6 = dalloc(n6),
+           *u6 = dalloc(n6), *da2 = dalloc(n4), *dg5 = dalloc((size_t)B * 6);
+    float *xf = malloc(nx * sizeof *xf), df[9], got[16];
+    ck_assert_ptr_nonnull(xf);
+    tc_fill_nonzero(&r, xf, nx, 0.1f, 1.5f);
+    for (size_t i = 0; i < nx; i++) x[i] = xf[i];
+    ref_conv2d_forward(x, WP("0.weight"), WP("0.bias"), h0, B, C, H, W, 4, 3, 1, 1);
+    ref_conv2d_forward(h0, WP("1.body.0.weight"), WP("1.body.0.bias"), b0, B, 4, H, W, 4, 3, 1, 1);
+    ref_batchnorm_forward_train(b0, WP("1.body.1.weight"), WP("1.body.1.bias"), b1, NULL, NULL, B,
+                                4, HW, 1e-5);
+    ref_act_forward(REF_ACT_RELU, b1, b2, n4);
+    ref_conv2d_forward(b2, WP("1.body.3.weight"), WP("1.body.3.bias"), b3, B, 4, H, W, 4, 3, 1, 1);
+    ref_batchnorm_forward_train(b3, WP("1.body.4.weight"), WP("1.body.4.bias"), b4, NULL, NULL, B,
+                                4, HW, 1e-5);
+    for (size_t i = 0; i < n4; i++) y1[i] = b4[i] + h0[i];
+    ref_act_forward(REF_ACT_RELU, y1, a2, n4);
+    ref_conv2d_forward(a2, WP("3.body.0.weight"), WP("3.body.0.bias"), c0, B, 4, H, W, 6, 3, 2, 1);
+    ref_batchnorm_forward_train(c0, WP("3.body.1.weight"), WP("3.body.1.bias"), c1, NULL, NULL, B,
+                                6, 9, 1e-5);
+    ref_act_forward(REF_ACT_RELU, c1, c2, n6);
+    ref_conv2d_forward(c2, WP("3.body.3.weight"), WP("3.body.3.bias"), c3, B, 6, 3, 3, 6, 3, 1, 1);
+    ref_conv2d_forward(a2, WP("3.proj.0.weight"), NULL, p0, B, 4, H, W, 6, 1, 2, 0);
+    ref_batchnorm_forward_train(p0, WP("3.proj.1.weight"), WP("3.proj.1.bias"), p1, NULL, NULL, B,
+                                6, 9, 1e-5);
+    for (size_t i = 0; i < n6; i++) y3[i] = c3[i] + p1[i];
+    ref_act_forward(REF_ACT_RELU, y3, a4, n6);
+    for (int b = 0; b < B * 6; b++) {
+        double sum = 0;
+        for (int e = 0; e < 9; e++) sum += a4[(size_t)b * 9 + (size_t)e];
+        g5[b] = sum / 9;
+    }
+    ref_linear_forward(g5, WP("6.weight"), WP("6.bias"), y, B, 6, N);
+    size_t xd[4] = {(size_t)B, (size_t)C, (size_t)H, (size_t)W}, dd[2] = {(size_t)B, (size_t)N};
+    clt_tensor *xt = NULL, *dt = NULL, *out = NULL;
+    TC_OK(ctx, clt_tensor_create(&xt, ctx, CLT_DTYPE_F32, 4, xd, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_create(&dt, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_OTHER));
+    tc_write(xt, xf);
+    TC_OK(ctx, clt_model_forward(m, xt, true, 0, &out));
+    tc_read(out, got);
+    tc_check_close(got, y, (size_t)B * N, 1e-4, 1e-4, "residual model: training forward", r.seed);
+    /* backward */
+    tc_fill_nonzero(&r, df, (size_t)B * N, 0.1f, 1.0f);
+    for (int i = 0; i < B * N; i++) d[i] = df[i];
+    tc_write(dt, df);
+    ref_linear_backward(g5, WP("6.weight"), d, dg5, GP("6.weight"), GP("6.bias"), B, 6, N);
+    for (size_t i = 0; i < n6; i++) t6[i] = dg5[i / 9] / 9;
+    ref_act_backward(REF_ACT_RELU, y3, t6, u6, n6); /* u6: d y3 */
+    /* shortcut: batchnorm, then the 1x1 convolution */
+    ref_batchnorm_backward(p0, WP("3.proj.1.weight"), u6, t6, GP("3.proj.1.weight"),
+                           GP("3.proj.1.bias"), B, 6, 9, 1e-5);
+    ref_conv2d_backward(a2, WP("3.proj.0.weight"), t6, da2, GP("3.proj.0.weight"), NULL, B, 4, H,
+                        W, 6, 1, 2, 0);
+    /* body */
+    double *e6 = dalloc(n6);
+    ref_conv2d_backward(c2, WP("3.body.3.weight"), u6, t6, GP("3.body.3.weight"),
+                        GP("3.body.3.bias"), B, 6, 3, 3, 6, 3, 1, 1);
+    ref_act_backward(REF_ACT_RELU, c1, t6, e6, n6);
+    ref_batchnorm_backward(c0, WP("3.body.1.weight"), e6, t6, GP("3.body.1.weight"),
+                           GP("3.body.1.bias"), B, 6, 9, 1e-5);
+    ref_conv2d_backward(a2, WP("3.body.0.weight"), t6, t4, GP("3.body.0.weight"),
+                        GP("3.body.0.bias"), B, 4, H, W, 6, 3, 2, 1);
+    for (size_t i = 0; i < n4; i++) da2[i] += t4[i];
+    double *dy1 = dalloc(n4);
+    ref_act_backward(REF_ACT_RELU, y1, da2, dy1, n4);
+    ref_batchnorm_backward(b3, WP("1.body.4.weight"), dy1, t4, GP("1.body.4.weight"),
+                           GP("1.body.4.bias"), B, 4, HW, 1e-5);
+    ref_conv2d_backward(b2, WP("1.body.3.weight"), t4, u4, GP("1.body.3.weight"),
+                        GP("1.body.3.bias"), B, 4, H, W, 4, 3, 1, 1);
+    ref_act_backward(REF_ACT_RELU, b1, u4, t4, n4);
+    ref_batchnorm_backward(b0, WP("1.body.1.weight"), t4, u4, GP("1.body.1.weight"),
+                           GP("1.body.1.bias"), B, 4, HW, 1e-5);
+    ref_conv2d_backward(h0, WP("1.body.0.weight"), u4, t4, GP("1.body.0.weight"),
+                        GP("1.body.0.bias"), B, 4, H, W, 4, 3, 1, 1);
+    for (size_t i = 0; i < n4; i++) t4[i] += dy1[i]; /* the identity shortcut */
+    ref_conv2d_backward(x, WP("0.weight"), t4, NULL, GP("0.weight"), GP("0.bias"), B, C, H, W, 4,
+                        3, 1, 1);
+    float *gf = malloc(Pn * sizeof *gf);
+    ck_assert_ptr_nonnull(gf);
+    tc_poison(clt_model_grads(m));
+    TC_OK(ctx, clt_model_backward(m, dt, false));
+    tc_read(clt_model_grads(m), gf);
+    for (int i = 0; i < 21; i++) {
+        const struct clt_param_info *pi = clt_model_param_info(m, i);
+        tc_check_close(gf + pi->offset, g + pi->offset, pi->numel, 1e-4, 1e-3, pi->name, r.seed);
+    }
+#undef WP
+#undef GP
+    double *all[] = {x, h0, b0, b1, b2, b3, b4, y1, a2, c0, c1, c2, c3, p0, p1, y3, a4, g5, y, d,
+                     t4, u4, t6, u6, da2, dg5, e6, dy1, w, g};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
+    free(xf);
+    free(gf);
+    free(pf);
+    clt_tensor_free(xt);
+    clt_tensor_free(dt);
+    clt_model_free(m);
+    clt_spec_free(&s);
+
+    /* estimate == accountant in every precision; finite passes */
+    const char *specs[] = {text, "residual { conv 2 k3 p1, relu }, relu, flatten, linear 3",
+                           "residual { relu, conv 3 k3 s2 p1 }, globalavgpool, linear 3",
+                           "conv 3 k1, residual { batchnorm, relu, conv 5 k3 p1 }, flatten, "
+                           "linear 3"};
+    const clt_dtype precs[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
+    for (size_t si = 0; si < sizeof specs / sizeof *specs; si++)
+        for (size_t pi = 0; pi < 3; pi++) {
+            clt_spec s2 = parse_spec(specs[si]);
+            struct clt_model_params p2 = mp;
+            p2.max_batch = 7;
+            p2.precision = precs[pi];
+            uint64_t est[CLT_MEM__COUNT] = {0};
+            TC_OK(ctx, clt_model_mem_estimate(&s2, 60, 3, &p2, est));
+            clt_model *m2 = NULL;
+            TC_OK(ctx, clt_model_create(&m2, ctx, &s2, 60, 3, &p2));
+            clt_spec_free(&s2); /* the model keeps its own copy of the blocks */
+            struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+            for (int c = 0; c < CLT_MEM__COUNT; c++)
+                ck_assert_msg(est[c] == ms.by_category[c],
+                              "%s (%s) category %d: estimate %llu, allocated %llu", specs[si],
+                              clt_dtype_name(precs[pi]), c, (unsigned long long)est[c],
+                              (unsigned long long)ms.by_category[c]);
+            float xf2[5 * 60], df2[5 * 3], yo[5 * 3];
+            tc_fill_nonzero(&r, xf2, 5 * 60, 0.1f, 1.5f);
+            tc_fill_nonzero(&r, df2, 5 * 3, 0.1f, 1.0f);
+            size_t xd2[2] = {5, 60}, dd2[2] = {5, 3};
+            clt_tensor *xt2 = NULL, *dt2 = NULL, *o2 = NULL;
+            TC_OK(ctx, clt_tensor_create(&xt2, ctx, CLT_DTYPE_F32, 2, xd2, CLT_MEM_OTHER));
+            TC_OK(ctx, clt_tensor_create(&dt2, ctx, CLT_DTYPE_F32, 2, dd2, CLT_MEM_OTHER));
+            tc_write(xt2, xf2);
+            tc_write(dt2, df2);
+            TC_OK(ctx, clt_model_forward(m2, xt2, true, 0, &o2));
+            tc_read(o2, yo);
+            TC_OK(ctx, clt_model_backward(m2, dt2, false));
+            size_t Pn2 = clt_tensor_numel(clt_model_grads(m2));
+            float *gr = malloc(Pn2 * sizeof *gr);
+            ck_assert_ptr_nonnull(gr);
+            tc_read(clt_model_grads(m2), gr);
+            size_t nonzero = 0;
+            for (size_t i = 0; i < Pn2; i++) {
+                ck_assert_msg(isfinite(gr[i]), "%s (%s): gradient %zu is %g", specs[si],
+                              clt_dtype_name(precs[pi]), i, (double)gr[i]);
+                nonzero += gr[i] != 0;
+            }
+            ck_assert_msg(nonzero > Pn2 / 2, "%s (%s): %zu of %zu gradients are not 0", specs[si],
+                          clt_dtype_name(precs[pi]), nonzero, Pn2);
+            for (size_t i = 0; i < 15; i++) ck_assert(isfinite(yo[i]));
+            free(gr);
+            clt_tensor_free(xt2);
+            clt_tensor_free(dt2);
+            clt_model_free(m2);
+        }
+    /* no 1x1 stride fits, a flat input whose width changes */
+    const char *bad[] = {"residual { conv 4 k3 }, flatten, linear 3",
+                         "flatten, residual { linear 5 }, linear 3"};
+    for (size_t i = 0; i < 2; i++) {
+        clt_spec s3 = parse_spec(bad[i]);
+        clt_model *m3 = NULL;
+        ck_assert_int_eq(clt_model_create(&m3, ctx, &s3, 60, 3, &mp), CLT_ERR_INVALID_ARG);
+        ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "layer ") &&
+                          tc_contains(clt_ctx_errmsg(ctx), "no shortcut fits"),
+                      "%s", clt_ctx_errmsg(ctx));
+        clt_spec_free(&s3);
+    }
+    ck_assert_uint_eq(clt_ctx_mem_stats(ctx).current, 0);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
@@ -1396,6 +1644,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_estimate_every_kind);
     tcase_add_test(tc, test_conv_model);
     tcase_add_test(tc, test_batchnorm_model);
+    tcase_add_test(tc, test_residual_model);
     tcase_add_test(tc, test_pool_layers);
     suite_add_tcase(s, tc);
     return s;

@@ -126,7 +126,7 @@ START_TEST(test_errors_layers)
     expect_error("linear 256, relu, linaer 128", 10, CLT_ERR_FORMAT,
                  "model spec: layer 3 (\"linaer 128\") at column 19: unknown layer \"linaer\"; "
                  "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu, "
-                 "leakyrelu, conv, maxpool, avgpool, globalavgpool or batchnorm");
+                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm or residual");
     expect_error("relu, linear", 10, CLT_ERR_FORMAT,
                  "model spec: layer 2 (\"linear\") at column 13: linear needs a width, e.g. "
                  "\"linear 128\"");
@@ -211,16 +211,16 @@ START_TEST(test_errors_positions_and_empty)
     expect_error("linear 10\n# comment\n\nrelu\n   tanhh, linear 3\n", 10, CLT_ERR_FORMAT,
                  "model spec: layer 3 (\"tanhh\") at line 5, column 4: unknown layer \"tanhh\"; "
                  "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu, "
-                 "leakyrelu, conv, maxpool, avgpool, globalavgpool or batchnorm");
+                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm or residual");
     expect_error("relu, linear 3, gelu , linear 0x10 # hex\n", 10, CLT_ERR_FORMAT,
                  "model spec: layer 4 (\"linear 0x10\") at column 31: width must be a positive "
                  "integer, got \"0x10\"");
     expect_error("", 10, CLT_ERR_FORMAT,
                  "model spec: no layers; expected e.g. \"linear 128, relu, linear 10\" or a "
-                 "preset (mlp, logreg, cnn)");
+                 "preset (mlp, logreg, cnn, resnet)");
     expect_error(" \n # nothing here\n\t", 10, CLT_ERR_FORMAT,
                  "model spec: no layers; expected e.g. \"linear 128, relu, linear 10\" or a "
-                 "preset (mlp, logreg, cnn)");
+                 "preset (mlp, logreg, cnn, resnet)");
     /* An empty entry before a comma is an error (it used to be skipped: "a,,b" was "a,b"); a
      * trailing comma and blank lines are not. */
     expect_error("linear 64,,relu, linear 10", 10, CLT_ERR_FORMAT,
@@ -639,7 +639,7 @@ START_TEST(test_kind_names)
     static const char *const names[] = {"linear",  "relu",      "gelu",    "tanh",
                                         "sigmoid", "dropout",   "flatten", "silu",
                                         "leakyrelu", "conv",    "maxpool", "avgpool",
-                                        "globalavgpool", "batchnorm"};
+                                        "globalavgpool", "batchnorm", "residual"};
     ck_assert_int_eq(sizeof names / sizeof *names, CLT_LAYER__COUNT);
     for (int k = 0; k < CLT_LAYER__COUNT; k++) {
         ck_assert_str_eq(clt_layer_kind_name((clt_layer_kind)k), names[k]);
@@ -650,6 +650,7 @@ START_TEST(test_kind_names)
                  : k == CLT_LAYER_DROPOUT ? " 0.5"
                  : k == CLT_LAYER_CONV    ? " 4 k3"
                  : k == CLT_LAYER_MAXPOOL || k == CLT_LAYER_AVGPOOL ? " 2"
+                 : k == CLT_LAYER_RESIDUAL ? " { relu }"
                                           : "");
         ck_assert_int_eq(clt_spec_parse(text, 0, &s), CLT_OK);
         ck_assert_int_eq(s.layers[0].kind, k);
@@ -657,6 +658,118 @@ START_TEST(test_kind_names)
     }
     ck_assert_str_eq(clt_layer_kind_name(CLT_LAYER__COUNT), "unknown");
     ck_assert_str_eq(clt_layer_kind_name((clt_layer_kind)-1), "unknown");
+}
+END_TEST
+
+/* residual { LAYERS }: the body, its canonical text and round trip, braces over lines, the
+ * errors (with their positions), validation of hand-built blocks and the resnet preset. */
+START_TEST(test_residual)
+{
+    const char *canon = "residual { conv 64 k3 p1, batchnorm, relu, conv 64 k3 p1, batchnorm }";
+    clt_spec s = {0}, back = {0};
+    char *text = NULL;
+    ck_assert_int_eq(clt_spec_parse(canon, 10, &s), CLT_OK);
+    ck_assert_int_eq(s.n, 1);
+    ck_assert_int_eq(s.layers[0].kind, CLT_LAYER_RESIDUAL);
+    ck_assert_int_eq(s.layers[0].body_n, 5);
+    expect_layer(&s.layers[0].body[0], CLT_LAYER_CONV, 64, true, 0);
+    ck_assert_int_eq(s.layers[0].body[0].k, 3);
+    ck_assert_int_eq(s.layers[0].body[0].pad, 1);
+    expect_layer(&s.layers[0].body[1], CLT_LAYER_BATCHNORM, 0, false, 0);
+    expect_layer(&s.layers[0].body[2], CLT_LAYER_RELU, 0, false, 0);
+    expect_layer(&s.layers[0].body[4], CLT_LAYER_BATCHNORM, 0, false, 0);
+    ck_assert_int_eq(clt_spec_to_string(&s, &text), CLT_OK);
+    ck_assert_str_eq(text, canon);
+    free(text);
+    clt_spec_free(&s);
+    ck_assert_ptr_null(s.layers);
+    /* over lines, tight braces, comments, a trailing comma inside */
+    ck_assert_int_eq(clt_spec_parse("conv 8 k3 p1\nresidual {  # a block\n  conv 8 k3 p1,\n"
+                                    "  BatchNorm\n}\nrelu, residual{relu, linear 5,}, linear 10",
+                                    10, &s),
+                     CLT_OK);
+    ck_assert_int_eq(s.n, 5);
+    ck_assert_int_eq(s.layers[1].body_n, 2);
+    ck_assert_int_eq(s.layers[3].body_n, 2);
+    ck_assert_int_eq(clt_spec_to_string(&s, &text), CLT_OK);
+    ck_assert_str_eq(text, "conv 8 k3 p1, residual { conv 8 k3 p1, batchnorm }, relu, "
+                           "residual { relu, linear 5 }, linear 10");
+    ck_assert_int_eq(clt_spec_parse(text, 10, &back), CLT_OK);
+    expect_same(&s, &back);
+    for (int i = 0; i < s.n; i++) {
+        ck_assert_int_eq(back.layers[i].body_n, s.layers[i].body_n);
+        clt_spec a = {s.layers[i].body_n, s.layers[i].body},
+                 b = {back.layers[i].body_n, back.layers[i].body};
+        expect_same(&a, &b);
+    }
+    ck_assert_int_eq(clt_spec_validate(&s, 64, 10), CLT_OK);
+    free(text);
+    clt_spec_free(&back);
+    /* validation of hand-built blocks: the body's kinds check their fields */
+    s.layers[1].body[0].k = 0;
+    ck_assert_int_eq(clt_spec_validate(&s, 64, 10), CLT_ERR_INVALID_ARG);
+    ck_assert(strstr(clt_last_errmsg(), "layer 2: conv kernel size") != NULL);
+    s.layers[1].body[0].k = 3;
+    s.layers[1].body[1].kind = CLT_LAYER_RESIDUAL;
+    ck_assert_int_eq(clt_spec_validate(&s, 64, 10), CLT_ERR_INVALID_ARG);
+    ck_assert(strstr(clt_last_errmsg(), "inside a residual block") != NULL);
+    s.layers[1].body[1].kind = CLT_LAYER_BATCHNORM;
+    s.layers[1].body_n = 0;
+    ck_assert_int_eq(clt_spec_validate(&s, 64, 10), CLT_ERR_INVALID_ARG);
+    ck_assert(strstr(clt_last_errmsg(), "needs at least one layer") != NULL);
+    s.layers[1].body_n = 2;
+    clt_spec_free(&s);
+
+    expect_error("residual { conv 8 k3 p1, batchnorm", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"residual\") at column 10: missing '}': the residual "
+                 "block opened here is not closed");
+    expect_error("linear 4, residual { }, linear 10", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 2 (\"residual\") at column 20: empty residual block; expected "
+                 "its layers between '{' and '}', e.g. \"residual { conv 64 k3 p1, batchnorm }\"");
+    expect_error("residual {\n conv 8 k3,\n linaer 3 }, linear 10", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"linaer 3\") at line 3, column 2: unknown layer "
+                 "\"linaer\"; expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu, "
+                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm or residual");
+    expect_error("residual { relu, residual { relu } }", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"residual\") at column 18: a residual block inside a "
+                 "residual block is not supported");
+    expect_error("residual relu", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"residual relu\") at column 10: unexpected \"relu\"; "
+                 "expected '{' after residual");
+    expect_error("linear 3, residual", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 2 (\"residual\") at column 19: expected '{' after residual: "
+                 "its layers go in braces, e.g. \"residual { conv 64 k3 p1, batchnorm, relu, "
+                 "conv 64 k3 p1, batchnorm }\"");
+    expect_error("relu { relu }", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"relu\") at column 6: '{' opens the layers of a block and "
+                 "must follow \"residual\"");
+    expect_error("residual { relu }}, linear 10", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 2 (\"}\") at column 18: unexpected '}': no residual block is "
+                 "open");
+    expect_error("residual { mlp }", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"mlp\") at column 12: preset \"mlp\" must be the whole "
+                 "spec, not one of its layers");
+
+    /* the resnet preset */
+    ck_assert_int_eq(clt_spec_parse("resnet", 10, &s), CLT_OK);
+    ck_assert_int_eq(clt_spec_to_string(&s, &text), CLT_OK);
+    ck_assert_str_eq(
+        text, "conv 32 k3 p1, batchnorm, relu, "
+              "residual { conv 32 k3 p1, batchnorm, relu, conv 32 k3 p1, batchnorm }, relu, "
+              "residual { conv 32 k3 p1, batchnorm, relu, conv 32 k3 p1, batchnorm }, relu, "
+              "residual { conv 64 k3 s2 p1, batchnorm, relu, conv 64 k3 p1, batchnorm }, relu, "
+              "residual { conv 64 k3 p1, batchnorm, relu, conv 64 k3 p1, batchnorm }, relu, "
+              "residual { conv 128 k3 s2 p1, batchnorm, relu, conv 128 k3 p1, batchnorm }, relu, "
+              "residual { conv 128 k3 p1, batchnorm, relu, conv 128 k3 p1, batchnorm }, relu, "
+              "globalavgpool, linear 10");
+    ck_assert_int_eq(clt_spec_parse(text, 10, &back), CLT_OK);
+    expect_same(&s, &back);
+    free(text);
+    clt_spec_free(&back);
+    clt_spec_free(&s);
+    ck_assert_int_eq(clt_spec_parse("resnet", 12345678, &s), CLT_OK);
+    ck_assert_int_eq(s.layers[s.n - 1].out, 12345678);
+    clt_spec_free(&s);
 }
 END_TEST
 
@@ -678,6 +791,7 @@ int main(void)
     tcase_add_test(tc, test_kind_names);
     tcase_add_test(tc, test_conv);
     tcase_add_test(tc, test_pool);
+    tcase_add_test(tc, test_residual);
     suite_add_tcase(suite, tc);
     SRunner *runner = srunner_create(suite);
     srunner_run_all(runner, CK_NORMAL);

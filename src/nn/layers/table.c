@@ -20,6 +20,7 @@ static const struct clt__layer_kind *const kinds[CLT_LAYER__COUNT] = {
     [CLT_LAYER_AVGPOOL] = &clt__layer_avgpool,
     [CLT_LAYER_GLOBALAVGPOOL] = &clt__layer_globalavgpool,
     [CLT_LAYER_BATCHNORM] = &clt__layer_batchnorm,
+    [CLT_LAYER_RESIDUAL] = &clt__layer_residual,
 };
 
 const struct clt__layer_kind *clt__layer_kind_of(clt_layer_kind k)
