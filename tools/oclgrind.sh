@@ -51,6 +51,7 @@ fi
 tools/setup.sh "$build" -Dwerror=true -Dbuildtype=debugoptimized >/dev/null
 
 programs=(elementwise cast tensor runtime activation linear_ops loss dropout input optim gemm amp
+          conv pool batchnorm augment
           model train memory checkpoint loader)
 parts=("$@")
 ((${#parts[@]})) || parts=("${programs[@]}" cli)
