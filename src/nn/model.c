@@ -266,6 +266,7 @@ clt_status clt__model_plan(const clt_spec *spec, const struct clt__shape *in, si
             p.last_weighted = i;
         }
     CLT_ALLOC(NULL, p.layers, spec->n);
+    int early_param = -1; /* a layer with parameters before the first weighted one */
     struct clt__shape shape = *in;
     p.widest = clt__shape_numel(in);
     for (int i = 0; i < spec->n; i++) {
@@ -276,6 +277,21 @@ clt_status clt__model_plan(const clt_spec *spec, const struct clt__shape *in, si
         pl->in = shape;
         snprintf(name, sizeof name, "%d", i);
         CLT_TRY(plan_unit(&p, &caps, pl, i + 1, name));
+        /* 16-bit storage starts at the first weighted layer, so a layer that keeps an f32
+         * output between a layer with parameters (a batchnorm on the raw input) and the first
+         * weighted layer would get its gradient in 16 bits: not supported yet */
+        if (precision != CLT_DTYPE_F32 && i < p.first_weighted) {
+            if (pl->nparams > 0 && early_param < 0) {
+                early_param = i;
+            } else if (early_param >= 0 && pl->kept > 0) {
+                CLT_FAIL(NULL, CLT_ERR_INVALID_ARG,
+                         "model spec: layer %d (%s) between layer %d (%s) and the first conv or "
+                         "linear layer is not supported in mixed precision (%s) yet; train in "
+                         "fp32 or move it after the first conv or linear layer",
+                         i + 1, pl->kind->name, early_param + 1,
+                         p.layers[early_param].kind->name, clt_dtype_name(precision));
+            }
+        }
         pl->ydt = out_dtype(precision, p.first_weighted, p.last_weighted, i);
         if (pl->kind->children)
             CLT_TRY(plan_children(&p, &caps, i, precision, i <= p.first_weighted));

@@ -180,6 +180,9 @@ check_bad "--input-shape against the data" "--input-shape 1,4,5" "20 elements" "
     train --data "idx:$tmp/good" --model "$M" --input-shape 1,4,5
 check_bad "conv on flat CSV data" "conv 2 k1" "(C,H,W)" -- \
     train --data "csv:$tmp/good.csv" --model "conv 2 k1, flatten, linear 2"
+check_bad "batchnorm, relu before the first weighted layer in bf16" "layer 2 (relu)" \
+    "layer 1 (batchnorm)" "mixed precision (bf16)" -- \
+    train --data "idx:$tmp/good" --model "batchnorm, relu, linear 3" --precision bf16
 check_bad "CLTRAIN_GEMM=fast" 'CLTRAIN_GEMM="fast"' "expected own, clblast or auto" -- \
     env CLTRAIN_GEMM=fast "$CLTRAIN_BIN" train --steps 1 --batch-size 8 --save "$save" \
     --data "idx:$tmp/good" --model "$M"
