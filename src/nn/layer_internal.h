@@ -131,7 +131,7 @@ struct clt__buffer_decl {
  * input, the others the previous child's output. */
 struct clt__child {
     clt_layer_spec spec; /* a body layer (its body fields unused) or one the block makes */
-    char prefix[16];     /* the name between "{i}." and the parameter's suffix: "body.0" */
+    char prefix[24];     /* the name between "{i}." and the parameter's suffix: "body.0" */
     bool from_input;
 };
 
