@@ -80,6 +80,11 @@ clt_status clt__spec_args_fail(const struct clt__spec_args *a, int i, const char
     CLT__PRINTF(3, 4);
 /* Case-insensitive: is argument i the word `w`? */
 bool clt__spec_arg_is(const struct clt__spec_args *a, int i, const char *w);
+/* The decimal digits of argument i from character `skip` on (a "k3" reads with skip 1): false
+ * when there are none or another character follows; the value stops growing once above `cap`,
+ * so an over-long number reads as more than `cap`, never overflowing. */
+bool clt__spec_arg_digits(const struct clt__spec_args *a, int i, int skip, long long cap,
+                          long long *out);
 /* Argument i as a decimal number (strtod over the whole word); false when it is not one. */
 bool clt__spec_arg_number(const struct clt__spec_args *a, int i, double *out);
 /* The word of argument i and its quoted length, for "%.*s" (long words are cut). */
@@ -167,6 +172,13 @@ struct clt__layer {
                                            gradient buffers for its children's backward, in the
                                            model's precision (borrowed) */
 };
+
+/* The weights the passes read: parameter i's 16-bit copy in mixed precision, else the f32
+ * master. */
+static inline const clt_tensor *clt__layer_weight(const struct clt__layer *L, int i)
+{
+    return L->w16[i] ? L->w16[i] : L->w[i];
+}
 
 /* One forward or backward pass. */
 struct clt__pass {

@@ -224,6 +224,21 @@ bool clt__spec_arg_is(const struct clt__spec_args *a, int i, const char *w)
     return word_is(a->word[i], a->len[i], w);
 }
 
+bool clt__spec_arg_digits(const struct clt__spec_args *a, int i, int skip, long long cap,
+                          long long *out)
+{
+    CLT_ASSERT(i >= 0 && i < CLT__SPEC_MAX_ARGS && i < a->n);
+    long long v = 0;
+    if (a->len[i] <= skip) return false;
+    for (int j = skip; j < a->len[i]; j++) {
+        char c = a->word[i][j];
+        if (c < '0' || c > '9') return false;
+        if (v <= cap) v = v * 10 + (c - '0');
+    }
+    *out = v;
+    return true;
+}
+
 bool clt__spec_arg_number(const struct clt__spec_args *a, int i, double *out)
 {
     char buf[64];

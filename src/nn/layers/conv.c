@@ -11,32 +11,17 @@
  * above CLT_SPEC_MAX_WIDTH); false when the word is not the letter followed by digits. */
 static bool prefixed(const struct clt__spec_args *a, int i, char letter, long long *v)
 {
-    const char *w = a->word[i];
-    int len = a->len[i];
-    if (len < 2 || (w[0] | 0x20) != letter) return false;
-    long long x = 0;
-    for (int j = 1; j < len; j++) {
-        if (w[j] < '0' || w[j] > '9') return false;
-        if (x <= CLT_SPEC_MAX_WIDTH) x = x * 10 + (w[j] - '0');
-    }
-    *v = x;
-    return true;
+    return a->len[i] >= 2 && (a->word[i][0] | 0x20) == letter &&
+           clt__spec_arg_digits(a, i, 1, CLT_SPEC_MAX_WIDTH, v);
 }
 
 static clt_status parse(const struct clt__spec_args *a, clt_layer_spec *l)
 {
     long long v = 0;
-    bool digits;
     if (a->n < 1)
         return clt__spec_args_fail(a, -1, "conv needs a channel count and a kernel size, e.g. "
                                           "\"conv 32 k3\"");
-    digits = a->len[0] > 0;
-    for (int i = 0; i < a->len[0] && digits; i++) {
-        char c = a->word[0][i];
-        digits = c >= '0' && c <= '9';
-        if (digits && v <= CLT_SPEC_MAX_WIDTH) v = v * 10 + (c - '0');
-    }
-    if (!digits || v == 0)
+    if (!clt__spec_arg_digits(a, 0, 0, CLT_SPEC_MAX_WIDTH, &v) || v == 0)
         return clt__spec_args_fail(a, 0, "channel count must be a positive integer, got \"%.*s\"",
                                    CLT__SPEC_ARG(a, 0));
     if (v > CLT_SPEC_MAX_WIDTH)
@@ -167,17 +152,11 @@ static size_t workspace(const clt_layer_spec *l, const struct clt__shape *in,
     return clt_op_conv2d_workspace(&g);
 }
 
-/* The weights the passes read: the 16-bit copy in mixed precision. */
-static const clt_tensor *read_w(const struct clt__layer *L, int i)
-{
-    return L->w16[i] ? L->w16[i] : L->w[i];
-}
-
 static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struct clt__pass *p)
 {
     clt_status st = CLT_OK;
     struct clt_conv_geom g = geom_of(&L->spec, &L->in, p->B);
-    CLT_TRY(clt_op_conv2d_forward(L->y, x, read_w(L, 0), L->w[1] ? read_w(L, 1) : NULL, L->ws,
+    CLT_TRY(clt_op_conv2d_forward(L->y, x, clt__layer_weight(L, 0), L->w[1] ? clt__layer_weight(L, 1) : NULL, L->ws,
                                   &g));
     L->out_t = L->y;
 fail:
@@ -191,7 +170,7 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
     struct clt_conv_geom g = geom_of(&L->spec, &L->in, p->B);
     *through = false;
     CLT_TRY(clt_op_conv2d_backward(need_dx ? dx : NULL, L->dw[0], L->dw[1], dy, L->x,
-                                   read_w(L, 0), L->ws, &g, p->beta));
+                                   clt__layer_weight(L, 0), L->ws, &g, p->beta));
 fail:
     return st;
 }

@@ -9,15 +9,8 @@
 static clt_status parse(const struct clt__spec_args *a, clt_layer_spec *l)
 {
     long long v = 0;
-    bool digits;
     if (a->n < 1) return clt__spec_args_fail(a, -1, "linear needs a width, e.g. \"linear 128\"");
-    digits = a->len[0] > 0;
-    for (int i = 0; i < a->len[0] && digits; i++) {
-        char c = a->word[0][i];
-        digits = c >= '0' && c <= '9';
-        if (digits && v <= CLT_SPEC_MAX_WIDTH) v = v * 10 + (c - '0');
-    }
-    if (!digits || v == 0)
+    if (!clt__spec_arg_digits(a, 0, 0, CLT_SPEC_MAX_WIDTH, &v) || v == 0)
         return clt__spec_args_fail(a, 0, "width must be a positive integer, got \"%.*s\"",
                                    CLT__SPEC_ARG(a, 0));
     if (v > CLT_SPEC_MAX_WIDTH)
@@ -76,18 +69,12 @@ static int params(const clt_layer_spec *l, const struct clt__shape *in,
     return 2;
 }
 
-/* The weights the passes read: the 16-bit copy in mixed precision. */
-static const clt_tensor *read_w(const struct clt__layer *L, int i)
-{
-    return L->w16[i] ? L->w16[i] : L->w[i];
-}
-
 static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struct clt__pass *p)
 {
     clt_status st = CLT_OK;
-    CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_TRANS, p->B, L->out_n, L->in_n, 1.0f, x, read_w(L, 0),
+    CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_TRANS, p->B, L->out_n, L->in_n, 1.0f, x, clt__layer_weight(L, 0),
                         0.0f, L->y));
-    if (L->w[1]) CLT_TRY(clt_op_bias_add(L->y, read_w(L, 1)));
+    if (L->w[1]) CLT_TRY(clt_op_bias_add(L->y, clt__layer_weight(L, 1)));
     L->out_t = L->y;
 fail:
     return st;
@@ -103,7 +90,7 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
     if (L->dw[1]) CLT_TRY(clt_op_bias_grad(L->dw[1], dy, p->beta));
     if (need_dx)
         CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, p->B, L->in_n, L->out_n, 1.0f, dy,
-                            read_w(L, 0), 0.0f, dx));
+                            clt__layer_weight(L, 0), 0.0f, dx));
 fail:
     return st;
 }

@@ -12,13 +12,8 @@
 /* A positive integer of at most CLT_SPEC_MAX_KERNEL in word i from character `skip` on. */
 static bool read_size(const struct clt__spec_args *a, int i, int skip, int *out)
 {
-    long v = 0;
-    if (a->len[i] <= skip) return false;
-    for (int j = skip; j < a->len[i]; j++) {
-        char c = a->word[i][j];
-        if (c < '0' || c > '9') return false;
-        if (v <= CLT_SPEC_MAX_KERNEL) v = v * 10 + (c - '0');
-    }
+    long long v = 0;
+    if (!clt__spec_arg_digits(a, i, skip, CLT_SPEC_MAX_KERNEL, &v)) return false;
     if (v < 1 || v > CLT_SPEC_MAX_KERNEL) return false;
     *out = (int)v;
     return true;
