@@ -46,3 +46,30 @@ static inline void clt_bf16_store(global ushort *p, ulong i, float v)
 #define CLT_TYPE(code) CLT__XCAT(CLT__T_, code)
 #define CLT_LOAD(code, p, i) CLT__XCAT(CLT__LOAD_, code)(p, i)
 #define CLT_STORE(code, p, i, v) CLT__XCAT(CLT__STORE_, code)(p, i, v)
+
+/* CLT_VLOAD(code, n, p, i): the n (2, 4, 8 or 16) consecutive elements p[i .. i + n) of a float
+ * dtype as a floatn, and CLT_VSTORE(code, n, v, p, i) the reverse, rounded as CLT_STORE rounds
+ * each element; by vloadn / vload_halfn and their stores, which need element alignment only.
+ * For kernels that walk runs of elements in vector lanes. */
+#define CLT__BF16_ROUND(n)                                                                         \
+    static inline CLT__XCAT(ushort, n) CLT__XCAT(clt_bf16_round, n)(CLT__XCAT(float, n) v)         \
+    {                                                                                              \
+        const CLT__XCAT(uint, n) x = CLT__XCAT(as_uint, n)(v);                                    \
+        const CLT__XCAT(uint, n) r = select((x + 0x7fffu + ((x >> 16) & 1u)) >> 16,               \
+                                            (x >> 16) | 0x40u, (x & 0x7fffffffu) > 0x7f800000u);   \
+        return CLT__XCAT(convert_ushort, n)(r);                                                    \
+    }
+CLT__BF16_ROUND(2)
+CLT__BF16_ROUND(4)
+CLT__BF16_ROUND(8)
+CLT__BF16_ROUND(16)
+#define CLT__VLOAD_0(n, p, i) CLT__XCAT(vload, n)(0, (p) + (i))
+#define CLT__VLOAD_1(n, p, i) CLT__XCAT(vload_half, n)(0, (p) + (i))
+#define CLT__VLOAD_2(n, p, i)                                                                      \
+    CLT__XCAT(as_float, n)(CLT__XCAT(convert_uint, n)(CLT__XCAT(vload, n)(0, (p) + (i))) << 16)
+#define CLT__VSTORE_0(n, v, p, i) CLT__XCAT(vstore, n)((v), 0, (p) + (i))
+#define CLT__VSTORE_1(n, v, p, i) CLT__XCAT(CLT__XCAT(vstore_half, n), _rte)((v), 0, (p) + (i))
+#define CLT__VSTORE_2(n, v, p, i)                                                                  \
+    CLT__XCAT(vstore, n)(CLT__XCAT(clt_bf16_round, n)(v), 0, (p) + (i))
+#define CLT_VLOAD(code, n, p, i) CLT__XCAT(CLT__VLOAD_, code)(n, p, i)
+#define CLT_VSTORE(code, n, v, p, i) CLT__XCAT(CLT__VSTORE_, code)(n, v, p, i)

@@ -92,21 +92,25 @@ kernel void conv_col2im(global CLT_TYPE(DST_DTYPE) *dx, ulong dx_off,
     CLT_STORE(DST_DTYPE, dx, dx_off + (((ulong)b * C + c) * H + ih) * W + iw, acc);
 }
 
-/* y[b, o, s] = rows[b*HW + s, o] (+ bias[o] when has_bias; bias has SRC_DTYPE).
- * Range (HW, OUT, B): work-item (s, o, b). */
+/* y[b, o, s] = rows[b*HW + s, o] (+ bias[o] when has_bias; bias has SRC_DTYPE) + beta y[b, o, s]
+ * (y not read when beta is 0). Range (HW, OUT, B): work-item (s, o, b). With B = 1 it is a
+ * transpose: the weight gradient's (CKK, OUT) product back to (OUT, CKK), accumulated. */
 kernel void conv_forward_permute(global CLT_TYPE(DST_DTYPE) *y, ulong y_off,
                                  const global CLT_TYPE(SRC_DTYPE) *rows, ulong rows_off,
                                  const global CLT_TYPE(SRC_DTYPE) *bias, ulong b_off,
-                                 uint has_bias, uint B, uint OUT, uint HW)
+                                 uint has_bias, uint B, uint OUT, uint HW, float beta)
 {
     const uint s = (uint)get_global_id(0), o = (uint)get_global_id(1), b = (uint)get_global_id(2);
     if (s >= HW || o >= OUT || b >= B) return;
+    const ulong yi = y_off + ((ulong)b * OUT + o) * HW + s;
     float v = CLT_LOAD(SRC_DTYPE, rows, rows_off + ((ulong)b * HW + s) * OUT + o);
     if (has_bias) v += CLT_LOAD(SRC_DTYPE, bias, b_off + o);
-    CLT_STORE(DST_DTYPE, y, y_off + ((ulong)b * OUT + o) * HW + s, v);
+    if (beta != 0.0f) v = fma(beta, CLT_LOAD(DST_DTYPE, y, yi), v);
+    CLT_STORE(DST_DTYPE, y, yi, v);
 }
 
-/* rows[b*HW + s, o] = dy[b, o, s]. Range (OUT, HW, B): work-item (o, s, b). */
+/* rows[b*HW + s, o] = dy[b, o, s]. Range (OUT, HW, B): work-item (o, s, b). With B = 1 it
+ * transposes the weights (OUT, CKK) to (CKK, OUT) for the forward GEMM. */
 kernel void conv_backward_permute(global CLT_TYPE(DST_DTYPE) *rows, ulong rows_off,
                                   const global CLT_TYPE(SRC_DTYPE) *dy, ulong dy_off, uint B,
                                   uint OUT, uint HW)

@@ -1,11 +1,11 @@
 /* The bias half of a linear layer (the GEMM half is clt_op_gemm): y (B, OUT) += bias (OUT), and
  * the bias gradient db (OUT) = beta * db + column sums of dy (B, OUT). y, bias and dy may be f32,
- * f16 or bf16 storage (-DY_DTYPE, -DB_DTYPE, -DDY_DTYPE; f32 arithmetic); db is f32. The column sums run
- * in an order fixed by the constants below, never by the work-group size or the number of
- * groups, so the bits are the same on every launch configuration and every run. */
+ * f16 or bf16 storage (-DY_DTYPE, -DB_DTYPE, -DDY_DTYPE; f32 arithmetic); db is f32. The column
+ * sums run in an order fixed by the constants below and B, never by the work-group size or the
+ * number of groups, so the bits are the same on every launch configuration and every run. */
 
 #ifndef CLT_BIAS_COLS
-#define CLT_BIAS_COLS 16 /* columns per work-group tile; CLT_BIAS_COLS * CLT_BIAS_SLICES items */
+#define CLT_BIAS_COLS 16 /* columns per work-group tile: 4, 8 or 16 (a vector's lanes) */
 #endif
 #ifndef Y_DTYPE
 #define Y_DTYPE CLT_F32
@@ -17,7 +17,7 @@
 #define DY_DTYPE CLT_F32
 #endif
 #ifndef CLT_BIAS_SLICES
-#define CLT_BIAS_SLICES 16 /* row slices per column, a power of two */
+#define CLT_BIAS_SLICES 64 /* row slices per column tile, a power of two */
 #endif
 
 /* y[b * OUT + o] += bias[o], one work-item per element of y (n = B * OUT). */
@@ -35,8 +35,12 @@ kernel void linear_forward_bias(global CLT_TYPE(Y_DTYPE) *y, ulong y_off,
 
 /* db[o] = beta * db[o] + sum_b dy[b, o]; beta == 0 overwrites (db is not read, so NaN or garbage
  * in it does not leak through). Launched with ceil(OUT / CLT_BIAS_COLS) work-groups of any size.
- * Each group sums CLT_BIAS_COLS columns: slice s of column o adds rows s, s + SLICES, ...
- * sequentially; the SLICES partial sums are then added by a fixed pairwise tree. */
+ * Each group sums CLT_BIAS_COLS columns: the rows are cut into CLT_BIAS_SLICES slices of
+ * ceil(B / SLICES) consecutive rows, slice s of column o adds its rows in order (a full tile's
+ * columns in the lanes of one vector per row, one load of CLT_BIAS_COLS consecutive elements;
+ * the last tile's column by column, the same sums); the SLICES partial sums are then added by a
+ * fixed pairwise tree. */
+#define CLT_BIAS_T CLT__XCAT(float, CLT_BIAS_COLS)
 kernel void linear_backward_bias(global float *db, ulong db_off,
                                  const global CLT_TYPE(DY_DTYPE) *dy, ulong dy_off, ulong B,
                                  uint OUT, float beta)
@@ -44,29 +48,35 @@ kernel void linear_backward_bias(global float *db, ulong db_off,
     local float part[CLT_BIAS_SLICES][CLT_BIAS_COLS];
     const uint lid = get_local_id(0), lsz = get_local_size(0);
     const ulong col0 = (ulong)get_group_id(0) * CLT_BIAS_COLS;
+    const ulong per = (B + CLT_BIAS_SLICES - 1) / CLT_BIAS_SLICES; /* rows per slice */
+    const uint ncol = (uint)min((ulong)CLT_BIAS_COLS, OUT - col0);
+    const global CLT_TYPE(DY_DTYPE) *p = dy + dy_off + col0;
 
-    for (uint p = lid; p < CLT_BIAS_SLICES * CLT_BIAS_COLS; p += lsz) {
-        const uint c = p % CLT_BIAS_COLS, s = p / CLT_BIAS_COLS;
-        const ulong o = col0 + c;
-        float acc = 0.0f;
-        if (o < OUT) {
-            for (ulong b = s; b < B; b += CLT_BIAS_SLICES) acc += CLT_LOAD(DY_DTYPE, dy, dy_off + b * OUT + o);
+    for (uint s = lid; s < CLT_BIAS_SLICES; s += lsz) {
+        const ulong b0 = min(B, s * per), b1 = min(B, b0 + per);
+        if (ncol == CLT_BIAS_COLS) {
+            CLT_BIAS_T acc = 0.0f;
+            for (ulong b = b0; b < b1; b++) acc += CLT_VLOAD(DY_DTYPE, CLT_BIAS_COLS, p, b * OUT);
+            CLT__XCAT(vstore, CLT_BIAS_COLS)(acc, 0, part[s]);
+        } else {
+            for (uint c = 0; c < CLT_BIAS_COLS; c++) {
+                float acc = 0.0f;
+                for (ulong b = b0; c < ncol && b < b1; b++)
+                    acc += CLT_LOAD(DY_DTYPE, p, b * OUT + c);
+                part[s][c] = acc;
+            }
         }
-        part[s][c] = acc;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint h = CLT_BIAS_SLICES / 2; h > 0; h >>= 1) {
-        for (uint p = lid; p < h * CLT_BIAS_COLS; p += lsz) {
-            const uint c = p % CLT_BIAS_COLS, s = p / CLT_BIAS_COLS;
+        for (uint q = lid; q < h * CLT_BIAS_COLS; q += lsz) {
+            const uint c = q % CLT_BIAS_COLS, s = q / CLT_BIAS_COLS;
             part[s][c] += part[s + h][c];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    for (uint c = lid; c < CLT_BIAS_COLS; c += lsz) {
-        const ulong o = col0 + c;
-        if (o < OUT) {
-            const float sum = part[0][c];
-            db[db_off + o] = beta == 0.0f ? sum : beta * db[db_off + o] + sum;
-        }
+    for (uint c = lid; c < ncol; c += lsz) {
+        const float sum = part[0][c];
+        db[db_off + col0 + c] = beta == 0.0f ? sum : beta * db[db_off + col0 + c] + sum;
     }
 }

@@ -1,5 +1,5 @@
 /* cltrain-tune: times CLBlast and cltrain's own GEMM variants (cl/gemm.cl) on the shapes of the
- * MLP presets, for the three layouts a linear layer uses, checks every variant's result against
+ * MLP and CNN presets, for the three layouts linear and conv layers use, checks every variant's result against
  * CLBlast's, prints GFLOP/s per variant and shape, and writes the fastest choice per layout
  * (least total time over the shapes) to the device's tuning file, which ctxs read at creation.
  * usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] [--layout L]
@@ -111,7 +111,7 @@ static int usage(FILE *f, int rc)
                "  --device SEL   auto, gpu, cpu, accelerator, N, P:D or part of a name\n"
                "  --output FILE  where to write (default: $CLTRAIN_TUNE_FILE, else the device's\n"
                "                 file in the program cache dir)\n"
-               "  --quick        only the MLP presets' own shapes, fewer repeats\n"
+               "  --quick        only the presets' own shapes (mlp, cnn), fewer repeats\n"
                "  --all          also the variants unlikely to win on this device type\n"
                "                 (local-memory tiles on a CPU, mismatched vector directions)\n"
                "  --layout L     only layout L (NT, NN or TN); the others keep the defaults\n"
@@ -172,29 +172,50 @@ static int parse_args(int argc, char **argv, struct tune_args *a)
     return -1;
 }
 
-/* The MLP presets' GEMMs per layout (shapes[0]: NT, [1]: NN, [2]: TN); returns their count. */
-static int make_shapes(bool quick, struct shape shapes[3][12])
+#define MAX_SHAPES 24 /* per layout */
+
+/* The presets' GEMMs per layout (shapes[0]: NT, [1]: NN, [2]: TN) into count[layout]: the MLP
+ * presets' linear layers (forward NT, dx NN, dW TN), and the convolutions of the cnn preset
+ * (CNN-S: 32 and 64 channels at batch 128; without --quick also CNN-M: 64 and 128 at 256) as
+ * src/ops/conv.c lays them out: forward NN (B*HW, OUT, C*K*K), input gradient NN
+ * (B*HW, C*K*K, OUT), weight gradient TN (C*K*K, OUT, B*HW), plus their linear layer. */
+static void make_shapes(bool quick, struct shape shapes[3][MAX_SHAPES], int count[3])
 {
     static const size_t pairs[][2] = {{784, 256},  {256, 128},   {128, 10},
                                       {784, 1024}, {1024, 1024}, {1024, 10}};
     static const size_t batches[] = {128, 512};
-    int nshape = 0;
+    count[0] = count[1] = count[2] = 0;
+#define ADD(l, m, n, k) (shapes[l][count[l]++] = (struct shape){layouts_of[l], m, n, k})
+    static const clt_gemm_layout layouts_of[3] = {CLT_GEMM_NT, CLT_GEMM_NN, CLT_GEMM_TN};
     for (int bi = 0; bi < 2; bi++)
         for (int p = 0; p < 6; p++) {
             size_t B = batches[bi], IN = pairs[p][0], OUT = pairs[p][1];
             if (quick && (bi == 0) != (p < 3)) continue; /* the presets: S at 128, M at 512 */
-            shapes[0][nshape] = (struct shape){CLT_GEMM_NT, B, OUT, IN};
-            shapes[1][nshape] = (struct shape){CLT_GEMM_NN, B, IN, OUT};
-            shapes[2][nshape] = (struct shape){CLT_GEMM_TN, OUT, IN, B};
-            nshape++;
+            ADD(0, B, OUT, IN);
+            ADD(1, B, IN, OUT);
+            ADD(2, OUT, IN, B);
         }
-    return nshape;
+    /* conv 1 -> c1 k3 p1 on 28x28, maxpool 2, conv c1 -> c2 k3 p1 on 14x14, maxpool 2,
+     * linear c2*49 -> 128 */
+    static const size_t cnn[][3] = {{32, 64, 128}, {64, 128, 256}};
+    for (int v = 0; v < (quick ? 1 : 2); v++) {
+        size_t c1 = cnn[v][0], c2 = cnn[v][1], B = cnn[v][2];
+        ADD(1, B * 784, c1, 9);
+        ADD(1, B * 196, c2, c1 * 9);
+        ADD(1, B * 196, c1 * 9, c2);
+        ADD(2, 9, c1, B * 784);
+        ADD(2, c1 * 9, c2, B * 196);
+        ADD(0, B, 128, c2 * 49);
+        ADD(1, B, c2 * 49, 128);
+        ADD(2, 128, c2 * 49, B);
+    }
+#undef ADD
 }
 
 static const struct clt_gemm_choice clblast = {.kernel = CLT_GEMM_CLBLAST};
 
 /* The candidates on one shape: CLBlast's result as the reference, every candidate still ok[]
- * checked against it, then timed in rounds into times[c * 12 + s]. 0, or 1 after an OpenCL
+ * checked against it, then timed in rounds into times[c * MAX_SHAPES + s]. 0, or 1 after an OpenCL
  * failure (r->ctx's message), 2 out of host memory (both printed by the caller). */
 static int time_shape(struct run *r, const struct clt_gemm_choice *vars, int nvar,
                       const struct shape *sh, int s, bool *ok, double *times)
@@ -237,8 +258,8 @@ static int time_shape(struct run *r, const struct clt_gemm_choice *vars, int nva
         if (calls[c] <= 0) continue;
         double *t = samples + c * 64;
         qsort(t, (size_t)reps, sizeof *t, cmp_double);
-        times[c * 12 + s] = t[0] < 0 ? -1 : r->use_min ? t[0] : t[reps / 2];
-        if (times[c * 12 + s] < 0 && c > 0) ok[c] = false;
+        times[c * MAX_SHAPES + s] = t[0] < 0 ? -1 : r->use_min ? t[0] : t[reps / 2];
+        if (times[c * MAX_SHAPES + s] < 0 && c > 0) ok[c] = false;
     }
     free(calls);
     free(samples);
@@ -263,14 +284,14 @@ static void pick_best(const struct clt_gemm_choice *vars, int nvar, clt_gemm_lay
     for (int c = 0; c <= nvar; c++) {
         bool timed = ok[c];
         for (int s = 0; s < nshape && timed; s++)
-            timed = times[c * 12 + s] > 0;
+            timed = times[c * MAX_SHAPES + s] > 0;
         if (!timed) continue;
         char name[96];
         double total[CLT_GEMM__SIZES] = {0, 0};
         clt_gemm_choice_format(c == 0 ? &clblast : &vars[c - 1], name, sizeof name);
         printf("%-52s", name);
         for (int s = 0; s < nshape; s++) {
-            double t = times[c * 12 + s];
+            double t = times[c * MAX_SHAPES + s];
             double macs = (double)sh[s].M * (double)sh[s].N * (double)sh[s].K;
             total[macs >= (double)tune->gemm_large_macs ? CLT_GEMM_LARGE : CLT_GEMM_SMALL] += t;
             printf(" %13.1f", 2e-9 * macs / t);
@@ -303,10 +324,10 @@ static int tune_layout(struct run *r, const struct clt_gemm_choice *vars, int nv
 {
     static const char *roles[] = {"NN: dx = dy W", "NT: y = x W^T", "TN: dW = dy^T x", "TT"};
     const clt_device_info *dev = clt_ctx_device(r->ctx);
-    /* candidate 0 is CLBlast, then the variants; times[c * 12 + s], < 0: not run */
+    /* candidate 0 is CLBlast, then the variants; times[c * MAX_SHAPES + s], < 0: not run */
     for (int c = 0; c <= nvar; c++)
         for (int s = 0; s < nshape; s++)
-            times[c * 12 + s] = -1;
+            times[c * MAX_SHAPES + s] = -1;
     bool *ok = calloc((size_t)nvar + 1, sizeof *ok);
     if (!ok) return 3;
     for (int c = 0; c <= nvar; c++)
@@ -336,8 +357,9 @@ int main(int argc, char **argv)
     if (rc >= 0) return rc;
 
     static const clt_gemm_layout layouts[] = {CLT_GEMM_NT, CLT_GEMM_NN, CLT_GEMM_TN};
-    struct shape shapes[3][12];
-    int nshape = make_shapes(a.quick, shapes);
+    struct shape shapes[3][MAX_SHAPES];
+    int nshape[3];
+    make_shapes(a.quick, shapes, nshape);
     bool all = a.all;
     int nvar = 0;
     rc = 1;
@@ -363,7 +385,7 @@ int main(int argc, char **argv)
     float *host = NULL;
     size_t max_a = 0, max_b = 0, max_c = 0;
     for (int l = 0; l < 3; l++)
-        for (int s = 0; s < nshape; s++) {
+        for (int s = 0; s < nshape[l]; s++) {
             const struct shape *sh = &shapes[l][s];
             if (sh->M * sh->K > max_a) max_a = sh->M * sh->K;
             if (sh->K * sh->N > max_b) max_b = sh->K * sh->N;
@@ -389,7 +411,7 @@ int main(int argc, char **argv)
     r.ref = malloc(max_c * sizeof *r.ref);
     r.got = malloc(max_c * sizeof *r.got);
     host = malloc(big * sizeof *host);
-    times = malloc((size_t)(nvar + 1) * 12 * sizeof *times);
+    times = malloc((size_t)(nvar + 1) * MAX_SHAPES * sizeof *times);
     if (!r.ref || !r.got || !host || !times) {
         fprintf(stderr, "cltrain-tune: out of host memory\n");
         goto done;
@@ -413,7 +435,7 @@ int main(int argc, char **argv)
     for (int li = 0; li < 3; li++) {
         clt_gemm_layout l = layouts[li];
         if (a.only && strcmp(a.only, clt_gemm_layout_name(l)) != 0) continue;
-        int fail = tune_layout(&r, vars, nvar, all, l, shapes[li], nshape, times, &tune);
+        int fail = tune_layout(&r, vars, nvar, all, l, shapes[li], nshape[li], times, &tune);
         if (fail == 1) goto cl_fail;
         if (fail == 2) fprintf(stderr, "cltrain-tune: out of host memory\n");
         if (fail) goto done;

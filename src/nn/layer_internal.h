@@ -145,7 +145,11 @@ struct clt__child {
 struct clt__layer {
     const struct clt__layer_kind *kind;
     clt_layer_spec spec;
-    int index;                          /* its position in the spec, from 0 */
+    int index;                          /* its position in the spec, from 0 (a child: its
+                                           block's) */
+    int rng_index;                      /* its own index among all the model's layers, for
+                                           random streams: index, or for the c-th child of
+                                           the model's blocks (in plan order) nlayers + c */
     struct clt__shape in, out;          /* per sample */
     size_t in_n, out_n;                 /* their element counts */
     int param, nparams;                 /* its first parameter's index, and how many */
@@ -162,9 +166,10 @@ struct clt__layer {
                                            kind's own view (flatten of a shaped input) */
     const clt_tensor *x;                /* input of the last forward */
     const clt_tensor *out_t;            /* output of the last forward: y or x */
-    clt_tensor *ws;                     /* the model's workspace (max_batch, plan.workspace), in
-                                           the model's precision, shared by every layer whose
-                                           kind has `workspace`; NULL when none has */
+    clt_tensor *ws;                     /* the model's workspace (max_batch * plan.workspace +
+                                           plan.workspace_fixed elements) in the model's
+                                           precision, shared by every layer whose kind has
+                                           `workspace`; NULL when none has */
     bool ran;                           /* the kind's own flag (dropout: applied last forward) */
     struct clt__layer *child;           /* a block's children (kind->children), else NULL */
     int nchildren;
@@ -186,7 +191,8 @@ struct clt__pass {
     bool train;        /* forward: training mode */
     uint64_t seed;     /* the model's seed */
     uint64_t step;     /* of the forward */
-    int nlayers;       /* layers in the model (dropout's stream step * nlayers + index) */
+    int nlayers;       /* layers in the model, blocks' children included (dropout's stream
+                          step * nlayers + rng_index) */
     float beta;        /* backward: 0 overwrites the gradients, 1 accumulates */
 };
 
@@ -232,12 +238,13 @@ struct clt__layer_kind {
      * model allocates and the memory estimate counts exactly this. */
     size_t (*kept)(const clt_layer_spec *l, const struct clt__shape *in,
                    const struct clt__shape *out);
-    /* Elements per sample of scratch the passes use (NULL: none), in L->ws; one workspace of
-     * (max_batch, the largest of these) in the model's precision is shared by all layers and
-     * allocated and counted as CLT_MEM_WORKSPACE. Its contents do not survive from forward to
-     * backward (another layer's pass may have overwritten it). */
+    /* Elements of scratch the passes use (NULL: none), in L->ws: per sample (returned) and
+     * *fixed more that do not grow with the batch. One workspace of max_batch times the largest
+     * per-sample count plus the largest fixed count, in the model's precision, is shared by all
+     * layers and allocated and counted as CLT_MEM_WORKSPACE. Its contents do not survive from
+     * forward to backward (another layer's pass may have overwritten it). */
     size_t (*workspace)(const clt_layer_spec *l, const struct clt__shape *in,
-                        const struct clt__shape *out);
+                        const struct clt__shape *out, size_t *fixed);
     /* L->x is set; sets L->out_t (L->y or x). */
     clt_status (*forward)(struct clt__layer *L, const clt_tensor *x, const struct clt__pass *p);
     /* From dy, the gradient of L's output: adds (beta) or writes the gradients of L's
@@ -308,6 +315,7 @@ struct clt__plan {
                                        every layer's output: the gradient buffers' width */
     int first_weighted, last_weighted;
     size_t workspace;  /* the largest kind->workspace of the layers: elements per sample */
+    size_t workspace_fixed; /* and the largest of their fixed parts */
     int nchildren;
     struct clt__plan_layer *children; /* every block's children, block by block */
     size_t block_widest; /* the blocks' gradient buffers: the largest per-sample element count of

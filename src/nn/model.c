@@ -31,7 +31,8 @@ struct clt_model {
     struct clt_param_info *info;  /* (nparams) */
     clt_tensor *g_full[2], *g[2]; /* ping-pong gradient buffers (max_batch, widest) and views */
     clt_tensor *params16;         /* flat (P) 16-bit copy (mixed precision), else NULL */
-    clt_tensor *ws;               /* (max_batch, plan.workspace) in the precision, or NULL */
+    clt_tensor *ws; /* max_batch * plan.workspace + plan.workspace_fixed elements in the
+                       precision, or NULL */
     clt_tensor *gb_full[2];       /* blocks: (max_batch, plan.block_widest) gradient buffers for
                                      their children's backward, or NULL */
     clt_tensor *gt_full[2];       /* mixed precision: f32 (max_batch, outputs) gradient buffers
@@ -189,8 +190,9 @@ static clt_status plan_unit(struct clt__plan *p, struct plan_caps *caps, struct 
     }
     pl->kept = k->kept(l, &pl->in, &pl->out);
     if (k->workspace) {
-        size_t ws = k->workspace(l, &pl->in, &pl->out);
+        size_t fixed = 0, ws = k->workspace(l, &pl->in, &pl->out, &fixed);
         if (ws > p->workspace) p->workspace = ws;
+        if (fixed > p->workspace_fixed) p->workspace_fixed = fixed;
     }
     pl->child = -1;
     pl->nchildren = 0;
@@ -379,7 +381,8 @@ clt_status clt__model_mem_estimate_shaped(const clt_spec *spec, const struct clt
     if (plan.tail)
         for (int k = 0; k < 2; k++) est_add(by_category, CLT_MEM_ACTIVATIONS, B * outputs * 4);
     if (plan.workspace)
-        est_add(by_category, CLT_MEM_WORKSPACE, B * plan.workspace * clt_dtype_size(p.precision));
+        est_add(by_category, CLT_MEM_WORKSPACE,
+                (B * plan.workspace + plan.workspace_fixed) * clt_dtype_size(p.precision));
     clt__plan_free(&plan);
     return CLT_OK;
 }
@@ -469,13 +472,14 @@ fail:
 /* Layer L (a top-level layer, or a block's child) from its plan: views of its parameters and
  * buffers, and the output it keeps. */
 static clt_status setup_layer(clt_model *m, struct clt__layer *L, const struct clt__plan_layer *pl,
-                          const clt_layer_spec *spec, int index)
+                          const clt_layer_spec *spec, int index, int rng_index)
 {
     clt_status st = CLT_OK;
     clt_ctx *ctx = m->ctx;
     L->kind = pl->kind;
     L->spec = *spec;
     L->index = index;
+    L->rng_index = rng_index;
     L->in = pl->in;
     L->out = pl->out;
     L->in_n = clt__shape_numel(&pl->in);
@@ -590,13 +594,14 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
     for (int i = 0; i < m->nlayers; i++) {
         struct clt__layer *L = &m->layers[i];
         const struct clt__plan_layer *pl = &m->plan.layers[i];
-        CLT_TRY(setup_layer(m, L, pl, &m->spec.layers[i], i));
+        CLT_TRY(setup_layer(m, L, pl, &m->spec.layers[i], i, i));
         if (pl->nchildren) {
             CLT_ALLOC(ctx, L->child, pl->nchildren);
             L->nchildren = pl->nchildren;
             for (int c = 0; c < pl->nchildren; c++) {
                 const struct clt__plan_layer *cp = &m->plan.children[pl->child + c];
-                CLT_TRY(setup_layer(m, &L->child[c], cp, &cp->spec, i));
+                CLT_TRY(setup_layer(m, &L->child[c], cp, &cp->spec, i,
+                                    m->nlayers + pl->child + c));
             }
         }
     }
@@ -617,8 +622,8 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
             for (int k = 0; m->layers[i].nchildren && k < 2; k++) m->layers[i].gb[k] = m->gb_full[k];
     }
     if (m->plan.workspace) {
-        size_t wdims[2] = {m->max_batch, m->plan.workspace};
-        CLT_TRY(clt_tensor_create(&m->ws, ctx, prec, 2, wdims, CLT_MEM_WORKSPACE));
+        size_t wn = m->max_batch * m->plan.workspace + m->plan.workspace_fixed;
+        CLT_TRY(clt_tensor_create(&m->ws, ctx, prec, 1, &wn, CLT_MEM_WORKSPACE));
         for (int i = 0; i < m->nlayers; i++) {
             struct clt__layer *L = &m->layers[i];
             if (L->kind->workspace) L->ws = m->ws;
@@ -691,7 +696,7 @@ clt_status clt_model_forward(clt_model *m, const clt_tensor *x, bool train, uint
     if (B != m->batch) CLT_TRY(make_views(m, B));
     m->step = step;
     const struct clt__pass pass = {.B = B, .train = train, .seed = m->params_cfg.seed,
-                                   .step = step, .nlayers = m->nlayers};
+                                   .step = step, .nlayers = m->nlayers + m->plan.nchildren};
     const clt_tensor *h = x;
     for (int i = 0; i < m->nlayers; i++) {
         struct clt__layer *L = &m->layers[i];
@@ -722,7 +727,8 @@ clt_status clt_model_backward(clt_model *m, const clt_tensor *dout, bool accumul
         CLT_FAIL(m->ctx, CLT_ERR_SHAPE, "model backward: gradient has %zu elements, expected "
                                         "(%zu, %zu)", clt_tensor_numel(dout), B, m->outputs);
     const struct clt__pass pass = {.B = B, .seed = m->params_cfg.seed, .step = m->step,
-                                   .nlayers = m->nlayers, .beta = accumulate ? 1.0f : 0.0f};
+                                   .nlayers = m->nlayers + m->plan.nchildren,
+                                   .beta = accumulate ? 1.0f : 0.0f};
     int cur = 0;
     const clt_tensor *dy = dout;
     /* the first layer that needs an input gradient: nothing before it has parameters */

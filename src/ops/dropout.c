@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#define DROPOUT_RUN 32 /* elements per work-item: CLT_DROPOUT_RUN in cl/dropout.cl */
+
 static clt_status dropout(const char *op, const char *kernel, clt_tensor *y, const clt_tensor *x,
                           float p, uint64_t seed, uint64_t stream)
 {
@@ -31,7 +33,7 @@ static clt_status dropout(const char *op, const char *kernel, clt_tensor *y, con
     k = *slot;
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(n),
                       CLT__ARG(p), CLT__ARG(scale), CLT__ARG(s), CLT__ARG(str)));
-    CLT_TRY(clt__launch_1d(ctx, k, (size_t)((n + 3) / 4), op)); /* one item per 4 elements */
+    CLT_TRY(clt__launch_1d(ctx, k, (size_t)((n + DROPOUT_RUN - 1) / DROPOUT_RUN), op));
 fail:
     return st;
 }

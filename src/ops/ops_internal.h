@@ -199,8 +199,9 @@ struct clt_conv_geom {
 };
 /* OH or OW for an input side of `n` (0 when the kernel does not fit the padded input). */
 size_t clt_conv_out_side(size_t n, size_t K, size_t S, size_t P);
-/* Elements of the workspace the passes need: B*OH*OW*(C*K*K + OUT) (the im2col matrix, then
- * the GEMM's (B*OH*OW, OUT) rows). */
+/* Elements of the workspace the passes need: B*OH*OW*(C*K*K + OUT) + OUT*C*K*K (the im2col
+ * matrix, the GEMM's (B*OH*OW, OUT) rows, then the transposed weights or weight gradient); with
+ * B = 0 the part that does not grow with the batch. */
 size_t clt_op_conv2d_workspace(const struct clt_conv_geom *g);
 /* y = conv2d(x, w) + bias. x, w, bias, y and ws may each be f32, f16 or bf16, except that bias
  * has ws's dtype (f32 sums, one rounding per store; 16-bit ws stores the im2col matrix and the
@@ -291,5 +292,9 @@ bool clt__gemm_takes_16bit(const struct clt_gemm_choice *c);
  * direct kernel, dot products): the device's built-in packed (CPU) or tiled (GPU) choice,
  * else a small packed block that fits anywhere. No fp32 copy of the operands is made. */
 struct clt_gemm_choice clt__gemm_mixed_choice(const clt_device_info *dev);
+/* The choice that runs for a product N columns wide: an in-place outer-product block at least
+ * twice as wide as N is traded for a taller, narrower one with the same registers (tn halved,
+ * tm doubled, while tn stays >= vw and tm <= 16); any other choice as it is. */
+struct clt_gemm_choice clt__gemm_narrowed(const struct clt_gemm_choice *c, size_t N);
 
 #endif

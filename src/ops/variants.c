@@ -81,19 +81,25 @@ static int mixed_triples(clt_dtype out[][3])
 }
 
 /* The GEMM choices a ctx on dev may use: the tuner's table (any of which a tuning file may name,
- * for any layout with --all), the built-in own defaults and the 16-bit fallback, each once, if
- * it fits dev. */
+ * for any layout with --all), the built-in own defaults, the 16-bit fallback and their narrowed
+ * forms (clt__gemm_narrowed), each once, if it fits dev. */
 static int gemm_choices(const clt_device_info *dev, struct clt_gemm_choice *out, int cap)
 {
     int nv = 0, n = 0;
     const struct clt_gemm_choice *table = clt_gemm_variants(&nv);
-    struct clt_gemm_choice cand[64];
+    struct clt_gemm_choice cand[128];
     int nc = 0;
     for (int i = 0; i < nv && nc < (int)COUNT(cand); i++) cand[nc++] = table[i];
     for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
         for (int z = 0; z < CLT_GEMM__SIZES && nc < (int)COUNT(cand); z++)
             cand[nc++] = clt_gemm_own_default(dev, (clt_gemm_layout)l, (clt_gemm_size)z);
     if (nc < (int)COUNT(cand)) cand[nc++] = clt__gemm_mixed_choice(dev);
+    /* and what the dispatch narrows each of them to for narrow products */
+    for (int i = 0, base = nc; i < base; i++)
+        for (int N = cand[i].tn / 2; N >= 1 && nc < (int)COUNT(cand); N /= 2) {
+            struct clt_gemm_choice nw = clt__gemm_narrowed(&cand[i], (size_t)N);
+            if (nw.tn != cand[i].tn) cand[nc++] = nw;
+        }
     for (int i = 0; i < nc && n < cap; i++) {
         if (cand[i].kernel == CLT_GEMM_CLBLAST) continue;
         if (clt_gemm_choice_check(&cand[i], dev, NULL, 0) != CLT_OK) continue;
@@ -148,7 +154,7 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
         clt__opts_linear(o, sizeof o, triples[t][0], triples[t][1], triples[t][2]);
         fn("linear", o, user);
     }
-    struct clt_gemm_choice choices[64];
+    struct clt_gemm_choice choices[128];
     int nc = gemm_choices(dev, choices, (int)COUNT(choices));
     for (int c = 0; c < nc; c++)
         for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)

@@ -475,10 +475,17 @@ void clt__program_cache_free(clt_ctx *ctx)
 
 clt_status clt__enqueue(clt_ctx *ctx, cl_kernel k, size_t global, size_t local, const char *what)
 {
+    return clt__enqueue_nd(ctx, k, 1, &global, &local, what);
+}
+
+clt_status clt__enqueue_nd(clt_ctx *ctx, cl_kernel k, cl_uint dims, const size_t *global,
+                           const size_t *local, const char *what)
+{
     clt_status st = CLT_OK;
     cl_event ev = NULL;
-    if (global == 0) return CLT_OK;
-    cl_int err = clEnqueueNDRangeKernel(ctx->compute, k, 1, NULL, &global, &local, 0, NULL,
+    for (cl_uint d = 0; d < dims; d++)
+        if (global[d] == 0) return CLT_OK;
+    cl_int err = clEnqueueNDRangeKernel(ctx->compute, k, dims, NULL, global, local, 0, NULL,
                                         ctx->profiling ? &ev : NULL);
     CLT_CHECK_CL(ctx, err, what);
     if (ev) {

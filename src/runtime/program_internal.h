@@ -64,6 +64,10 @@ clt_status clt__kernel(clt_ctx *ctx, const char *files, const char *options, con
  * `local` on the compute queue, with an event for the profiler when profiling, and a checked
  * finish after it in --sync-debug mode. `what` names the kernel in messages and profiles. */
 clt_status clt__enqueue(clt_ctx *ctx, cl_kernel k, size_t global, size_t local, const char *what);
+/* The same for a `dims`-D range (1 to 3): global[d] work-items in groups of local[d] (each
+ * global[d] a multiple of local[d]; nothing is launched when one is 0). */
+clt_status clt__enqueue_nd(clt_ctx *ctx, cl_kernel k, cl_uint dims, const size_t *global,
+                           const size_t *local, const char *what);
 /* The work-group size to use: up to 256, within the device's and the kernel's limits. */
 size_t clt__local_size(clt_ctx *ctx, cl_kernel k);
 /* Enqueues a 1-D launch of `n` work-items (rounded up to the work-group size; kernels check

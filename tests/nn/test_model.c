@@ -680,6 +680,56 @@ START_TEST(test_dropout)
 }
 END_TEST
 
+/* Dropouts inside a residual block draw streams of their own, after the top-level layers'
+ * (rng_index): "linear 40 nobias, residual { dropout 0.3, dropout 0.5 }, linear 40 nobias" with
+ * identity weights gives y = x + x m1 m2 / (0.7 * 0.5), m1 from stream step * 5 + 3 and m2 from
+ * step * 5 + 4 (3 layers and 2 children). Two dropouts sharing one stream would keep the same
+ * elements. */
+START_TEST(test_dropout_in_block)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    const size_t F = 40, B = 5;
+    const uint64_t seed = 31, step = 3;
+    clt_model *m = make_model(ctx,
+                              "linear 40 nobias, residual { dropout 0.3, dropout 0.5 }, "
+                              "linear 40 nobias",
+                              F, F, CLT_INIT_DEFAULT, seed, B);
+    float *w = calloc(2 * F * F, sizeof *w), *xf = malloc(B * F * sizeof *xf),
+          *y = malloc(B * F * sizeof *y);
+    ck_assert(w && xf && y);
+    for (size_t i = 0; i < 2 * F; i++)
+        w[i * F + i % F] = 1.0f;
+    TC_OK(ctx, clt_model_write_params(m, w));
+    tc_fill_nonzero(&r, xf, B * F, 0.5f, 2.0f);
+    size_t xd[2] = {B, F};
+    clt_tensor *x = NULL, *out = NULL;
+    TC_OK(ctx, clt_tensor_create(&x, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_OTHER));
+    tc_write(x, xf);
+    TC_OK(ctx, clt_model_forward(m, x, true, step, &out));
+    tc_read(out, y);
+    const uint64_t s1 = clt_rng_stream(CLT_RNG_DROPOUT, step * 5 + 3),
+                   s2 = clt_rng_stream(CLT_RNG_DROPOUT, step * 5 + 4);
+    size_t differ = 0;
+    for (size_t i = 0; i < B * F; i++) {
+        bool k1 = clt_rng_uniform(seed, s1, i) >= 0.3f, k2 = clt_rng_uniform(seed, s2, i) >= 0.5f;
+        double want = xf[i] + (k1 && k2 ? xf[i] / (0.7 * 0.5) : 0.0);
+        ck_assert_msg(fabs(y[i] - want) <= 1e-5 + 1e-5 * fabs(want),
+                      "element %zu: got %g, want %g (keep %d %d)", i, (double)y[i], want, (int)k1,
+                      (int)k2);
+        differ += k1 != k2;
+    }
+    ck_assert_msg(differ > 20, "the two masks differ in only %zu of %zu elements", differ, B * F);
+    clt_tensor_free(x);
+    clt_model_free(m);
+    free(w);
+    free(xf);
+    free(y);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 /* Bad specs, shapes, dtypes, batch sizes and ctxs are refused before anything is enqueued. */
 START_TEST(test_rejects)
 {
@@ -1640,6 +1690,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_rejects);
     tcase_add_test(tc, test_forward_backward);
     tcase_add_test(tc, test_dropout);
+    tcase_add_test(tc, test_dropout_in_block);
     tcase_add_test(tc, test_shaped_input);
     tcase_add_test(tc, test_estimate_every_kind);
     tcase_add_test(tc, test_conv_model);

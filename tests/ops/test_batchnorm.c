@@ -2,9 +2,9 @@
  * tests/ref/ref_nn.c: the training forward (output, running statistics), the evaluation forward
  * and backward (dx, dweight, dbias, with beta 0 and 1) for BatchNorm2d (S = H W) and BatchNorm1d
  * (S = 1) over several shapes, including channels of more than one reduction tile; f16/bf16
- * storage of x, y, dy and dx; bit-identical reruns; finite differences of the reference
- * backward; the argument checks. Fresh random inputs (channels shifted off zero so the mean
- * matters); outputs poisoned (NaN) before each op.
+ * storage of x, y, dy and dx; bit-identical reruns; the reductions' bits for every local size;
+ * finite differences of the reference backward; the argument checks. Fresh random inputs
+ * (channels shifted off zero so the mean matters); outputs poisoned (NaN) before each op.
  * Tolerances (fp32): atol 1e-4, rtol 1e-4 for y and the running statistics, whose error is the
  * f32 variance's (sums of up to 10^4 terms, relative ~1e-6) times |xhat| (up to ~4) plus the
  * output's rounding; dx atol 1e-4, rtol 1e-3 (w invstd times a difference of three terms of
@@ -240,6 +240,77 @@ START_TEST(test_batchnorm_half_storage)
 }
 END_TEST
 
+/* The reductions' bits for every local size the kernels can take: the statistics and the
+ * backward sums of each op, then each kernel relaunched (arguments as the op left them) with
+ * the sizes of nt_local_sizes. Shapes whose leaves are rows cut into chunks, whole rows, several
+ * rows (S small), with a last leaf of fewer rows, and more than one tile of leaves. */
+START_TEST(test_batchnorm_local_size)
+{
+    static const struct bn_case full[] = {{5, 3, 300}, {70, 2, 1}, {30, 2, 30}, {600, 2, 300}},
+                                small[] = {{5, 3, 300}, {70, 2, 1}, {30, 2, 30}, {150, 1, 560}};
+    const struct bn_case *cases = TC_SMALL_OR(full, small);
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    for (size_t ci = 0; ci < sizeof full / sizeof *full; ci++) {
+        const struct bn_case *c = &cases[ci];
+        const size_t n = c->B * c->C * c->S, C = c->C;
+        const struct clt_bn_geom g = {C, c->S, (float)EPS, (float)MOMENTUM};
+        float *x = NT_FLOATS(n), *w = NT_FLOATS(C), *first = NT_FLOATS(6 * C),
+              *got = NT_FLOATS(6 * C);
+        tc_fill_nonzero(&r, x, n, 0.1f, 2.0f);
+        tc_fill_nonzero(&r, w, C, 0.2f, 1.5f);
+        clt_tensor *xt = nt_tensor1(ctx, CLT_DTYPE_F32, n),
+                   *dyt = nt_tensor1(ctx, CLT_DTYPE_F32, n),
+                   *yt = nt_tensor1(ctx, CLT_DTYPE_F32, n), *wt = nt_tensor1(ctx, CLT_DTYPE_F32, C),
+                   *st = nt_tensor1(ctx, CLT_DTYPE_F32, 4 * C),
+                   *dwt = nt_tensor1(ctx, CLT_DTYPE_F32, C),
+                   *dbt = nt_tensor1(ctx, CLT_DTYPE_F32, C);
+        tc_write(xt, x);
+        tc_fill_nonzero(&r, x, n, 0.05f, 2.0f);
+        tc_write(dyt, x);
+        tc_write(wt, w);
+        TC_OK(ctx, clt_op_batchnorm_forward_train(yt, xt, wt, wt, st, NULL, NULL, &g));
+        TC_OK(ctx, clt_op_batchnorm_backward(NULL, dwt, dbt, dyt, xt, wt, st, &g, 0.0f));
+        tc_read(st, first);
+        tc_read(dwt, first + 4 * C);
+        tc_read(dbt, first + 5 * C);
+        static const char *const names[] = {"batchnorm_stats", "batchnorm_backward_reduce"};
+        for (int which = 0; which < 2; which++) {
+            cl_kernel k = nt_kernel(ctx, "batchnorm", "-DX_DTYPE=0 -DG_DTYPE=0", names[which]);
+            int tried = 0;
+            for (size_t li = 0; li < NT_N_LOCAL_SIZES; li++) {
+                /* what the kernel writes: stats[0, 2C), or stats[2C, 4C), dweight and dbias */
+                if (which) {
+                    tc_poison(dwt);
+                    tc_poison(dbt);
+                } else {
+                    tc_poison(st);
+                }
+                if (!nt_launch_local(ctx, k, C, nt_local_sizes[li])) continue;
+                tried++;
+                tc_read(st, got);
+                tc_read(dwt, got + 4 * C);
+                tc_read(dbt, got + 5 * C);
+                ck_assert_msg(nt_same_bits(first, got, which ? 6 * C : 2 * C),
+                              "%s B%zu C%zu S%zu differs with local size %zu", names[which], c->B,
+                              C, c->S, nt_local_sizes[li]);
+            }
+            ck_assert_int_ge(tried, 4);
+            tc_write(st, first); /* the statistics for the backward kernel: a size the kernel
+                                  * refused (on a small device) left them poisoned */
+        }
+        clt_tensor *ts[] = {xt, dyt, yt, wt, st, dwt, dbt};
+        for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) clt_tensor_free(ts[i]);
+        free(x);
+        free(w);
+        free(first);
+        free(got);
+    }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 /* The reference backward against central finite differences of f = sum(y * dy) in double. */
 START_TEST(test_batchnorm_ref_finite_differences)
 {
@@ -333,6 +404,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_batchnorm_f32);
     tcase_add_test(tc, test_batchnorm_half_storage);
+    tcase_add_test(tc, test_batchnorm_local_size);
     tcase_add_test(tc, test_batchnorm_ref_finite_differences);
     tcase_add_test(tc, test_batchnorm_errors);
     suite_add_tcase(s, tc);

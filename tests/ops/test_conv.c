@@ -274,7 +274,7 @@ START_TEST(test_conv_errors)
     const shape s = {2, 3, 5, 4, 2, 3, 1, 1};
     struct clt_conv_geom g = geom(&s);
     const size_t nws = clt_op_conv2d_workspace(&g);
-    ck_assert_uint_eq(nws, 2 * 5 * 4 * (27 + 2));
+    ck_assert_uint_eq(nws, 2 * 5 * 4 * (27 + 2) + 2 * 27); /* cols, rows, the weights^T */
     clt_tensor *x = nt_tensor1(ctx, CLT_DTYPE_F32, 120), *w = nt_tensor1(ctx, CLT_DTYPE_F32, 54),
                *b = nt_tensor1(ctx, CLT_DTYPE_F32, 2), *y = nt_tensor1(ctx, CLT_DTYPE_F32, 80),
                *ws = nt_tensor1(ctx, CLT_DTYPE_F32, nws),

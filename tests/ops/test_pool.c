@@ -3,7 +3,8 @@
  * plane) over several batch sizes, channel counts, square and non-square planes, windows with
  * stride = K, overlapping (K3 S2, K3 S1) and with gaps (S > K); maxpool on inputs with planted
  * ties (the gradient goes to the first maximum in row-major order); central finite differences
- * of the references; f16/bf16 storage; bit-identical reruns; the argument checks. Outputs are
+ * of the references; f16/bf16 storage; bit-identical reruns; 2x2 windows with NaNs against the
+ * documented scan (the reference has no NaN); the argument checks. Outputs are
  * poisoned (NaN) before each op. Tolerances: fp32 atol 1e-5, rtol 1e-4 (a max is exact; a mean
  * or a gather of at most K^2 fp32 terms is within a few ulp). */
 #include "ops/nn_testutil.h"
@@ -318,6 +319,77 @@ START_TEST(test_pool_half_storage)
 }
 END_TEST
 
+/* nn.MaxPool2d(2) (the kernels' vector path: 8, 4 and 2 windows at a time, the last window
+ * again with its neighbour) against the documented scan, bit for bit, on inputs with ties and
+ * planted NaNs, which the reference does not model: a window's maximum is x00, then each of x01,
+ * x10, x11 that is larger or NaN; its gradient goes to the first element equal to the maximum,
+ * or with a NaN to the last NaN; the rows and columns no window covers (odd H, odd W) get 0.
+ * Widths with every remainder of the chunks, odd and even. */
+START_TEST(test_pool_max_2x2_nan)
+{
+    static const int widths[] = {2, 3, 4, 5, 6, 7, 9, 10, 11, 14, 15, 16, 17, 28, 29, 31, 33};
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++)
+        for (int H = 4; H <= 5; H++) {
+            const int W = widths[wi], OH = H / 2, OW = W / 2, P = 3; /* planes */
+            const size_t nx = (size_t)P * H * W, ny = (size_t)P * OH * OW;
+            const struct clt_pool_geom g = {P, (size_t)H, (size_t)W, 2, 2, 2, 2};
+            float *x = NT_FLOATS(nx), *dy = NT_FLOATS(ny), *y = NT_FLOATS(ny), *dx = NT_FLOATS(nx);
+            for (size_t i = 0; i < nx; i++) {
+                uint32_t u = tc_u32(&r) % 16;
+                x[i] = u == 0 ? NAN : (float)(u % 4) - 1.5f; /* ties, and NaN one time in 16 */
+            }
+            tc_fill_nonzero(&r, dy, ny, 0.05f, 2.0f);
+            const size_t dims[1] = {nx}, ydims[1] = {ny};
+            clt_tensor *xt = nt_tensor(ctx, CLT_DTYPE_F32, 1, dims),
+                       *yt = nt_tensor(ctx, CLT_DTYPE_F32, 1, ydims),
+                       *dyt = nt_tensor(ctx, CLT_DTYPE_F32, 1, ydims),
+                       *dxt = nt_tensor(ctx, CLT_DTYPE_F32, 1, dims);
+            tc_write(xt, x);
+            tc_write(dyt, dy);
+            tc_poison(yt);
+            tc_poison(dxt);
+            TC_OK(ctx, clt_op_pool_forward(CLT_POOL_MAX, &g, yt, xt));
+            TC_OK(ctx, clt_op_pool_backward(CLT_POOL_MAX, &g, dxt, dyt, xt));
+            tc_read(yt, y);
+            tc_read(dxt, dx);
+            float *want = NT_FLOATS(nx);
+            for (size_t i = 0; i < nx; i++) want[i] = 0.0f;
+            for (int p = 0; p < P; p++)
+                for (int oh = 0; oh < OH; oh++)
+                    for (int ow = 0; ow < OW; ow++) {
+                        const size_t o[4] = {((size_t)p * H + 2 * oh) * W + 2 * ow,
+                                             ((size_t)p * H + 2 * oh) * W + 2 * ow + 1,
+                                             ((size_t)p * H + 2 * oh + 1) * W + 2 * ow,
+                                             ((size_t)p * H + 2 * oh + 1) * W + 2 * ow + 1};
+                        float m = x[o[0]];
+                        int best = -1;
+                        for (int k = 0; k < 4; k++)
+                            if (x[o[k]] > m || isnan(x[o[k]])) m = x[o[k]];
+                        for (int k = 0; k < 4; k++)
+                            if (isnan(m) ? isnan(x[o[k]]) : best < 0 && x[o[k]] == m) best = k;
+                        const size_t yi = ((size_t)p * OH + oh) * OW + ow;
+                        ck_assert_msg(isnan(m) ? isnan(y[yi]) : nt_same_bits(&y[yi], &m, 1),
+                                      "maxpool 2x2 %dx%d: window %zu is %g, expected %g", H, W,
+                                      yi, (double)y[yi], (double)m);
+                        want[o[best]] = 0.0f + dy[yi];
+                    }
+            ck_assert_msg(nt_same_bits(dx, want, nx), "maxpool 2x2 %dx%d: backward differs", H,
+                          W);
+            clt_tensor *ts[] = {xt, yt, dyt, dxt};
+            for (size_t i = 0; i < 4; i++) clt_tensor_free(ts[i]);
+            free(x);
+            free(dy);
+            free(y);
+            free(dx);
+            free(want);
+        }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 START_TEST(test_pool_errors)
 {
     clt_ctx *ctx = tc_ctx(), *ctx2 = tc_ctx();
@@ -371,6 +443,7 @@ int main(void)
     tcase_add_test(tc, test_pool_max_first_tie);
     tcase_add_test(tc, test_pool_ref_finite_differences);
     tcase_add_test(tc, test_pool_half_storage);
+    tcase_add_test(tc, test_pool_max_2x2_nan);
     tcase_add_test(tc, test_pool_errors);
     suite_add_tcase(s, tc);
     return tc_run(s);

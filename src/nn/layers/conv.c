@@ -145,11 +145,12 @@ static int params(const clt_layer_spec *l, const struct clt__shape *in,
 }
 
 static size_t workspace(const clt_layer_spec *l, const struct clt__shape *in,
-                        const struct clt__shape *out)
+                        const struct clt__shape *out, size_t *fixed)
 {
     (void)out;
-    struct clt_conv_geom g = geom_of(l, in, 1);
-    return clt_op_conv2d_workspace(&g);
+    struct clt_conv_geom none = geom_of(l, in, 0), one = geom_of(l, in, 1);
+    *fixed = clt_op_conv2d_workspace(&none);
+    return clt_op_conv2d_workspace(&one) - *fixed;
 }
 
 static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struct clt__pass *p)

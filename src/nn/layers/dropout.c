@@ -1,6 +1,6 @@
 /* The dropout layer, "dropout P": in training, zeroes each element with probability P and
  * scales the others by 1 / (1 - P), the mask drawn from Philox stream (DROPOUT, step * layers +
- * index) in forward and drawn again in backward; the identity in evaluation and for P = 0. */
+ * rng_index; layer_internal.h) in forward and drawn again in backward; the identity in evaluation and for P = 0. */
 #include "nn/layer_internal.h"
 
 #include "runtime/rng_internal.h"
@@ -47,7 +47,7 @@ static clt_status check(const clt_layer_spec *l, int layer)
 
 static uint64_t stream(const struct clt__layer *L, const struct clt__pass *p)
 {
-    return clt_rng_stream(CLT_RNG_DROPOUT, p->step * (uint64_t)p->nlayers + (uint64_t)L->index);
+    return clt_rng_stream(CLT_RNG_DROPOUT, p->step * (uint64_t)p->nlayers + (uint64_t)L->rng_index);
 }
 
 static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struct clt__pass *p)

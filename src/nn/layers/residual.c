@@ -26,7 +26,7 @@
  * clt_op_axpy). Backward: the shortcut's gradient into dx first (dy itself for the identity,
  * else through the batchnorm and the convolution), then the body's layers in reverse through the
  * model's two block gradient buffers, whose result is added to dx. A dropout in the body draws
- * its mask from the block's stream (its index is the block's).
+ * its mask from a stream of its own (rng_index: after the top-level layers').
  *
  * Mixed precision: the block is a weighted layer; its children keep the block's storage, except
  * that in the first weighted block the body's layers before its first weighted one keep f32 (as
