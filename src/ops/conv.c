@@ -173,7 +173,7 @@ static clt_status to_rows(clt_ctx *ctx, const clt_tensor *dst, const clt_tensor 
     cl_uint b = (cl_uint)B, out = (cl_uint)OUT, hw = (cl_uint)HW;
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dm), CLT__ARG(dof), CLT__ARG(sm), CLT__ARG(so), CLT__ARG(b),
                       CLT__ARG(out), CLT__ARG(hw)));
-    const size_t range[3] = {OUT, HW, B};
+    const size_t range[3] = {(HW + 7) / 8, (OUT + 7) / 8, B}; /* 8 x 8 tiles (cl/conv.cl) */
     CLT_TRY(launch_3d(ctx, k, range, 32, what));
 fail:
     return st;
@@ -195,7 +195,7 @@ static clt_status from_rows(clt_ctx *ctx, const clt_tensor *dst, const clt_tenso
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dm), CLT__ARG(dof), CLT__ARG(sm), CLT__ARG(so), CLT__ARG(bm),
                       CLT__ARG(bo), CLT__ARG(has_bias), CLT__ARG(b), CLT__ARG(out), CLT__ARG(hw),
                       CLT__ARG(beta)));
-    const size_t range[3] = {HW, OUT, B};
+    const size_t range[3] = {(HW + 7) / 8, (OUT + 7) / 8, B}; /* 8 x 8 tiles (cl/conv.cl) */
     CLT_TRY(launch_3d(ctx, k, range, 32, what));
 fail:
     return st;
