@@ -170,6 +170,9 @@ struct clt__layer {
                                            plan.workspace_fixed elements) in the model's
                                            precision, shared by every layer whose kind has
                                            `workspace`; NULL when none has */
+    const struct clt__layer **ws_owner; /* the model's note of the layer whose pass wrote ws
+                                           last and left in it what its backward can reuse
+                                           (NULL: nothing reusable); kinds that write ws set it */
     bool ran;                           /* the kind's own flag (dropout: applied last forward) */
     struct clt__layer *child;           /* a block's children (kind->children), else NULL */
     int nchildren;

@@ -33,6 +33,7 @@ struct clt_model {
     clt_tensor *params16;         /* flat (P) 16-bit copy (mixed precision), else NULL */
     clt_tensor *ws; /* max_batch * plan.workspace + plan.workspace_fixed elements in the
                        precision, or NULL */
+    const struct clt__layer *ws_owner; /* see struct clt__layer */
     clt_tensor *gb_full[2];       /* blocks: (max_batch, plan.block_widest) gradient buffers for
                                      their children's backward, or NULL */
     clt_tensor *gt_full[2];       /* mixed precision: f32 (max_batch, outputs) gradient buffers
@@ -626,9 +627,12 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
         CLT_TRY(clt_tensor_create(&m->ws, ctx, prec, 1, &wn, CLT_MEM_WORKSPACE));
         for (int i = 0; i < m->nlayers; i++) {
             struct clt__layer *L = &m->layers[i];
+            L->ws_owner = &m->ws_owner;
             if (L->kind->workspace) L->ws = m->ws;
-            for (int c = 0; c < L->nchildren; c++)
+            for (int c = 0; c < L->nchildren; c++) {
+                L->child[c].ws_owner = &m->ws_owner;
                 if (L->child[c].kind->workspace) L->child[c].ws = m->ws;
+            }
         }
     }
     CLT_TRY(make_views(m, m->max_batch));

@@ -21,7 +21,8 @@
  * needs an f32 scratch, so with a 16-bit workspace the gradient is the direct product.
  *
  * Forward:  cols = im2col(x); Wt = W^T; rows (B*OH*OW, OUT) = cols Wt; y = NCHW(rows) + bias.
- * Backward: rows = rows-of(dy); cols rebuilt from x (the workspace is shared); f32 workspace:
+ * Backward: rows = rows-of(dy); cols rebuilt from x unless the caller knows the workspace still
+ * holds them (the model's last convolution: 8 % of a cnn preset step on PoCL); f32 workspace:
  * dWt = cols^T rows, dW = beta dW + dWt^T, else dW = beta dW + rows^T cols; db = beta db +
  * column sums of rows; dcols = rows W (into the cols space, after dW has read it);
  * dx = col2im(dcols), a gather per input element (no atomics).
@@ -53,12 +54,11 @@ static clt_status conv_kernel(clt_ctx *ctx, int which, clt_dtype src, clt_dtype 
 /* A 3-D launch of n[0] x n[1] x n[2] work-items, each extent rounded up to the work-group's (the
  * kernels check their indices): groups of the kernel's size from the device's limits, filled
  * in powers of two from dimension 0 (along the memory the kernel writes, at most cap0 wide)
- * outwards. As clt__enqueue: an event for the profiler, a checked finish in --sync-debug. */
+ * outwards. Through clt__enqueue_nd (the profiler, --sync-debug, and slices of a long
+ * dimension 2 on devices that limit its groups). */
 static clt_status launch_3d(clt_ctx *ctx, cl_kernel k, const size_t n[3], size_t cap0,
                             const char *what)
 {
-    clt_status st = CLT_OK;
-    cl_event ev = NULL;
     const size_t wg = clt__local_size(ctx, k);
     size_t local[3] = {1, 1, 1}, global[3], used = 1;
     if (n[0] == 0 || n[1] == 0 || n[2] == 0) return CLT_OK;
@@ -69,20 +69,7 @@ static clt_status launch_3d(clt_ctx *ctx, cl_kernel k, const size_t n[3], size_t
         }
         global[d] = (n[d] + local[d] - 1) / local[d] * local[d];
     }
-    cl_int err = clEnqueueNDRangeKernel(ctx->compute, k, 3, NULL, global, local, 0, NULL,
-                                        ctx->profiling ? &ev : NULL);
-    CLT_CHECK_CL(ctx, err, what);
-    if (ev) clt__profile_event(ctx, what, CLT_PROFILE_KERNEL, 0, ev); /* the profiler owns it */
-    if (ctx->sync_debug) {
-        ctx->stats.host_waits[CLT_WAIT_DEBUG]++;
-        ctx->stats.host_waits_total++;
-        err = clFinish(ctx->compute);
-        if (err != CL_SUCCESS)
-            CLT_FAIL(ctx, CLT_ERR_OPENCL, "kernel %s failed on %s (--sync-debug): %s (%d)", what,
-                     ctx->dev.device_name, clt_cl_error_name(err), err);
-    }
-fail:
-    return st;
+    return clt__enqueue_nd(ctx, k, 3, global, local, what);
 }
 
 size_t clt_conv_out_side(size_t n, size_t K, size_t S, size_t P)
@@ -242,7 +229,8 @@ fail:
 
 clt_status clt_op_conv2d_backward(clt_tensor *dx, clt_tensor *dw, clt_tensor *db,
                                   const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w,
-                                  clt_tensor *ws, const struct clt_conv_geom *g, float beta)
+                                  clt_tensor *ws, const struct clt_conv_geom *g, float beta,
+                                  bool cols_ready)
 {
     clt_status st = CLT_OK;
     clt_tensor *cols = NULL, *rows = NULL, *wt = NULL;
@@ -273,7 +261,7 @@ clt_status clt_op_conv2d_backward(clt_tensor *dx, clt_tensor *dw, clt_tensor *db
     CLT_TRY(ws_view(&rows, ws, M * CKK, M, g->OUT));
 
     CLT_TRY(to_rows(ctx, rows, dy, g->B, g->OUT, OH * OW, "conv_backward_permute"));
-    CLT_TRY(im2col(ctx, cols, x, g, OH, OW));
+    if (!cols_ready) CLT_TRY(im2col(ctx, cols, x, g, OH, OW));
     if (clt_tensor_dtype(ws) == CLT_DTYPE_F32) {
         CLT_TRY(ws_view(&wt, ws, M * (CKK + g->OUT), CKK, g->OUT));
         CLT_TRY(clt_op_gemm(CLT_TRANS, CLT_NO_TRANS, CKK, g->OUT, M, 1.0f, cols, rows, 0.0f, wt));

@@ -211,11 +211,14 @@ clt_status clt_op_conv2d_forward(clt_tensor *y, const clt_tensor *x, const clt_t
                                  const struct clt_conv_geom *g);
 /* From dy (B, OUT, OH, OW): dw (f32, OUT*C*K*K) = beta * dw + the weight gradient, db (f32, OUT;
  * NULL without bias) likewise, and dx (B, C, H, W) = the input gradient when dx is not NULL.
- * beta = 0 overwrites dw and db without reading them. Deterministic (no atomics). The
- * workspace's contents from the forward are not used (the im2col matrix is rebuilt from x). */
+ * beta = 0 overwrites dw and db without reading them. Deterministic (no atomics). The im2col
+ * matrix is rebuilt from x, unless cols_ready says ws still holds it: the last thing to write ws
+ * was clt_op_conv2d_forward of this x with this geometry. With dx, ws holds something else
+ * afterwards; without, it still holds the im2col matrix. */
 clt_status clt_op_conv2d_backward(clt_tensor *dx, clt_tensor *dw, clt_tensor *db,
                                   const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w,
-                                  clt_tensor *ws, const struct clt_conv_geom *g, float beta);
+                                  clt_tensor *ws, const struct clt_conv_geom *g, float beta,
+                                  bool cols_ready);
 
 /* ---- batch normalisation (cl/batchnorm.cl, src/ops/batchnorm.c) -----------------------------
  * As nn.BatchNorm2d over x (B, C, H, W) with S = H * W, or nn.BatchNorm1d over x (B, C) with

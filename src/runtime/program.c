@@ -483,15 +483,28 @@ clt_status clt__enqueue_nd(clt_ctx *ctx, cl_kernel k, cl_uint dims, const size_t
 {
     clt_status st = CLT_OK;
     cl_event ev = NULL;
-    for (cl_uint d = 0; d < dims; d++)
+    /* dimensions 1 and 2 in slices of at most CLT__MAX_GROUPS_YZ groups, at global offsets */
+    size_t step[3] = {1, 1, 1}, off[3] = {0, 0, 0}, part[3] = {1, 1, 1};
+    cl_int err = CL_SUCCESS;
+    for (cl_uint d = 0; d < dims; d++) {
         if (global[d] == 0) return CLT_OK;
-    cl_int err = clEnqueueNDRangeKernel(ctx->compute, k, dims, NULL, global, local, 0, NULL,
-                                        ctx->profiling ? &ev : NULL);
-    CLT_CHECK_CL(ctx, err, what);
-    if (ev) {
-        clt__profile_event(ctx, what, CLT_PROFILE_KERNEL, 0, ev);
-        ev = NULL;
+        step[d] = d > 0 && local && global[d] / local[d] > CLT__MAX_GROUPS_YZ
+                      ? (size_t)CLT__MAX_GROUPS_YZ * local[d]
+                      : global[d];
     }
+    const size_t n1 = dims > 1 ? global[1] : 1, n2 = dims > 2 ? global[2] : 1;
+    for (off[2] = 0; off[2] < n2; off[2] += step[2])
+        for (off[1] = 0; off[1] < n1; off[1] += step[1]) {
+            for (cl_uint d = 0; d < dims; d++)
+                part[d] = global[d] - off[d] < step[d] ? global[d] - off[d] : step[d];
+            err = clEnqueueNDRangeKernel(ctx->compute, k, dims, off, part, local, 0, NULL,
+                                         ctx->profiling ? &ev : NULL);
+            CLT_CHECK_CL(ctx, err, what);
+            if (ev) {
+                clt__profile_event(ctx, what, CLT_PROFILE_KERNEL, 0, ev);
+                ev = NULL;
+            }
+        }
     if (ctx->sync_debug) {
         ctx->stats.host_waits[CLT_WAIT_DEBUG]++;
         ctx->stats.host_waits_total++;

@@ -65,7 +65,10 @@ clt_status clt__kernel(clt_ctx *ctx, const char *files, const char *options, con
  * finish after it in --sync-debug mode. `what` names the kernel in messages and profiles. */
 clt_status clt__enqueue(clt_ctx *ctx, cl_kernel k, size_t global, size_t local, const char *what);
 /* The same for a `dims`-D range (1 to 3): global[d] work-items in groups of local[d] (each
- * global[d] a multiple of local[d]; nothing is launched when one is 0). */
+ * global[d] a multiple of local[d]; nothing is launched when one is 0). A dimension 1 or 2 of
+ * more than CLT__MAX_GROUPS_YZ groups (NVIDIA's limit there) goes in several launches with
+ * global offsets, so such kernels must index by get_global_id, not get_group_id. */
+#define CLT__MAX_GROUPS_YZ 65535
 clt_status clt__enqueue_nd(clt_ctx *ctx, cl_kernel k, cl_uint dims, const size_t *global,
                            const size_t *local, const char *what);
 /* The work-group size to use: up to 256, within the device's and the kernel's limits. */

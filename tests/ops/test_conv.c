@@ -17,6 +17,8 @@
 #include "small.h"
 
 #include "ops/ops_internal.h"
+#include "runtime/program_internal.h"
+#include "cltrain/profile.h"
 
 /* B, C, H, W, OUT, K, S, P */
 typedef struct {
@@ -155,7 +157,7 @@ static void run_case(clt_ctx *ctx, tc_rng *r, const shape *s, bool bias, clt_dty
     tc_poison(dwt);
     tc_poison(dbt);
     tc_poison(wst);
-    TC_OK(ctx, clt_op_conv2d_backward(dxt, dwt, bias ? dbt : NULL, dyt, xt, wt, wst, &g, 0.0f));
+    TC_OK(ctx, clt_op_conv2d_backward(dxt, dwt, bias ? dbt : NULL, dyt, xt, wt, wst, &g, 0.0f, false));
     download(dxt, got, nx, d);
     snprintf(w2, sizeof w2, "%s: dx", what);
     check_bound(got, dx_ref, dx_abs, nx, tol, w2, r->seed);
@@ -173,7 +175,7 @@ static void run_case(clt_ctx *ctx, tc_rng *r, const shape *s, bool bias, clt_dty
     /* backward, beta 1, without dx: dw and db accumulate onto dw0 and db0 */
     tc_write(dwt, dw0);
     tc_write(dbt, db0);
-    TC_OK(ctx, clt_op_conv2d_backward(NULL, dwt, bias ? dbt : NULL, dyt, xt, wt, wst, &g, 1.0f));
+    TC_OK(ctx, clt_op_conv2d_backward(NULL, dwt, bias ? dbt : NULL, dyt, xt, wt, wst, &g, 1.0f, false));
     for (size_t i = 0; i < nw; i++) {
         dw_ref[i] += dw0[i];
         dw_abs[i] += fabs(dw0[i]);
@@ -192,6 +194,21 @@ static void run_case(clt_ctx *ctx, tc_rng *r, const shape *s, bool bias, clt_dty
     } else {
         ck_assert(nt_same_bits(got, db0, nb)); /* no bias: db not touched */
     }
+
+    /* cols_ready: right after the forward the workspace holds x's im2col matrix, and a backward
+     * that reuses it gives the bits of one that rebuilds it (the one without dx leaves it) */
+    float *dw_ready = malloc(nw * sizeof *dw_ready);
+    ck_assert(dw_ready);
+    tc_poison(wst);
+    TC_OK(ctx, clt_op_conv2d_forward(yt, xt, wt, bias ? bt : NULL, wst, &g));
+    tc_poison(dwt);
+    TC_OK(ctx, clt_op_conv2d_backward(NULL, dwt, NULL, dyt, xt, wt, wst, &g, 0.0f, true));
+    tc_read(dwt, dw_ready);
+    tc_poison(dwt);
+    TC_OK(ctx, clt_op_conv2d_backward(NULL, dwt, NULL, dyt, xt, wt, wst, &g, 0.0f, false));
+    tc_read(dwt, got);
+    ck_assert_msg(nt_same_bits(got, dw_ready, nw), "%s: dw from the kept im2col matrix", what);
+    free(dw_ready);
 
     clt_tensor *ts[] = {xt, wt, bt, yt, dyt, dxt, dwt, dbt, wst};
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
@@ -288,7 +305,7 @@ START_TEST(test_conv_errors)
     ck_assert_int_eq(clt_op_conv2d_forward(y, x, w, b, small, &g), CLT_ERR_SHAPE);
     ck_assert(tc_contains(clt_ctx_errmsg(ctx), "workspace"));
     ck_assert_int_eq(clt_op_conv2d_forward(y, x, w, bh, ws, &g), CLT_ERR_SHAPE); /* bias dtype */
-    ck_assert_int_eq(clt_op_conv2d_backward(NULL, dw16, NULL, y, x, w, ws, &g, 0.0f),
+    ck_assert_int_eq(clt_op_conv2d_backward(NULL, dw16, NULL, y, x, w, ws, &g, 0.0f, false),
                      CLT_ERR_SHAPE);
     ck_assert(tc_contains(clt_ctx_errmsg(ctx), "conv2d_backward: dw must be f32"));
     g.K = 8; /* larger than the padded 5x4 input */
@@ -306,6 +323,61 @@ START_TEST(test_conv_errors)
 }
 END_TEST
 
+/* clt__enqueue_nd runs a dimension 2 of more than CLT__MAX_GROUPS_YZ groups (NVIDIA's limit)
+ * as several launches at global offsets: conv's NCHW-to-rows permute over B =
+ * CLT__MAX_GROUPS_YZ + 3 samples of one partial tile each, in groups of 1 x 1 x 1, so the last
+ * samples come from the second launch (the profiler counts two). */
+START_TEST(test_conv_sliced_launch)
+{
+    struct clt_ctx_params cp = clt_ctx_default_params();
+    cp.profiling = true; /* counts the launches */
+    clt_ctx *ctx = tc_ctx_with(&cp);
+    const size_t B = CLT__MAX_GROUPS_YZ + 3, OUT = 3, HW = 5, n = B * OUT * HW;
+    float *src = malloc(n * sizeof *src), *got = malloc(n * sizeof *got);
+    ck_assert(src && got);
+    for (size_t i = 0; i < n; i++) src[i] = (float)(i % 1000003); /* exact in f32 */
+    clt_tensor *dy = nt_tensor1(ctx, CLT_DTYPE_F32, n), *rows = nt_tensor1(ctx, CLT_DTYPE_F32, n);
+    tc_write(dy, src);
+    tc_poison(rows);
+    char opts[64];
+    cl_kernel k;
+    clt__opts_conv(opts, sizeof opts, CLT_DTYPE_F32, CLT_DTYPE_F32);
+    TC_OK(ctx, clt__kernel(ctx, "conv", opts, "conv_backward_permute", &k));
+    cl_mem rm = clt_tensor_mem(rows), dm = clt_tensor_mem(dy);
+    cl_ulong ro = clt_tensor_offset(rows), dof = clt_tensor_offset(dy);
+    cl_uint b = (cl_uint)B, out = (cl_uint)OUT, hw = (cl_uint)HW;
+    ck_assert_int_eq(clSetKernelArg(k, 0, sizeof rm, &rm) | clSetKernelArg(k, 1, sizeof ro, &ro) |
+                         clSetKernelArg(k, 2, sizeof dm, &dm) |
+                         clSetKernelArg(k, 3, sizeof dof, &dof) | clSetKernelArg(k, 4, sizeof b, &b) |
+                         clSetKernelArg(k, 5, sizeof out, &out) |
+                         clSetKernelArg(k, 6, sizeof hw, &hw),
+                     CL_SUCCESS);
+    const size_t global[3] = {1, 1, B}, local[3] = {1, 1, 1};
+    TC_OK(ctx, clt__enqueue_nd(ctx, k, 3, global, local, "conv_backward_permute"));
+    tc_read(rows, got);
+    struct clt_profile_row prow[8];
+    TC_OK(ctx, clt_profile_collect(ctx));
+    int nrow = clt_profile_rows(ctx, prow, 8);
+    long launches = 0;
+    for (int i = 0; i < nrow && i < 8; i++)
+        if (strcmp(prow[i].name, "conv_backward_permute") == 0) launches = prow[i].calls;
+    ck_assert_msg(launches == 2, "%ld launches, want 2", launches);
+    for (size_t bb = 0; bb < B; bb++)
+        for (size_t s = 0; s < HW; s++)
+            for (size_t o = 0; o < OUT; o++) {
+                const float want = src[(bb * OUT + o) * HW + s], v = got[(bb * HW + s) * OUT + o];
+                ck_assert_msg(v == want, "sample %zu, s %zu, o %zu: got %g, want %g", bb, s, o,
+                              (double)v, (double)want);
+            }
+    clt_tensor_free(dy);
+    clt_tensor_free(rows);
+    free(src);
+    free(got);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("conv");
@@ -314,6 +386,7 @@ int main(void)
     tcase_add_test(tc, test_conv_half_storage);
     tcase_add_test(tc, test_conv_mixed_input);
     tcase_add_test(tc, test_conv_errors);
+    tcase_add_test(tc, test_conv_sliced_launch);
     suite_add_tcase(s, tc);
     return tc_run(s);
 }

@@ -157,8 +157,10 @@ static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struc
 {
     clt_status st = CLT_OK;
     struct clt_conv_geom g = geom_of(&L->spec, &L->in, p->B);
+    *L->ws_owner = NULL;
     CLT_TRY(clt_op_conv2d_forward(L->y, x, clt__layer_weight(L, 0), L->w[1] ? clt__layer_weight(L, 1) : NULL, L->ws,
                                   &g));
+    *L->ws_owner = L; /* the im2col matrix of x: the backward need not rebuild it */
     L->out_t = L->y;
 fail:
     return st;
@@ -170,8 +172,11 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
     clt_status st = CLT_OK;
     struct clt_conv_geom g = geom_of(&L->spec, &L->in, p->B);
     *through = false;
+    const bool ready = *L->ws_owner == L;
+    *L->ws_owner = NULL;
     CLT_TRY(clt_op_conv2d_backward(need_dx ? dx : NULL, L->dw[0], L->dw[1], dy, L->x,
-                                   clt__layer_weight(L, 0), L->ws, &g, p->beta));
+                                   clt__layer_weight(L, 0), L->ws, &g, p->beta, ready));
+    if (!need_dx) *L->ws_owner = L; /* the matrix is still there */
 fail:
     return st;
 }
