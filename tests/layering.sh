@@ -2,8 +2,8 @@
 # The include-order test: no layer includes a header of a layer above it (docs/architecture.md).
 # Usage: layering.sh [--self-test] [ROOT]; ROOT defaults to the repository this script is in.
 #
-# Layers by rank, lowest first: runtime 0, io 1, ops 2, data 3, nn 3, train 4, cli 5. data and
-# nn are siblings: neither may include the other. A file's layer is its folder under src/;
+# Layers by rank, lowest first: runtime 0, io 1, ops 2, data 3, nn 3, dist 3, train 4, cli 5. data,
+# nn and dist are siblings: none may include another. A file's layer is its folder under src/;
 # tools/*.c and examples/*.c count as cli; include/cltrain/X.h has the layer of the module that
 # implements it (the table below). Every #include "..." (and #include <...> of a cltrain/ or layer
 # path) in src/, include/cltrain/, tools/*.c and examples/*.c is resolved the same way: "ops/x.h"
@@ -35,6 +35,7 @@ data data
 loader data
 spec nn
 model nn
+dist dist
 optim train
 train train
 checkpoint train
@@ -98,7 +99,7 @@ check() (
         return ""
     }
     BEGIN {
-        rank["runtime"] = 0; rank["io"] = 1; rank["ops"] = 2; rank["data"] = 3; rank["nn"] = 3
+        rank["runtime"] = 0; rank["io"] = 1; rank["ops"] = 2; rank["data"] = 3; rank["nn"] = 3; rank["dist"] = 3
         rank["train"] = 4; rank["cli"] = 5
         n = split(map, lines, "\n")
         for (i = 1; i <= n; i++)

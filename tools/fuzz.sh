@@ -42,7 +42,7 @@ fi
 build=${CLTRAIN_FUZZ_BUILD:-build-fuzz}
 if [ ! -f "$build/build.ninja" ]; then
   CC=clang-15 meson setup "$build" -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dtests=disabled --buildtype=debugoptimized
+    -Dtests=disabled -Dmpi=disabled --buildtype=debugoptimized
 fi
 exes=()
 for t in "${targets[@]}"; do exes+=("tests/fuzz/fuzz_$t"); done

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build pkg-config gcc python3 ocl-icd-opencl-dev opencl-c-headers
           pocl-opencl-icd libclblast-dev check zlib1g-dev dataset-fashion-mnist python3-numpy
-          clang-15)
+          clang-15 libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

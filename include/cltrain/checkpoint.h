@@ -32,6 +32,11 @@ struct clt_run_geometry {
     char data_name[256];   /* the data set as named (--data), for messages */
     size_t data_samples;   /* training samples */
     uint32_t data_crc32c;  /* clt_checkpoint_data_crc32c of the training split */
+    /* Replicas that trained it (data-parallel, dist.h; 1 alone; files from before: 1). Not
+     * checked on resume: the global batch fixes which samples a step takes, so another number
+     * of replicas continues the same run, with other slices per replica (batch statistics,
+     * dropout masks and the sums' order differ). */
+    int replicas;
 };
 
 struct clt_checkpoint_info {

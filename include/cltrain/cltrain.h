@@ -8,6 +8,7 @@
 #include "cltrain/checkpoint.h"
 #include "cltrain/data.h"
 #include "cltrain/device.h"
+#include "cltrain/dist.h"
 #include "cltrain/errors.h"
 #include "cltrain/export.h"
 #include "cltrain/loader.h"

@@ -84,6 +84,16 @@ CLT_API const char *clt_device_default_selector(void);
  * device. Thread-safe. */
 CLT_API clt_status clt_device_select(const clt_device_info *devs, int n, const char *selector,
                                      int *chosen);
+/* Every device the selector matches, for ranks that take one each (MPI: local rank k takes
+ * match k): positions in devs through idx (the caller's array of at least n entries) and their
+ * number through *count. The grammar is clt_device_select's: "auto" matches every device of the
+ * type auto would choose (GPU, else accelerator, else CPU), "gpu"/"cpu"/"accelerator" every
+ * device of that type, these best first as clt_device_select ranks them (ties in listing
+ * order); an index or "P:D" matches that one device; a name substring every device containing
+ * it, in listing order. So idx[0] is always what clt_device_select chooses. CLT_ERR_NO_DEVICE
+ * (*count 0) with clt_device_select's message when nothing matches. Thread-safe. */
+CLT_API clt_status clt_device_matches(const clt_device_info *devs, int n, const char *selector,
+                                      int *idx, int *count);
 
 typedef struct clt_ctx clt_ctx;
 
@@ -130,6 +140,8 @@ typedef enum clt_wait_reason {
     CLT_WAIT_LOADER,   /* the streaming loader's thread, before reusing a staging buffer
                         * (counted by the loader, see loader.h; folded into the training
                         * loop's reports, never into clt_ctx_stats) */
+    CLT_WAIT_REDUCE,   /* data-parallel: reading a step's gradients to sum them over the
+                        * replicas (one per step), and the loss and evaluation sums */
     CLT_WAIT__COUNT
 } clt_wait_reason;
 CLT_API const char *clt_wait_reason_name(clt_wait_reason r);

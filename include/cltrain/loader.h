@@ -165,6 +165,13 @@ struct clt_loader_order {
                              * and each epoch uses only its first batches_per_epoch batches
                              * (the trainer's gradient accumulation with drop_last drops the
                              * micro-batches of a last partial optimizer step) */
+    /* Data-parallel (dist.h): batch_size is the global batch, and this loader yields only its
+     * replica's slice of each batch of B samples: [floor(B shard_lo / shard_total),
+     * floor(B shard_hi / shard_total)), shard_lo and shard_hi the prefix sums of the
+     * replicas' shares before and after it (clt_comm_slice). The slice may be empty (size 0,
+     * x and y NULL) when B is small. shard_total 0: the whole batch. batch_size must then
+     * not exceed what this slice of it can hold: its largest slice <= clt_loader_max_batch. */
+    uint64_t shard_lo, shard_hi, shard_total;
 };
 /* Steps per epoch for n samples: n / B with drop_last, else ceil(n / B). Thread-safe. */
 CLT_API long clt_loader_steps_per_epoch(size_t n, size_t batch_size, bool drop_last);

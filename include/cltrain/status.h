@@ -26,7 +26,8 @@ extern "C" {
     X(CLT_ERR_CLBLAST, -12, "CLBlast call failed")                                                 \
     X(CLT_ERR_NUMERIC, -13, "non-finite value")                                                    \
     X(CLT_ERR_STATE, -14, "call made in the wrong order")                                          \
-    X(CLT_ERR_INTERRUPTED, -15, "interrupted")
+    X(CLT_ERR_INTERRUPTED, -15, "interrupted")                                                   \
+    X(CLT_ERR_ABORTED, -16, "another replica failed")
 
 typedef enum clt_status {
 #define CLT__STATUS_ENUM(name, value, msg) name = value,

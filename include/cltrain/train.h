@@ -11,6 +11,7 @@
 
 #include "cltrain/alloc.h"
 #include "cltrain/data.h"
+#include "cltrain/dist.h"
 #include "cltrain/loader.h"
 #include "cltrain/model.h"
 #include "cltrain/optim.h"
@@ -56,6 +57,12 @@ struct clt_train_event {
      * thread's waits folded in under CLT_WAIT_LOADER (and in host_waits_total). */
     struct clt_ctx_stats stats;
     struct clt_loader_stats loader; /* the training loader's counters */
+    /* Data-parallel (p.comm): seconds this replica spent in gradient reductions so far (the
+     * read's wait, the sum over the replicas, the write's enqueue), the steps they cover, and
+     * the bytes each step's reduction sums per replica (0 without a comm). */
+    double reduce_s;
+    long reduce_steps;
+    size_t reduce_bytes;
 };
 
 struct clt_train_params {
@@ -97,6 +104,20 @@ struct clt_train_params {
      * boundary, writes a checkpoint to save_path if one is set, and returns
      * CLT_ERR_INTERRUPTED. Set it from a SIGINT handler (the library installs none). */
     const volatile sig_atomic_t *interrupt;
+    /* Data-parallel training (dist.h; NULL: this trainer alone). This replica's end: batch_size
+     * is then the *global* micro-batch, of which the replica takes its slice
+     * (clt_comm_slice, rank order: slices of one batch are consecutive in the epoch's order);
+     * the model's and the loader's largest batch need only hold the largest slice
+     * (clt_comm_slice_max). After backward the flat gradients are summed over the replicas
+     * (read into pinned host memory, one counted host wait CLT_WAIT_REDUCE per step, the sum,
+     * written back) and every replica takes the same step; the loss and the evaluation (each
+     * replica evaluates its slice of the test split) are summed at the points where they are
+     * read; batch-norm running statistics are averaged over the replicas before every
+     * evaluation and checkpoint; dropout draws stream (micro-batch, rank). Replica 0 alone
+     * calls on_event and writes checkpoints; every replica checks at the start and at each
+     * checkpoint that all parameters are bit-identical (CLT_ERR_STATE otherwise). A stop
+     * (interrupt) seen by any replica stops all at the same step boundary. */
+    clt_comm *comm;
 };
 CLT_API struct clt_train_params clt_train_default_params(void);
 
@@ -221,6 +242,14 @@ CLT_API int clt_train_setup_backoffs(const clt_train_setup *s);
  * (CLT_EVENT_BACKOFF through p->train.on_event) and runs again. The accessors' objects are
  * replaced by a rebuild. Statuses as clt_trainer_run. */
 CLT_API clt_status clt_train_setup_run(clt_train_setup *s);
+/* Data-parallel in one process: runs clt_train_setup_run on the n set-ups, each built with
+ * member i of one clt_comm_group as train.comm (in rank order), each in a thread of its own
+ * (n == 1: on the calling thread). When one fails, it aborts the group, so the others stop
+ * with CLT_ERR_ABORTED instead of waiting for it. Returns CLT_OK or the status of the first
+ * replica to fail for its own reason (*failed: its index, -1 when all succeeded; its message
+ * in its ctx, clt_ctx_errmsg, and in clt_last_errmsg() of the calling thread).
+ * CLT_ERR_UNSUPPORTED if a thread cannot be created. */
+CLT_API clt_status clt_train_setup_run_group(clt_train_setup *const *s, int n, int *failed);
 /* The dry run: one optimizer step (all its micro-batches: forward, loss, backward, update) on
  * the run's first batch, then one evaluation of the test split if there is one, and finishes
  * the queues; *out is the accountant's state afterwards (its peak is what a step and an

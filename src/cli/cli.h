@@ -20,6 +20,8 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
  * kept) and returns CLI_FAIL. */
 int cli_error(const char *fmt, ...);
 int cli_usage_error(const char *fmt, ...);
+/* Printed after "cltrain: " by both from now on ("rank 1: "; NULL or "" for none). */
+void cli_set_error_prefix(const char *prefix);
 
 int cli_devices(int argc, char **argv);
 int cli_selfcheck(int argc, char **argv);

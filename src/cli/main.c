@@ -8,9 +8,17 @@
 #include <stdio.h>
 #include <string.h>
 
+/* "rank 1: " or "replica 1: " when one of several processes or replicas speaks */
+static char error_prefix[64];
+
+void cli_set_error_prefix(const char *prefix)
+{
+    snprintf(error_prefix, sizeof error_prefix, "%s", prefix ? prefix : "");
+}
+
 static int vreport(int code, const char *fmt, va_list ap)
 {
-    fputs("cltrain: ", stderr);
+    fprintf(stderr, "cltrain: %s", error_prefix);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     return code;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -133,6 +134,8 @@ struct reporter {
     struct clt_ctx_stats last;             /* counters at the previous epoch's summary */
     struct clt_loader_stats last_loader;
     size_t backoff_batch; /* the micro-batch of the last auto-batch retry (0: none) */
+    struct clt_train_event last_event; /* the last one (its reduce fields end the run) */
+    bool have_event;
 };
 
 static void fmt_duration(double s, char *dst, size_t n)
@@ -195,6 +198,9 @@ static void on_event(const struct clt_train_event *e, void *user)
 {
     struct reporter *r = user;
     char eta[32], elapsed[32];
+    r->last_event = *e;
+    r->last_event.path = r->last_event.message = NULL; /* valid during the call only */
+    r->have_event = true;
     double left = e->samples_per_s > 0 && e->step > 0
                       ? (double)(e->total_steps - e->step) * e->elapsed_s / (double)e->step
                       : 0;
@@ -279,7 +285,14 @@ struct train_args {
     bool profile, sync_debug, memory, seed_seen, dry_run, auto_batch;
     bool no_shuffle, drop_last, normalize, nesterov, quiet, lr_seen, wd_seen, model_seen,
         label_seen, step_size_seen, on_device, no_pin, loader_seen, prefetch_seen;
+    const char *devices, *device_shares; /* several replicas in this process */
+    bool share_devices;                  /* mpirun: ranks may share a device */
     /* derived */
+    bool mpi;  /* started by mpirun: one replica per rank */
+    int ndev;  /* --devices: the selectors (0 for all-gpus, resolved when listing) */
+    char dev_sel[CLT_COMM_MAX_MEMBERS][256];
+    int nshares; /* --device-shares */
+    int shares[CLT_COMM_MAX_MEMBERS];
     clt_loader_mode lmode;
     struct clt_data_params dp;
     struct clt_optim_params op;
@@ -292,9 +305,18 @@ struct train_args {
 struct train_run {
     clt_dataset train, test;
     clt_spec spec;
-    clt_ctx *ctx;
-    clt_train_setup *setup;
-    struct clt_train_setup_params sp;
+    clt_ctx *ctx;            /* replica 0's (this rank's): ctxs[0] */
+    clt_train_setup *setup;  /* replica 0's: setups[0] */
+    /* the replicas in this process: one, or --devices' n in a group; under mpirun this rank's
+     * one, with the MPI comm */
+    int n;
+    clt_ctx *ctxs[CLT_COMM_MAX_MEMBERS];
+    clt_train_setup *setups[CLT_COMM_MAX_MEMBERS];
+    clt_comm_group *group;
+    clt_comm *mpi;
+    int shares[CLT_COMM_MAX_MEMBERS]; /* the group's */
+    int rank, size;          /* MPI: this rank and the ranks; else 0 and 1 */
+    struct clt_train_setup_params sp; /* replica 0's (train.comm: its member) */
     clt_checkpoint *ck;
     const char *from; /* --resume or --init: the checkpoint's path, else NULL */
     float *mean, *std;
@@ -382,6 +404,17 @@ static int parse_train_args(int argc, char **argv, struct train_args *a, bool *h
         {"resume", OPT_STR, &a->resume, "continue a run from its checkpoint", NULL},
         {"init", OPT_STR, &a->init, "start from a checkpoint's weights, fresh optimizer", NULL},
         {"device", OPT_STR, &a->device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
+        {"devices", OPT_STR, &a->devices,
+         "data-parallel on several devices: SEL,SEL,... (one replica each) or all-gpus; "
+         "--batch-size is the global batch, split across them",
+         NULL},
+        {"device-shares", OPT_STR, &a->device_shares,
+         "--devices: each device's share of every batch, W1,W2,... positive integers (equal)",
+         NULL},
+        {"share-devices", OPT_FLAG, &a->share_devices,
+         "mpirun: more ranks on a machine than matching devices share them (local rank k "
+         "takes match k mod count)",
+         NULL},
         {"quiet", OPT_FLAG, &a->quiet, "print only the final result", NULL},
         {"memory", OPT_FLAG, &a->memory,
          "print the device memory report before and after training", NULL},
@@ -401,10 +434,96 @@ static int parse_train_args(int argc, char **argv, struct train_args *a, bool *h
     return cli_parse(argc, argv, opts, "train");
 }
 
+static int check_outputs(const struct train_args *a)
+{
+    if (a->save && clt_outfile_check(a->save) != CLT_OK)
+        return cli_error("--save %s", clt_last_errmsg());
+    if (a->metrics && clt_outfile_check(a->metrics) != CLT_OK)
+        return cli_error("--metrics %s", clt_last_errmsg());
+    return CLI_OK;
+}
+
+/* "A,B,C" into at most max items of out (each shorter than 256 bytes); false for an empty
+ * item, too many or too long ones. */
+static bool split_list(const char *v, char out[][256], int max, int *n)
+{
+    *n = 0;
+    for (const char *p = v;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 0 || len >= 256 || *n == max) return false;
+        memcpy(out[*n], p, len);
+        out[(*n)++][len] = '\0';
+        if (!comma) return true;
+        p = comma + 1;
+    }
+}
+
+/* --devices, --device-shares and --share-devices, against each other, the flags that need one
+ * device, and mpirun (which starts one replica per rank). */
+static int check_device_args(struct train_args *a)
+{
+    if (a->mpi) {
+        /* one replica per rank: the rank's device comes from --device and its local rank */
+        if (a->devices)
+            return cli_usage_error("--devices: not under mpirun, which runs one replica per rank "
+                                   "(each rank takes one device: --device SEL, local rank k "
+                                   "takes SEL's match k)");
+        if (a->dry_run)
+            return cli_usage_error("--dry-run: not under mpirun (dry-run one device without "
+                                   "mpirun: its estimate holds for each rank's slice)");
+        if (a->auto_batch)
+            return cli_usage_error("--auto-batch: not under mpirun (a retry on one rank would "
+                                   "leave the others at another batch); give --batch-size and "
+                                   "--accumulate");
+    } else if (a->share_devices) {
+        return cli_usage_error("--share-devices applies to runs started by mpirun (ranks that "
+                               "share devices); --devices may simply name a device twice");
+    }
+    if (a->device_shares && !a->devices)
+        return cli_usage_error("--device-shares needs --devices (one share per device)");
+    if (!a->devices) return CLI_OK;
+    if (a->device)
+        return cli_usage_error("--devices and --device exclude each other (--devices lists "
+                               "every replica's device)");
+    if (a->dry_run)
+        return cli_usage_error("--devices and --dry-run exclude each other (dry-run one device "
+                               "with --device: its estimate holds for each replica's slice)");
+    if (a->auto_batch)
+        return cli_usage_error("--devices and --auto-batch exclude each other (a retry on one "
+                               "replica would leave the others at another batch); give "
+                               "--batch-size and --accumulate");
+    if (strcmp(a->devices, "all-gpus") != 0 &&
+        !split_list(a->devices, a->dev_sel, CLT_COMM_MAX_MEMBERS, &a->ndev))
+        return cli_usage_error("--devices %s: expected SEL[,SEL...] (at most %d, none empty) or "
+                               "all-gpus", a->devices, CLT_COMM_MAX_MEMBERS);
+    if (a->device_shares) {
+        char items[CLT_COMM_MAX_MEMBERS][256];
+        bool ok = split_list(a->device_shares, items, CLT_COMM_MAX_MEMBERS, &a->nshares);
+        for (int i = 0; ok && i < a->nshares; i++) {
+            char *end = NULL;
+            errno = 0;
+            long w = items[i][0] >= '0' && items[i][0] <= '9' ? strtol(items[i], &end, 10) : 0;
+            ok = !errno && end && !*end && w >= 1 && w <= 1000000;
+            a->shares[i] = (int)w;
+        }
+        if (!ok)
+            return cli_usage_error("--device-shares %s: expected W1,W2,... (positive integers "
+                                   "up to 1000000, one per device)", a->device_shares);
+        if (a->ndev && a->nshares != a->ndev)
+            return cli_usage_error("--device-shares %s: %d share%s for %d devices (--devices "
+                                   "%s); expected one per device", a->device_shares, a->nshares,
+                                   a->nshares == 1 ? "" : "s", a->ndev, a->devices);
+    }
+    return CLI_OK;
+}
+
 /* The flags that must agree with each other, the loader and the outputs (checked before any
  * data is read), and the data parameters. */
 static int check_train_args(struct train_args *a)
 {
+    int rc = check_device_args(a);
+    if (rc != CLI_OK) return rc;
     if (a->label_seen &&
         cli_parse_long("label-column", a->label_text, -1, INT32_MAX, &a->label_column))
         return CLI_USAGE;
@@ -426,11 +545,9 @@ static int check_train_args(struct train_args *a)
     if (a->save_every && !a->save) return cli_usage_error("--save-every needs --save FILE");
     if (a->augment && clt_augment_parse(a->augment, &a->aug) != CLT_OK)
         return cli_usage_error("%s", clt_last_errmsg());
-    /* outputs that cannot be written are reported now, not after the whole run */
-    if (a->save && clt_outfile_check(a->save) != CLT_OK)
-        return cli_error("--save %s", clt_last_errmsg());
-    if (a->metrics && clt_outfile_check(a->metrics) != CLT_OK)
-        return cli_error("--metrics %s", clt_last_errmsg());
+    /* outputs that cannot be written are reported now, not after the whole run (under
+     * mpirun by rank 0, which alone writes them, once MPI is up: open_mpi) */
+    if (!a->mpi && check_outputs(a) != CLI_OK) return CLI_FAIL;
 
     a->dp = clt_data_default_params();
     a->dp.label_column = (int)a->label_column;
@@ -556,6 +673,139 @@ static int parse_train_spec(const struct train_args *a, struct train_run *r)
     return CLI_OK;
 }
 
+/* ---- replicas: devices, the group, MPI ---------------------------------------------------- */
+
+/* The rank mpirun gave this process, read from its environment before MPI is up (for the
+ * prefix of usage errors); -1 when none says. */
+static int env_rank(void)
+{
+    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end = NULL;
+        long x = v && *v ? strtol(v, &end, 10) : -1;
+        if (end && !*end && x >= 0 && x < INT32_MAX) return (int)x;
+    }
+    return -1;
+}
+
+static void set_rank_prefix(int rank)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "rank %d: ", rank);
+    cli_set_error_prefix(prefix);
+}
+
+/* Under mpirun: this rank's end of MPI_COMM_WORLD. Ranks other than 0 print no progress and
+ * write no files (the library writes checkpoints from replica 0 only). Rank 0 checks the
+ * outputs, which it alone writes. */
+static int open_mpi(const struct train_args *a, struct train_run *r)
+{
+    if (!clt_comm_mpi_available())
+        return cli_error("launched by mpirun, but this cltrain was built without MPI: install "
+                         "libopenmpi-dev and rebuild (meson setup -Dmpi=enabled), or run "
+                         "cltrain without mpirun");
+    if (clt_comm_mpi_create(&r->mpi) != CLT_OK) return cli_error("MPI: %s", clt_last_errmsg());
+    r->rank = clt_comm_rank(r->mpi);
+    r->size = clt_comm_size(r->mpi);
+    set_rank_prefix(r->rank);
+    if (r->rank != 0) r->rep.quiet = true;
+    return r->rank == 0 ? check_outputs(a) : CLI_OK;
+}
+
+/* Under mpirun: the selector (--device, $CLTRAIN_DEVICE or auto) may match several devices;
+ * local rank k takes match k (match k mod count with --share-devices). */
+static int pick_rank_device(const struct train_args *a, const struct train_run *r,
+                            const clt_device_info *devs, int n, int *pos)
+{
+    const char *sel = a->device ? a->device : clt_device_default_selector();
+    int *idx = malloc((size_t)(n > 0 ? n : 1) * sizeof *idx), count = 0;
+    if (!idx) return cli_error("out of host memory");
+    if (clt_device_matches(devs, n, sel, idx, &count) != CLT_OK) {
+        free(idx);
+        return a->device ? cli_error("--device %s: %s", a->device, clt_last_errmsg())
+                         : cli_error("%s", clt_last_errmsg());
+    }
+    int local = clt_comm_local_rank(r->mpi);
+    int rc = CLI_OK;
+    if (local >= count && !a->share_devices)
+        rc = cli_error("device selector \"%s\" matches %d device%s on this machine, but this is "
+                       "local rank %d (%d ranks here): start at most %d rank%s per machine, or "
+                       "pass --share-devices to let ranks share devices (local rank k takes match "
+                       "k mod %d)", sel, count, count == 1 ? "" : "s", local,
+                       clt_comm_local_size(r->mpi), count, count == 1 ? "" : "s", count);
+    else
+        pos[0] = idx[local % count];
+    free(idx);
+    return rc;
+}
+
+/* --devices: one device per selector, or every GPU for all-gpus (in listing order). A device
+ * named twice gets a warning, not an error: two replicas may share one (tests do). */
+static int pick_devices(const struct train_args *a, struct train_run *r,
+                        const clt_device_info *devs, int n, int *pos)
+{
+    r->n = 0;
+    if (a->ndev == 0) { /* all-gpus */
+        for (int i = 0; i < n && r->n < CLT_COMM_MAX_MEMBERS; i++)
+            if (devs[i].type == CLT_DEVICE_GPU) pos[r->n++] = i;
+        int unused;
+        if (r->n == 0 && clt_device_select(devs, n, "gpu", &unused) != CLT_OK)
+            return cli_error("--devices all-gpus: %s", clt_last_errmsg());
+        if (a->nshares && a->nshares != r->n)
+            return cli_usage_error("--device-shares %s: %d share%s for the %d GPUs of --devices "
+                                   "all-gpus; expected one per device", a->device_shares,
+                                   a->nshares, a->nshares == 1 ? "" : "s", r->n);
+        return CLI_OK;
+    }
+    for (int i = 0; i < a->ndev; i++) {
+        if (clt_device_select(devs, n, a->dev_sel[i], &pos[i]) != CLT_OK)
+            return cli_error("--devices %s: %s", a->devices, clt_last_errmsg());
+        int before = 0; /* warned when the second one comes */
+        for (int j = 0; j < i; j++) before += pos[j] == pos[i];
+        if (before == 1)
+            fprintf(stderr, "cltrain: warning: --devices names device %d twice: two replicas "
+                            "share it\n", devs[pos[i]].index);
+    }
+    r->n = a->ndev;
+    return CLI_OK;
+}
+
+/* The replicas' ctxs: one (--device), --devices' (with their group), or this rank's. */
+static int open_devices(const struct train_args *a, struct train_run *r)
+{
+    clt_device_info *devs = NULL;
+    int n = 0, rc = CLI_OK, pos[CLT_COMM_MAX_MEMBERS];
+    if (!a->devices && !r->mpi) {
+        r->n = 1;
+        rc = open_ctx(a->device, a->profile, a->sync_debug, &r->ctxs[0]);
+        r->ctx = r->ctxs[0];
+        return rc;
+    }
+    if (clt_device_list(&devs, &n) != CLT_OK) return fail_status(NULL);
+    r->n = 1;
+    rc = r->mpi ? pick_rank_device(a, r, devs, n, pos) : pick_devices(a, r, devs, n, pos);
+    for (int i = 0; rc == CLI_OK && i < r->n; i++) {
+        char sel[24]; /* the device by its index: what the selector resolved to */
+        snprintf(sel, sizeof sel, "%d", devs[pos[i]].index);
+        rc = open_ctx(sel, a->profile, a->sync_debug, &r->ctxs[i]);
+    }
+    free(devs);
+    r->ctx = r->ctxs[0];
+    for (int i = 0; i < r->n; i++) r->shares[i] = a->nshares ? a->shares[i] : 1;
+    /* one device from --devices trains alone: a group of one would only add its reductions */
+    if (rc == CLI_OK && r->n > 1 &&
+        clt_comm_group_create(&r->group, r->n, a->nshares ? a->shares : NULL) != CLT_OK)
+        rc = cli_error("--devices %s: %s", a->devices, clt_last_errmsg());
+    return rc;
+}
+
+/* Replica i's end of the communicator (NULL when training alone). */
+static clt_comm *replica_comm(const struct train_run *r, int i)
+{
+    return r->group ? clt_comm_group_member(r->group, i) : r->mpi;
+}
+
 /* The effective batch, steps per epoch and total steps, which the schedule needs. */
 static int plan_steps(struct train_args *a, struct train_run *r)
 {
@@ -576,7 +826,8 @@ static int plan_steps(struct train_args *a, struct train_run *r)
 
 static int open_metrics(const struct train_args *a, struct train_run *r)
 {
-    if (a->metrics && clt_outfile_append(&r->mf, a->metrics) != CLT_OK) {
+    /* under mpirun rank 0 writes them; the others ignore --metrics */
+    if (a->metrics && r->rank == 0 && clt_outfile_append(&r->mf, a->metrics) != CLT_OK) {
         cli_error("--metrics %s", clt_last_errmsg());
         return CLI_FAIL;
     }
@@ -651,15 +902,55 @@ static void note_resume_plan(const struct train_args *a, const struct train_run 
 static int create_setup(const struct train_args *a, struct train_run *r)
 {
     fill_setup_params(a, r);
-    clt_status st = clt_train_setup_create(&r->setup, r->ctx, &r->sp);
-    if (st != CLT_OK) {
-        fail_train(r->ctx, st, &r->sp,
-                   r->rep.backoff_batch ? r->rep.backoff_batch : (size_t)a->batch);
-        return CLI_FAIL;
+    for (int i = 0; i < r->n; i++) {
+        /* the set-up copies its parameters: each replica gets its own end of the comm */
+        struct clt_train_setup_params sp = r->sp;
+        sp.train.comm = replica_comm(r, i);
+        clt_status st = clt_train_setup_create(&r->setups[i], r->ctxs[i], &sp);
+        if (st != CLT_OK) {
+            char prefix[32];
+            snprintf(prefix, sizeof prefix, "replica %d: ", i);
+            if (r->group) cli_set_error_prefix(prefix);
+            fail_train(r->ctxs[i], st, &sp,
+                       r->rep.backoff_batch ? r->rep.backoff_batch : (size_t)a->batch);
+            if (r->group) cli_set_error_prefix(NULL);
+            return CLI_FAIL;
+        }
     }
+    r->sp.train.comm = replica_comm(r, 0); /* reports on r->sp speak of replica 0 */
+    r->setup = r->setups[0];
+    if (r->rank != 0) return CLI_OK; /* rank 0's notes speak for all */
     if (r->ck) note_unverified(r->ck, r->from);
     if (r->ck && a->resume) note_resume_plan(a, r);
     return CLI_OK;
+}
+
+/* Appends to dst (of size n) at *len, truncating. */
+static void append(char *dst, size_t n, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (*len < n) {
+        int w = vsnprintf(dst + *len, n - *len, fmt, ap);
+        if (w > 0) *len += (size_t)w;
+    }
+    va_end(ap);
+}
+
+/* Where the run trains: "[0] NAME (cpu)"; several replicas: "2 replicas: [0] NAME (cpu) share
+ * 3, [0] NAME (cpu) share 1"; under mpirun: rank 0's device and the number of ranks. */
+static void describe_devices(const struct train_run *r, char *dst, size_t n)
+{
+    size_t len = 0;
+    dst[0] = '\0';
+    if (r->group) append(dst, n, &len, "%d replicas: ", r->n);
+    for (int i = 0; i < r->n; i++) {
+        const clt_device_info *d = clt_ctx_device(r->ctxs[i]);
+        append(dst, n, &len, "%s[%d] %s (%s)", i ? ", " : "", d->index, d->device_name,
+               clt_device_type_name(d->type));
+        if (r->group) append(dst, n, &len, " share %d", r->shares[i]);
+    }
+    if (r->mpi) append(dst, n, &len, ", rank 0 of %d (MPI)", r->size);
 }
 
 /* The auto-batch choice and the header line: device, data, model, optimizer, batch, memory. */
@@ -668,25 +959,37 @@ static void print_plan(const struct train_args *a, struct train_run *r)
     size_t micro = clt_train_setup_batch(r->setup);
     int acc = clt_train_setup_accumulate(r->setup);
     clt_model *m = clt_train_setup_model(r->setup);
-    const clt_device_info *dev = clt_ctx_device(r->ctx);
     r->ms = clt_ctx_mem_stats(r->ctx);
-    char mem[32], batch_text[96];
+    char mem[32], batch_text[512], where[CLT_COMM_MAX_MEMBERS * 192];
+    size_t len = 0;
     clt_format_bytes(r->ms.current, mem, sizeof mem);
+    describe_devices(r, where, sizeof where);
     if (acc > 1)
-        snprintf(batch_text, sizeof batch_text, "batch %zu x %d micro-batches (effective %ld)",
-                 micro, acc, r->eff);
+        append(batch_text, sizeof batch_text, &len, "batch %zu x %d micro-batches (effective %ld)",
+               micro, acc, r->eff);
     else
-        snprintf(batch_text, sizeof batch_text, "batch %zu", micro);
+        append(batch_text, sizeof batch_text, &len, "batch %zu", micro);
+    int replicas = r->group ? r->n : r->size;
+    if (replicas > 8) {
+        append(batch_text, sizeof batch_text, &len, " split over %d replicas", replicas);
+    } else if (replicas > 1 || r->mpi) { /* the global micro-batch and each replica's slice */
+        append(batch_text, sizeof batch_text, &len, " split ");
+        for (int i = 0; i < replicas; i++) {
+            size_t b = 0, e = 0;
+            clt_comm_slice(replica_comm(r, 0), i, micro, &b, &e);
+            append(batch_text, sizeof batch_text, &len, "%s%zu", i ? "+" : "", e - b);
+        }
+    }
     if (a->auto_batch && clt_train_setup_backoffs(r->setup) > 0)
         printf("auto-batch: chose micro-batch %zu x accumulate %d (effective batch %ld) after "
                "%d out-of-memory %s\n",
                micro, acc, r->eff, clt_train_setup_backoffs(r->setup),
                clt_train_setup_backoffs(r->setup) == 1 ? "retry" : "retries");
-    if (!a->quiet)
-        printf("cltrain: %s on [%d] %s (%s); data %s: %zu train, %zu test, %zu features, %s%s%s; "
-               "model %s (%zu parameters); %s lr %g; %s; precision %s; %s on the device\n",
-               a->dry_run ? "dry run" : a->resume ? "resuming" : "training", dev->index,
-               dev->device_name, clt_device_type_name(dev->type), a->data, r->train.n,
+    if (!r->rep.quiet)
+        printf("cltrain: %s on %s; data %s: %zu train, %zu test, %zu features, %s%s%s; "
+               "model %s (%zu parameters); %s lr %g; %s; precision %s; %s on the device%s\n",
+               a->dry_run ? "dry run" : a->resume ? "resuming" : "training", where, a->data,
+               r->train.n,
                r->test.n, r->train.features,
                clt_loader_describe(clt_train_setup_loader(r->setup)),
                clt_augment_enabled(&a->aug) ? ", augmented " : "",
@@ -694,7 +997,7 @@ static void print_plan(const struct train_args *a, struct train_run *r)
                clt_tensor_numel(clt_model_params(m)), clt_optim_kind_name(a->op.kind),
                (double)a->op.lr, batch_text,
                a->prec == CLT_DTYPE_F32 ? "fp32" : a->prec == CLT_DTYPE_F16 ? "fp16" : "bf16",
-               mem);
+               mem, r->group ? " of replica 0" : "");
     fflush(stdout);
 }
 
@@ -738,24 +1041,44 @@ static void print_memory(struct train_run *r, size_t batch)
 static int run_training(const struct train_args *a, struct train_run *r)
 {
     struct sigaction old_signals[NSTOP_SIGNALS];
-    if (a->memory) print_memory(r, clt_train_setup_batch(r->setup));
+    bool speaker = r->rank == 0; /* --memory and --profile: replica 0's, rank 0's */
+    if (a->memory && speaker) print_memory(r, clt_train_setup_batch(r->setup));
     r->rep.last = clt_ctx_stats(r->ctx); /* epoch summaries count the run's waits, not set-up's */
     catch_stop_signals(old_signals);
-    clt_status st = clt_train_setup_run(r->setup);
+    /* a group: every replica reads the same interrupt flag and the library agrees on the
+     * step to stop at; the failure reported is the first replica's own */
+    int failed = -1;
+    clt_status st = r->group ? clt_train_setup_run_group(r->setups, r->n, &failed)
+                             : clt_train_setup_run(r->setup);
     restore_stop_signals(old_signals);
     end_line(&r->rep);
+    clt_ctx *fctx = failed >= 0 ? r->ctxs[failed] : r->ctx;
     if (st == CLT_ERR_INTERRUPTED) {
         int sig = interrupt_flag;
-        cli_error("%s: %s", stop_signal_name(sig), clt_ctx_errmsg(r->ctx));
+        /* every rank stopped at the same step: rank 0 says so for all */
+        if (r->rank == 0) cli_error("%s: %s", stop_signal_name(sig), clt_ctx_errmsg(fctx));
         return 128 + sig; /* as a shell reports a death by the signal: 130, 143, 129 */
     }
     if (st != CLT_OK) {
-        fail_train(r->ctx, st, &r->sp, clt_train_setup_batch(r->setup));
+        char prefix[32];
+        struct clt_train_setup_params sp = r->sp;
+        snprintf(prefix, sizeof prefix, "replica %d: ", failed);
+        if (r->group && failed >= 0) {
+            cli_set_error_prefix(prefix);
+            sp.train.comm = replica_comm(r, failed);
+        }
+        fail_train(fctx, st, &sp, clt_train_setup_batch(r->setup));
+        if (r->group) cli_set_error_prefix(NULL);
         return CLI_FAIL;
     }
-    if (a->memory) print_memory(r, clt_train_setup_batch(r->setup));
+    /* what the replicas' gradient sums cost, from replica 0's last event */
+    const struct clt_train_event *e = &r->rep.last_event;
+    if ((r->group || r->mpi) && r->rep.have_event && !r->rep.quiet && e->reduce_steps > 0)
+        printf("reduce: %ld steps, %.3f ms per step, %zu bytes per step per replica\n",
+               e->reduce_steps, 1e3 * e->reduce_s / (double)e->reduce_steps, e->reduce_bytes);
+    if (a->memory && speaker) print_memory(r, clt_train_setup_batch(r->setup));
     end_line(&r->rep);
-    if (a->profile && clt_profile_print(r->ctx, stdout) != CLT_OK) {
+    if (a->profile && speaker && clt_profile_print(r->ctx, stdout) != CLT_OK) {
         fail_status(r->ctx);
         return CLI_FAIL;
     }
@@ -766,8 +1089,12 @@ static int run_training(const struct train_args *a, struct train_run *r)
  * the run's exit code. */
 static int train_run_close(const struct train_args *a, struct train_run *r, int rc)
 {
-    clt_train_setup_free(r->setup);
-    clt_ctx_free(r->ctx);
+    /* Under mpirun a failing rank (its line printed) stops them all: the others may wait for
+     * it in a reduction. An interrupted run (128 + signal) stopped on every rank together. */
+    if (r->mpi && rc != CLI_OK && rc < 128) clt_comm_abort(r->mpi, "see the failing rank's line");
+    for (int i = 0; i < r->n; i++) clt_train_setup_free(r->setups[i]);
+    for (int i = 0; i < r->n; i++) clt_ctx_free(r->ctxs[i]);
+    clt_comm_group_free(r->group);
     clt_checkpoint_close(r->ck);
     clt_spec_free(&r->spec);
     clt_dataset_free(&r->train);
@@ -788,6 +1115,8 @@ static int train_run_close(const struct train_args *a, struct train_run *r, int 
             if (rc == CLI_OK) rc = CLI_FAIL;
         }
     }
+    if (r->mpi && rc != CLI_OK && rc < 128) clt_comm_abort(r->mpi, "--metrics write failed");
+    clt_comm_free(r->mpi); /* finalises MPI */
     return rc;
 }
 
@@ -800,6 +1129,10 @@ int cli_train(int argc, char **argv)
         .prefetch = 3, .accumulate = 1, .lr = 1e-3f, .gamma = 0.1f, .beta1 = 0.9f,
         .beta2 = 0.999f, .eps = 1e-8f};
     bool help = false;
+    /* under mpirun every rank parses the same flags: a usage error is printed by each, with
+     * its rank, before MPI is up, and each exits with it */
+    a.mpi = clt_comm_mpi_launched();
+    if (a.mpi && env_rank() >= 0) set_rank_prefix(env_rank());
     int rc = parse_train_args(argc, argv, &a, &help);
     if (rc != CLI_OK || help) return rc;
     rc = check_train_args(&a);
@@ -807,12 +1140,13 @@ int cli_train(int argc, char **argv)
     rc = make_optim_params(&a);
     if (rc != CLI_OK) return rc;
 
-    struct train_run r = {.sp = clt_train_setup_default_params(),
+    struct train_run r = {.sp = clt_train_setup_default_params(), .size = 1,
                           .rep = {.tty = isatty(STDOUT_FILENO), .quiet = a.quiet}};
-    rc = open_train_data(&a, &r);
+    if (a.mpi) rc = open_mpi(&a, &r);
+    if (rc == CLI_OK) rc = open_train_data(&a, &r);
     if (rc == CLI_OK) rc = open_start(&a, &r);
     if (rc == CLI_OK) rc = parse_train_spec(&a, &r);
-    if (rc == CLI_OK) rc = open_ctx(a.device, a.profile, a.sync_debug, &r.ctx);
+    if (rc == CLI_OK) rc = open_devices(&a, &r);
     if (rc == CLI_OK) rc = plan_steps(&a, &r);
     if (rc == CLI_OK) rc = open_metrics(&a, &r);
     if (rc == CLI_OK) rc = create_setup(&a, &r);

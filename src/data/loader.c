@@ -363,13 +363,20 @@ static void epoch_order(const struct clt_loader_order *o, long epoch, uint32_t *
         for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
 }
 
-/* Global step g -> epoch, first sample of the batch in the epoch's order, batch size. */
+/* Global step g -> epoch, first sample of the batch (this replica's slice of it) in the
+ * epoch's order, its size. */
 static void locate(const clt_loader *l, long g, long *epoch, size_t *start, size_t *B)
 {
     size_t bs = l->o.batch_size;
     *epoch = g / l->spe;
     *start = (size_t)(g % l->spe) * bs;
     *B = l->n - *start < bs ? l->n - *start : bs;
+    if (l->o.shard_total) {
+        size_t lo = clt__slice_boundary(*B, l->o.shard_lo, l->o.shard_total),
+               hi = clt__slice_boundary(*B, l->o.shard_hi, l->o.shard_total);
+        *start += lo;
+        *B = hi - lo;
+    }
 }
 
 /* Auto: resident when inputs as stored and labels fit in resident_fraction of the cap. */
@@ -687,6 +694,7 @@ static clt_status produce(clt_loader *l, long k, long *cur_epoch, bool *stopped)
     }
     s->bytes_x = B * row;
     s->bytes_y = B * 4;
+    if (B == 0) goto fail; /* an empty slice: nothing to upload, the slot's marker goes back */
     err = clEnqueueWriteBuffer(q, clt_tensor_mem(s->dx), CL_FALSE, 0, s->bytes_x, s->hx, c ? 1 : 0,
                                c ? &c : NULL, &ex);
     if (err == CL_SUCCESS)
@@ -756,9 +764,16 @@ clt_status clt_loader_start(clt_loader *l, const struct clt_loader_order *o)
     clt_status st = CLT_OK;
     clt_ctx *ctx = l->ctx;
     if (l->started) CLT_FAIL(ctx, CLT_ERR_STATE, "loader: a run is already started");
-    if (o->batch_size == 0 || o->batch_size > l->mb)
-        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "loader: batch size %zu; expected 1 to %zu",
-                 o->batch_size, l->mb);
+    if (o->shard_total && !(o->shard_lo < o->shard_hi && o->shard_hi <= o->shard_total))
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "loader: slice [%llu, %llu) of %llu shares",
+                 (unsigned long long)o->shard_lo, (unsigned long long)o->shard_hi,
+                 (unsigned long long)o->shard_total);
+    size_t most = o->shard_total ? clt__slice_max(o->batch_size, o->shard_lo, o->shard_hi,
+                                                  o->shard_total)
+                                 : o->batch_size;
+    if (o->batch_size == 0 || most > l->mb)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "loader: batch size %zu (%zu of it here); expected "
+                 "1 to %zu", o->batch_size, most, l->mb);
     long spe = clt_loader_steps_per_epoch(l->n, o->batch_size, o->drop_last);
     if (spe == 0)
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG,
@@ -904,6 +919,15 @@ static clt_status next_streaming(clt_loader *l, long idx, size_t *Bout, long *go
         CLT_FAIL(ctx, CLT_ERR_STATE, "data loader: batch %ld's staging buffer is still in use",
                  idx);
     if (!ready) CLT_FAIL(ctx, lerr, "data loader: %s", msg);
+    if (B == 0) {
+        /* an empty slice: nothing was uploaded; the slot keeps its last marker */
+        pthread_mutex_lock(&l->mu);
+        l->consumed_n = idx + 1;
+        pthread_cond_broadcast(&l->cv);
+        pthread_mutex_unlock(&l->mu);
+        *Bout = 0;
+        return CLT_OK;
+    }
 
     /* The slot's events are stable until this thread marks it consumed. */
     cl_command_queue q = clt_ctx_compute_queue(ctx);
@@ -970,6 +994,18 @@ clt_status clt_loader_next(clt_loader *l, struct clt_batch *out)
     clt_tensor_free(l->by);
     clt_tensor_free(l->bout);
     l->bx = l->by = l->bout = NULL;
+    if (B == 0) { /* an empty slice of a small batch (data-parallel): nothing to make */
+        if (l->mode == CLT_LOADER_STREAMING) {
+            size_t Bs = 1;
+            long gs = -1;
+            CLT_TRY(next_streaming(l, idx, &Bs, &gs));
+            CLT_ASSERT(Bs == 0);
+        }
+        l->next_index++;
+        out->epoch = (int)epoch;
+        out->step = g;
+        goto fail;
+    }
     size_t xd[2] = {B, l->F};
     CLT_TRY(clt_tensor_view(&l->bx, l->augment ? l->xpre : l->xout, 0, 2, xd));
     CLT_TRY(clt_tensor_view(&l->by, l->yout, 0, 1, &B));

@@ -235,58 +235,117 @@ static clt_status no_device(const clt_device_info *devs, int n, const char *sele
                      selector, n, found);
 }
 
-clt_status clt_device_select(const clt_device_info *devs, int n, const char *selector,
-                             int *chosen)
+/* A selector, parsed once for both the single choice and the list of matches. */
+struct selector {
+    char text[256]; /* blanks trimmed */
+    enum { SEL_TYPE, SEL_INDEX, SEL_PD, SEL_NAME, SEL_NONE } kind;
+    clt_device_type type; /* SEL_TYPE (auto resolved to the first type present) */
+    int64_t index, p, d;  /* SEL_INDEX, SEL_PD */
+};
+
+static void parse_selector(const clt_device_info *devs, int n, const char *selector,
+                           struct selector *out)
 {
-    char sel[256];
+    char *sel = out->text;
     const char *s = selector ? selector : "auto";
     while (isspace((unsigned char)*s)) s++;
-    snprintf(sel, sizeof sel, "%s", s);
+    snprintf(sel, sizeof out->text, "%s", s);
     for (size_t len = strlen(sel); len > 0 && isspace((unsigned char)sel[len - 1]); len--)
         sel[len - 1] = '\0';
-    *chosen = -1;
-
-    int pick = -1;
+    out->kind = SEL_TYPE;
+    out->index = out->p = out->d = -1;
     if (sel[0] == '\0' || strcasecmp(sel, "auto") == 0) {
+        /* the first type present of: GPU, accelerator, CPU, other */
         const clt_device_type order[] = {CLT_DEVICE_GPU, CLT_DEVICE_ACCELERATOR, CLT_DEVICE_CPU,
                                          CLT_DEVICE_OTHER};
-        for (size_t i = 0; i < 4 && pick < 0; i++) pick = best_of_type(devs, n, order[i]);
+        out->kind = SEL_NONE;
+        for (size_t i = 0; i < 4 && out->kind == SEL_NONE; i++)
+            if (best_of_type(devs, n, order[i]) >= 0) {
+                out->kind = SEL_TYPE;
+                out->type = order[i];
+            }
     } else if (strcasecmp(sel, "gpu") == 0) {
-        pick = best_of_type(devs, n, CLT_DEVICE_GPU);
+        out->type = CLT_DEVICE_GPU;
     } else if (strcasecmp(sel, "cpu") == 0) {
-        pick = best_of_type(devs, n, CLT_DEVICE_CPU);
+        out->type = CLT_DEVICE_CPU;
     } else if (strcasecmp(sel, "accelerator") == 0) {
-        pick = best_of_type(devs, n, CLT_DEVICE_ACCELERATOR);
+        out->type = CLT_DEVICE_ACCELERATOR;
     } else if (all_digits(sel, strlen(sel))) {
         /* Digits only: an index, never a name; one too large for any list matches nothing. */
-        int64_t idx = -1;
-        if (clt__parse_i64(sel, 0, INT_MAX, &idx))
-            for (int i = 0; i < n; i++)
-                if (devs[i].index == idx) pick = i;
+        out->kind = clt__parse_i64(sel, 0, INT_MAX, &out->index) ? SEL_INDEX : SEL_NONE;
     } else {
         char *colon = strchr(sel, ':');
         if (colon && all_digits(sel, (size_t)(colon - sel)) &&
             all_digits(colon + 1, strlen(colon + 1))) {
             /* "P:D", both digits only ("1:0junk" or "-1:0" fall to the name match below). */
-            int64_t p = -1, d = -1;
-            bool ok;
             *colon = '\0';
-            ok = clt__parse_i64(sel, 0, INT_MAX, &p) && clt__parse_i64(colon + 1, 0, INT_MAX, &d);
+            bool ok = clt__parse_i64(sel, 0, INT_MAX, &out->p) &&
+                      clt__parse_i64(colon + 1, 0, INT_MAX, &out->d);
             *colon = ':';
-            for (int i = 0; ok && i < n; i++)
-                if (devs[i].platform_index == p && devs[i].device_index == d) pick = i;
+            out->kind = ok ? SEL_PD : SEL_NONE;
         } else {
-            for (int i = 0; i < n && pick < 0; i++)
-                if (contains_nocase(devs[i].device_name, sel) ||
-                    contains_nocase(devs[i].platform_name, sel) ||
-                    /* PoCL says "PoCL" only in its version ("OpenCL 3.0 PoCL 3.1 ...") */
-                    contains_nocase(devs[i].platform_version, sel))
-                    pick = i;
+            out->kind = SEL_NAME;
         }
     }
-    if (pick < 0) return no_device(devs, n, sel);
+}
+
+static bool selector_matches(const struct selector *s, const clt_device_info *d)
+{
+    switch (s->kind) {
+    case SEL_TYPE:
+        return d->type == s->type;
+    case SEL_INDEX:
+        return d->index == s->index;
+    case SEL_PD:
+        return d->platform_index == s->p && d->device_index == s->d;
+    case SEL_NAME:
+        return contains_nocase(d->device_name, s->text) ||
+               contains_nocase(d->platform_name, s->text) ||
+               /* PoCL says "PoCL" only in its version ("OpenCL 3.0 PoCL 3.1 ...") */
+               contains_nocase(d->platform_version, s->text);
+    case SEL_NONE:
+        break;
+    }
+    return false;
+}
+
+clt_status clt_device_select(const clt_device_info *devs, int n, const char *selector,
+                             int *chosen)
+{
+    struct selector s;
+    parse_selector(devs, n, selector, &s);
+    *chosen = -1;
+    int pick = -1;
+    if (s.kind == SEL_TYPE) {
+        pick = best_of_type(devs, n, s.type);
+    } else {
+        /* an index or P:D matches one device; a name: the first in listing order */
+        for (int i = 0; i < n && pick < 0; i++)
+            if (selector_matches(&s, &devs[i])) pick = i;
+    }
+    if (pick < 0) return no_device(devs, n, s.text);
     *chosen = pick;
     return CLT_OK;
+}
+
+clt_status clt_device_matches(const clt_device_info *devs, int n, const char *selector, int *idx,
+                              int *count)
+{
+    struct selector s;
+    parse_selector(devs, n, selector, &s);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (selector_matches(&s, &devs[i])) idx[k++] = i;
+    /* A type (auto too): best first, as clt_device_select ranks them; an insertion sort keeps
+     * ties in listing order. Names, indices and P:D stay in listing order. */
+    for (int i = 1; s.kind == SEL_TYPE && i < k; i++)
+        for (int j = i; j > 0 && better(&devs[idx[j]], &devs[idx[j - 1]]); j--) {
+            int tmp = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = tmp;
+        }
+    *count = k;
+    return k > 0 ? CLT_OK : no_device(devs, n, s.text);
 }
 
 /* ---- ctx ----------------------------------------------------------------------------------- */
@@ -419,7 +478,8 @@ struct clt_ctx_stats clt_ctx_stats(const clt_ctx *ctx)
 const char *clt_wait_reason_name(clt_wait_reason r)
 {
     static const char *names[CLT_WAIT__COUNT] = {"log", "eval", "save", "read",
-                                                 "timing", "debug", "setup", "loader"};
+                                                 "timing", "debug", "setup", "loader",
+                                                 "reduce"};
     return (unsigned)r < CLT_WAIT__COUNT ? names[r] : "unknown";
 }
 

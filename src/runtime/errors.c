@@ -141,3 +141,13 @@ unsigned long long clt__hash(unsigned long long h, const void *data, size_t n)
     }
     return h;
 }
+
+size_t clt__slice_max(size_t max, uint64_t cum_lo, uint64_t cum_hi, uint64_t total)
+{
+    size_t best = 0;
+    for (size_t n = 1; n <= max; n++) {
+        size_t k = clt__slice_boundary(n, cum_hi, total) - clt__slice_boundary(n, cum_lo, total);
+        if (k > best) best = k;
+    }
+    return best;
+}

@@ -82,4 +82,17 @@ bool clt__parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 #define CLT__FNV_SEED 0xcbf29ce484222325ull
 unsigned long long clt__hash(unsigned long long h, const void *data, size_t n);
 
+/* Data-parallel slices (dist.h, clt_comm_slice): where the slice whose shares' prefix sum is
+ * `cum` begins in a batch of n, with all shares totalling `total`: floor(n cum / total). The
+ * communicator and the loader both cut batches with it, so their slices agree. Pure. */
+static inline size_t clt__slice_boundary(size_t n, uint64_t cum, uint64_t total)
+{
+    if (cum >= total) return n;
+    return (size_t)((double)n * (double)cum / (double)total);
+}
+/* The largest slice [cum_lo, cum_hi) of total takes of any batch of 1 to max items (rounding
+ * can give a smaller batch one more item than `max` gets). A loop over the batch sizes: for
+ * set-up, not per batch. */
+size_t clt__slice_max(size_t max, uint64_t cum_lo, uint64_t cum_hi, uint64_t total);
+
 #endif

@@ -47,7 +47,7 @@ uint32_t clt_checkpoint_data_crc32c(const clt_dataset *d)
 
 /* The metadata "run": {"batch_size":..,"accumulate":..,"steps_per_epoch":..,"total_steps":..,
  * "epochs":..,"drop_last":..,"dropout_seed":"..","data":{"name":"..","train_samples":..,
- * "crc32c":".."}} (the seed as a string: JSON numbers stop at 2^53). */
+ * "crc32c":".."},"replicas":..} (the seed as a string: JSON numbers stop at 2^53). */
 static char *json_run(const struct clt_run_geometry *g)
 {
     clt__json_buf b = {0};
@@ -59,8 +59,9 @@ static char *json_run(const struct clt_run_geometry *g)
                          g->batch_size, g->accumulate, g->steps_per_epoch, g->total_steps,
                          g->epochs, g->drop_last ? "true" : "false", g->dropout_seed);
     clt__json_buf_string(&b, utf8 ? g->data_name : "", utf8 ? len : 0);
-    clt__json_buf_printf(&b, ",\"train_samples\":%zu,\"crc32c\":\"%08" PRIx32 "\"}}",
-                         g->data_samples, g->data_crc32c);
+    clt__json_buf_printf(&b, ",\"train_samples\":%zu,\"crc32c\":\"%08" PRIx32 "\"},"
+                         "\"replicas\":%d}", g->data_samples, g->data_crc32c,
+                         g->replicas > 0 ? g->replicas : 1);
     if (b.failed) {
         clt__json_buf_free(&b);
         return NULL;
@@ -445,6 +446,11 @@ static clt_status parse_run(clt_checkpoint *ck)
         CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: metadata \"run\".data needs \"crc32c\", 8 hex digits",
                  ck->path);
     g->data_crc32c = (uint32_t)strtoul(crc->str, NULL, 16);
+    g->replicas = 1; /* absent in files from before data-parallel training */
+    if (clt__json_get(v, "replicas")) {
+        CLT_TRY(run_int(ck, v, "run", "replicas", 1, INT32_MAX, &x));
+        g->replicas = (int)x;
+    }
     g->present = true;
 fail:
     clt__json_free(v);

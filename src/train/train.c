@@ -9,10 +9,14 @@
 #include "runtime/internal.h"
 
 #include "cltrain/checkpoint.h"
+#include "dist/comm_internal.h"
+#include "io/crc32c.h"
 #include "ops/ops_internal.h"
 #include "runtime/rng_internal.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,10 +100,12 @@ fail:
     return st;
 }
 
-/* clt_evaluate with the buffers of `bufs` (sums reset first), or its own when bufs is NULL. */
+/* clt_evaluate with the buffers of `bufs` (sums reset first), or its own when bufs is NULL.
+ * With a comm: this replica evaluates its slice of the split, and the sums are summed over the
+ * replicas (confusion must then be NULL). */
 static clt_status evaluate(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
                            struct clt_eval_result *res, long *confusion,
-                           const struct eval_bufs *bufs)
+                           const struct eval_bufs *bufs, clt_comm *comm)
 {
     clt_status st = CLT_OK;
     clt_ctx *ctx = clt_model_ctx(m);
@@ -111,10 +117,12 @@ static clt_status evaluate(clt_model *m, clt_resident *data, size_t batch_size, 
     cl_event ev[3] = {0};
     cl_uint nev = 0;
     float sums[2] = {0, 0};
-    size_t n = clt_resident_count(data), N = clt_model_outputs(m), one = 1;
+    size_t n = clt_resident_count(data), N = clt_model_outputs(m), one = 1, from = 0, to = n;
     size_t bs = batch_size < clt_model_max_batch(m) ? batch_size : clt_model_max_batch(m);
     bool classify = task == CLT_TASK_CLASSIFICATION;
     const clt_tensor *labels = clt_resident_labels(data);
+    CLT_ASSERT(!comm || !confusion);
+    if (comm) clt_comm_slice(comm, comm->rank, n, &from, &to);
     CLT_TRY(clt_tensor_same_ctx(clt_model_params(m), labels));
     if (!bufs) {
         CLT_TRY(eval_bufs_create(&own, m, data, bs));
@@ -133,8 +141,8 @@ static clt_status evaluate(clt_model *m, clt_resident *data, size_t batch_size, 
         CLT_ALLOC(ctx, pred_host, n);
         CLT_ALLOC(ctx, labels_host, n);
     }
-    for (size_t start = 0; start < n; start += bs) {
-        size_t B = n - start < bs ? n - start : bs;
+    for (size_t start = from; start < to; start += bs) {
+        size_t B = to - start < bs ? to - start : bs;
         clt_tensor *out = NULL;
         CLT_TRY(batch_gather(&b, data, start, B, xbuf, ybuf));
         CLT_TRY(clt_model_forward(m, b.x, false, 0, &out));
@@ -154,9 +162,11 @@ static clt_status evaluate(clt_model *m, clt_resident *data, size_t batch_size, 
         CLT_TRY(clt_tensor_read(labels, labels_host, false, &ev[nev++]));
     }
     CLT_TRY(clt_ctx_wait(ctx, CLT_WAIT_EVAL, nev, ev));
+    double total[2] = {sums[0], sums[1]};
+    if (comm) CLT_TRY(clt_comm_allreduce_f64(comm, total, 2, CLT_REDUCE_SUM));
     res->count = n;
-    res->loss = sums[0] / (double)n; /* both losses are sums of per-sample means (batch_loss) */
-    res->accuracy = classify ? sums[1] / (double)n : NAN;
+    res->loss = total[0] / (double)n; /* both losses are sums of per-sample means (batch_loss) */
+    res->accuracy = classify ? total[1] / (double)n : NAN;
     if (pred) {
         memset(confusion, 0, N * N * sizeof *confusion);
         for (size_t i = 0; i < n; i++)
@@ -182,7 +192,7 @@ fail:
 clt_status clt_evaluate(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
                         struct clt_eval_result *res, long *confusion)
 {
-    return evaluate(m, data, batch_size, task, res, confusion, NULL);
+    return evaluate(m, data, batch_size, task, res, confusion, NULL, NULL);
 }
 
 clt_status clt_predict(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
@@ -275,6 +285,14 @@ struct clt_trainer {
     long micro_per_epoch;  /* loader batches per epoch (M) */
     size_t used_per_epoch; /* samples an epoch trains on (n, or S E with drop_last) */
     double t0;
+    /* data-parallel (p.comm): the reduction's pinned host buffer (the P gradients, then the
+     * stop flag), the event of its last write back to the device, and what it cost */
+    clt_comm *comm;
+    clt_pinned *red;
+    cl_event red_written;
+    double reduce_s;
+    long reduce_steps;
+    bool stop; /* a replica was interrupted: agreed by the last reduction */
 };
 
 clt_optim *clt_trainer_optim(clt_trainer *t)
@@ -286,6 +304,8 @@ void clt_trainer_free(clt_trainer *t)
 {
     if (!t) return;
     if (t->ctx) clt_ctx_finish(t->ctx, CLT_WAIT_SETUP); /* kernels may still use dbuf */
+    if (t->red_written) clReleaseEvent(t->red_written);
+    clt_pinned_free(t->red);
     clt_optim_free(t->optim);
     clt_scaler_free(t->scaler);
     clt_tensor_free(t->dbuf);
@@ -303,10 +323,13 @@ clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *t
     *out = NULL;
     size_t mb = clt_model_max_batch(model);
     if (clt_loader_max_batch(train) < mb) mb = clt_loader_max_batch(train);
-    if (p->batch_size == 0 || p->batch_size > mb)
+    size_t slice = p->comm && p->batch_size
+                       ? clt_comm_slice_max(p->comm, p->comm->rank, p->batch_size)
+                       : p->batch_size;
+    if (p->batch_size == 0 || slice > mb)
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG,
-                 "--batch-size %zu: expected 1 to %zu (the model's and the loader's largest)",
-                 p->batch_size, mb);
+                 "--batch-size %zu: expected 1 to %zu (the model's and the loader's largest)%s",
+                 p->batch_size, mb, p->comm ? " for this replica's slice" : "");
     if (p->accumulate < 0 || p->accumulate > 1 << 20)
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "--accumulate %d: expected 1 to %d", p->accumulate,
                  1 << 20);
@@ -338,7 +361,12 @@ clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *t
     size_t dd[2] = {clt_model_max_batch(model), N};
     CLT_TRY(clt_tensor_create(&t->dbuf, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_ACTIVATIONS));
     CLT_TRY(clt_tensor_zeros(&t->loss_acc, ctx, CLT_DTYPE_F32, 1, &one, CLT_MEM_WORKSPACE));
-    if (test) CLT_TRY(eval_bufs_create(&t->eval, model, test, p->batch_size));
+    if (test) CLT_TRY(eval_bufs_create(&t->eval, model, test, slice));
+    if (p->comm) {
+        t->comm = p->comm;
+        CLT_TRY(clt_pinned_create(&t->red, ctx, (clt_tensor_numel(clt_model_params(model)) + 1) *
+                                                    sizeof(float)));
+    }
     size_t bs = p->batch_size;
     t->accumulate = p->accumulate > 1 ? p->accumulate : 1;
     size_t E = bs * (size_t)t->accumulate; /* the effective batch */
@@ -379,6 +407,10 @@ static void emit(clt_trainer *t, struct clt_train_event *e)
     e->loss_scale = t->scaler ? t->scaled.scale : 1.0;
     e->stats.host_waits[CLT_WAIT_LOADER] += e->loader.waits;
     e->stats.host_waits_total += e->loader.waits;
+    e->reduce_s = t->reduce_s;
+    e->reduce_steps = t->reduce_steps;
+    e->reduce_bytes = t->red ? clt_pinned_size(t->red) : 0;
+    if (t->comm && t->comm->rank != 0) return; /* replica 0 speaks for the run */
     if (t->p.on_event) t->p.on_event(e, t->p.user);
 }
 
@@ -393,8 +425,9 @@ static clt_status read_loss(clt_trainer *t, double *sum)
     if (t->scaler) CLT_TRY(clt_scaler_read(t->scaler, raw, false, &ev[1])); /* the same wait */
     CLT_TRY(clt_ctx_wait(t->ctx, CLT_WAIT_LOG, t->scaler ? 2 : 1, ev));
     CLT_TRY(clt_op_fill(t->loss_acc, 0.0f));
-    if (t->scaler) t->scaled = clt_scaler_decode(raw);
+    if (t->scaler) t->scaled = clt_scaler_decode(raw); /* the same on every replica */
     *sum = v;
+    if (t->comm) CLT_TRY(clt_comm_allreduce_f64(t->comm, sum, 1, CLT_REDUCE_SUM));
 fail:
     for (int k = 0; k < 2; k++)
         if (ev[k]) clReleaseEvent(ev[k]);
@@ -415,6 +448,7 @@ static struct clt_run_geometry run_geometry(const clt_trainer *t)
         .dropout_seed = t->p.seed,
         .data_samples = clt_loader_count(t->train),
         .data_crc32c = t->p.data_crc32c,
+        .replicas = t->comm ? t->comm->size : 1,
     };
     snprintf(g.data_name, sizeof g.data_name, "%s", t->p.data_name ? t->p.data_name : "");
     return g;
@@ -469,15 +503,105 @@ static clt_status numeric_failure(clt_trainer *t, double loss, long from)
                      isnan(loss) ? "NaN" : "infinite", from + 1, t->step, t->epoch + 1);
 }
 
+/* ---- data-parallel: what the replicas agree on -------------------------------------------- */
+
+/* Sums this step's gradients over the replicas: read into the pinned buffer (one counted wait;
+ * it also orders after the previous step's write from the buffer, on the in-order transfer
+ * queue), summed with the stop flag appended, written back without waiting. A replica whose
+ * slices of the step were all empty (have_grad false) contributes zeros. */
+static clt_status reduce_grads(clt_trainer *t, bool have_grad)
+{
+    clt_status st = CLT_OK;
+    clt_tensor *g = clt_model_grads(t->model);
+    size_t P = clt_tensor_numel(g);
+    float *h = clt_pinned_ptr(t->red);
+    cl_event ev = NULL;
+    double t0 = now_s();
+    if (have_grad) {
+        CLT_TRY(clt_tensor_read(g, h, false, &ev));
+        CLT_TRY(clt_ctx_wait(t->ctx, CLT_WAIT_REDUCE, 1, &ev));
+    } else {
+        if (t->red_written) CLT_TRY(clt_ctx_wait(t->ctx, CLT_WAIT_REDUCE, 1, &t->red_written));
+        memset(h, 0, P * sizeof *h);
+    }
+    h[P] = t->p.interrupt && *t->p.interrupt ? 1.0f : 0.0f;
+    CLT_TRY(clt_comm_allreduce_f32(t->comm, h, P + 1));
+    t->stop = h[P] > 0.0f;
+    if (t->red_written) clReleaseEvent(t->red_written);
+    t->red_written = NULL;
+    CLT_TRY(clt_tensor_write(g, h, false, &t->red_written));
+    t->reduce_s += now_s() - t0;
+    t->reduce_steps++;
+fail:
+    if (ev) clReleaseEvent(ev);
+    return st;
+}
+
+/* Batch-norm running statistics: each replica normalised its own slices, so their running
+ * statistics differ; before an evaluation or a checkpoint all take the mean over the replicas
+ * (the counters agree already). Two counted waits when the model has any. */
+static clt_status average_buffers(clt_trainer *t, clt_wait_reason why)
+{
+    clt_status st = CLT_OK;
+    size_t nf = 0, ni = 0;
+    float *f = NULL;
+    clt_model_buffer_sizes(t->model, &nf, &ni);
+    if (nf == 0) return CLT_OK;
+    CLT_ALLOC(t->ctx, f, nf);
+    CLT_TRY(clt_model_read_buffers(t->model, f, NULL, why));
+    CLT_TRY(clt_comm_allreduce_f32(t->comm, f, nf));
+    for (size_t i = 0; i < nf; i++) f[i] /= (float)t->comm->size;
+    CLT_TRY(clt_model_write_buffers(t->model, f, NULL));
+fail:
+    free(f);
+    return st;
+}
+
+/* Every replica's parameters must be the same bits: they started from the same weights and
+ * took the same steps from bit-identical sums. Compared through their CRC-32C (one counted
+ * wait); a difference is a bug or a broken device, and training on would average diverging
+ * models, so the run stops. */
+static clt_status check_replicas(clt_trainer *t, const char *when, clt_wait_reason why)
+{
+    clt_status st = CLT_OK;
+    clt_tensor *w = clt_model_params(t->model);
+    size_t P = clt_tensor_numel(w);
+    float *h = NULL;
+    cl_event ev = NULL;
+    CLT_ALLOC(t->ctx, h, P);
+    CLT_TRY(clt_tensor_read(w, h, false, &ev));
+    CLT_TRY(clt_ctx_wait(t->ctx, why, 1, &ev));
+    uint32_t crc = clt__crc32c(0, h, P * sizeof *h);
+    double mx[2] = {(double)crc, -(double)crc};
+    CLT_TRY(clt_comm_allreduce_f64(t->comm, mx, 2, CLT_REDUCE_MAX));
+    if (mx[0] != -mx[1])
+        CLT_FAIL(t->ctx, CLT_ERR_STATE, "the replicas' parameters differ %s (step %ld; "
+                 "CRC-32C of this replica %08x, others up to %08x): they no longer train one "
+                 "model", when, t->step, crc, (uint32_t)mx[0]);
+fail:
+    if (ev) clReleaseEvent(ev);
+    free(h);
+    return st;
+}
+
+/* A checkpoint: the replicas agree first (statistics averaged, parameters compared), then
+ * replica 0 alone writes it. */
 static clt_status save_event(clt_trainer *t, int epoch)
 {
-    clt_status st = clt_trainer_save(t, t->p.save_path);
+    clt_status st = CLT_OK;
+    if (t->comm) {
+        CLT_TRY(average_buffers(t, CLT_WAIT_SAVE));
+        CLT_TRY(check_replicas(t, "at a checkpoint", CLT_WAIT_SAVE));
+        if (t->comm->rank != 0) return CLT_OK;
+    }
+    st = clt_trainer_save(t, t->p.save_path);
     if (st != CLT_OK) return st;
     struct clt_train_event e = {.kind = CLT_EVENT_SAVE, .epoch = epoch};
     e.path = t->p.save_path;
     e.loss = e.accuracy = NAN;
     emit(t, &e);
-    return CLT_OK;
+fail:
+    return st;
 }
 
 /* Ctrl-C: stop at a step boundary, with a checkpoint when the run has somewhere to write it. */
@@ -519,6 +643,11 @@ static struct clt_loader_order run_order(const clt_trainer *t, long first, long 
         .total_steps = micro_index(t, total),
         .batches_per_epoch = t->micro_per_epoch,
     };
+    if (t->comm) {
+        o.shard_lo = t->comm->cum[t->comm->rank];
+        o.shard_hi = t->comm->cum[t->comm->rank + 1];
+        o.shard_total = t->comm->cum[t->comm->size];
+    }
     return o;
 }
 
@@ -531,23 +660,32 @@ static clt_status train_step(clt_trainer *t, int epoch, long s, size_t *samples)
     clt_tensor *dout = NULL;
     size_t bs = t->p.batch_size, n = step_samples(t, s), N = clt_model_outputs(t->model);
     long micros = (long)((n + bs - 1) / bs), first = micro_index(t, t->step);
-    float grad_scale = 1.0f / (float)n;
+    float grad_scale = 1.0f / (float)n; /* n: the step's samples over all replicas */
+    bool have_grad = false;
     for (long j = 0; j < micros; j++) {
         struct clt_batch b;
         clt_tensor *out = NULL;
         CLT_TRY(clt_loader_next(t->train, &b));
         CLT_ASSERT(b.step == first + j && b.epoch == epoch);
+        if (b.size == 0) continue; /* this replica's slice of a small batch is empty */
         size_t dd[2] = {b.size, N};
         CLT_TRY(clt_tensor_view(&dout, t->dbuf, 0, 2, dd));
-        /* dropout's masks: one stream per micro-batch (= the step without accumulation) */
-        CLT_TRY(clt_model_forward(t->model, b.x, true, (uint64_t)b.step, &out));
+        /* dropout's masks: one stream per micro-batch (= the step without accumulation), and
+         * per replica */
+        uint64_t stream = t->comm ? (uint64_t)b.step * (uint64_t)t->comm->size +
+                                        (uint64_t)t->comm->rank
+                                  : (uint64_t)b.step;
+        CLT_TRY(clt_model_forward(t->model, b.x, true, stream, &out));
         CLT_TRY(batch_loss(t->p.task, out, b.y, t->p.label_smoothing, grad_scale, dout,
                            t->loss_acc, NULL));
         if (t->scaler) CLT_TRY(clt_scaler_scale(t->scaler, dout));
-        CLT_TRY(clt_model_backward(t->model, dout, j > 0));
+        CLT_TRY(clt_model_backward(t->model, dout, have_grad));
+        have_grad = true;
         clt_tensor_free(dout);
         dout = NULL;
     }
+    if (t->comm) CLT_TRY(reduce_grads(t, have_grad));
+    CLT_ASSERT(have_grad || t->comm); /* alone, every step has samples */
     CLT_TRY(clt_optim_step_scaled(t->optim, clt_model_grads(t->model), t->scaler));
     CLT_TRY(clt_model_sync_weights(t->model)); /* the 16-bit copy (mixed precision) */
     *samples = n;
@@ -567,6 +705,7 @@ clt_status clt_trainer_run(clt_trainer *t)
     size_t log_samples = 0;
     /* The loader yields this run's batches in order: epoch by epoch, each epoch's order from
      * the seed, starting mid-epoch after a resume. */
+    if (t->comm) CLT_TRY(check_replicas(t, "at the start", CLT_WAIT_SETUP));
     CLT_TRY(clt_loader_start(t->train, &order));
 
     while (t->step < t->total_steps) {
@@ -577,7 +716,8 @@ clt_status clt_trainer_run(clt_trainer *t)
         t->epoch = epoch;
 
         for (long s = first; s < t->steps_per_epoch && t->step < t->total_steps; s++) {
-            if (t->p.interrupt && *t->p.interrupt) {
+            /* replicas stop where the last reduction agreed to, together */
+            if (t->comm ? t->stop : t->p.interrupt && *t->p.interrupt) {
                 st = interrupted(t, epoch + 1);
                 goto fail;
             }
@@ -623,7 +763,8 @@ clt_status clt_trainer_run(clt_trainer *t)
         emit(t, &e);
         if (t->test) {
             struct clt_eval_result r;
-            CLT_TRY(evaluate(t->model, t->test, bs, t->p.task, &r, NULL, &t->eval));
+            if (t->comm) CLT_TRY(average_buffers(t, CLT_WAIT_EVAL));
+            CLT_TRY(evaluate(t->model, t->test, bs, t->p.task, &r, NULL, &t->eval, t->comm));
             struct clt_train_event ev = {.kind = CLT_EVENT_EVAL, .epoch = epoch + 1};
             ev.loss = r.loss;
             ev.accuracy = r.accuracy;
@@ -655,12 +796,20 @@ static void est_add(uint64_t *by_category, clt_mem_category c, uint64_t bytes)
     by_category[c] += bytes ? bytes : 4; /* as the allocator: no empty buffers */
 }
 
+/* The largest batch this replica's objects hold at (global) micro-batch `batch`: all of it, or
+ * with a comm its largest slice. */
+static size_t replica_batch(const struct clt_train_setup_params *p, size_t batch)
+{
+    const clt_comm *c = p->train.comm;
+    return c ? clt_comm_slice_max(c, c->rank, batch) : batch;
+}
+
 /* The model's parameters at micro-batch `batch`: the input shape comes from the training
  * data's sample shape (IDX images: (1, H, W)) when the caller left it zero. */
 static struct clt_model_params model_params(const struct clt_train_setup_params *p, size_t batch)
 {
     struct clt_model_params mp = p->model;
-    mp.max_batch = batch;
+    mp.max_batch = replica_batch(p, batch);
     if (mp.input_shape[0] == 0 && p->train_set && p->train_set->sample_shape[1] != 0)
         memcpy(mp.input_shape, p->train_set->sample_shape, sizeof mp.input_shape);
     return mp;
@@ -679,7 +828,7 @@ clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_set
         return clt__fail(NULL, CLT_ERR_INVALID_ARG, "memory estimate: no spec, data or batch");
     clt_status st = clt_spec_validate(p->spec, (int)p->in_features, (int)p->outputs);
     if (st != CLT_OK) return st;
-    uint64_t *c = out->by_category, B = batch, P = 0;
+    uint64_t *c = out->by_category, B = replica_batch(p, batch), P = 0;
     struct clt_model_params mp = model_params(p, batch);
     st = clt_model_param_elements(p->spec, p->in_features, p->outputs, &mp, &P);
     if (st != CLT_OK) return st;
@@ -692,8 +841,9 @@ clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_set
     est_add(c, CLT_MEM_ACTIVATIONS, B * p->outputs * 4); /* the trainer's output gradient */
     est_add(c, CLT_MEM_WORKSPACE, 4);                    /* its loss accumulator */
     struct clt_loader_params lp = p->loader;
-    lp.batch_size = batch;
+    lp.batch_size = B;
     clt_loader_mem_estimate(ctx, p->train_set, &lp, c);
+    if (p->train.comm) est_add(c, CLT_MEM_STAGING, (P + 1) * 4); /* the reduction's buffer */
     if (p->test_set && p->test_set->n > 0) {
         clt_resident_mem_estimate(p->test_set, c);
         est_add(c, CLT_MEM_ACTIVATIONS, B * p->test_set->features * 4); /* evaluation inputs */
@@ -803,7 +953,7 @@ static clt_status setup_build(clt_train_setup *s)
         CLT_TRY(clt_checkpoint_load_model(ck, s->model));
     }
     struct clt_loader_params lp = p->loader;
-    lp.batch_size = s->batch;
+    lp.batch_size = replica_batch(p, s->batch);
     CLT_TRY(clt_loader_create(&s->loader, s->ctx, p->train_set, &p->norm, &lp));
     if (p->test_set && p->test_set->n > 0)
         CLT_TRY(clt_resident_create(&s->test, s->ctx, p->test_set, &p->norm));
@@ -870,6 +1020,10 @@ clt_status clt_train_setup_create(clt_train_setup **out, clt_ctx *ctx,
      * anything is allocated (clt_model_create alone still builds such a model). */
     if (clt_spec_check_output(p->spec) != CLT_OK)
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "%s", clt_last_errmsg());
+    /* a backoff on one replica would leave the others at another batch */
+    if (p->train.comm && p->auto_batch)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "--auto-batch: not with several replicas; give "
+                 "--batch-size and --accumulate");
     CLT_ALLOC(ctx, s, 1);
     s->ctx = ctx;
     s->p = *p;
@@ -913,6 +1067,9 @@ clt_status clt_train_setup_probe(clt_train_setup *s, struct clt_mem_stats *out)
     clt_status st = CLT_OK;
     clt_trainer *t = s->trainer;
     if (!t) return clt__fail(s->ctx, CLT_ERR_STATE, "training set-up: a failed rebuild left nothing");
+    if (t->comm)
+        return clt__fail(s->ctx, CLT_ERR_INVALID_ARG, "--dry-run: not with several replicas; "
+                         "dry-run one device (its estimate holds for each replica's slice)");
     long g = t->step;
     struct clt_loader_order order = run_order(t, g, g + 1);
     size_t samples = 0;
@@ -921,11 +1078,88 @@ clt_status clt_train_setup_probe(clt_train_setup *s, struct clt_mem_stats *out)
     CLT_TRY(clt_loader_stop(t->train));
     if (s->test) {
         struct clt_eval_result r;
-        CLT_TRY(evaluate(s->model, s->test, s->batch, s->p.train.task, &r, NULL, &t->eval));
+        CLT_TRY(evaluate(s->model, s->test, s->batch, s->p.train.task, &r, NULL, &t->eval, NULL));
     }
     CLT_TRY(clt_ctx_finish(s->ctx, CLT_WAIT_SETUP));
     *out = clt_ctx_mem_stats(s->ctx);
 fail:
     clt_loader_stop(t->train);
+    return st;
+}
+
+/* ---- several replicas in one process ------------------------------------------------------- */
+
+struct group_run {
+    clt_train_setup *s;
+    clt_status st;
+    pthread_mutex_t *mu;
+    int *first; /* the index of the first replica that failed for its own reason */
+    int index;
+};
+
+static void *group_main(void *arg)
+{
+    struct group_run *r = arg;
+    r->st = clt_train_setup_run(r->s);
+    /* an interruption is agreed by all replicas: each stops on its own */
+    if (r->st != CLT_OK && r->st != CLT_ERR_ABORTED && r->st != CLT_ERR_INTERRUPTED) {
+        pthread_mutex_lock(r->mu);
+        if (*r->first < 0) *r->first = r->index;
+        pthread_mutex_unlock(r->mu);
+        /* the others may be waiting for this replica in a reduction: let them go */
+        clt_comm_abort(r->s->p.train.comm, clt_ctx_errmsg(r->s->ctx));
+    }
+    return NULL;
+}
+
+clt_status clt_train_setup_run_group(clt_train_setup *const *s, int n, int *failed)
+{
+    clt_status st = CLT_OK;
+    struct group_run *runs = NULL;
+    pthread_t *threads = NULL;
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    int first = -1, started = 0;
+    *failed = -1;
+    if (n < 1) return clt__fail(NULL, CLT_ERR_INVALID_ARG, "run group: %d replicas", n);
+    for (int i = 0; i < n; i++)
+        if (!s[i]->p.train.comm || clt_comm_rank(s[i]->p.train.comm) != i ||
+            clt_comm_size(s[i]->p.train.comm) != n)
+            return clt__fail(s[i]->ctx, CLT_ERR_INVALID_ARG, "run group: set-up %d is not "
+                             "built with member %d of a group of %d", i, i, n);
+    CLT_ALLOC(NULL, runs, (size_t)n);
+    CLT_ALLOC(NULL, threads, (size_t)n);
+    for (int i = 0; i < n; i++)
+        runs[i] = (struct group_run){.s = s[i], .mu = &mu, .first = &first, .index = i};
+    /* The replicas' threads take no signals: Ctrl-C goes to the caller's handler, whose flag
+     * every replica reads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (; started < n; started++) {
+        int rc = pthread_create(&threads[started], NULL, group_main, &runs[started]);
+        if (rc != 0) {
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            clt_comm_abort(s[0]->p.train.comm, "could not start a thread for a replica");
+            st = clt__fail(NULL, CLT_ERR_UNSUPPORTED, "run group: pthread_create failed (%s)",
+                           strerror(rc));
+            break;
+        }
+    }
+    if (st == CLT_OK) pthread_sigmask(SIG_SETMASK, &old, NULL);
+    for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+    if (st != CLT_OK) goto fail;
+    if (first >= 0) {
+        *failed = first;
+        st = clt__fail(NULL, runs[first].st, "%s", clt_ctx_errmsg(s[first]->ctx));
+    } else {
+        for (int i = 0; i < n && st == CLT_OK; i++)
+            if (runs[i].st != CLT_OK) { /* aborted with no own failure: cannot happen */
+                *failed = i;
+                st = clt__fail(NULL, runs[i].st, "%s", clt_ctx_errmsg(s[i]->ctx));
+            }
+    }
+fail:
+    free(runs);
+    free(threads);
     return st;
 }

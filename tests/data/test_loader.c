@@ -187,7 +187,7 @@ static void check_order(clt_ctx *ctx, const clt_dataset *d, const struct cfg *c,
     free(io);
     size_t *sizes = calloc((size_t)total, sizeof *sizes);
 
-    struct clt_loader_order o = {bs, shuffle, drop_last, seed, first, total, 0};
+    struct clt_loader_order o = {bs, shuffle, drop_last, seed, first, total, 0, 0, 0, 0};
     TC_OK(ctx, clt_loader_start(l, &o));
     for (long g = first; g < total; g++) {
         struct clt_batch b;
@@ -370,7 +370,7 @@ START_TEST(test_first_batches)
                 ck_assert_msg(tc_contains(clt_loader_describe(l), "on the training thread") ==
                                   oclgrind,
                               "%s", clt_loader_describe(l));
-            struct clt_loader_order o = {bs, false, false, 1, 0, CFGS[c].prefetch, 0};
+            struct clt_loader_order o = {bs, false, false, 1, 0, CFGS[c].prefetch, 0, 0, 0, 0};
             TC_OK(ctx, clt_loader_start(l, &o));
             bool bad = false;
             for (int k = 0; k < CFGS[c].prefetch; k++) {
@@ -630,7 +630,7 @@ START_TEST(test_errors)
     TC_OK(ctx, clt_loader_create(&l, ctx, &s.d, &norm, &lp));
     struct clt_batch b;
     ck_assert_int_eq(clt_loader_next(l, &b), CLT_ERR_STATE); /* not started */
-    struct clt_loader_order ord = {9, true, false, 1, 0, 4, 0}; /* batch 9 > 8 */
+    struct clt_loader_order ord = {9, true, false, 1, 0, 4, 0, 0, 0, 0}; /* batch 9 > 8 */
     ck_assert_int_eq(clt_loader_start(l, &ord), CLT_ERR_INVALID_ARG);
     ord.batch_size = 8;
     ord.batches_per_epoch = 1000; /* more batches than an epoch has */
@@ -844,7 +844,7 @@ static size_t augmented_run(clt_ctx *ctx, const clt_dataset *d, const struct cfg
                   "augmenting loader: allocated %llu bytes, estimated %llu",
                   (unsigned long long)(clt_ctx_mem_stats(ctx).current - before.current),
                   (unsigned long long)sum);
-    struct clt_loader_order o = {bs, true, false, 11, first, total, 0};
+    struct clt_loader_order o = {bs, true, false, 11, first, total, 0, 0, 0, 0};
     TC_OK(ctx, clt_loader_start(l, &o));
     size_t at = 0;
     for (long g = first; g < total; g++) {

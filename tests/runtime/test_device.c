@@ -397,6 +397,67 @@ START_TEST(test_names)
 }
 END_TEST
 
+/* The matches of sel as a string of positions ("2,0,1"; "" for CLT_ERR_NO_DEVICE, whose
+ * message must name the selector). Every selector's first match is clt_device_select's pick. */
+static const char *matches(const clt_device_info *devs, int n, const char *sel)
+{
+    static char out[64];
+    int idx[8] = {-1, -1, -1, -1, -1, -1, -1, -1}, count = -1;
+    ck_assert_int_le(n, 8);
+    clt_status st = clt_device_matches(devs, n, sel, idx, &count);
+    out[0] = '\0';
+    if (st != CLT_OK) {
+        ck_assert_int_eq(st, CLT_ERR_NO_DEVICE);
+        ck_assert_int_eq(count, 0);
+        ck_assert_msg(strstr(clt_last_errmsg(), sel) != NULL, "names \"%s\": %s", sel,
+                      clt_last_errmsg());
+        no_pick(devs, n, sel);
+        return out;
+    }
+    ck_assert_int_ge(count, 1);
+    ck_assert_int_eq(idx[0], pick(devs, n, sel));
+    for (int i = 0; i < count; i++)
+        snprintf(out + strlen(out), sizeof out - strlen(out), "%s%d", i ? "," : "", idx[i]);
+    return out;
+}
+
+START_TEST(test_matches)
+{
+    /* Two small GPUs listed before a big one, on two platforms, then PoCL: types and auto
+     * best first (ties in listing order), names and numbers in listing order. */
+    clt_device_info d[5] = {
+        dev(0, 0, 0, CLT_DEVICE_GPU, "NVIDIA CUDA", "OpenCL 3.0 CUDA 12.4", "NVIDIA L4", 58, 2040,
+            22 * GIB),
+        dev(1, 0, 1, CLT_DEVICE_GPU, "NVIDIA CUDA", "OpenCL 3.0 CUDA 12.4", "NVIDIA L4", 58, 2040,
+            22 * GIB),
+        dev(2, 0, 2, CLT_DEVICE_GPU, "NVIDIA CUDA", "OpenCL 3.0 CUDA 12.4", "NVIDIA H200", 132,
+            1980, 140 * GIB),
+        pocl(3, 1),
+        dev(4, 2, 0, CLT_DEVICE_ACCELERATOR, "FPGA SDK", "OpenCL 1.2", "fpga", 1, 400, 8 * GIB),
+    };
+    ck_assert_str_eq(matches(d, 5, "auto"), "2,0,1");
+    ck_assert_str_eq(matches(d, 5, " GPU "), "2,0,1");
+    ck_assert_str_eq(matches(d, 5, "cpu"), "3");
+    ck_assert_str_eq(matches(d, 5, "accelerator"), "4");
+    ck_assert_str_eq(matches(d, 5, "nvidia"), "0,1,2");
+    ck_assert_str_eq(matches(d, 5, "l4"), "0,1");
+    ck_assert_str_eq(matches(d, 5, "pocl"), "3");
+    ck_assert_str_eq(matches(d, 5, "1"), "1");
+    ck_assert_str_eq(matches(d, 5, "0:2"), "2");
+    ck_assert_str_eq(matches(d, 5, "2:0"), "4");
+    ck_assert_str_eq(matches(d, 5, "9"), "");
+    ck_assert_str_eq(matches(d, 5, "0:3"), "");
+    ck_assert_str_eq(matches(d, 5, "1x"), "");
+    ck_assert_str_eq(matches(d, 5, "nosuchdevice"), "");
+    /* Without GPUs, auto matches the accelerators; without those, every CPU. */
+    ck_assert_str_eq(matches(d + 3, 2, "auto"), "1");
+    clt_device_info c[3] = {pocl(0, 0), pocl(1, 1), pocl(2, 2)};
+    ck_assert_str_eq(matches(c, 3, "auto"), "0,1,2");
+    ck_assert_str_eq(matches(c, 3, "gpu"), "");
+    ck_assert_str_eq(matches(NULL, 0, "auto"), "");
+}
+END_TEST
+
 static void default_selector_case(const char *env, const char *expected)
 {
     if (env)
@@ -432,6 +493,7 @@ int main(void)
     tcase_add_test(tc, test_out_of_range_and_garbage);
     tcase_add_test(tc, test_default_selector);
     tcase_add_test(tc, test_selector_digits_vs_names);
+    tcase_add_test(tc, test_matches);
     tcase_add_test(tc, test_gemm_choice_numbers);
     suite_add_tcase(s, tc);
     TCase *names = tcase_create("names");
