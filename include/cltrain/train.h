@@ -57,9 +57,11 @@ struct clt_train_event {
      * thread's waits folded in under CLT_WAIT_LOADER (and in host_waits_total). */
     struct clt_ctx_stats stats;
     struct clt_loader_stats loader; /* the training loader's counters */
-    /* Data-parallel (p.comm): seconds this replica spent in gradient reductions so far (the
-     * read's wait, the sum over the replicas, the write's enqueue), the steps they cover, and
-     * the bytes each step's reduction sums per replica (0 without a comm). */
+    /* Data-parallel (p.comm): seconds this replica spent in gradient reductions so far, from
+     * the moment its gradients are on the host (the wait for them is its own step's compute):
+     * the sum over the replicas, which includes waiting for the slowest to arrive, and the
+     * write back's enqueue; the steps they cover, and the bytes each step's reduction sums
+     * per replica (0 without a comm). */
     double reduce_s;
     long reduce_steps;
     size_t reduce_bytes;

@@ -516,7 +516,6 @@ static clt_status reduce_grads(clt_trainer *t, bool have_grad)
     size_t P = clt_tensor_numel(g);
     float *h = clt_pinned_ptr(t->red);
     cl_event ev = NULL;
-    double t0 = now_s();
     if (have_grad) {
         CLT_TRY(clt_tensor_read(g, h, false, &ev));
         CLT_TRY(clt_ctx_wait(t->ctx, CLT_WAIT_REDUCE, 1, &ev));
@@ -524,6 +523,8 @@ static clt_status reduce_grads(clt_trainer *t, bool have_grad)
         if (t->red_written) CLT_TRY(clt_ctx_wait(t->ctx, CLT_WAIT_REDUCE, 1, &t->red_written));
         memset(h, 0, P * sizeof *h);
     }
+    /* timed from here: the wait above is for this replica's own step to finish */
+    double t0 = now_s();
     h[P] = t->p.interrupt && *t->p.interrupt ? 1.0f : 0.0f;
     CLT_TRY(clt_comm_allreduce_f32(t->comm, h, P + 1));
     t->stop = h[P] > 0.0f;
