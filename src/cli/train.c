@@ -895,6 +895,12 @@ static void note_resume_plan(const struct train_args *a, const struct train_run 
                "%d), the same effective batch of %zu: steps keep their meaning, the sums' "
                "order and dropout masks differ\n", now_micro, now_acc, was.batch_size,
                was.accumulate, now_micro * (size_t)now_acc);
+    int now_replicas = r->group ? r->n : r->mpi ? r->size : 1;
+    if (was.present && was.replicas != now_replicas)
+        printf("resume: the checkpoint was trained by %d replica%s, this run has %d: every step "
+               "takes the same samples of the global batch, split into other slices per "
+               "replica (batch statistics, dropout masks and the sums' order differ)\n",
+               was.replicas, was.replicas == 1 ? "" : "s", now_replicas);
 }
 
 /* The model, optimizer, loader and evaluation buffers on the device (with --auto-batch's

@@ -179,6 +179,12 @@ grep -q "share 3, .* share 1; .*batch 16 split 12+4;" "$tmp/out" ||
     fail "shares 3,1: header: $(head -1 "$tmp/out")"
 compare "fp32, shares 3,1" "$tmp/one.st" "$tmp/shares.st" "$TOL32" || fail "shares 3,1"
 
+# resuming one device's checkpoint on two replicas: allowed, with a line saying what changes
+run "resume on 2 replicas" common --no-shuffle --seed 7 --resume "$tmp/one.st" --steps 25 \
+    --devices "$sel,$sel"
+grep -q "^resume: the checkpoint was trained by 1 replica, this run has 2: " "$tmp/out" ||
+    fail "resume on 2 replicas: no line about the replicas: $(cat "$tmp/out")"
+
 # -- (c) bad input: one line naming the flag, non-zero exit ---------------------------------------
 refuse "unmatched selector" 1 "--devices $sel,99: .*\"99\"" common --devices "$sel,99"
 refuse "share count" 2 "--device-shares 1: 1 share for 2 devices" common --devices "$sel,$sel" \
