@@ -246,6 +246,11 @@ grep -q "^reduce: 20 steps, .* 592 bytes per step per replica" "$tmp/out" ||
     fail "mpirun 2 ranks: no reduce line: $(cat "$tmp/out")"
 compare "fp32, 2 MPI ranks" "$tmp/one.st" "$tmp/mpi.st" "$TOL32" || fail "2 MPI ranks"
 same_metrics "fp32, 2 MPI ranks" "$tmp/one.jsonl" "$tmp/mpi.jsonl" || fail "MPI metrics"
+mpirun_ -np 2 "$CLTRAIN_BIN" train --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0 \
+    --model "$M" --batch-size 16 --steps 20 --lr 0.01 --log-every 5 --no-shuffle --seed 7 \
+    --precision bf16 --save "$tmp/mpi16.st" --quiet --share-devices >"$tmp/out" 2>"$tmp/err" ||
+    fail "mpirun 2 ranks, bf16: $(cat "$tmp/err")"
+compare "bf16, 2 MPI ranks" "$tmp/one16.st" "$tmp/mpi16.st" "$TOL16" || fail "bf16, 2 MPI ranks"
 
 # no_ranks_left LABEL: every rank has exited (none of this test's cltrain processes is left a
 # few seconds after mpirun returned)
