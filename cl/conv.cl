@@ -169,3 +169,94 @@ kernel void conv_backward_permute(global CLT_TYPE(DST_DTYPE) *rows, ulong rows_o
             CLT_STORE(DST_DTYPE, rows, dst + (ulong)i * OUT + j,
                       CLT_LOAD(SRC_DTYPE, dy, src + (ulong)j * HW + i));
 }
+
+/* ---- implicit GEMM: the forward of a stride-1 f32 convolution without the im2col matrix -----
+ * On CPUs (src/ops/conv.c says when it is used) the forward reads the input where it lies: a
+ * work-item computes CONV_TM output channels x CONV_VN neighbouring columns of one output row,
+ * y[b, o0 .. o0+TM, oh, ow0 .. ow0+VN], as outer products of a weight (broadcast) and VN
+ * consecutive input elements (one vector load) for every (c, kh, kw), and stores it straight
+ * into NCHW with the bias added. No im2col matrix, no permute, no weight transpose. The loads
+ * need no padding tests because they read a zero-padded copy of the input, xp (B*C, Hp, Wp)
+ * with Hp = H + 2P and Wp = ceil(OW / VN) * VN + K - 1, made by conv_pad: a vector of the
+ * last column block may run past OW (those lanes are computed and never stored), never past a
+ * row of xp. 8 x 8 keeps the accumulators in 8 AVX2 registers (16 with the operands), and 8
+ * multiply-adds per vector load and 8 broadcast weights. */
+#define CONV_TM 8
+#define CONV_VN 8
+
+/* xp[bc, i, j] = x[bc, i - P, j - P], 0 outside x. Range (Wp, Hp, B*C). */
+kernel void conv_pad(global float *xp, ulong xp_off, const global float *x, ulong x_off, uint BC,
+                     uint H, uint W, uint P, uint Hp, uint Wp)
+{
+    const uint j = (uint)get_global_id(0), i = (uint)get_global_id(1),
+               bc = (uint)get_global_id(2);
+    if (j >= Wp || i >= Hp || bc >= BC) return;
+    const int ih = (int)i - (int)P, iw = (int)j - (int)P;
+    float v = 0.0f;
+    if (ih >= 0 && ih < (int)H && iw >= 0 && iw < (int)W)
+        v = x[x_off + ((ulong)bc * H + (uint)ih) * W + (uint)iw];
+    xp[xp_off + ((ulong)bc * Hp + i) * Wp + j] = v;
+}
+
+/* y = conv(x, w) + bias for stride 1 from xp (conv_pad's). Range (ceil(OUT / TM),
+ * ceil(OW / VN), B*OH): work-item (ob, cb, (b, oh)). Channels past OUT repeat the last
+ * weight row (computed, never stored). The sum runs over c, kh, kw in that order. */
+kernel void conv_forward_implicit(global float *y, ulong y_off, const global float *xp,
+                                  ulong xp_off, const global float *w, ulong w_off,
+                                  const global float *bias, ulong b_off, uint has_bias, uint BOH,
+                                  uint C, uint Hp, uint Wp, uint K, uint OUT, uint OH, uint OW)
+{
+    const uint ob = (uint)get_global_id(0), cb = (uint)get_global_id(1),
+               t = (uint)get_global_id(2); /* b * OH + oh */
+    const uint o0 = ob * CONV_TM, ow0 = cb * CONV_VN;
+    if (o0 >= OUT || ow0 >= OW || t >= BOH) return;
+    const uint b = t / OH, oh = t - b * OH;
+    const uint CKK = C * K * K;
+    const global float *wr[CONV_TM];
+#pragma unroll
+    for (uint i = 0; i < CONV_TM; i++) wr[i] = w + w_off + (ulong)min(o0 + i, OUT - 1) * CKK;
+    float8 acc[CONV_TM];
+#pragma unroll
+    for (uint i = 0; i < CONV_TM; i++) acc[i] = (float8)(0.0f);
+    const global float *xc = xp + xp_off + ((ulong)b * C * Hp + oh) * Wp + ow0;
+    uint k = 0;
+    for (uint c = 0; c < C; c++, xc += (ulong)Hp * Wp) {
+        const global float *xr = xc;
+        for (uint kh = 0; kh < K; kh++, xr += Wp) {
+            for (uint kw = 0; kw < K; kw++, k++) {
+                const float8 xv = vload8(0, xr + kw);
+#pragma unroll
+                for (uint i = 0; i < CONV_TM; i++) acc[i] = fma((float8)(wr[i][k]), xv, acc[i]);
+            }
+        }
+    }
+    const ulong HW = (ulong)OH * OW;
+    global float *yo = y + y_off + ((ulong)b * OUT + o0) * HW + (ulong)oh * OW + ow0;
+#pragma unroll
+    for (uint i = 0; i < CONV_TM; i++) {
+        if (o0 + i >= OUT) continue;
+        const float8 v = acc[i] + (float8)(has_bias ? bias[b_off + o0 + i] : 0.0f);
+        global float *yr = yo + i * HW;
+        if (ow0 + CONV_VN <= OW) {
+            vstore8(v, 0, yr);
+        } else {
+            float t8[CONV_VN];
+            vstore8(v, 0, t8);
+            for (uint l = 0; l < CONV_VN; l++) /* the edge: no unroll (clang gives up on it) */
+                if (ow0 + l < OW) yr[l] = t8[l];
+        }
+    }
+}
+
+/* The input gradient of a stride-1 convolution is itself one (the adjoint of a correlation):
+ * dx = conv(dy padded by K - 1 - P, wf) with wf[c, o, kh, kw] = w[o, c, K-1-kh, K-1-kw], so
+ * conv_forward_implicit computes it from conv_pad(dy) and these flipped weights. Range
+ * (C*OUT*K*K): one element each. */
+kernel void conv_flip_weights(global float *wf, ulong wf_off, const global float *w, ulong w_off,
+                              uint OUT, uint C, uint K)
+{
+    const uint i = (uint)get_global_id(0), KK = K * K;
+    if (i >= C * OUT * KK) return;
+    const uint c = i / (OUT * KK), r = i - c * OUT * KK, o = r / KK, k = r - o * KK;
+    wf[wf_off + i] = w[w_off + ((ulong)o * C + c) * KK + (KK - 1 - k)];
+}

@@ -33,10 +33,13 @@
 #include "runtime/profile_internal.h"
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
-enum { K_IM2COL, K_COL2IM, K_FWD_PERMUTE, K_BWD_PERMUTE };
-static const char *const kernel_names[] = {"conv_im2col", "conv_col2im", "conv_forward_permute",
-                                           "conv_backward_permute"};
+enum { K_IM2COL, K_COL2IM, K_FWD_PERMUTE, K_BWD_PERMUTE, K_PAD, K_IMPLICIT, K_FLIP };
+static const char *const kernel_names[] = {
+    "conv_im2col", "conv_col2im",           "conv_forward_permute", "conv_backward_permute",
+    "conv_pad",    "conv_forward_implicit", "conv_flip_weights"};
 
 static clt_status conv_kernel(clt_ctx *ctx, int which, clt_dtype src, clt_dtype dst, cl_kernel *k)
 {
@@ -188,6 +191,114 @@ fail:
     return st;
 }
 
+/* ---- the implicit forward ------------------------------------------------------------------
+ * Why a second forward: on a CPU the GEMM itself runs near the machine's peak (about 145
+ * GFLOP/s of 180 on PoCL, 2 cores), so the im2col matrix (K*K times the input, written and
+ * read once more), the weight transpose and the permute to NCHW are what is left to win: with
+ * them a CNN-S step spent 24 % in im2col and 8 % in the permute. conv_forward_implicit (cl/conv.cl)
+ * reads a zero-padded copy of the input in place and writes NCHW directly. GPUs keep im2col
+ * and the tiled GEMM: their GEMM stages tiles in local memory, which this kernel does not, and
+ * their memory bandwidth makes the extra passes cheap. Stride 1 only (a vector of neighbouring
+ * outputs reads neighbouring inputs), f32 only (16-bit storage keeps the GEMM's conversions).
+ * CLTRAIN_CONV=im2col or implicit overrides the choice (tests run both on every device). */
+#define IMPLICIT_VN 8 /* CONV_VN in cl/conv.cl */
+
+static size_t implicit_wp(const struct clt_conv_geom *g, size_t OW)
+{
+    return (OW + IMPLICIT_VN - 1) / IMPLICIT_VN * IMPLICIT_VN + g->K - 1;
+}
+
+/* Whether a pass of g takes the implicit path: wanted on this device, stride 1, every operand
+ * f32, and the padded input (of the forward, or of its adjoint: dy padded by K - 1 - P) fits
+ * where the im2col matrix and the rows would go. */
+static bool implicit_wanted(const clt_tensor *const *ts, int n, const struct clt_conv_geom *g)
+{
+    const char *env = getenv("CLTRAIN_CONV");
+    bool want = clt_ctx_device(clt_tensor_ctx(ts[0]))->type == CLT_DEVICE_CPU;
+    if (env && strcmp(env, "im2col") == 0) want = false;
+    if (env && strcmp(env, "implicit") == 0) want = true;
+    if (!want || g->S != 1) return false;
+    for (int i = 0; i < n; i++)
+        if (clt_tensor_dtype(ts[i]) != CLT_DTYPE_F32) return false;
+    return true;
+}
+
+static bool implicit_fits(const struct clt_conv_geom *g)
+{
+    size_t OH = clt_conv_out_side(g->H, g->K, g->S, g->P),
+           OW = clt_conv_out_side(g->W, g->K, g->S, g->P);
+    if (OH == 0 || OW == 0) return false;
+    size_t padded = g->B * g->C * (g->H + 2 * g->P) * implicit_wp(g, OW);
+    return padded <= g->B * OH * OW * (g->C * g->K * g->K + g->OUT);
+}
+
+/* The adjoint's geometry: a stride-1 convolution of dy (B, OUT, OH, OW) with C outputs and
+ * padding K - 1 - P, whose output is x's shape. */
+static struct clt_conv_geom adjoint_geom(const struct clt_conv_geom *g, size_t OH, size_t OW)
+{
+    return (struct clt_conv_geom){g->B, g->OUT, OH, OW, g->C, g->K, 1, g->K - 1 - g->P};
+}
+
+static bool implicit_applies(const clt_tensor *y, const clt_tensor *x, const clt_tensor *w,
+                             const clt_tensor *ws, const struct clt_conv_geom *g)
+{
+    const clt_tensor *ts[] = {y, x, w, ws};
+    return implicit_wanted(ts, 4, g) && implicit_fits(g);
+}
+
+bool clt_op_conv2d_leaves_cols(const clt_tensor *y, const clt_tensor *x, const clt_tensor *w,
+                               const clt_tensor *ws, const struct clt_conv_geom *g)
+{
+    return !implicit_applies(y, x, w, ws, g);
+}
+
+/* The workspace of the adjoint pass: its padded dy goes where the im2col matrix and rows were
+ * (free once dW has been computed), its flipped weights where the transposed ones were. */
+static bool implicit_dx_applies(const clt_tensor *dx, const clt_tensor *dy, const clt_tensor *w,
+                                const clt_tensor *ws, const struct clt_conv_geom *g, size_t OH,
+                                size_t OW)
+{
+    const clt_tensor *ts[] = {dx, dy, w, ws};
+    if (!implicit_wanted(ts, 4, g) || g->P > g->K - 1) return false;
+    struct clt_conv_geom a = adjoint_geom(g, OH, OW);
+    size_t padded = a.B * a.C * (a.H + 2 * a.P) * implicit_wp(&a, g->W);
+    return padded <= g->B * OH * OW * (g->C * g->K * g->K + g->OUT);
+}
+
+static clt_status forward_implicit(clt_ctx *ctx, clt_tensor *y, const clt_tensor *x,
+                                   const clt_tensor *w, const clt_tensor *bias, clt_tensor *ws,
+                                   const struct clt_conv_geom *g, size_t OH, size_t OW)
+{
+    clt_status st = CLT_OK;
+    cl_kernel kp, ki;
+    CLT_TRY(conv_kernel(ctx, K_PAD, CLT_DTYPE_F32, CLT_DTYPE_F32, &kp));
+    CLT_TRY(conv_kernel(ctx, K_IMPLICIT, CLT_DTYPE_F32, CLT_DTYPE_F32, &ki));
+    cl_mem xpm = clt_tensor_mem(ws), xm = clt_tensor_mem(x), ym = clt_tensor_mem(y),
+           wm = clt_tensor_mem(w), bm = bias ? clt_tensor_mem(bias) : wm;
+    cl_ulong xpo = clt_tensor_offset(ws), xo = clt_tensor_offset(x), yo = clt_tensor_offset(y),
+             wo = clt_tensor_offset(w), bo = bias ? clt_tensor_offset(bias) : 0;
+    size_t Hp = g->H + 2 * g->P, Wp = implicit_wp(g, OW);
+    cl_uint BC = (cl_uint)(g->B * g->C), H = (cl_uint)g->H, W = (cl_uint)g->W, P = (cl_uint)g->P,
+            hp = (cl_uint)Hp, wp = (cl_uint)Wp, has_bias = bias != NULL,
+            BOH = (cl_uint)(g->B * OH), C = (cl_uint)g->C, K = (cl_uint)g->K,
+            OUT = (cl_uint)g->OUT, oh = (cl_uint)OH, ow = (cl_uint)OW;
+    CLT_TRY(CLT__ARGS(ctx, kp, CLT__ARG(xpm), CLT__ARG(xpo), CLT__ARG(xm), CLT__ARG(xo),
+                      CLT__ARG(BC), CLT__ARG(H), CLT__ARG(W), CLT__ARG(P), CLT__ARG(hp),
+                      CLT__ARG(wp)));
+    const size_t prange[3] = {Wp, Hp, g->B * g->C};
+    CLT_TRY(launch_3d(ctx, kp, prange, 64, "conv_pad"));
+    CLT_TRY(CLT__ARGS(ctx, ki, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xpm), CLT__ARG(xpo),
+                      CLT__ARG(wm), CLT__ARG(wo), CLT__ARG(bm), CLT__ARG(bo), CLT__ARG(has_bias),
+                      CLT__ARG(BOH), CLT__ARG(C), CLT__ARG(hp), CLT__ARG(wp), CLT__ARG(K),
+                      CLT__ARG(OUT), CLT__ARG(oh), CLT__ARG(ow)));
+    /* one work-item per group: each is a whole register block (as the direct GEMM's) */
+    const size_t global[3] = {(g->OUT + 7) / 8, (OW + IMPLICIT_VN - 1) / IMPLICIT_VN, g->B * OH},
+                 local[3] = {1, 1, 1};
+    CLT_TRY(clt__enqueue_nd(ctx, ki, 3, global, local, "conv_forward_implicit"));
+fail:
+    return st;
+}
+
 clt_status clt_op_conv2d_forward(clt_tensor *y, const clt_tensor *x, const clt_tensor *w,
                                  const clt_tensor *bias, clt_tensor *ws,
                                  const struct clt_conv_geom *g)
@@ -212,6 +323,8 @@ clt_status clt_op_conv2d_forward(clt_tensor *y, const clt_tensor *x, const clt_t
         CLT_TRY(check_tensor(bias, g->OUT, op, "bias"));
         CLT_TRY(clt__nn_need_dtype(bias, clt_tensor_dtype(ws), op, "bias"));
     }
+    if (implicit_applies(y, x, w, ws, g))
+        return forward_implicit(ctx, y, x, w, bias, ws, g, OH, OW);
     CLT_TRY(ws_view(&cols, ws, 0, M, CKK));
     CLT_TRY(ws_view(&rows, ws, M * CKK, M, g->OUT));
     CLT_TRY(ws_view(&wt, ws, M * (CKK + g->OUT), CKK, g->OUT));
@@ -270,7 +383,26 @@ clt_status clt_op_conv2d_backward(clt_tensor *dx, clt_tensor *dw, clt_tensor *db
         CLT_TRY(clt_op_gemm(CLT_TRANS, CLT_NO_TRANS, g->OUT, CKK, M, 1.0f, rows, cols, beta, dw));
     }
     if (db) CLT_TRY(clt_op_bias_grad(db, rows, beta));
-    if (dx) {
+    if (dx && implicit_dx_applies(dx, dy, w, ws, g, OH, OW)) {
+        /* dW and db have read cols and rows: the adjoint's padded dy and flipped weights take
+         * their place (the queue is in order) */
+        struct clt_conv_geom a = adjoint_geom(g, OH, OW);
+        size_t nwf = g->OUT * CKK;
+        clt_tensor *wf = NULL;
+        cl_kernel k;
+        CLT_TRY(clt_tensor_view(&wf, ws, M * (CKK + g->OUT), 1, &nwf));
+        st = conv_kernel(ctx, K_FLIP, CLT_DTYPE_F32, CLT_DTYPE_F32, &k);
+        cl_mem fm = clt_tensor_mem(wf), wm = clt_tensor_mem(w);
+        cl_ulong fo = clt_tensor_offset(wf), wo = clt_tensor_offset(w);
+        cl_uint OUT = (cl_uint)g->OUT, C = (cl_uint)g->C, K = (cl_uint)g->K;
+        if (st == CLT_OK)
+            st = CLT__ARGS(ctx, k, CLT__ARG(fm), CLT__ARG(fo), CLT__ARG(wm), CLT__ARG(wo),
+                           CLT__ARG(OUT), CLT__ARG(C), CLT__ARG(K));
+        if (st == CLT_OK) st = clt__launch_1d(ctx, k, nwf, "conv_flip_weights");
+        if (st == CLT_OK) st = forward_implicit(ctx, dx, dy, wf, NULL, ws, &a, g->H, g->W);
+        clt_tensor_free(wf);
+        if (st != CLT_OK) goto fail;
+    } else if (dx) {
         /* dcols overwrite cols: the queue is in order, and dW has read them */
         CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, M, CKK, g->OUT, 1.0f, rows, w, 0.0f,
                             cols));

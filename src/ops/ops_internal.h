@@ -209,6 +209,10 @@ size_t clt_op_conv2d_workspace(const struct clt_conv_geom *g);
 clt_status clt_op_conv2d_forward(clt_tensor *y, const clt_tensor *x, const clt_tensor *w,
                                  const clt_tensor *bias, clt_tensor *ws,
                                  const struct clt_conv_geom *g);
+/* Whether clt_op_conv2d_forward with these operands leaves x's im2col matrix in ws (for a
+ * backward's cols_ready): not when it takes the implicit path (src/ops/conv.c). */
+bool clt_op_conv2d_leaves_cols(const clt_tensor *y, const clt_tensor *x, const clt_tensor *w,
+                               const clt_tensor *ws, const struct clt_conv_geom *g);
 /* From dy (B, OUT, OH, OW): dw (f32, OUT*C*K*K) = beta * dw + the weight gradient, db (f32, OUT;
  * NULL without bias) likewise, and dx (B, C, H, W) = the input gradient when dx is not NULL.
  * beta = 0 overwrites dw and db without reading them. Deterministic (no atomics). The im2col

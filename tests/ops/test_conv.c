@@ -195,10 +195,12 @@ static void run_case(clt_ctx *ctx, tc_rng *r, const shape *s, bool bias, clt_dty
         ck_assert(nt_same_bits(got, db0, nb)); /* no bias: db not touched */
     }
 
-    /* cols_ready: right after the forward the workspace holds x's im2col matrix, and a backward
-     * that reuses it gives the bits of one that rebuilds it (the one without dx leaves it) */
+    /* cols_ready: right after the forward the workspace holds x's im2col matrix (unless the
+     * forward was the implicit one), and a backward that reuses it gives the bits of one that
+     * rebuilds it (the one without dx leaves it) */
     float *dw_ready = malloc(nw * sizeof *dw_ready);
     ck_assert(dw_ready);
+    if (!clt_op_conv2d_leaves_cols(yt, xt, wt, wst, &g)) goto cols_done;
     tc_poison(wst);
     TC_OK(ctx, clt_op_conv2d_forward(yt, xt, wt, bias ? bt : NULL, wst, &g));
     tc_poison(dwt);
@@ -208,6 +210,7 @@ static void run_case(clt_ctx *ctx, tc_rng *r, const shape *s, bool bias, clt_dty
     TC_OK(ctx, clt_op_conv2d_backward(NULL, dwt, NULL, dyt, xt, wt, wst, &g, 0.0f, false));
     tc_read(dwt, got);
     ck_assert_msg(nt_same_bits(got, dw_ready, nw), "%s: dw from the kept im2col matrix", what);
+cols_done:
     free(dw_ready);
 
     clt_tensor *ts[] = {xt, wt, bt, yt, dyt, dxt, dwt, dbt, wst};
@@ -219,14 +222,21 @@ static void run_case(clt_ctx *ctx, tc_rng *r, const shape *s, bool bias, clt_dty
         free(hs[i]);
 }
 
+/* Both forwards on every device: im2col + GEMM, and the implicit one (stride 1; CPUs take it
+ * by default, so the switch makes a GPU, or Oclgrind, run it too). */
 START_TEST(test_conv_f32)
 {
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
     const shape *shapes = TC_SMALL_OR(shapes_full, shapes_small);
-    for (size_t i = 0; i < NSHAPES; i++)
-        for (int bias = 0; bias < 2; bias++)
-            if (bias || i % 2 == 0) run_case(ctx, &r, &shapes[i], bias, CLT_DTYPE_F32);
+    const char *modes[] = {"im2col", "implicit"};
+    for (int m = 0; m < 2; m++) {
+        setenv("CLTRAIN_CONV", modes[m], 1);
+        for (size_t i = 0; i < NSHAPES; i++)
+            for (int bias = 0; bias < 2; bias++)
+                if (bias || i % 2 == 0) run_case(ctx, &r, &shapes[i], bias, CLT_DTYPE_F32);
+    }
+    unsetenv("CLTRAIN_CONV");
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }

@@ -160,7 +160,9 @@ static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struc
     *L->ws_owner = NULL;
     CLT_TRY(clt_op_conv2d_forward(L->y, x, clt__layer_weight(L, 0), L->w[1] ? clt__layer_weight(L, 1) : NULL, L->ws,
                                   &g));
-    *L->ws_owner = L; /* the im2col matrix of x: the backward need not rebuild it */
+    /* the im2col matrix of x (unless the implicit forward made none): the backward need not
+     * rebuild it */
+    if (clt_op_conv2d_leaves_cols(L->y, x, clt__layer_weight(L, 0), L->ws, &g)) *L->ws_owner = L;
     L->out_t = L->y;
 fail:
     return st;
