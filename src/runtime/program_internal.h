@@ -117,7 +117,7 @@ clt_status clt__set_args(clt_ctx *ctx, cl_kernel k, cl_uint first, const struct 
     X(INPUT, 1)                                                                                    \
     X(AMP, 3)                                                                                      \
     X(OPTIM, 7)                      /* optim.c: one per kernel */                                 \
-    X(CONV, 7 * 3 * 3)               /* conv.c: kernel, source and destination float dtype */      \
+    X(CONV, 8 * 3 * 3)               /* conv.c: kernel, source and destination float dtype */      \
     X(POOL, 2 * 2 * 3)               /* pool.c: max or avg, direction, float dtype */              \
     X(AUGMENT, 1)                    /* augment.c: f32 batches */                                  \
     X(BATCHNORM, 4 * 3 * 3)          /* batchnorm.c: kernel, x and dy float dtypes */

@@ -178,7 +178,9 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
     *L->ws_owner = NULL;
     CLT_TRY(clt_op_conv2d_backward(need_dx ? dx : NULL, L->dw[0], L->dw[1], dy, L->x,
                                    clt__layer_weight(L, 0), L->ws, &g, p->beta, ready));
-    if (!need_dx) *L->ws_owner = L; /* the matrix is still there */
+    if (!need_dx && clt_op_conv2d_backward_leaves_cols(L->dw[0], dy, L->x, clt__layer_weight(L, 0),
+                                                       L->ws, &g))
+        *L->ws_owner = L; /* the matrix is still there */
 fail:
     return st;
 }
