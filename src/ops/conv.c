@@ -210,7 +210,8 @@ fail:
  * their memory bandwidth makes the extra passes cheap. Stride 1 only (a vector of neighbouring
  * outputs reads neighbouring inputs), f32 only (16-bit storage keeps the GEMM's conversions).
  * CLTRAIN_CONV=im2col or implicit overrides the choice (tests run both on every device). */
-#define IMPLICIT_VN 8 /* CONV_VN in cl/conv.cl */
+#define IMPLICIT_VN 16 /* CONV_VN in cl/conv.cl */
+#define IMPLICIT_TM 6  /* CONV_TM */
 
 static size_t implicit_wp(const struct clt_conv_geom *g, size_t OW)
 {
@@ -299,7 +300,7 @@ static bool implicit_dw_applies(const clt_tensor *dx, const clt_tensor *dw, cons
     const clt_tensor *ts[] = {dw, dy, x, ws};
     if (g->K != 3 || !implicit_wanted(ts, 4, g)) return false;
     if (dx && !implicit_dx_applies(dx, dy, w, ws, g, OH, OW)) return false;
-    size_t Wd = (OW + IMPLICIT_VN - 1) / IMPLICIT_VN * IMPLICIT_VN;
+    size_t Wd = (OW + 7) / 8 * 8; /* rows of dyp: whole vectors of the dW kernel */
     size_t xp = g->B * g->C * (g->H + 2 * g->P) * implicit_wp(g, OW), dyp = g->B * g->OUT * OH * Wd;
     return xp + dyp <= g->B * OH * OW * (g->C * g->K * g->K + g->OUT);
 }
@@ -314,7 +315,7 @@ static clt_status weight_grad_implicit(clt_ctx *ctx, clt_tensor *dw, const clt_t
     clt_status st = CLT_OK;
     cl_kernel k;
     size_t Hp = g->H + 2 * g->P, Wp = implicit_wp(g, OW),
-           Wd = (OW + IMPLICIT_VN - 1) / IMPLICIT_VN * IMPLICIT_VN, xpn = g->B * g->C * Hp * Wp;
+           Wd = (OW + 7) / 8 * 8, xpn = g->B * g->C * Hp * Wp;
     CLT_TRY(pad(ctx, ws, 0, x, g->B * g->C, g->H, g->W, g->P, Hp, Wp));
     CLT_TRY(pad(ctx, ws, xpn, dy, g->B * g->OUT, OH, OW, 0, OH, Wd));
     CLT_TRY(conv_kernel(ctx, K_DW, CLT_DTYPE_F32, CLT_DTYPE_F32, &k));
@@ -376,7 +377,8 @@ static clt_status forward_implicit(clt_ctx *ctx, clt_tensor *y, const clt_tensor
                       CLT__ARG(BOH), CLT__ARG(C), CLT__ARG(hp), CLT__ARG(wp), CLT__ARG(K),
                       CLT__ARG(OUT), CLT__ARG(oh), CLT__ARG(ow)));
     /* one work-item per group: each is a whole register block (as the direct GEMM's) */
-    const size_t global[3] = {(g->OUT + 7) / 8, (OW + IMPLICIT_VN - 1) / IMPLICIT_VN, g->B * OH},
+    const size_t global[3] = {(g->OUT + IMPLICIT_TM - 1) / IMPLICIT_TM,
+                              (OW + IMPLICIT_VN - 1) / IMPLICIT_VN, g->B * OH},
                  local[3] = {1, 1, 1};
     CLT_TRY(clt__enqueue_nd(ctx, ki, 3, global, local, "conv_forward_implicit"));
 fail:
