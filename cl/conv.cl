@@ -280,11 +280,12 @@ kernel void conv_flip_weights(global float *wf, ulong wf_off, const global float
  * [b0, b1): dw[o, c, kh, kw] = beta dw + the sum over (b, oh, ow) of dy[b, o, oh, ow]
  * xp[b, c, oh+kh, ow+kw], from dyp, dy zero-padded to rows of Wd = ceil(OW / 8) * 8 columns
  * (conv_pad with P = 0), and xp (conv_forward_implicit's padded input). Work-item (ob, c, kh)
- * keeps 2 x 3 vectors of 8 partial sums (output channels o0, o0 + 1 by kw), one per lane, over
+ * keeps 3 x 3 vectors of 8 partial sums (output channels o0 .. o0 + 2 by kw; 13 AVX2 registers
+ * with the operands, 6 loads per 9 multiply-adds), one per lane, over
  * every (b, oh, column block) in that order, and adds the lanes at the end: a fixed order, so
  * the same bits on every launch. The host launches it per chunk of samples small enough to
  * stay in the caches while every work-item reads it (one launch over the whole batch streams
- * each work-item's rows from memory: 1 flop per byte). Range (ceil(OUT / 2), C, 3). */
+ * each work-item's rows from memory: 1 flop per byte). Range (ceil(OUT / 3), C, 3). */
 kernel void conv_weight_grad_implicit(global float *dw, ulong dw_off, const global float *dyp,
                                       ulong dyp_off, const global float *xp, ulong xp_off,
                                       float beta, uint b0, uint b1, uint C, uint OUT, uint OH,
@@ -292,33 +293,38 @@ kernel void conv_weight_grad_implicit(global float *dw, ulong dw_off, const glob
 {
     const uint ob = (uint)get_global_id(0), c = (uint)get_global_id(1),
                kh = (uint)get_global_id(2);
-    const uint o0 = ob * 2;
+    const uint o0 = ob * 3;
     if (o0 >= OUT || c >= C || kh >= 3) return;
-    const uint o1 = min(o0 + 1, OUT - 1), nblk = Wd / 8;
-    float8 a00 = (float8)(0.0f), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
+    const uint o1 = min(o0 + 1, OUT - 1), o2 = min(o0 + 2, OUT - 1), nblk = Wd / 8;
+    float8 a00 = (float8)(0.0f), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00,
+           a20 = a00, a21 = a00, a22 = a00;
     for (uint b = b0; b < b1; b++) {
         const global float *d0 = dyp + dyp_off + ((ulong)b * OUT + o0) * OH * Wd;
         const global float *d1 = dyp + dyp_off + ((ulong)b * OUT + o1) * OH * Wd;
+        const global float *d2 = dyp + dyp_off + ((ulong)b * OUT + o2) * OH * Wd;
         const global float *xr = xp + xp_off + ((ulong)b * C + c) * Hp * Wp + (ulong)kh * Wp;
-        for (uint oh = 0; oh < OH; oh++, d0 += Wd, d1 += Wd, xr += Wp) {
+        for (uint oh = 0; oh < OH; oh++, d0 += Wd, d1 += Wd, d2 += Wd, xr += Wp) {
             for (uint cb = 0; cb < nblk; cb++) {
-                const float8 y0 = vload8(cb, d0), y1 = vload8(cb, d1);
+                const float8 y0 = vload8(cb, d0), y1 = vload8(cb, d1), y2 = vload8(cb, d2);
                 const global float *xc = xr + cb * 8;
                 float8 xv = vload8(0, xc);
                 a00 = fma(y0, xv, a00);
                 a10 = fma(y1, xv, a10);
+                a20 = fma(y2, xv, a20);
                 xv = vload8(0, xc + 1);
                 a01 = fma(y0, xv, a01);
                 a11 = fma(y1, xv, a11);
+                a21 = fma(y2, xv, a21);
                 xv = vload8(0, xc + 2);
                 a02 = fma(y0, xv, a02);
                 a12 = fma(y1, xv, a12);
+                a22 = fma(y2, xv, a22);
             }
         }
     }
-    const float8 acc[6] = {a00, a01, a02, a10, a11, a12};
+    const float8 acc[9] = {a00, a01, a02, a10, a11, a12, a20, a21, a22};
 #pragma unroll
-    for (uint i = 0; i < 6; i++) {
+    for (uint i = 0; i < 9; i++) {
         const uint o = o0 + i / 3, kw = i % 3;
         if (o >= OUT) continue;
         const float8 v = acc[i];

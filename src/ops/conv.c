@@ -327,7 +327,7 @@ static clt_status weight_grad_implicit(clt_ctx *ctx, clt_tensor *dw, const clt_t
     size_t per_sample = (g->C * Hp * Wp + g->OUT * OH * Wd) * sizeof(float),
            chunk = DW_CHUNK_BYTES / per_sample;
     if (chunk < 1) chunk = 1;
-    const size_t global[3] = {(g->OUT + 1) / 2, g->C, 3}, local[3] = {1, 1, 1};
+    const size_t global[3] = {(g->OUT + 2) / 3, g->C, 3}, local[3] = {1, 1, 1};
     for (size_t b = 0; b < g->B; b += chunk) {
         cl_uint b0 = (cl_uint)b, b1 = (cl_uint)(b + chunk < g->B ? b + chunk : g->B);
         float bet = b == 0 ? beta : 1.0f; /* later chunks add to the first's sums */
