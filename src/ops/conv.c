@@ -200,8 +200,8 @@ fail:
     return st;
 }
 
-/* ---- the implicit forward ------------------------------------------------------------------
- * Why a second forward: on a CPU the GEMM itself runs near the machine's peak (about 145
+/* ---- the implicit passes -------------------------------------------------------------------
+ * Why passes without the im2col matrix: on a CPU the GEMM itself runs near the machine's peak (about 145
  * GFLOP/s of 180 on PoCL, 2 cores), so the im2col matrix (K*K times the input, written and
  * read once more), the weight transpose and the permute to NCHW are what is left to win: with
  * them a CNN-S step spent 24 % in im2col and 8 % in the permute. conv_forward_implicit (cl/conv.cl)
@@ -255,7 +255,6 @@ static bool implicit_applies(const clt_tensor *y, const clt_tensor *x, const clt
     const clt_tensor *ts[] = {y, x, w, ws};
     return implicit_wanted(ts, 4, g) && implicit_fits(g);
 }
-
 
 /* The workspace of the adjoint pass: its padded dy goes where the im2col matrix and rows were
  * (free once dW has been computed), its flipped weights where the transposed ones were. */
