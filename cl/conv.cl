@@ -276,50 +276,79 @@ kernel void conv_flip_weights(global float *wf, ulong wf_off, const global float
     wf[wf_off + i] = w[w_off + ((ulong)o * C + c) * KK + (KK - 1 - k)];
 }
 
+/* The last n (< 8) columns of a row of dy as a vector, zeros after them. */
+static float8 conv_row_tail(const global float *p, uint n)
+{
+    switch (n) { /* vector pieces: a private array's stores and reload stall the CPU */
+    case 1: return (float8)(p[0], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f);
+    case 2: return (float8)(vload2(0, p), 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f);
+    case 3: return (float8)(vload3(0, p), 0.0f, 0.0f, 0.0f, 0.0f, 0.0f);
+    case 4: return (float8)(vload4(0, p), 0.0f, 0.0f, 0.0f, 0.0f);
+    case 5: return (float8)(vload4(0, p), p[4], 0.0f, 0.0f, 0.0f);
+    case 6: return (float8)(vload4(0, p), vload2(0, p + 4), 0.0f, 0.0f);
+    default: return (float8)(vload4(0, p), vload3(0, p + 4), 0.0f);
+    }
+}
+
 /* The weight gradient of a stride-1, 3x3 convolution without the im2col matrix, over samples
  * [b0, b1): dw[o, c, kh, kw] = beta dw + the sum over (b, oh, ow) of dy[b, o, oh, ow]
- * xp[b, c, oh+kh, ow+kw], from dyp, dy zero-padded to rows of Wd = ceil(OW / 8) * 8 columns
- * (conv_pad with P = 0), and xp (conv_forward_implicit's padded input). Work-item (ob, c, kh)
- * keeps 3 x 3 vectors of 8 partial sums (output channels o0 .. o0 + 2 by kw; 13 AVX2 registers
- * with the operands, 6 loads per 9 multiply-adds), one per lane, over
- * every (b, oh, column block) in that order, and adds the lanes at the end: a fixed order, so
- * the same bits on every launch. The host launches it per chunk of samples small enough to
- * stay in the caches while every work-item reads it (one launch over the whole batch streams
- * each work-item's rows from memory: 1 flop per byte). Range (ceil(OUT / 3), C, 3). */
-kernel void conv_weight_grad_implicit(global float *dw, ulong dw_off, const global float *dyp,
-                                      ulong dyp_off, const global float *xp, ulong xp_off,
+ * xp[b, c, oh+kh, ow+kw], from dy (rows of OW columns: dy itself, or a copy with rows padded
+ * to whole vectors) and xp (conv_forward_implicit's padded input, whose rows reach past the
+ * last vector). Work-item (ob, c, kh) keeps 3 x 3 vectors of 8 partial sums
+ * (output channels o0 .. o0 + 2 by kw; 13 AVX2 registers with the operands, 6 loads per 9
+ * multiply-adds), one per lane, over every (b, oh, column block) in that order (a row's last
+ * OW % 8 columns as a vector with zeros after them), and adds the lanes at the end: a fixed
+ * order, so the same bits on every launch. With has_db, work-items (ob, 0, 0) then sum their
+ * channels' dy into db (beta likewise) while the chunk is still in the caches. The host
+ * launches it per chunk of samples small enough to stay in the caches while every work-item
+ * reads it (one launch over the whole batch streams each work-item's rows from memory: 1 flop
+ * per byte). Range (ceil(OUT / 3), C, 3). */
+/* One column block of conv_weight_grad_implicit: dy vectors of its 3 channels by x at the
+ * block's 3 kw offsets. */
+#define CONV_DW_STEP(Y0, Y1, Y2, XC)                                                              \
+    do {                                                                                          \
+        const float8 y0 = (Y0), y1 = (Y1), y2 = (Y2);                                             \
+        const global float *xc = (XC);                                                            \
+        float8 xv = vload8(0, xc);                                                                \
+        a00 = fma(y0, xv, a00);                                                                   \
+        a10 = fma(y1, xv, a10);                                                                   \
+        a20 = fma(y2, xv, a20);                                                                   \
+        xv = vload8(0, xc + 1);                                                                   \
+        a01 = fma(y0, xv, a01);                                                                   \
+        a11 = fma(y1, xv, a11);                                                                   \
+        a21 = fma(y2, xv, a21);                                                                   \
+        xv = vload8(0, xc + 2);                                                                   \
+        a02 = fma(y0, xv, a02);                                                                   \
+        a12 = fma(y1, xv, a12);                                                                   \
+        a22 = fma(y2, xv, a22);                                                                   \
+    } while (0)
+
+kernel void conv_weight_grad_implicit(global float *dw, ulong dw_off, global float *db,
+                                      ulong db_off, uint has_db, const global float *dy,
+                                      ulong dy_off, const global float *xp, ulong xp_off,
                                       float beta, uint b0, uint b1, uint C, uint OUT, uint OH,
-                                      uint Hp, uint Wp, uint Wd)
+                                      uint OW, uint Hp, uint Wp)
 {
     const uint ob = (uint)get_global_id(0), c = (uint)get_global_id(1),
                kh = (uint)get_global_id(2);
     const uint o0 = ob * 3;
     if (o0 >= OUT || c >= C || kh >= 3) return;
-    const uint o1 = min(o0 + 1, OUT - 1), o2 = min(o0 + 2, OUT - 1), nblk = Wd / 8;
+    const uint o1 = min(o0 + 1, OUT - 1), o2 = min(o0 + 2, OUT - 1), nblk = OW / 8,
+               tail = OW - nblk * 8;
     float8 a00 = (float8)(0.0f), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00,
            a20 = a00, a21 = a00, a22 = a00;
     for (uint b = b0; b < b1; b++) {
-        const global float *d0 = dyp + dyp_off + ((ulong)b * OUT + o0) * OH * Wd;
-        const global float *d1 = dyp + dyp_off + ((ulong)b * OUT + o1) * OH * Wd;
-        const global float *d2 = dyp + dyp_off + ((ulong)b * OUT + o2) * OH * Wd;
+        const global float *d0 = dy + dy_off + ((ulong)b * OUT + o0) * OH * OW;
+        const global float *d1 = dy + dy_off + ((ulong)b * OUT + o1) * OH * OW;
+        const global float *d2 = dy + dy_off + ((ulong)b * OUT + o2) * OH * OW;
         const global float *xr = xp + xp_off + ((ulong)b * C + c) * Hp * Wp + (ulong)kh * Wp;
-        for (uint oh = 0; oh < OH; oh++, d0 += Wd, d1 += Wd, d2 += Wd, xr += Wp) {
-            for (uint cb = 0; cb < nblk; cb++) {
-                const float8 y0 = vload8(cb, d0), y1 = vload8(cb, d1), y2 = vload8(cb, d2);
-                const global float *xc = xr + cb * 8;
-                float8 xv = vload8(0, xc);
-                a00 = fma(y0, xv, a00);
-                a10 = fma(y1, xv, a10);
-                a20 = fma(y2, xv, a20);
-                xv = vload8(0, xc + 1);
-                a01 = fma(y0, xv, a01);
-                a11 = fma(y1, xv, a11);
-                a21 = fma(y2, xv, a21);
-                xv = vload8(0, xc + 2);
-                a02 = fma(y0, xv, a02);
-                a12 = fma(y1, xv, a12);
-                a22 = fma(y2, xv, a22);
-            }
+        for (uint oh = 0; oh < OH; oh++, d0 += OW, d1 += OW, d2 += OW, xr += Wp) {
+            for (uint cb = 0; cb < nblk; cb++)
+                CONV_DW_STEP(vload8(cb, d0), vload8(cb, d1), vload8(cb, d2), xr + cb * 8);
+            if (tail)
+                CONV_DW_STEP(conv_row_tail(d0 + nblk * 8, tail),
+                             conv_row_tail(d1 + nblk * 8, tail),
+                             conv_row_tail(d2 + nblk * 8, tail), xr + nblk * 8);
         }
     }
     const float8 acc[9] = {a00, a01, a02, a10, a11, a12, a20, a21, a22};
@@ -332,5 +361,29 @@ kernel void conv_weight_grad_implicit(global float *dw, ulong dw_off, const glob
         const float s = (h.s0 + h.s2) + (h.s1 + h.s3);
         const ulong at = dw_off + (((ulong)o * C + c) * 3 + kh) * 3 + kw;
         dw[at] = beta == 0.0f ? s : fma(beta, dw[at], s);
+    }
+    if (!has_db || c != 0 || kh != 0) return;
+    float8 s0 = (float8)(0.0f), s1 = s0, s2 = s0;
+    const uint n = OH * OW, nv = n / 8, nt = n - nv * 8;
+    for (uint b = b0; b < b1; b++) {
+        const global float *d0 = dy + dy_off + ((ulong)b * OUT + o0) * n;
+        const global float *d1 = dy + dy_off + ((ulong)b * OUT + o1) * n;
+        const global float *d2 = dy + dy_off + ((ulong)b * OUT + o2) * n;
+        for (uint i = 0; i < nv; i++) {
+            s0 += vload8(i, d0);
+            s1 += vload8(i, d1);
+            s2 += vload8(i, d2);
+        }
+        if (nt) {
+            s0 += conv_row_tail(d0 + nv * 8, nt);
+            s1 += conv_row_tail(d1 + nv * 8, nt);
+            s2 += conv_row_tail(d2 + nv * 8, nt);
+        }
+    }
+    const float8 sums[3] = {s0, s1, s2};
+    for (uint i = 0; i < 3 && o0 + i < OUT; i++) {
+        const float4 h = sums[i].lo + sums[i].hi;
+        const float s = (h.s0 + h.s2) + (h.s1 + h.s3);
+        db[db_off + o0 + i] = beta == 0.0f ? s : fma(beta, db[db_off + o0 + i], s);
     }
 }

@@ -31,9 +31,9 @@
  * On CPUs, stride 1 and f32, the passes skip the im2col matrix (the implicit forward below
  * says why): y = conv_forward_implicit(pad(x)); dx = the same kernel over pad(dy) with the
  * weights flipped and transposed (the adjoint of a stride-1 convolution is one); for 3x3
- * kernels dW = conv_weight_grad_implicit(pad(x), pad(dy)), per chunk of samples that stays in
- * a core's L2 cache. The padded copies go where cols and rows would, so the workspace is the
- * same. Measured on PoCL (2 cores, BENCHMARKS.md): CNN-S 18-19 -> 21.5-22.8 steps/s, CNN-M
+ * kernels dW and db = conv_weight_grad_implicit(pad(x), dy), per chunk of samples that stays in
+ * a core's L2 cache. The padded copies go where cols and rows would (the workspace is larger
+ * per sample only where they are, with few input channels). Measured on PoCL (2 cores, BENCHMARKS.md): CNN-S 18-19 -> 21.5-22.8 steps/s, CNN-M
  * 3.0-3.2 -> 3.5-3.6. */
 #include "ops/nn_internal.h"
 
@@ -90,11 +90,22 @@ size_t clt_conv_out_side(size_t n, size_t K, size_t S, size_t P)
     return (n + 2 * P - K) / S + 1;
 }
 
+static size_t implicit_per_sample(const struct clt_conv_geom *g, size_t OH, size_t OW);
+
+/* Elements of ws per sample before the part that does not grow with the batch (the weights'
+ * copy): the im2col matrix and the GEMM's rows, or what the implicit passes keep there when
+ * that is more (the padded copies, for few input channels). */
+static size_t ws_per_sample(const struct clt_conv_geom *g, size_t OH, size_t OW)
+{
+    size_t im2col = OH * OW * (g->C * g->K * g->K + g->OUT), impl = implicit_per_sample(g, OH, OW);
+    return im2col > impl ? im2col : impl;
+}
+
 size_t clt_op_conv2d_workspace(const struct clt_conv_geom *g)
 {
     size_t OH = clt_conv_out_side(g->H, g->K, g->S, g->P),
            OW = clt_conv_out_side(g->W, g->K, g->S, g->P);
-    return g->B * OH * OW * (g->C * g->K * g->K + g->OUT) + g->OUT * g->C * g->K * g->K;
+    return g->B * ws_per_sample(g, OH, OW) + g->OUT * g->C * g->K * g->K;
 }
 
 /* The checks both passes share: geometry in range, float tensors of the right sizes. */
@@ -218,9 +229,19 @@ static size_t implicit_wp(const struct clt_conv_geom *g, size_t OW)
     return (OW + IMPLICIT_VN - 1) / IMPLICIT_VN * IMPLICIT_VN + g->K - 1;
 }
 
+/* The rows the weight gradient reads dy in: dy's own (OW), or a copy padded to whole vectors.
+ * A row's last OW % 8 columns cost the kernel a vector assembled from pieces: cheaper than
+ * the copy when they are a small part of the row or when the input has few channels (the
+ * copy is then most of the pass), dearer otherwise. PoCL, per weight gradient and bias: 1 -> 64
+ * channels on 28x28 at batch 256, 21 ms with the copy (and db apart) -> 9 ms reading dy; 32 -> 32
+ * on 28x28, batch 128: 24.5 -> 21.8 ms; 128 -> 128 on 7x7: 25.6 with the copy, 31.5 without. */
+static size_t dw_dy_row(const struct clt_conv_geom *g, size_t OW)
+{
+    return OW % 8 == 0 || OW >= 24 || g->C < 8 ? OW : (OW + 7) / 8 * 8;
+}
+
 /* Whether a pass of g takes the implicit path: wanted on this device, stride 1, every operand
- * f32, and the padded input (of the forward, or of its adjoint: dy padded by K - 1 - P) fits
- * where the im2col matrix and the rows would go. */
+ * f32 (the workspace has room for the padded copies: ws_per_sample). */
 static bool implicit_wanted(const clt_tensor *const *ts, int n, const struct clt_conv_geom *g)
 {
     const char *env = getenv("CLTRAIN_CONV");
@@ -231,15 +252,6 @@ static bool implicit_wanted(const clt_tensor *const *ts, int n, const struct clt
     for (int i = 0; i < n; i++)
         if (clt_tensor_dtype(ts[i]) != CLT_DTYPE_F32) return false;
     return true;
-}
-
-static bool implicit_fits(const struct clt_conv_geom *g)
-{
-    size_t OH = clt_conv_out_side(g->H, g->K, g->S, g->P),
-           OW = clt_conv_out_side(g->W, g->K, g->S, g->P);
-    if (OH == 0 || OW == 0) return false;
-    size_t padded = g->B * g->C * (g->H + 2 * g->P) * implicit_wp(g, OW);
-    return padded <= g->B * OH * OW * (g->C * g->K * g->K + g->OUT);
 }
 
 /* The adjoint's geometry: a stride-1 convolution of dy (B, OUT, OH, OW) with C outputs and
@@ -253,20 +265,33 @@ static bool implicit_applies(const clt_tensor *y, const clt_tensor *x, const clt
                              const clt_tensor *ws, const struct clt_conv_geom *g)
 {
     const clt_tensor *ts[] = {y, x, w, ws};
-    return implicit_wanted(ts, 4, g) && implicit_fits(g);
+    return implicit_wanted(ts, 4, g);
 }
 
-/* The workspace of the adjoint pass: its padded dy goes where the im2col matrix and rows were
- * (free once dW has been computed), its flipped weights where the transposed ones were. */
+/* The adjoint pass: its padded dy goes where the im2col matrix and rows were (free once dW has
+ * been computed), its flipped weights where the transposed ones were. */
 static bool implicit_dx_applies(const clt_tensor *dx, const clt_tensor *dy, const clt_tensor *w,
-                                const clt_tensor *ws, const struct clt_conv_geom *g, size_t OH,
-                                size_t OW)
+                                const clt_tensor *ws, const struct clt_conv_geom *g)
 {
     const clt_tensor *ts[] = {dx, dy, w, ws};
-    if (!implicit_wanted(ts, 4, g) || g->P > g->K - 1) return false;
-    struct clt_conv_geom a = adjoint_geom(g, OH, OW);
-    size_t padded = a.B * a.C * (a.H + 2 * a.P) * implicit_wp(&a, g->W);
-    return padded <= g->B * OH * OW * (g->C * g->K * g->K + g->OUT);
+    return implicit_wanted(ts, 4, g) && g->P <= g->K - 1;
+}
+
+/* What the implicit passes of g keep in ws per sample (0 when none applies): the padded input
+ * of the forward and of the 3x3 weight gradient, the padded dy of the adjoint. */
+static size_t implicit_per_sample(const struct clt_conv_geom *g, size_t OH, size_t OW)
+{
+    if (g->S != 1 || OH == 0 || OW == 0) return 0;
+    size_t fwd = g->C * (g->H + 2 * g->P) * implicit_wp(g, OW), need = fwd;
+    if (g->P <= g->K - 1) {
+        struct clt_conv_geom a = adjoint_geom(g, OH, OW);
+        size_t adj = a.C * (a.H + 2 * a.P) * implicit_wp(&a, g->W);
+        if (adj > need) need = adj;
+    }
+    size_t dy_row = dw_dy_row(g, OW);
+    if (g->K == 3 && dy_row != OW && fwd + g->OUT * OH * dy_row > need)
+        need = fwd + g->OUT * OH * dy_row;
+    return need;
 }
 
 /* conv_pad's launch: xp (B*C, Hp, Wp) at ws's start + at from x (B*C, H, W) padded by P. */
@@ -290,50 +315,49 @@ fail:
 }
 
 /* The weight gradient without the im2col matrix: 3x3 kernels (the kernel's sums are unrolled
- * for them), with the input gradient (if any) also implicit, and both padded copies, x's and
- * dy's, fitting in ws where the im2col matrix and rows would go. */
+ * for them), with the input gradient (if any) also implicit. */
 static bool implicit_dw_applies(const clt_tensor *dx, const clt_tensor *dw, const clt_tensor *dy,
                                 const clt_tensor *x, const clt_tensor *w, const clt_tensor *ws,
-                                const struct clt_conv_geom *g, size_t OH, size_t OW)
+                                const struct clt_conv_geom *g)
 {
     const clt_tensor *ts[] = {dw, dy, x, ws};
     if (g->K != 3 || !implicit_wanted(ts, 4, g)) return false;
-    if (dx && !implicit_dx_applies(dx, dy, w, ws, g, OH, OW)) return false;
-    size_t Wd = (OW + 7) / 8 * 8; /* rows of dyp: whole vectors of the dW kernel */
-    size_t xp = g->B * g->C * (g->H + 2 * g->P) * implicit_wp(g, OW), dyp = g->B * g->OUT * OH * Wd;
-    return xp + dyp <= g->B * OH * OW * (g->C * g->K * g->K + g->OUT);
+    return !dx || implicit_dx_applies(dx, dy, w, ws, g);
 }
 
 #define DW_CHUNK_BYTES (512 * 1024) /* samples per launch: their dy and x within this */
 
-static clt_status weight_grad_implicit(clt_ctx *ctx, clt_tensor *dw, const clt_tensor *dy,
-                                       const clt_tensor *x, clt_tensor *ws,
+static clt_status weight_grad_implicit(clt_ctx *ctx, clt_tensor *dw, clt_tensor *db,
+                                       const clt_tensor *dy, const clt_tensor *x, clt_tensor *ws,
                                        const struct clt_conv_geom *g, size_t OH, size_t OW,
                                        float beta)
 {
     clt_status st = CLT_OK;
     cl_kernel k;
-    size_t Hp = g->H + 2 * g->P, Wp = implicit_wp(g, OW),
-           Wd = (OW + 7) / 8 * 8, xpn = g->B * g->C * Hp * Wp;
+    size_t Hp = g->H + 2 * g->P, Wp = implicit_wp(g, OW), row = dw_dy_row(g, OW),
+           xpn = g->B * g->C * Hp * Wp;
     CLT_TRY(pad(ctx, ws, 0, x, g->B * g->C, g->H, g->W, g->P, Hp, Wp));
-    CLT_TRY(pad(ctx, ws, xpn, dy, g->B * g->OUT, OH, OW, 0, OH, Wd));
+    if (row != OW) CLT_TRY(pad(ctx, ws, xpn, dy, g->B * g->OUT, OH, OW, 0, OH, row));
     CLT_TRY(conv_kernel(ctx, K_DW, CLT_DTYPE_F32, CLT_DTYPE_F32, &k));
-    cl_mem dwm = clt_tensor_mem(dw), wsm = clt_tensor_mem(ws);
-    cl_ulong dwo = clt_tensor_offset(dw), dyo = clt_tensor_offset(ws) + xpn,
-             xpo = clt_tensor_offset(ws);
-    cl_uint C = (cl_uint)g->C, OUT = (cl_uint)g->OUT, oh = (cl_uint)OH, hp = (cl_uint)Hp,
-            wp = (cl_uint)Wp, wd = (cl_uint)Wd;
-    size_t per_sample = (g->C * Hp * Wp + g->OUT * OH * Wd) * sizeof(float),
+    cl_mem dwm = clt_tensor_mem(dw), wsm = clt_tensor_mem(ws),
+           dym = row != OW ? wsm : clt_tensor_mem(dy), dbm = db ? clt_tensor_mem(db) : dwm;
+    cl_ulong dwo = clt_tensor_offset(dw), xpo = clt_tensor_offset(ws),
+             dyo = row != OW ? xpo + xpn : clt_tensor_offset(dy),
+             dbo = db ? clt_tensor_offset(db) : 0;
+    cl_uint has_db = db != NULL, C = (cl_uint)g->C, OUT = (cl_uint)g->OUT, oh = (cl_uint)OH,
+            ow = (cl_uint)row, hp = (cl_uint)Hp, wp = (cl_uint)Wp;
+    size_t per_sample = (g->C * Hp * Wp + g->OUT * OH * row) * sizeof(float),
            chunk = DW_CHUNK_BYTES / per_sample;
     if (chunk < 1) chunk = 1;
     const size_t global[3] = {(g->OUT + 2) / 3, g->C, 3}, local[3] = {1, 1, 1};
     for (size_t b = 0; b < g->B; b += chunk) {
         cl_uint b0 = (cl_uint)b, b1 = (cl_uint)(b + chunk < g->B ? b + chunk : g->B);
         float bet = b == 0 ? beta : 1.0f; /* later chunks add to the first's sums */
-        CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dwm), CLT__ARG(dwo), CLT__ARG(wsm), CLT__ARG(dyo),
-                          CLT__ARG(wsm), CLT__ARG(xpo), CLT__ARG(bet), CLT__ARG(b0), CLT__ARG(b1),
-                          CLT__ARG(C), CLT__ARG(OUT), CLT__ARG(oh), CLT__ARG(hp), CLT__ARG(wp),
-                          CLT__ARG(wd)));
+        CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dwm), CLT__ARG(dwo), CLT__ARG(dbm), CLT__ARG(dbo),
+                          CLT__ARG(has_db), CLT__ARG(dym), CLT__ARG(dyo), CLT__ARG(wsm),
+                          CLT__ARG(xpo), CLT__ARG(bet), CLT__ARG(b0), CLT__ARG(b1),
+                          CLT__ARG(C), CLT__ARG(OUT), CLT__ARG(oh), CLT__ARG(ow), CLT__ARG(hp),
+                          CLT__ARG(wp)));
         CLT_TRY(clt__enqueue_nd(ctx, k, 3, global, local, "conv_weight_grad_implicit"));
     }
 fail:
@@ -350,9 +374,7 @@ bool clt_op_conv2d_backward_leaves_cols(const clt_tensor *dw, const clt_tensor *
                                         const clt_tensor *x, const clt_tensor *w,
                                         const clt_tensor *ws, const struct clt_conv_geom *g)
 {
-    size_t OH = clt_conv_out_side(g->H, g->K, g->S, g->P),
-           OW = clt_conv_out_side(g->W, g->K, g->S, g->P);
-    return !implicit_dw_applies(NULL, dw, dy, x, w, ws, g, OH, OW);
+    return !implicit_dw_applies(NULL, dw, dy, x, w, ws, g);
 }
 
 static clt_status forward_implicit(clt_ctx *ctx, clt_tensor *y, const clt_tensor *x,
@@ -412,7 +434,7 @@ clt_status clt_op_conv2d_forward(clt_tensor *y, const clt_tensor *x, const clt_t
         return forward_implicit(ctx, y, x, w, bias, ws, g, OH, OW);
     CLT_TRY(ws_view(&cols, ws, 0, M, CKK));
     CLT_TRY(ws_view(&rows, ws, M * CKK, M, g->OUT));
-    CLT_TRY(ws_view(&wt, ws, M * (CKK + g->OUT), CKK, g->OUT));
+    CLT_TRY(ws_view(&wt, ws, g->B * ws_per_sample(g, OH, OW), CKK, g->OUT));
 
     CLT_TRY(im2col(ctx, cols, x, g, OH, OW));
     CLT_TRY(to_rows(ctx, wt, w, 1, g->OUT, CKK, "conv_weight_transpose"));
@@ -458,18 +480,14 @@ clt_status clt_op_conv2d_backward(clt_tensor *dx, clt_tensor *dw, clt_tensor *db
     CLT_TRY(ws_view(&cols, ws, 0, M, CKK));
     CLT_TRY(ws_view(&rows, ws, M * CKK, M, g->OUT));
 
-    if (implicit_dw_applies(dx, dw, dy, x, w, ws, g, OH, OW)) {
-        if (db) {
-            CLT_TRY(to_rows(ctx, rows, dy, g->B, g->OUT, OH * OW, "conv_backward_permute"));
-            CLT_TRY(clt_op_bias_grad(db, rows, beta));
-        }
-        CLT_TRY(weight_grad_implicit(ctx, dw, dy, x, ws, g, OH, OW, beta));
+    if (implicit_dw_applies(dx, dw, dy, x, w, ws, g)) {
+        CLT_TRY(weight_grad_implicit(ctx, dw, db, dy, x, ws, g, OH, OW, beta));
         goto input_grad;
     }
     CLT_TRY(to_rows(ctx, rows, dy, g->B, g->OUT, OH * OW, "conv_backward_permute"));
     if (!cols_ready) CLT_TRY(im2col(ctx, cols, x, g, OH, OW));
     if (clt_tensor_dtype(ws) == CLT_DTYPE_F32) {
-        CLT_TRY(ws_view(&wt, ws, M * (CKK + g->OUT), CKK, g->OUT));
+        CLT_TRY(ws_view(&wt, ws, g->B * ws_per_sample(g, OH, OW), CKK, g->OUT));
         CLT_TRY(clt_op_gemm(CLT_TRANS, CLT_NO_TRANS, CKK, g->OUT, M, 1.0f, cols, rows, 0.0f, wt));
         CLT_TRY(from_rows(ctx, dw, wt, NULL, 1, g->OUT, CKK, beta, "conv_weight_grad_transpose"));
     } else {
@@ -477,14 +495,14 @@ clt_status clt_op_conv2d_backward(clt_tensor *dx, clt_tensor *dw, clt_tensor *db
     }
     if (db) CLT_TRY(clt_op_bias_grad(db, rows, beta));
 input_grad:
-    if (dx && implicit_dx_applies(dx, dy, w, ws, g, OH, OW)) {
+    if (dx && implicit_dx_applies(dx, dy, w, ws, g)) {
         /* dW and db have read cols and rows: the adjoint's padded dy and flipped weights take
          * their place (the queue is in order) */
         struct clt_conv_geom a = adjoint_geom(g, OH, OW);
         size_t nwf = g->OUT * CKK;
         clt_tensor *wf = NULL;
         cl_kernel k;
-        CLT_TRY(clt_tensor_view(&wf, ws, M * (CKK + g->OUT), 1, &nwf));
+        CLT_TRY(clt_tensor_view(&wf, ws, g->B * ws_per_sample(g, OH, OW), 1, &nwf));
         st = conv_kernel(ctx, K_FLIP, CLT_DTYPE_F32, CLT_DTYPE_F32, &k);
         cl_mem fm = clt_tensor_mem(wf), wm = clt_tensor_mem(w);
         cl_ulong fo = clt_tensor_offset(wf), wo = clt_tensor_offset(w);

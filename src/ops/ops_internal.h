@@ -200,8 +200,9 @@ struct clt_conv_geom {
 /* OH or OW for an input side of `n` (0 when the kernel does not fit the padded input). */
 size_t clt_conv_out_side(size_t n, size_t K, size_t S, size_t P);
 /* Elements of the workspace the passes need: B*OH*OW*(C*K*K + OUT) + OUT*C*K*K (the im2col
- * matrix, the GEMM's (B*OH*OW, OUT) rows, then the transposed weights or weight gradient); with
- * B = 0 the part that does not grow with the batch. */
+ * matrix, the GEMM's (B*OH*OW, OUT) rows, then the transposed weights or weight gradient), or
+ * more per sample where the implicit passes' padded copies are larger (few input channels);
+ * linear in B, and with B = 0 the part that does not grow with the batch. */
 size_t clt_op_conv2d_workspace(const struct clt_conv_geom *g);
 /* y = conv2d(x, w) + bias. x, w, bias, y and ws may each be f32, f16 or bf16, except that bias
  * has ws's dtype (f32 sums, one rounding per store; 16-bit ws stores the im2col matrix and the

@@ -1,7 +1,8 @@
 /* Tests of the 2-D convolution (cl/conv.cl, src/ops/conv.c): clt_op_conv2d_forward and
  * clt_op_conv2d_backward against the float64 reference (tests/ref/ref_nn.c, itself checked by
  * finite differences in tests/nn/test_ref.c) on fresh random inputs for kernel sizes 1, 3, 5,
- * strides 1, 2, paddings 0, 1, 2, non-square inputs, 1 and 3 input channels, batch 1 and more,
+ * strides 1, 2, paddings 0, 1, 2, non-square inputs, 1, 2, 3 and 9 input channels, rows that
+ * are and are not whole vectors of the implicit kernels, batch 1 and more,
  * with and without bias, through views; outputs and the workspace poisoned (NaN) first. f16 and
  * bf16 storage with a looser tolerance, the argument checks.
  *
@@ -28,12 +29,12 @@ typedef struct {
 static const shape shapes_full[] = {
     {1, 1, 5, 7, 3, 1, 1, 0},   {3, 3, 9, 6, 4, 3, 1, 1},  {2, 1, 11, 8, 5, 5, 2, 2},
     {4, 3, 7, 10, 2, 3, 2, 0},  {1, 3, 6, 5, 8, 3, 1, 2},  {5, 2, 13, 9, 17, 3, 2, 1},
-    {16, 3, 28, 28, 16, 3, 1, 1},
+    {16, 3, 28, 28, 16, 3, 1, 1}, {3, 9, 7, 10, 5, 3, 1, 1},  {2, 2, 8, 16, 4, 3, 1, 1},
 };
 static const shape shapes_small[] = {
     {1, 1, 5, 7, 3, 1, 1, 0},  {3, 3, 9, 6, 4, 3, 1, 1},  {2, 1, 11, 8, 5, 5, 2, 2},
     {4, 3, 7, 10, 2, 3, 2, 0}, {1, 3, 6, 5, 8, 3, 1, 2},  {5, 2, 13, 9, 17, 3, 2, 1},
-    {2, 3, 12, 12, 16, 3, 1, 1},
+    {2, 3, 12, 12, 16, 3, 1, 1}, {3, 9, 7, 10, 5, 3, 1, 1}, {2, 2, 8, 16, 4, 3, 1, 1},
 };
 #define NSHAPES (sizeof shapes_full / sizeof *shapes_full)
 
