@@ -330,13 +330,13 @@ static bool implicit_dw_applies(const clt_tensor *dx, const clt_tensor *dw, cons
 static clt_status weight_grad_implicit(clt_ctx *ctx, clt_tensor *dw, clt_tensor *db,
                                        const clt_tensor *dy, const clt_tensor *x, clt_tensor *ws,
                                        const struct clt_conv_geom *g, size_t OH, size_t OW,
-                                       float beta)
+                                       float beta, bool x_ready)
 {
     clt_status st = CLT_OK;
     cl_kernel k;
     size_t Hp = g->H + 2 * g->P, Wp = implicit_wp(g, OW), row = dw_dy_row(g, OW),
            xpn = g->B * g->C * Hp * Wp;
-    CLT_TRY(pad(ctx, ws, 0, x, g->B * g->C, g->H, g->W, g->P, Hp, Wp));
+    if (!x_ready) CLT_TRY(pad(ctx, ws, 0, x, g->B * g->C, g->H, g->W, g->P, Hp, Wp));
     if (row != OW) CLT_TRY(pad(ctx, ws, xpn, dy, g->B * g->OUT, OH, OW, 0, OH, row));
     CLT_TRY(conv_kernel(ctx, K_DW, CLT_DTYPE_F32, CLT_DTYPE_F32, &k));
     cl_mem dwm = clt_tensor_mem(dw), wsm = clt_tensor_mem(ws),
@@ -364,17 +364,26 @@ fail:
     return st;
 }
 
+/* What the forward of g left in ws: x's im2col matrix, or (implicit) x's padded copy, which the
+ * implicit weight gradient reads in the same place. The forward's choice, from the backward's
+ * operands (dy has y's dtype). */
+static bool forward_was_implicit(const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w,
+                                 const clt_tensor *ws, const struct clt_conv_geom *g)
+{
+    return implicit_applies(dy, x, w, ws, g);
+}
+
 bool clt_op_conv2d_leaves_cols(const clt_tensor *y, const clt_tensor *x, const clt_tensor *w,
                                const clt_tensor *ws, const struct clt_conv_geom *g)
 {
-    return !implicit_applies(y, x, w, ws, g);
+    return !implicit_applies(y, x, w, ws, g) || g->K == 3;
 }
 
 bool clt_op_conv2d_backward_leaves_cols(const clt_tensor *dw, const clt_tensor *dy,
                                         const clt_tensor *x, const clt_tensor *w,
                                         const clt_tensor *ws, const struct clt_conv_geom *g)
 {
-    return !implicit_dw_applies(NULL, dw, dy, x, w, ws, g);
+    return implicit_dw_applies(NULL, dw, dy, x, w, ws, g) || !forward_was_implicit(dy, x, w, ws, g);
 }
 
 static clt_status forward_implicit(clt_ctx *ctx, clt_tensor *y, const clt_tensor *x,
@@ -480,10 +489,14 @@ clt_status clt_op_conv2d_backward(clt_tensor *dx, clt_tensor *dw, clt_tensor *db
     CLT_TRY(ws_view(&cols, ws, 0, M, CKK));
     CLT_TRY(ws_view(&rows, ws, M * CKK, M, g->OUT));
 
+    /* cols_ready: ws holds what the forward left, usable when this pass reads the same thing */
+    const bool fwd_implicit = forward_was_implicit(dy, x, w, ws, g);
     if (implicit_dw_applies(dx, dw, dy, x, w, ws, g)) {
-        CLT_TRY(weight_grad_implicit(ctx, dw, db, dy, x, ws, g, OH, OW, beta));
+        CLT_TRY(weight_grad_implicit(ctx, dw, db, dy, x, ws, g, OH, OW, beta,
+                                     cols_ready && fwd_implicit));
         goto input_grad;
     }
+    if (fwd_implicit) cols_ready = false;
     CLT_TRY(to_rows(ctx, rows, dy, g->B, g->OUT, OH * OW, "conv_backward_permute"));
     if (!cols_ready) CLT_TRY(im2col(ctx, cols, x, g, OH, OW));
     if (clt_tensor_dtype(ws) == CLT_DTYPE_F32) {

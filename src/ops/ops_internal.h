@@ -210,21 +210,22 @@ size_t clt_op_conv2d_workspace(const struct clt_conv_geom *g);
 clt_status clt_op_conv2d_forward(clt_tensor *y, const clt_tensor *x, const clt_tensor *w,
                                  const clt_tensor *bias, clt_tensor *ws,
                                  const struct clt_conv_geom *g);
-/* Whether clt_op_conv2d_forward with these operands leaves x's im2col matrix in ws (for a
- * backward's cols_ready): not when it takes the implicit path (src/ops/conv.c). */
+/* Whether clt_op_conv2d_forward with these operands leaves in ws what the backward can reuse
+ * (its cols_ready): x's im2col matrix, or the implicit forward's padded x, which the implicit
+ * 3x3 weight gradient reads in place (src/ops/conv.c). */
 bool clt_op_conv2d_leaves_cols(const clt_tensor *y, const clt_tensor *x, const clt_tensor *w,
                                const clt_tensor *ws, const struct clt_conv_geom *g);
-/* The same for clt_op_conv2d_backward without dx: not when its weight gradient is implicit. */
+/* The same for clt_op_conv2d_backward without dx: whether ws still holds it afterwards. */
 bool clt_op_conv2d_backward_leaves_cols(const clt_tensor *dw, const clt_tensor *dy,
                                         const clt_tensor *x, const clt_tensor *w,
                                         const clt_tensor *ws, const struct clt_conv_geom *g);
 /* From dy (B, OUT, OH, OW): dw (f32, OUT*C*K*K) = beta * dw + the weight gradient, db (f32, OUT;
  * NULL without bias) likewise, and dx (B, C, H, W) = the input gradient when dx is not NULL.
- * beta = 0 overwrites dw and db without reading them. Deterministic (no atomics). The im2col
- * matrix is rebuilt from x, unless cols_ready says ws still holds it: the last thing to write ws
- * was clt_op_conv2d_forward of this x with this geometry. With dx, ws holds something else
- * afterwards; without, it still holds the im2col matrix unless the weight gradient was the
- * implicit one (clt_op_conv2d_backward_leaves_cols). */
+ * beta = 0 overwrites dw and db without reading them. Deterministic (no atomics). What the
+ * weight gradient reads from x (the im2col matrix, or the padded x) is rebuilt, unless
+ * cols_ready says ws still holds it: the last thing to write ws was clt_op_conv2d_forward of
+ * this x with this geometry (a pass that reads something else ignores it). With dx, ws holds
+ * something else afterwards; without, see clt_op_conv2d_backward_leaves_cols. */
 clt_status clt_op_conv2d_backward(clt_tensor *dx, clt_tensor *dw, clt_tensor *db,
                                   const clt_tensor *dy, const clt_tensor *x, const clt_tensor *w,
                                   clt_tensor *ws, const struct clt_conv_geom *g, float beta,

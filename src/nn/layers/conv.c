@@ -160,8 +160,7 @@ static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struc
     *L->ws_owner = NULL;
     CLT_TRY(clt_op_conv2d_forward(L->y, x, clt__layer_weight(L, 0), L->w[1] ? clt__layer_weight(L, 1) : NULL, L->ws,
                                   &g));
-    /* the im2col matrix of x (unless the implicit forward made none): the backward need not
-     * rebuild it */
+    /* x's im2col matrix or padded copy: the backward need not rebuild it */
     if (clt_op_conv2d_leaves_cols(L->y, x, clt__layer_weight(L, 0), L->ws, &g)) *L->ws_owner = L;
     L->out_t = L->y;
 fail:
@@ -180,7 +179,7 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
                                    clt__layer_weight(L, 0), L->ws, &g, p->beta, ready));
     if (!need_dx && clt_op_conv2d_backward_leaves_cols(L->dw[0], dy, L->x, clt__layer_weight(L, 0),
                                                        L->ws, &g))
-        *L->ws_owner = L; /* the matrix is still there */
+        *L->ws_owner = L; /* still there */
 fail:
     return st;
 }
