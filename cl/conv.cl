@@ -201,18 +201,24 @@ kernel void conv_pad(global float *xp, ulong xp_off, const global float *x, ulon
 }
 
 /* y = conv(x, w) + bias for stride 1 from xp (conv_pad's). Range (ceil(OUT / TM),
- * ceil(OW / VN), B*OH): work-item (ob, cb, (b, oh)). Channels past OUT repeat the last
- * weight row (computed, never stored). The sum runs over c, kh, kw in that order. */
+ * ceil(OW / VN), B*OH): work-item (ob, cb, (b, oh)). With `pair` (rows of at most 8 columns,
+ * where 16 would leave most lanes idle), VN / 2 columns of two rows instead: range
+ * (ceil(OUT / TM), 1, B*ceil(OH / 2)); an odd last row's partner is computed again, never
+ * stored. Channels past OUT repeat the last weight row (computed, never stored). The sum runs
+ * over c, kh, kw in that order. */
 kernel void conv_forward_implicit(global float *y, ulong y_off, const global float *xp,
                                   ulong xp_off, const global float *w, ulong w_off,
                                   const global float *bias, ulong b_off, uint has_bias, uint BOH,
-                                  uint C, uint Hp, uint Wp, uint K, uint OUT, uint OH, uint OW)
+                                  uint C, uint Hp, uint Wp, uint K, uint OUT, uint OH, uint OW,
+                                  uint pair)
 {
     const uint ob = (uint)get_global_id(0), cb = (uint)get_global_id(1),
-               t = (uint)get_global_id(2); /* b * OH + oh */
+               t = (uint)get_global_id(2); /* b * OH + oh, or b * ceil(OH / 2) + oh / 2 */
     const uint o0 = ob * CONV_TM, ow0 = cb * CONV_VN;
     if (o0 >= OUT || ow0 >= OW || t >= BOH) return;
-    const uint b = t / OH, oh = t - b * OH;
+    const uint OHt = pair ? (OH + 1) / 2 : OH, b = t / OHt, oh = (t - b * OHt) << pair;
+    /* where the second vector starts: 8 columns on, or the next row (this one again past OH) */
+    const uint d1 = !pair ? 8 : oh + 1 < OH ? Wp : 0;
     const uint CKK = C * K * K;
     const global float *wr[CONV_TM];
 #pragma unroll
@@ -226,7 +232,7 @@ kernel void conv_forward_implicit(global float *y, ulong y_off, const global flo
         const global float *xr = xc;
         for (uint kh = 0; kh < K; kh++, xr += Wp) {
             for (uint kw = 0; kw < K; kw++, k++) {
-                const float8 x0 = vload8(0, xr + kw), x1 = vload8(0, xr + kw + 8);
+                const float8 x0 = vload8(0, xr + kw), x1 = vload8(0, xr + kw + d1);
 #pragma unroll
                 for (uint i = 0; i < CONV_TM; i++) {
                     const float8 wv = (float8)(wr[i][k]);
@@ -244,7 +250,17 @@ kernel void conv_forward_implicit(global float *y, ulong y_off, const global flo
         const float8 bv = (float8)(has_bias ? bias[b_off + o0 + i] : 0.0f);
         const float8 v0 = lo[i] + bv, v1 = hi[i] + bv;
         global float *yr = yo + i * HW;
-        if (ow0 + CONV_VN <= OW) {
+        if (pair) { /* v0 to row oh, v1 to row oh + 1, at most 8 columns each */
+            for (uint r = 0; r < 2 && oh + r < OH; r++, yr += OW) {
+                if (OW == 8) {
+                    vstore8(r ? v1 : v0, 0, yr);
+                    continue;
+                }
+                float t8[8];
+                vstore8(r ? v1 : v0, 0, t8);
+                for (uint l = 0; l < OW; l++) yr[l] = t8[l];
+            }
+        } else if (ow0 + CONV_VN <= OW) {
             vstore8(v0, 0, yr);
             vstore8(v1, 0, yr + 8);
         } else { /* the edge: whole vectors while they fit, then element by element */

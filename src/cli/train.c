@@ -136,6 +136,9 @@ struct reporter {
     size_t backoff_batch; /* the micro-batch of the last auto-batch retry (0: none) */
     struct clt_train_event last_event; /* the last one (its reduce fields end the run) */
     bool have_event;
+    long eta_step;  /* the ETA's rate runs from the first report (a resumed run's first step */
+    double eta_t;   /* is not this process's): its step and elapsed time, once eta_set */
+    bool eta_set;
 };
 
 static void fmt_duration(double s, char *dst, size_t n)
@@ -201,9 +204,19 @@ static void on_event(const struct clt_train_event *e, void *user)
     r->last_event = *e;
     r->last_event.path = r->last_event.message = NULL; /* valid during the call only */
     r->have_event = true;
-    double left = e->samples_per_s > 0 && e->step > 0
-                      ? (double)(e->total_steps - e->step) * e->elapsed_s / (double)e->step
-                      : 0;
+    if (!r->eta_set && (e->kind == CLT_EVENT_LOG || e->kind == CLT_EVENT_EPOCH)) {
+        r->eta_set = true;
+        r->eta_step = e->step;
+        r->eta_t = e->elapsed_s;
+    }
+    /* seconds per step: since the first report, or at that report its own rate */
+    double per_step = e->step > r->eta_step
+                          ? (e->elapsed_s - r->eta_t) / (double)(e->step - r->eta_step)
+                      : e->samples_per_s > 0
+                          ? (double)e->batch_size * (e->accumulate > 1 ? e->accumulate : 1) /
+                                e->samples_per_s
+                          : 0;
+    double left = (double)(e->total_steps - e->step) * per_step;
     fmt_duration(left, eta, sizeof eta);
     fmt_duration(e->elapsed_s, elapsed, sizeof elapsed);
     switch (e->kind) {
