@@ -17,7 +17,12 @@
  * CLT_BN_TILE, each work-item summing whole leaves, each tile added by a pairwise tree of fixed
  * shape in local memory, and the tile sums added in order. No atomics; the bits do not depend
  * on the work-group size. Local memory: 2 * CLT_BN_TILE floats (2 KiB by default).
- * Two passes over x for the variance (the second mostly from cache: a channel is small). */
+ * Two passes over x for the variance (the second mostly from cache: a channel is small).
+ *
+ * With `relu` the layer is batch norm followed by relu (the model fuses the pair): forward
+ * stores max(z, 0) with z = fma(x - mean, invstd w, bias), and backward takes dy where z > 0,
+ * else 0, z recomputed from x in the same way (the same bits as the forward's, so the same
+ * mask as relu's backward on the stored output), saving relu's passes over the tensor. */
 #ifndef X_DTYPE
 #define X_DTYPE CLT_F32
 #endif
@@ -135,6 +140,22 @@ static inline float2 clt_bn_leaf_grads(const global G_T *dy, const global X_T *x
     CLT_BN_LEAF_BODY(CLT_BN_GRADS_STEP)
 }
 
+/* The same with the gradient of a fused relu: dy where fma(x - mean, scale, shift) > 0. */
+#define CLT_BN_GRADS_RELU_STEP(n, a, q, i)                                                         \
+    {                                                                                              \
+        const CLT_BN_T(n) d = CLT_BN_LOADN(X_DTYPE, n, x, i) - mean;                               \
+        const CLT_BN_T(n) z = fma(d, (CLT_BN_T(n))scale, (CLT_BN_T(n))shift);                      \
+        const CLT_BN_T(n) g = z > 0.0f ? CLT_BN_LOADN(G_DTYPE, n, dy, i) : (CLT_BN_T(n))0.0f;      \
+        a += g;                                                                                    \
+        q += g * (d * invstd);                                                                     \
+    }
+static inline float2 clt_bn_leaf_grads_relu(const global G_T *dy, const global X_T *x,
+                                            ulong base, ulong stride, uint len, uint nrows,
+                                            float mean, float invstd, float scale, float shift)
+{
+    CLT_BN_LEAF_BODY(CLT_BN_GRADS_RELU_STEP)
+}
+
 /* Pairwise sums of a[0 .. CLT_BN_TILE) into a[0] and of b likewise, in a fixed shape. Call with
  * every work-item after a barrier that publishes the leaves; ends with a barrier. */
 static inline void clt_bn_tree2(local float *a, local float *b)
@@ -217,14 +238,15 @@ kernel void batchnorm_stats(const global X_T *x, ulong x_off, CLT_BN_LEAF_ARGS,
     const uint len = min(run, S - k * run);                                                        \
     const ulong i = ((ulong)b * C + c) * S + (ulong)k * run;
 
-/* y = (x - mean[c]) * invstd[c] * w[c] + b[c] over the batch's rows b0 onwards.
- * from_var = 0: mean and invstd are stats[c], stats[C + c] (training); from_var = 1: mean[c]
- * and var[c] are the running statistics and invstd = 1 / sqrt(var + eps) (evaluation). */
+/* y = fma(x - mean[c], invstd[c] * w[c], b[c]) over the batch's rows b0 onwards (with relu,
+ * max of that and 0; NaN propagates, as relu's). from_var = 0: mean and invstd are stats[c],
+ * stats[C + c] (training); from_var = 1: mean[c] and var[c] are the running statistics and
+ * invstd = 1 / sqrt(var + eps) (evaluation). */
 kernel void batchnorm_forward(global X_T *y, ulong y_off, const global X_T *x, ulong x_off,
                               uint B, uint C, uint S, uint run, uint b0, const global float *mean,
                               ulong m_off, const global float *second, ulong s_off,
                               int from_var, float eps, const global float *w, ulong w_off,
-                              const global float *bias, ulong b_off)
+                              const global float *bias, ulong b_off, int relu)
 {
     CLT_BN_RUN(i, len)
     const float mu = mean[m_off + c], v = second[s_off + c];
@@ -233,19 +255,28 @@ kernel void batchnorm_forward(global X_T *y, ulong y_off, const global X_T *x, u
     global X_T *yp = y + y_off + i;
     const global X_T *xp = x + x_off + i;
     uint j = 0;
-    for (; j + 8 <= len; j += 8)
-        CLT_VSTORE(X_DTYPE, 8, (CLT_VLOAD(X_DTYPE, 8, xp, j) - mu) * scale + shift, yp, j);
-    for (; j < len; j++) CLT_STORE(X_DTYPE, yp, j, (CLT_LOAD(X_DTYPE, xp, j) - mu) * scale + shift);
+    for (; j + 8 <= len; j += 8) {
+        float8 z = fma(CLT_VLOAD(X_DTYPE, 8, xp, j) - mu, (float8)scale, (float8)shift);
+        if (relu) z = z < 0.0f ? (float8)0.0f : z; /* relu's: NaN < 0 is false */
+        CLT_VSTORE(X_DTYPE, 8, z, yp, j);
+    }
+    for (; j < len; j++) {
+        float z = fma(CLT_LOAD(X_DTYPE, xp, j) - mu, scale, shift);
+        if (relu) z = z < 0.0f ? 0.0f : z;
+        CLT_STORE(X_DTYPE, yp, j, z);
+    }
 }
 
 /* Backward reductions, one work-group per channel c, with xhat = (x - mean) invstd from the
- * training forward's stats: sdy = sum dy, sdx = sum dy xhat; dw[c] = beta dw[c] + sdx,
- * db[c] = beta db[c] + sdy (beta 0: not read); stats[2C + c] = sdy, stats[3C + c] = sdx for
- * batchnorm_backward_dx. */
+ * training forward's stats: sdy = sum dy, sdx = sum dy xhat (dy masked by a fused relu);
+ * dw[c] = beta dw[c] + sdx, db[c] = beta db[c] + sdy (beta 0: not read); stats[2C + c] = sdy,
+ * stats[3C + c] = sdx for batchnorm_backward_dx. */
 kernel void batchnorm_backward_reduce(const global G_T *dy, ulong dy_off, const global X_T *x,
                                       ulong x_off, CLT_BN_LEAF_ARGS, global float *stats,
                                       ulong st_off, global float *dw, ulong dw_off,
-                                      global float *db, ulong db_off, float beta)
+                                      global float *db, ulong db_off, float beta,
+                                      const global float *w, ulong w_off,
+                                      const global float *bias, ulong b_off, int relu)
 {
     local float l1[CLT_BN_TILE], l2[CLT_BN_TILE];
     const uint lid = get_local_id(0), lsz = get_local_size(0);
@@ -255,7 +286,15 @@ kernel void batchnorm_backward_reduce(const global G_T *dy, ulong dy_off, const 
     const ulong stride = (ulong)C * S;
     const float mean = stats[st_off + c], invstd = stats[st_off + C + c];
     float sdy = 0.0f, sdx = 0.0f;
-    CLT_BN_REDUCE(clt_bn_leaf_grads(dyp, xp, base, stride, len, nrows, mean, invstd), sdy, sdx)
+    if (relu) {
+        const float scale = invstd * w[w_off + c], shift = bias[b_off + c];
+        CLT_BN_REDUCE(clt_bn_leaf_grads_relu(dyp, xp, base, stride, len, nrows, mean, invstd,
+                                             scale, shift),
+                      sdy, sdx)
+    } else {
+        CLT_BN_REDUCE(clt_bn_leaf_grads(dyp, xp, base, stride, len, nrows, mean, invstd), sdy,
+                      sdx)
+    }
     if (lid == 0) {
         dw[dw_off + c] = beta == 0.0f ? sdx : beta * dw[dw_off + c] + sdx;
         db[db_off + c] = beta == 0.0f ? sdy : beta * db[db_off + c] + sdy;
@@ -265,29 +304,34 @@ kernel void batchnorm_backward_reduce(const global G_T *dy, ulong dy_off, const 
 }
 
 /* dx = w[c] invstd[c] (dy - sdy[c] / n - xhat sdx[c] / n) over the batch's rows b0 onwards (the
- * gradient through the batch statistics), n = B * S. */
+ * gradient through the batch statistics; dy masked by a fused relu), n = B * S. */
 kernel void batchnorm_backward_dx(global G_T *dx, ulong dx_off, const global G_T *dy,
                                   ulong dy_off, const global X_T *x, ulong x_off, uint B, uint C,
                                   uint S, uint run, uint b0, const global float *stats,
-                                  ulong st_off, const global float *w, ulong w_off)
+                                  ulong st_off, const global float *w, ulong w_off,
+                                  const global float *bias, ulong b_off, int relu)
 {
     CLT_BN_RUN(i, len)
     const float mean = stats[st_off + c], invstd = stats[st_off + C + c];
     const float inv_n = 1.0f / (float)((ulong)B * S);
     const float sdy = stats[st_off + 2 * C + c] * inv_n, sdx = stats[st_off + 3 * C + c] * inv_n;
     const float scale = w[w_off + c] * invstd;
+    /* the forward's z (its scale is invstd * w: the same product) */
+    const float zscale = invstd * w[w_off + c], shift = bias[b_off + c];
     global G_T *dxp = dx + dx_off + i;
     const global G_T *dyp = dy + dy_off + i;
     const global X_T *xp = x + x_off + i;
     uint j = 0;
     for (; j + 8 <= len; j += 8) {
-        const float8 xhat = (CLT_VLOAD(X_DTYPE, 8, xp, j) - mean) * invstd;
-        const float8 g = CLT_VLOAD(G_DTYPE, 8, dyp, j);
+        const float8 d = CLT_VLOAD(X_DTYPE, 8, xp, j) - mean, xhat = d * invstd;
+        float8 g = CLT_VLOAD(G_DTYPE, 8, dyp, j);
+        if (relu) g = fma(d, (float8)zscale, (float8)shift) > 0.0f ? g : (float8)0.0f;
         CLT_VSTORE(G_DTYPE, 8, scale * (g - sdy - xhat * sdx), dxp, j);
     }
     for (; j < len; j++) {
-        const float xhat = (CLT_LOAD(X_DTYPE, xp, j) - mean) * invstd;
-        const float g = CLT_LOAD(G_DTYPE, dyp, j);
+        const float d = CLT_LOAD(X_DTYPE, xp, j) - mean, xhat = d * invstd;
+        float g = CLT_LOAD(G_DTYPE, dyp, j);
+        if (relu) g = fma(d, zscale, shift) > 0.0f ? g : 0.0f;
         CLT_STORE(G_DTYPE, dxp, j, scale * (g - sdy - xhat * sdx));
     }
 }

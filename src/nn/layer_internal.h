@@ -174,6 +174,8 @@ struct clt__layer {
                                            last and left in it what its backward can reuse
                                            (NULL: nothing reusable); kinds that write ws set it */
     bool ran;                           /* the kind's own flag (dropout: applied last forward) */
+    bool relu_next;                     /* batchnorm: it also runs the relu after it */
+    bool fused;                         /* relu: the batchnorm before it runs it (an identity) */
     struct clt__layer *child;           /* a block's children (kind->children), else NULL */
     int nchildren;
     clt_tensor *gb[2];                  /* a block: the model's two (max_batch, plan.block_widest)

@@ -470,6 +470,21 @@ fail:
     return st;
 }
 
+/* In the chain of n layers L (the model's, or a block's children, planned as pl): a relu that
+ * reads a batchnorm's output of its own dtype runs inside that batchnorm (relu_next, fused:
+ * see src/nn/layers/batchnorm.c). CLTRAIN_FUSE=0 keeps them apart (the tests compare both). */
+static void fuse_layers(struct clt__layer *L, int n, const struct clt__plan_layer *pl)
+{
+    const char *env = getenv("CLTRAIN_FUSE");
+    if (env && strcmp(env, "0") == 0) return;
+    for (int i = 0; i + 1 < n; i++)
+        if (L[i].kind->kind == CLT_LAYER_BATCHNORM && L[i + 1].kind->kind == CLT_LAYER_RELU &&
+            !pl[i + 1].from_input && L[i].ydt == L[i + 1].ydt) {
+            L[i].relu_next = true;
+            L[i + 1].fused = true;
+        }
+}
+
 /* Layer L (a top-level layer, or a block's child) from its plan: views of its parameters and
  * buffers, and the output it keeps. */
 static clt_status setup_layer(clt_model *m, struct clt__layer *L, const struct clt__plan_layer *pl,
@@ -606,6 +621,10 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
             }
         }
     }
+    fuse_layers(m->layers, m->nlayers, m->plan.layers);
+    for (int i = 0; i < m->nlayers; i++)
+        fuse_layers(m->layers[i].child, m->layers[i].nchildren,
+                    &m->plan.children[m->plan.layers[i].child]);
     size_t gdims[2] = {m->max_batch, m->plan.widest};
     for (int k = 0; k < 2; k++)
         CLT_TRY(clt_tensor_create(&m->g_full[k], ctx, prec, 2, gdims, CLT_MEM_ACTIVATIONS));

@@ -142,13 +142,13 @@ static clt_status normalise(clt_tensor *y, const clt_tensor *x, const clt_tensor
            sm = clt_tensor_mem(second), wm = clt_tensor_mem(weight), bm = clt_tensor_mem(bias);
     cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x),
              wo = clt_tensor_offset(weight), bo = clt_tensor_offset(bias);
-    cl_int fv = from_var;
+    cl_int fv = from_var, relu = g->relu;
     float eps = g->eps;
     /* arguments 4 to 8, the range's, are launch_elementwise's */
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo)));
     CLT_TRY(CLT__ARGS_AT(ctx, k, 9, CLT__ARG(mm), CLT__ARG(m_off), CLT__ARG(sm), CLT__ARG(s_off),
                          CLT__ARG(fv), CLT__ARG(eps), CLT__ARG(wm), CLT__ARG(wo), CLT__ARG(bm),
-                         CLT__ARG(bo)));
+                         CLT__ARG(bo), CLT__ARG(relu)));
     CLT_TRY(launch_elementwise(ctx, k, 4, B, g, "batchnorm_forward"));
 fail:
     return st;
@@ -228,8 +228,8 @@ fail:
 
 clt_status clt_op_batchnorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_tensor *dbias,
                                      const clt_tensor *dy, const clt_tensor *x,
-                                     const clt_tensor *weight, clt_tensor *stats,
-                                     const struct clt_bn_geom *g, float beta)
+                                     const clt_tensor *weight, const clt_tensor *bias,
+                                     clt_tensor *stats, const struct clt_bn_geom *g, float beta)
 {
     clt_status st = CLT_OK;
     CLT_ASSERT(dweight && dbias && dy && x && weight && stats && g);
@@ -245,27 +245,35 @@ clt_status clt_op_batchnorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_te
     CLT_TRY(need_vec(x, dbias, g->C, op, "dbias"));
     CLT_TRY(need_vec(x, weight, g->C, op, "weight"));
     CLT_TRY(need_vec(x, stats, 4 * g->C, op, "stats"));
+    if (g->relu && !bias)
+        return clt__fail(ctx, CLT_ERR_INVALID_ARG, "%s: a fused relu needs the bias", op);
+    if (g->relu) CLT_TRY(need_vec(x, bias, g->C, op, "bias"));
     clt_dtype xd = clt_tensor_dtype(x), gd = clt_tensor_dtype(dy);
     cl_mem dym = clt_tensor_mem(dy), xm = clt_tensor_mem(x), sm = clt_tensor_mem(stats),
-           dwm = clt_tensor_mem(dweight), dbm = clt_tensor_mem(dbias);
+           dwm = clt_tensor_mem(dweight), dbm = clt_tensor_mem(dbias), wm = clt_tensor_mem(weight),
+           bm = bias ? clt_tensor_mem(bias) : wm;
     cl_ulong dyo = clt_tensor_offset(dy), xo = clt_tensor_offset(x), so = clt_tensor_offset(stats),
-             dwo = clt_tensor_offset(dweight), dbo = clt_tensor_offset(dbias);
+             dwo = clt_tensor_offset(dweight), dbo = clt_tensor_offset(dbias),
+             wo = clt_tensor_offset(weight), bo = bias ? clt_tensor_offset(bias) : 0;
+    cl_int relu = g->relu;
     struct bn_leaves lv = bn_leaves(B, g);
     CLT_TRY(bn_kernel(ctx, BN_REDUCE, xd, gd, &k));
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dym), CLT__ARG(dyo), CLT__ARG(xm), CLT__ARG(xo),
                       CLT__ARG(lv.B), CLT__ARG(lv.C), CLT__ARG(lv.S), CLT__ARG(lv.L),
                       CLT__ARG(lv.nchunk), CLT__ARG(lv.rows), CLT__ARG(lv.nleaf), CLT__ARG(sm),
                       CLT__ARG(so), CLT__ARG(dwm), CLT__ARG(dwo), CLT__ARG(dbm), CLT__ARG(dbo),
-                      CLT__ARG(beta)));
+                      CLT__ARG(beta), CLT__ARG(wm), CLT__ARG(wo), CLT__ARG(bm), CLT__ARG(bo),
+                      CLT__ARG(relu)));
     CLT_TRY(clt__nn_launch_groups(ctx, k, g->C, "batchnorm_backward_reduce"));
     if (dx) {
-        cl_mem dxm = clt_tensor_mem(dx), wm = clt_tensor_mem(weight);
-        cl_ulong dxo = clt_tensor_offset(dx), wo = clt_tensor_offset(weight);
+        cl_mem dxm = clt_tensor_mem(dx);
+        cl_ulong dxo = clt_tensor_offset(dx);
         CLT_TRY(bn_kernel(ctx, BN_DX, xd, gd, &k));
         /* arguments 6 to 10, the range's, are launch_elementwise's */
         CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dxm), CLT__ARG(dxo), CLT__ARG(dym), CLT__ARG(dyo),
                           CLT__ARG(xm), CLT__ARG(xo)));
-        CLT_TRY(CLT__ARGS_AT(ctx, k, 11, CLT__ARG(sm), CLT__ARG(so), CLT__ARG(wm), CLT__ARG(wo)));
+        CLT_TRY(CLT__ARGS_AT(ctx, k, 11, CLT__ARG(sm), CLT__ARG(so), CLT__ARG(wm), CLT__ARG(wo),
+                             CLT__ARG(bm), CLT__ARG(bo), CLT__ARG(relu)));
         CLT_TRY(launch_elementwise(ctx, k, 6, B, g, "batchnorm_backward_dx"));
     }
 fail:

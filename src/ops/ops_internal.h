@@ -242,6 +242,8 @@ struct clt_bn_geom {
     size_t C, S;    /* channels, elements per channel and sample (H * W, or 1) */
     float eps;      /* 1e-5 */
     float momentum; /* 0.1 */
+    bool relu;      /* batch norm then relu in one (the forwards store max(y, 0); backward
+                       takes dy where the recomputed y > 0, and needs the bias) */
 };
 /* Training forward: mean and biased variance of x per channel into stats (mean, 1 / sqrt(var +
  * eps)), y = (x - mean) invstd weight + bias, and running_mean and running_var updated with
@@ -262,11 +264,12 @@ clt_status clt_op_batchnorm_forward_eval(clt_tensor *y, const clt_tensor *x,
 /* Backward of the training forward whose stats are given, from dy and the forward's input x:
  * dweight = beta dweight + sum dy xhat, dbias = beta dbias + sum dy (beta 0 does not read them),
  * and, when dx is not NULL, dx = weight invstd (dy - mean(dy) - xhat mean(dy xhat)) (dx the dtype
- * of dy, not overlapping dy or x). */
+ * of dy, not overlapping dy or x); with g->relu, dy is first masked by the forward's y > 0
+ * (recomputed from x, weight and bias; bias may be NULL otherwise). */
 clt_status clt_op_batchnorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_tensor *dbias,
                                      const clt_tensor *dy, const clt_tensor *x,
-                                     const clt_tensor *weight, clt_tensor *stats,
-                                     const struct clt_bn_geom *g, float beta);
+                                     const clt_tensor *weight, const clt_tensor *bias,
+                                     clt_tensor *stats, const struct clt_bn_geom *g, float beta);
 
 /* ---- every program the ops may build (src/ops/variants.c) ---------------------------------- */
 /* Receives one program: its comma-separated cl/ stems and the options the op passes (the device

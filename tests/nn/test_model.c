@@ -1681,6 +1681,88 @@ START_TEST(test_residual_model)
 }
 END_TEST
 
+/* The model runs a relu right after a batchnorm inside it (src/nn/model.c): the outputs,
+ * gradients and running statistics have the bits of the unfused layers (CLTRAIN_FUSE=0), at
+ * the top level and in a residual body, in training and evaluation. */
+START_TEST(test_fused_batchnorm_relu)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    const size_t B = 3, C = 2, H = 6, W = 5, N = 3, IN = C * H * W;
+    clt_spec s = parse_spec("conv 4 k3 p1, batchnorm, relu, residual { conv 4 k3 p1, batchnorm, "
+                            "relu, conv 4 k3 p1, batchnorm }, relu, flatten, linear 3");
+    struct clt_model_params mp = clt_model_default_params();
+    mp.seed = tc_u64(&r);
+    mp.max_batch = 4;
+    mp.input_shape[0] = C;
+    mp.input_shape[1] = H;
+    mp.input_shape[2] = W;
+    float *x = malloc(B * IN * sizeof *x), *d = malloc(B * N * sizeof *d);
+    ck_assert(x && d);
+    tc_fill_nonzero(&r, x, B * IN, 0.1f, 1.0f);
+    tc_fill_nonzero(&r, d, B * N, 0.1f, 1.0f);
+    float *out[2][2], *grads[2], *bufs[2];
+    size_t Pn = 0, Bn = 0;
+    for (int fuse = 0; fuse < 2; fuse++) {
+        if (!fuse) setenv("CLTRAIN_FUSE", "0", 1);
+        clt_model *m = NULL;
+        TC_OK(ctx, clt_model_create(&m, ctx, &s, IN, N, &mp));
+        unsetenv("CLTRAIN_FUSE");
+        /* batchnorm weights and biases off 1 and 0 (the same in both models) */
+        Pn = clt_tensor_numel(clt_model_params(m));
+        float *pf = read_params(m);
+        for (int i = 0; i < clt_model_param_count(m); i++) {
+            const struct clt_param_info *pi = clt_model_param_info(m, i);
+            if (pi->ndim == 1)
+                for (size_t e = 0; e < pi->numel; e++) pf[pi->offset + e] += 0.3f * (float)e - 0.2f;
+        }
+        TC_OK(ctx, clt_model_write_params(m, pf));
+        free(pf);
+        size_t xd[4] = {B, C, H, W}, dd[2] = {B, N};
+        clt_tensor *xt = NULL, *dt = NULL, *o = NULL;
+        TC_OK(ctx, clt_tensor_create(&xt, ctx, CLT_DTYPE_F32, 4, xd, CLT_MEM_OTHER));
+        TC_OK(ctx, clt_tensor_create(&dt, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_OTHER));
+        tc_write(xt, x);
+        tc_write(dt, d);
+        for (int train = 1; train >= 0; train--) {
+            out[fuse][train] = malloc(B * N * sizeof(float));
+            ck_assert_ptr_nonnull(out[fuse][train]);
+            TC_OK(ctx, clt_model_forward(m, xt, train, 0, &o));
+            tc_read(o, out[fuse][train]);
+            if (!train) continue;
+            grads[fuse] = malloc(Pn * sizeof(float));
+            ck_assert_ptr_nonnull(grads[fuse]);
+            tc_poison(clt_model_grads(m));
+            TC_OK(ctx, clt_model_backward(m, dt, false));
+            tc_read(clt_model_grads(m), grads[fuse]);
+        }
+        Bn = clt_tensor_numel(clt_model_buffers(m));
+        bufs[fuse] = malloc(Bn * sizeof(float));
+        ck_assert_ptr_nonnull(bufs[fuse]);
+        tc_read(clt_model_buffers(m), bufs[fuse]);
+        clt_tensor_free(xt);
+        clt_tensor_free(dt);
+        clt_model_free(m);
+    }
+    ck_assert_msg(!memcmp(out[0][1], out[1][1], B * N * sizeof(float)),
+                  "training forward bits differ");
+    ck_assert_msg(!memcmp(out[0][0], out[1][0], B * N * sizeof(float)),
+                  "evaluation forward bits differ");
+    ck_assert_msg(!memcmp(grads[0], grads[1], Pn * sizeof(float)), "gradient bits differ");
+    ck_assert_msg(!memcmp(bufs[0], bufs[1], Bn * sizeof(float)), "running statistics differ");
+    for (int f = 0; f < 2; f++) {
+        free(out[f][0]);
+        free(out[f][1]);
+        free(grads[f]);
+        free(bufs[f]);
+    }
+    free(x);
+    free(d);
+    clt_spec_free(&s);
+    clt_ctx_free(ctx);
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
@@ -1697,6 +1779,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_batchnorm_model);
     tcase_add_test(tc, test_residual_model);
     tcase_add_test(tc, test_pool_layers);
+    tcase_add_test(tc, test_fused_batchnorm_relu);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,7 +2,8 @@
  * tests/ref/ref_nn.c: the training forward (output, running statistics), the evaluation forward
  * and backward (dx, dweight, dbias, with beta 0 and 1) for BatchNorm2d (S = H W) and BatchNorm1d
  * (S = 1) over several shapes, including channels of more than one reduction tile; f16/bf16
- * storage of x, y, dy and dx; bit-identical reruns; the reductions' bits for every local size;
+ * storage of x, y, dy and dx; the fused relu (against the reference and the unfused pair's
+ * bits); bit-identical reruns; the reductions' bits for every local size;
  * finite differences of the reference backward; the argument checks. Fresh random inputs
  * (channels shifted off zero so the mean matters); outputs poisoned (NaN) before each op.
  * Tolerances (fp32): atol 1e-4, rtol 1e-4 for y and the running statistics, whose error is the
@@ -88,7 +89,7 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct bn_case *c, clt_dty
 {
     const size_t B = c->B, C = c->C, S = c->S, nx = B * C * S;
     const int iB = (int)B, iC = (int)C, iS = (int)S;
-    const struct clt_bn_geom g = {C, S, (float)EPS, (float)MOMENTUM};
+    const struct clt_bn_geom g = {C, S, (float)EPS, (float)MOMENTUM, false};
     float *x = NT_FLOATS(nx), *dy = NT_FLOATS(nx), *got = NT_FLOATS(nx), *again = NT_FLOATS(nx);
     float *w = NT_FLOATS(C), *b = NT_FLOATS(C), *rm = NT_FLOATS(C), *rv = NT_FLOATS(C),
           *dw0 = NT_FLOATS(C), *db0 = NT_FLOATS(C), *cgot = NT_FLOATS(C);
@@ -144,7 +145,7 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct bn_case *c, clt_dty
     tc_poison(dxt);
     tc_poison(dwt);
     tc_poison(dbt);
-    TC_OK(ctx, clt_op_batchnorm_backward(dxt, dwt, dbt, dyt, xt, wt, st, &g, 0.0f));
+    TC_OK(ctx, clt_op_batchnorm_backward(dxt, dwt, dbt, dyt, xt, wt, NULL, st, &g, 0.0f));
     download(dxt, got, nx);
     ref_batchnorm_backward(xd, wd, dyd, ref, dwr, dbr, iB, iC, iS, EPS);
     tol(gdt, true, &atol, &rtol);
@@ -161,13 +162,13 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct bn_case *c, clt_dty
     tc_check_close(cgot, dbr, C, ratol * (double)B * S / 100 + ratol, 1e-4, msg, r->seed);
     /* deterministic */
     tc_poison(dxt);
-    TC_OK(ctx, clt_op_batchnorm_backward(dxt, dwt, dbt, dyt, xt, wt, st, &g, 0.0f));
+    TC_OK(ctx, clt_op_batchnorm_backward(dxt, dwt, dbt, dyt, xt, wt, NULL, st, &g, 0.0f));
     download(dxt, again, nx);
     ck_assert_msg(memcmp(got, again, nx * sizeof *got) == 0, "%s: dx not bit-identical", what);
     /* beta 1 accumulates; no dx */
     tc_write(dwt, dw0);
     tc_write(dbt, db0);
-    TC_OK(ctx, clt_op_batchnorm_backward(NULL, dwt, dbt, dyt, xt, wt, st, &g, 1.0f));
+    TC_OK(ctx, clt_op_batchnorm_backward(NULL, dwt, dbt, dyt, xt, wt, NULL, st, &g, 1.0f));
     for (size_t i = 0; i < C; i++) {
         dwr[i] += dw0[i];
         dbr[i] += db0[i];
@@ -240,6 +241,139 @@ START_TEST(test_batchnorm_half_storage)
 }
 END_TEST
 
+/* Batch norm with the relu after it fused (clt_bn_geom.relu): the forwards are relu of the
+ * reference's within the tolerances above (relu does not grow errors), backward is the
+ * reference's with dy masked where the device's own y is 0 (the kernels recompute that mask
+ * from x), and in f32 every output has the bits of the unfused pair: the plain ops with relu's
+ * forward and mask applied on the host between them. */
+static void check_relu_case(clt_ctx *ctx, tc_rng *r, const struct bn_case *c, clt_dtype xdt)
+{
+    const size_t B = c->B, C = c->C, S = c->S, nx = B * C * S;
+    const int iB = (int)B, iC = (int)C, iS = (int)S;
+    const struct clt_bn_geom g = {C, S, (float)EPS, (float)MOMENTUM, true},
+                             plain = {C, S, (float)EPS, (float)MOMENTUM, false};
+    float *x = NT_FLOATS(nx), *dy = NT_FLOATS(nx), *y = NT_FLOATS(nx), *got = NT_FLOATS(nx),
+          *w = NT_FLOATS(C), *b = NT_FLOATS(C), *cgot = NT_FLOATS(C), *cplain = NT_FLOATS(C);
+    double *xd = NT_DOUBLES(nx), *dyd = NT_DOUBLES(nx), *ref = NT_DOUBLES(nx),
+           *wd = NT_DOUBLES(C), *bd = NT_DOUBLES(C), *dwr = NT_DOUBLES(C), *dbr = NT_DOUBLES(C);
+    tc_fill_nonzero(r, x, nx, 0.1f, 2.0f);
+    tc_fill_nonzero(r, dy, nx, 0.05f, 2.0f);
+    tc_fill_nonzero(r, w, C, 0.2f, 1.5f);
+    tc_fill_nonzero(r, b, C, 0.1f, 1.0f); /* about half of y below 0 */
+    nt_widen(w, wd, C);
+    nt_widen(b, bd, C);
+    clt_tensor *xt = upload(ctx, xdt, x, xd, nx), *dyt = upload(ctx, CLT_DTYPE_F32, dy, dyd, nx);
+    clt_tensor *yt = nt_tensor1(ctx, xdt, nx), *dxt = nt_tensor1(ctx, CLT_DTYPE_F32, nx),
+               *wt = nt_tensor1(ctx, CLT_DTYPE_F32, C), *bt = nt_tensor1(ctx, CLT_DTYPE_F32, C),
+               *rmt = nt_tensor1(ctx, CLT_DTYPE_F32, C), *rvt = nt_tensor1(ctx, CLT_DTYPE_F32, C),
+               *dwt = nt_tensor1(ctx, CLT_DTYPE_F32, C), *dbt = nt_tensor1(ctx, CLT_DTYPE_F32, C),
+               *st = nt_tensor1(ctx, CLT_DTYPE_F32, 4 * C);
+    tc_write(wt, w);
+    tc_write(bt, b);
+    tc_fill_nonzero(r, cgot, C, 0.1f, 1.0f);
+    tc_write(rmt, cgot);
+    for (size_t i = 0; i < C; i++) cgot[i] = (float)tc_uniform(r, 0.5, 2.0);
+    tc_write(rvt, cgot);
+    char what[128], msg[160];
+    snprintf(what, sizeof what, "batchnorm+relu B%zu C%zu S%zu x %s", B, C, S,
+             clt_dtype_name(xdt));
+    double atol, rtol;
+    tol(xdt, false, &atol, &rtol);
+
+    /* training forward: relu of the reference's, about half of it zero */
+    tc_poison(yt);
+    TC_OK(ctx, clt_op_batchnorm_forward_train(yt, xt, wt, bt, st, NULL, NULL, &g));
+    download(yt, y, nx);
+    ref_batchnorm_forward_train(xd, wd, bd, ref, NULL, NULL, iB, iC, iS, EPS);
+    size_t zeros = 0;
+    for (size_t i = 0; i < nx; i++) {
+        ref[i] = ref[i] < 0 ? 0 : ref[i];
+        zeros += y[i] == 0.0f;
+    }
+    snprintf(msg, sizeof msg, "%s: training forward", what);
+    tc_check_close(y, ref, nx, atol, rtol, msg, r->seed);
+    ck_assert_msg(zeros > 0 && zeros < nx, "%s: %zu of %zu zeros", what, zeros, nx);
+
+    /* backward: the reference's with dy where the device's y > 0 */
+    for (size_t i = 0; i < nx; i++) dyd[i] = y[i] > 0.0f ? dyd[i] : 0.0;
+    tc_poison(dxt);
+    tc_poison(dwt);
+    tc_poison(dbt);
+    TC_OK(ctx, clt_op_batchnorm_backward(dxt, dwt, dbt, dyt, xt, wt, bt, st, &g, 0.0f));
+    download(dxt, got, nx);
+    ref_batchnorm_backward(xd, wd, dyd, ref, dwr, dbr, iB, iC, iS, EPS);
+    tol(CLT_DTYPE_F32, true, &atol, &rtol);
+    snprintf(msg, sizeof msg, "%s: dx", what);
+    tc_check_close(got, ref, nx, atol, rtol, msg, r->seed);
+    double ratol = xdt == CLT_DTYPE_F32 ? 1e-4 : 1e-3;
+    tc_read(dwt, cgot);
+    snprintf(msg, sizeof msg, "%s: dweight", what);
+    tc_check_close(cgot, dwr, C, ratol * (double)B * S / 100 + ratol, 1e-4, msg, r->seed);
+    tc_read(dbt, cgot);
+    snprintf(msg, sizeof msg, "%s: dbias", what);
+    tc_check_close(cgot, dbr, C, ratol * (double)B * S / 100 + ratol, 1e-4, msg, r->seed);
+
+    if (xdt == CLT_DTYPE_F32) {
+        /* the unfused pair's bits: plain forward, relu on the host, the mask on dy */
+        float *yp = NT_FLOATS(nx), *dxp = NT_FLOATS(nx), *dym = NT_FLOATS(nx);
+        TC_OK(ctx, clt_op_batchnorm_forward_train(yt, xt, wt, bt, st, NULL, NULL, &plain));
+        download(yt, yp, nx);
+        for (size_t i = 0; i < nx; i++) {
+            yp[i] = yp[i] < 0.0f ? 0.0f : yp[i];
+            dym[i] = yp[i] > 0.0f ? dy[i] : 0.0f;
+        }
+        ck_assert_msg(nt_same_bits(y, yp, nx), "%s: forward bits differ from bn then relu", what);
+        clt_tensor *dymt = nt_tensor1(ctx, CLT_DTYPE_F32, nx);
+        tc_write(dymt, dym);
+        TC_OK(ctx, clt_op_batchnorm_backward(dxt, dwt, dbt, dymt, xt, wt, NULL, st, &plain, 0.0f));
+        download(dxt, dxp, nx);
+        ck_assert_msg(nt_same_bits(got, dxp, nx), "%s: dx bits differ from the unfused", what);
+        tc_read(dwt, cplain);
+        TC_OK(ctx, clt_op_batchnorm_backward(NULL, dwt, dbt, dyt, xt, wt, bt, st, &g, 0.0f));
+        tc_read(dwt, cgot);
+        ck_assert_msg(nt_same_bits(cgot, cplain, C), "%s: dweight bits differ", what);
+        clt_tensor_free(dymt);
+        free(yp);
+        free(dxp);
+        free(dym);
+    }
+
+    /* evaluation forward: relu of the reference's from the running statistics */
+    float *rm = NT_FLOATS(C), *rv = NT_FLOATS(C);
+    double *rmd = NT_DOUBLES(C), *rvd = NT_DOUBLES(C);
+    tc_read(rmt, rm);
+    tc_read(rvt, rv);
+    nt_widen(rm, rmd, C);
+    nt_widen(rv, rvd, C);
+    tc_poison(yt);
+    TC_OK(ctx, clt_op_batchnorm_forward_eval(yt, xt, wt, bt, rmt, rvt, &g));
+    download(yt, got, nx);
+    ref_batchnorm_forward_eval(xd, wd, bd, rmd, rvd, ref, iB, iC, iS, EPS);
+    for (size_t i = 0; i < nx; i++) ref[i] = ref[i] < 0 ? 0 : ref[i];
+    tol(xdt, false, &atol, &rtol);
+    snprintf(msg, sizeof msg, "%s: evaluation forward", what);
+    tc_check_close(got, ref, nx, atol, rtol, msg, r->seed);
+
+    clt_tensor *ts[] = {xt, dyt, yt, dxt, wt, bt, rmt, rvt, dwt, dbt, st};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) clt_tensor_free(ts[i]);
+    void *ps[] = {x, dy, y, got, w, b, cgot, cplain, xd, dyd, ref, wd, bd, dwr, dbr,
+                  rm, rv, rmd, rvd};
+    for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) free(ps[i]);
+}
+
+START_TEST(test_batchnorm_relu)
+{
+    static const struct bn_case cases[] = {{3, 5, 1}, {17, 8, 1}, {4, 4, 30}, {3, 2, 203}};
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    const clt_dtype ds[] = {CLT_DTYPE_F32, CLT_DTYPE_BF16};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int d = 0; d < 2; d++) check_relu_case(ctx, &r, &cases[i], ds[d]);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 /* The reductions' bits for every local size the kernels can take: the statistics and the
  * backward sums of each op, then each kernel relaunched (arguments as the op left them) with
  * the sizes of nt_local_sizes. Shapes whose leaves are rows cut into chunks, whole rows, several
@@ -254,7 +388,7 @@ START_TEST(test_batchnorm_local_size)
     for (size_t ci = 0; ci < sizeof full / sizeof *full; ci++) {
         const struct bn_case *c = &cases[ci];
         const size_t n = c->B * c->C * c->S, C = c->C;
-        const struct clt_bn_geom g = {C, c->S, (float)EPS, (float)MOMENTUM};
+        const struct clt_bn_geom g = {C, c->S, (float)EPS, (float)MOMENTUM, false};
         float *x = NT_FLOATS(n), *w = NT_FLOATS(C), *first = NT_FLOATS(6 * C),
               *got = NT_FLOATS(6 * C);
         tc_fill_nonzero(&r, x, n, 0.1f, 2.0f);
@@ -270,7 +404,7 @@ START_TEST(test_batchnorm_local_size)
         tc_write(dyt, x);
         tc_write(wt, w);
         TC_OK(ctx, clt_op_batchnorm_forward_train(yt, xt, wt, wt, st, NULL, NULL, &g));
-        TC_OK(ctx, clt_op_batchnorm_backward(NULL, dwt, dbt, dyt, xt, wt, st, &g, 0.0f));
+        TC_OK(ctx, clt_op_batchnorm_backward(NULL, dwt, dbt, dyt, xt, wt, NULL, st, &g, 0.0f));
         tc_read(st, first);
         tc_read(dwt, first + 4 * C);
         tc_read(dbt, first + 5 * C);
@@ -365,7 +499,7 @@ END_TEST
 START_TEST(test_batchnorm_errors)
 {
     clt_ctx *ctx = tc_ctx();
-    const struct clt_bn_geom g = {3, 2, 1e-5f, 0.1f}, g1 = {3, 1, 1e-5f, 0.1f};
+    const struct clt_bn_geom g = {3, 2, 1e-5f, 0.1f, false}, g1 = {3, 1, 1e-5f, 0.1f, false};
     clt_tensor *x = nt_tensor1(ctx, CLT_DTYPE_F32, 12), *y = nt_tensor1(ctx, CLT_DTYPE_F32, 12),
                *y5 = nt_tensor1(ctx, CLT_DTYPE_F32, 11), *x3 = nt_tensor1(ctx, CLT_DTYPE_F32, 3),
                *y3 = nt_tensor1(ctx, CLT_DTYPE_F32, 3), *v = nt_tensor1(ctx, CLT_DTYPE_F32, 3),
@@ -388,7 +522,7 @@ START_TEST(test_batchnorm_errors)
                      CLT_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(clt_ctx_errmsg(ctx), "more than 1 value per channel"));
     TC_OK(ctx, clt_op_batchnorm_forward_eval(y3, x3, v, v, v, v, &g1));
-    ck_assert_int_eq(clt_op_batchnorm_backward(NULL, v, v2, x, x, v, st, &g, 0.0f),
+    ck_assert_int_eq(clt_op_batchnorm_backward(NULL, v, v2, x, x, v, NULL, st, &g, 0.0f),
                      CLT_ERR_SHAPE);
     clt_tensor *ts[] = {x, y, y5, x3, y3, v, v2, st, i32};
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) clt_tensor_free(ts[i]);
@@ -404,6 +538,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_batchnorm_f32);
     tcase_add_test(tc, test_batchnorm_half_storage);
+    tcase_add_test(tc, test_batchnorm_relu);
     tcase_add_test(tc, test_batchnorm_local_size);
     tcase_add_test(tc, test_batchnorm_ref_finite_differences);
     tcase_add_test(tc, test_batchnorm_errors);

@@ -1,7 +1,8 @@
 /* The elementwise activations, one implementation for all of them parameterised by the op they
  * run (clt_act): relu, gelu (tanh approximation), tanh, sigmoid, silu and "leakyrelu [A]" (A the
  * slope for negative inputs, 0.01 when omitted, as nn.LeakyReLU). Each keeps its output y for
- * backward, which reads x or y as the op needs. */
+ * backward, which reads x or y as the op needs. A relu right after a batchnorm is run by it
+ * (fused, set by the model): an identity here. */
 #include "nn/layer_internal.h"
 
 #include <math.h>
@@ -13,6 +14,10 @@ static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struc
 {
     clt_status st = CLT_OK;
     (void)p;
+    if (L->fused) { /* the batchnorm before it has applied it */
+        L->out_t = x;
+        return CLT_OK;
+    }
     CLT_TRY(clt_op_act_forward_alpha(L->kind->act, L->spec.alpha, L->y, x));
     L->out_t = L->y;
 fail:
@@ -24,7 +29,8 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
 {
     (void)need_dx;
     (void)p;
-    *through = false;
+    *through = L->fused; /* the batchnorm before it masks dy */
+    if (*through) return CLT_OK;
     return clt_op_act_backward_alpha(L->kind->act, L->spec.alpha, dx, dy, L->x, L->y);
 }
 

@@ -13,6 +13,10 @@
  * own statistics and updates the running statistics once, as PyTorch does with the same
  * micro-batches (not as one forward over the whole effective batch).
  *
+ * Followed by relu (relu_next, set by the model), it runs the relu too: y = max(bn(x), 0), and
+ * backward masks dy where the recomputed bn(x) is not positive; the relu layer is then an
+ * identity (src/nn/layers/activation.c). Two fewer passes over the tensor each way.
+ *
  * Mixed precision: x, y and the gradients are stored as the neighbouring layers' (16-bit
  * between the first and last weighted layers); the kernels read the f32 master weight and bias
  * (not the 16-bit copy: as under PyTorch's autocast, batch norm runs in f32). */
@@ -73,7 +77,7 @@ static int buffers(const clt_layer_spec *l, const struct clt__shape *in,
 static struct clt_bn_geom geom_of(const struct clt__layer *L)
 {
     size_t S = L->in.ndim == 3 ? L->in.d[1] * L->in.d[2] : 1;
-    return (struct clt_bn_geom){L->in.d[0], S, BN_EPS, BN_MOMENTUM};
+    return (struct clt_bn_geom){L->in.d[0], S, BN_EPS, BN_MOMENTUM, L->relu_next};
 }
 
 static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struct clt__pass *p)
@@ -106,7 +110,7 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
                          "backward (the last forward used the running statistics)",
                          L->index + 1);
     CLT_TRY(clt_op_batchnorm_backward(need_dx ? dx : NULL, L->dw[0], L->dw[1], dy, L->x, L->w[0],
-                                      L->buf[STATS], &g, p->beta));
+                                      L->w[1], L->buf[STATS], &g, p->beta));
 fail:
     return st;
 }
