@@ -174,8 +174,8 @@ struct clt__layer {
                                            last and left in it what its backward can reuse
                                            (NULL: nothing reusable); kinds that write ws set it */
     bool ran;                           /* the kind's own flag (dropout: applied last forward) */
-    bool relu_next;                     /* batchnorm: it also runs the relu after it */
-    bool fused;                         /* relu: the batchnorm before it runs it (an identity) */
+    bool absorbs_next;                  /* it also runs the next layer (kind->absorbs) */
+    bool absorbed;                      /* the layer before runs it: its passes are identities */
     struct clt__layer *child;           /* a block's children (kind->children), else NULL */
     int nchildren;
     clt_tensor *gb[2];                  /* a block: the model's two (max_batch, plan.block_widest)
@@ -257,6 +257,11 @@ struct clt__layer_kind {
      * (identity: dx not written). */
     clt_status (*backward)(struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
                            bool need_dx, const struct clt__pass *p, bool *through);
+    /* Whether L also runs `next`, the layer after it that reads its output (set up, same
+     * storage), in its own kernels: then the model sets L->absorbs_next and next->absorbed,
+     * and next's kind makes its passes identities (out_t = x; backward *through). batchnorm
+     * absorbs relu. NULL: never (CLTRAIN_FUSE=0: never either). */
+    bool (*absorbs)(const struct clt__layer *L, const struct clt__layer *next);
     /* A block: its children for input `in` and output `out` (the shapes out_shape accepted) into
      * child (NULL: only counts them); returns how many. NULL for a plain layer. */
     int (*children)(const clt_layer_spec *l, const struct clt__shape *in,

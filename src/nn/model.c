@@ -470,18 +470,18 @@ fail:
     return st;
 }
 
-/* In the chain of n layers L (the model's, or a block's children, planned as pl): a relu that
- * reads a batchnorm's output of its own dtype runs inside that batchnorm (relu_next, fused:
- * see src/nn/layers/batchnorm.c). CLTRAIN_FUSE=0 keeps them apart (the tests compare both). */
+/* In the chain of n layers L (the model's, or a block's children, planned as pl): a layer
+ * whose kind absorbs the next one (kind->absorbs) runs it. CLTRAIN_FUSE=0 keeps every layer
+ * apart (the tests compare both). */
 static void fuse_layers(struct clt__layer *L, int n, const struct clt__plan_layer *pl)
 {
     const char *env = getenv("CLTRAIN_FUSE");
     if (env && strcmp(env, "0") == 0) return;
     for (int i = 0; i + 1 < n; i++)
-        if (L[i].kind->kind == CLT_LAYER_BATCHNORM && L[i + 1].kind->kind == CLT_LAYER_RELU &&
-            !pl[i + 1].from_input && L[i].ydt == L[i + 1].ydt) {
-            L[i].relu_next = true;
-            L[i + 1].fused = true;
+        if (L[i].kind->absorbs && !pl[i + 1].from_input && !L[i].absorbed &&
+            L[i].kind->absorbs(&L[i], &L[i + 1])) {
+            L[i].absorbs_next = true;
+            L[i + 1].absorbed = true;
         }
 }
 

@@ -2,7 +2,7 @@
  * run (clt_act): relu, gelu (tanh approximation), tanh, sigmoid, silu and "leakyrelu [A]" (A the
  * slope for negative inputs, 0.01 when omitted, as nn.LeakyReLU). Each keeps its output y for
  * backward, which reads x or y as the op needs. A relu right after a batchnorm is run by it
- * (fused, set by the model): an identity here. */
+ * (absorbed: see clt__layer_kind.absorbs): an identity here. */
 #include "nn/layer_internal.h"
 
 #include <math.h>
@@ -14,7 +14,7 @@ static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struc
 {
     clt_status st = CLT_OK;
     (void)p;
-    if (L->fused) { /* the batchnorm before it has applied it */
+    if (L->absorbed) { /* the layer before has applied it (a batchnorm's relu) */
         L->out_t = x;
         return CLT_OK;
     }
@@ -29,7 +29,7 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
 {
     (void)need_dx;
     (void)p;
-    *through = L->fused; /* the batchnorm before it masks dy */
+    *through = L->absorbed; /* the layer before masks dy */
     if (*through) return CLT_OK;
     return clt_op_act_backward_alpha(L->kind->act, L->spec.alpha, dx, dy, L->x, L->y);
 }

@@ -13,9 +13,10 @@
  * own statistics and updates the running statistics once, as PyTorch does with the same
  * micro-batches (not as one forward over the whole effective batch).
  *
- * Followed by relu (relu_next, set by the model), it runs the relu too: y = max(bn(x), 0), and
- * backward masks dy where the recomputed bn(x) is not positive; the relu layer is then an
- * identity (src/nn/layers/activation.c). Two fewer passes over the tensor each way.
+ * Followed by relu, it absorbs it (absorbs_next, set by the model) and runs the relu too:
+ * y = max(bn(x), 0), and backward masks dy where the recomputed bn(x) is not positive; the
+ * relu layer is then an identity (src/nn/layers/activation.c). Two fewer passes over the
+ * tensor each way.
  *
  * Mixed precision: x, y and the gradients are stored as the neighbouring layers' (16-bit
  * between the first and last weighted layers); the kernels read the f32 master weight and bias
@@ -77,7 +78,7 @@ static int buffers(const clt_layer_spec *l, const struct clt__shape *in,
 static struct clt_bn_geom geom_of(const struct clt__layer *L)
 {
     size_t S = L->in.ndim == 3 ? L->in.d[1] * L->in.d[2] : 1;
-    return (struct clt_bn_geom){L->in.d[0], S, BN_EPS, BN_MOMENTUM, L->relu_next};
+    return (struct clt_bn_geom){L->in.d[0], S, BN_EPS, BN_MOMENTUM, L->absorbs_next};
 }
 
 static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struct clt__pass *p)
@@ -115,6 +116,12 @@ fail:
     return st;
 }
 
+/* The relu after it, on its own output's storage (the kernels store max(y, 0) in it). */
+static bool absorbs(const struct clt__layer *L, const struct clt__layer *next)
+{
+    return next->kind->kind == CLT_LAYER_RELU && next->ydt == L->ydt;
+}
+
 const struct clt__layer_kind clt__layer_batchnorm = {
     .kind = CLT_LAYER_BATCHNORM,
     .name = "batchnorm",
@@ -129,4 +136,5 @@ const struct clt__layer_kind clt__layer_batchnorm = {
     .kept = clt__layer_keeps_output,
     .forward = forward,
     .backward = backward,
+    .absorbs = absorbs,
 };
