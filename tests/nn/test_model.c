@@ -1681,9 +1681,9 @@ START_TEST(test_residual_model)
 }
 END_TEST
 
-/* The model runs a relu right after a batchnorm inside it (clt__layer_kind.absorbs): the outputs,
- * gradients and running statistics have the bits of the unfused layers (CLTRAIN_FUSE=0), at
- * the top level and in a residual body, in training and evaluation. */
+/* A batchnorm runs the relu right after it (clt__layer_kind.absorbs): the outputs, gradients
+ * and running statistics have the bits of the layers apart (CLTRAIN_FUSE=0), at the top level
+ * and in a residual body, in training and evaluation. */
 START_TEST(test_fused_batchnorm_relu)
 {
     clt_ctx *ctx = tc_ctx();
