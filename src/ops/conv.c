@@ -308,7 +308,7 @@ static clt_status pad(clt_ctx *ctx, clt_tensor *ws, size_t at, const clt_tensor 
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(xpm), CLT__ARG(xpo), CLT__ARG(xm), CLT__ARG(xo),
                       CLT__ARG(bc), CLT__ARG(h), CLT__ARG(w), CLT__ARG(p), CLT__ARG(hp),
                       CLT__ARG(wp)));
-    const size_t range[3] = {Wp, Hp, BC};
+    const size_t range[3] = {Hp, BC, 1};
     CLT_TRY(launch_3d(ctx, k, range, 64, "conv_pad"));
 fail:
     return st;
