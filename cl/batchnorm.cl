@@ -315,9 +315,8 @@ kernel void batchnorm_backward_dx(global G_T *dx, ulong dx_off, const global G_T
     const float mean = stats[st_off + c], invstd = stats[st_off + C + c];
     const float inv_n = 1.0f / (float)((ulong)B * S);
     const float sdy = stats[st_off + 2 * C + c] * inv_n, sdx = stats[st_off + 3 * C + c] * inv_n;
-    const float scale = w[w_off + c] * invstd;
-    /* the forward's z (its scale is invstd * w: the same product) */
-    const float zscale = invstd * w[w_off + c], shift = bias[b_off + c];
+    /* also the forward's z scale (invstd * w: the same bits), for a fused relu's mask */
+    const float scale = w[w_off + c] * invstd, shift = bias[b_off + c];
     global G_T *dxp = dx + dx_off + i;
     const global G_T *dyp = dy + dy_off + i;
     const global X_T *xp = x + x_off + i;
@@ -325,13 +324,13 @@ kernel void batchnorm_backward_dx(global G_T *dx, ulong dx_off, const global G_T
     for (; j + 8 <= len; j += 8) {
         const float8 d = CLT_VLOAD(X_DTYPE, 8, xp, j) - mean, xhat = d * invstd;
         float8 g = CLT_VLOAD(G_DTYPE, 8, dyp, j);
-        if (relu) g = fma(d, (float8)zscale, (float8)shift) > 0.0f ? g : (float8)0.0f;
+        if (relu) g = fma(d, (float8)scale, (float8)shift) > 0.0f ? g : (float8)0.0f;
         CLT_VSTORE(G_DTYPE, 8, scale * (g - sdy - xhat * sdx), dxp, j);
     }
     for (; j < len; j++) {
         const float d = CLT_LOAD(X_DTYPE, xp, j) - mean, xhat = d * invstd;
         float g = CLT_LOAD(G_DTYPE, dyp, j);
-        if (relu) g = fma(d, zscale, shift) > 0.0f ? g : 0.0f;
+        if (relu) g = fma(d, scale, shift) > 0.0f ? g : 0.0f;
         CLT_STORE(G_DTYPE, dxp, j, scale * (g - sdy - xhat * sdx));
     }
 }

@@ -301,6 +301,13 @@ kernel void conv_flip_weights(global float *wf, ulong wf_off, const global float
     wf[wf_off + i] = w[w_off + ((ulong)o * C + c) * KK + (KK - 1 - k)];
 }
 
+/* The sum of v's lanes, in a fixed order. */
+static float conv_hsum8(float8 v)
+{
+    const float4 h = v.lo + v.hi;
+    return (h.s0 + h.s2) + (h.s1 + h.s3);
+}
+
 /* The last n (< 8) columns of a row of dy as a vector, zeros after them. */
 static float8 conv_row_tail(const global float *p, uint n)
 {
@@ -381,9 +388,7 @@ kernel void conv_weight_grad_implicit(global float *dw, ulong dw_off, global flo
     for (uint i = 0; i < 9; i++) {
         const uint o = o0 + i / 3, kw = i % 3;
         if (o >= OUT) continue;
-        const float8 v = acc[i];
-        const float4 h = v.lo + v.hi;
-        const float s = (h.s0 + h.s2) + (h.s1 + h.s3);
+        const float s = conv_hsum8(acc[i]);
         const ulong at = dw_off + (((ulong)o * C + c) * 3 + kh) * 3 + kw;
         dw[at] = beta == 0.0f ? s : fma(beta, dw[at], s);
     }
@@ -407,8 +412,7 @@ kernel void conv_weight_grad_implicit(global float *dw, ulong dw_off, global flo
     }
     const float8 sums[3] = {s0, s1, s2};
     for (uint i = 0; i < 3 && o0 + i < OUT; i++) {
-        const float4 h = sums[i].lo + sums[i].hi;
-        const float s = (h.s0 + h.s2) + (h.s1 + h.s3);
+        const float s = conv_hsum8(sums[i]);
         db[db_off + o0 + i] = beta == 0.0f ? s : fma(beta, db[db_off + o0 + i], s);
     }
 }

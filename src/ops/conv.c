@@ -33,8 +33,9 @@
  * weights flipped and transposed (the adjoint of a stride-1 convolution is one); for 3x3
  * kernels dW and db = conv_weight_grad_implicit(pad(x), dy), per chunk of samples that stays in
  * a core's L2 cache. The padded copies go where cols and rows would (the workspace is larger
- * per sample only where they are, with few input channels). Measured on PoCL (2 cores, BENCHMARKS.md): CNN-S 18-19 -> 21.5-22.8 steps/s, CNN-M
- * 3.0-3.2 -> 3.5-3.6. */
+ * per sample only where they are, with few input channels). Measured on PoCL (2 cores,
+ * BENCHMARKS.md): CNN-S 18-19 -> 21.5-22.8 steps/s, CNN-M 3.0-3.2 -> 3.5-3.6 (then 4.1-4.9
+ * with the later weight-gradient and batch-norm changes). */
 #include "ops/nn_internal.h"
 
 #include "runtime/ctx_internal.h"
