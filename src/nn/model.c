@@ -623,8 +623,9 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
     }
     fuse_layers(m->layers, m->nlayers, m->plan.layers);
     for (int i = 0; i < m->nlayers; i++)
-        fuse_layers(m->layers[i].child, m->layers[i].nchildren,
-                    &m->plan.children[m->plan.layers[i].child]);
+        if (m->layers[i].nchildren) /* else plan child is -1 (and children may be NULL) */
+            fuse_layers(m->layers[i].child, m->layers[i].nchildren,
+                        &m->plan.children[m->plan.layers[i].child]);
     size_t gdims[2] = {m->max_batch, m->plan.widest};
     for (int k = 0; k < 2; k++)
         CLT_TRY(clt_tensor_create(&m->g_full[k], ctx, prec, 2, gdims, CLT_MEM_ACTIVATIONS));
