@@ -10,8 +10,6 @@
 #include "runtime/program_internal.h"
 #include "ops/tune_internal.h"
 
-#include "ops/tune_internal.h"
-
 #include <clblast_c.h>
 #include <limits.h>
 #include <stdio.h>
@@ -100,8 +98,8 @@ static size_t ceil_div(size_t a, size_t b)
  * (a memcmp of the packed key each), else built (options formatted only then) and given a slot,
  * the oldest when all are taken (its kernel stays in the ctx's kernel cache). */
 static clt_status own_kernel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_trans ta,
-                             clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd,
-                             const char *name, cl_kernel *k)
+                             clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd, int bias,
+                             int part, const char *name, cl_kernel *k)
 {
     struct clt__gemm_key key;
     memset(&key, 0, sizeof key); /* padding included: compared with memcmp */
@@ -111,6 +109,8 @@ static clt_status own_kernel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_
     key.a = (int)a;
     key.b = (int)b;
     key.cd = (int)cd;
+    key.part = part;
+    key.bias = bias;
     struct clt__ops_ctx *o = NULL;
     clt_status st = clt__ops_ctx(ctx, &o);
     if (st != CLT_OK) return st;
@@ -120,8 +120,8 @@ static clt_status own_kernel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_
             return CLT_OK;
         }
     char opts[320];
-    clt__opts_gemm(opts, sizeof opts, c, ta, tb, a, b, cd);
-    st = clt__kernel(ctx, "gemm", opts, name, k);
+    clt__opts_gemm(opts, sizeof opts, c, ta, tb, a, b, cd, bias);
+    st = clt__kernel(ctx, clt__gemm_program(c), opts, name, k);
     if (st != CLT_OK) return st;
     struct clt__gemm_slot *slot = &o->gemm_slots[o->gemm_next];
     o->gemm_next = (o->gemm_next + 1) % CLT__GEMM_SLOTS;
@@ -143,7 +143,7 @@ static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_tra
     bool tiled = c->kernel == CLT_GEMM_TILED;
     const char *name = names[tiled][ta * 2 + tb];
     CLT_TRY(own_kernel(ctx, c, ta, tb, clt_tensor_dtype(A), clt_tensor_dtype(B),
-                       clt_tensor_dtype(C), name, &k));
+                       clt_tensor_dtype(C), -1, 0, name, &k));
 
     cl_int iM = (cl_int)M, iN = (cl_int)N, iK = (cl_int)K;
     cl_int lda = (cl_int)(ta ? M : K), ldb = (cl_int)(tb ? K : N), ldc = (cl_int)N;
@@ -173,7 +173,7 @@ static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_tra
     if (err != CL_SUCCESS) { /* the message names the program: its options, formatted now */
         char opts[320], what[400];
         clt__opts_gemm(opts, sizeof opts, c, ta, tb, clt_tensor_dtype(A), clt_tensor_dtype(B),
-                       clt_tensor_dtype(C));
+                       clt_tensor_dtype(C), -1);
         snprintf(what, sizeof what, "gemm: launching %s (%s)", name, opts);
         CLT_CHECK_CL(ctx, err, what);
     }
@@ -183,16 +183,148 @@ fail:
     return st;
 }
 
+/* The panel family's launches for one chunk of K: pack the chunk's B panels (once per N chunk
+ * and K chunk), then per M chunk pack A's and run the micro-kernel. */
+struct panel_run {
+    clt_ctx *ctx;
+    cl_kernel pack_a, pack_b, micro;
+    cl_mem ws;
+};
+
+static clt_status panel_pack(struct panel_run *r, cl_kernel k, const clt_tensor *X, int ld,
+                             int o0, int olim, int k0, int kc, size_t panel, cl_ulong off,
+                             const char *what)
+{
+    clt_status st = CLT_OK;
+    cl_mem xm = clt_tensor_mem(X);
+    cl_ulong xo = clt_tensor_offset(X);
+    CLT_TRY(CLT__ARGS(r->ctx, k, CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(ld), CLT__ARG(o0),
+                      CLT__ARG(olim), CLT__ARG(k0), CLT__ARG(kc), CLT__ARG(r->ws), CLT__ARG(off)));
+    size_t global[2] = {ceil_div((size_t)kc, 16) * 16, ceil_div((size_t)(olim - o0), panel)};
+    size_t local[2] = {16, 1};
+    CLT_TRY(clt__enqueue_nd(r->ctx, k, 2, global, local, what));
+fail:
+    return st;
+}
+
+/* The panel family (cl/gemm_panel.cl) through the ctx's workspace, created here at the first
+ * call. *fits is false, with nothing launched, when the operands cannot be cut into chunks that
+ * fit it: a 16-bit C (whose K range is not cut, so that no partial sum is rounded to 16 bits)
+ * with K deeper than CLT_GEMM_WS_FLOATS / (tm + tn). */
+static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_trans ta,
+                            clt_trans tb, size_t M, size_t N, size_t K, float alpha,
+                            const clt_tensor *A, const clt_tensor *B, float beta, clt_tensor *C,
+                            const clt_tensor *bias, bool *fits)
+{
+    clt_status st = CLT_OK;
+    const size_t S = CLT_GEMM_WS_FLOATS, MR = (size_t)c->tm, NR = (size_t)c->tn;
+    const size_t Mp = ceil_div(M, MR) * MR, Np = ceil_div(N, NR) * NR;
+    const bool c16 = clt_tensor_dtype(C) != CLT_DTYPE_F32;
+    /* Chunks: all of K when the panels fit (or must: a 16-bit C), else K cut in cache-block
+     * multiples while M and N stay whole, else also M and N cut (B's chunk at most half). */
+    size_t kc = K, mc = Mp, nc = Np;
+    if (K * (Mp + Np) > S) {
+        size_t kfit = S / (Mp + Np) / (size_t)c->kb * (size_t)c->kb;
+        if (!c16 && kfit >= (size_t)c->kb) {
+            kc = kfit;
+        } else {
+            kc = (size_t)c->kb * ceil_div(512, (size_t)c->kb);
+            if (c16 || kc > K) kc = K;
+            nc = S / 2 / kc / NR * NR;
+            if (nc > Np) nc = Np;
+            mc = nc ? (S - nc * kc) / kc / MR * MR : 0;
+            if (mc > Mp) mc = Mp;
+            if (nc == 0 || mc == 0) { /* a 16-bit C with a K too deep: another kernel */
+                *fits = false;
+                return CLT_OK;
+            }
+        }
+    }
+    *fits = true;
+    struct clt__ops_ctx *o = NULL;
+    CLT_TRY(clt__ops_ctx(ctx, &o));
+    if (!o->gemm_ws_lent && !o->gemm_ws) {
+        size_t n = S;
+        CLT_TRY(clt_tensor_create(&o->gemm_ws, ctx, CLT_DTYPE_F32, 1, &n, CLT_MEM_WORKSPACE));
+    }
+    clt_dtype ad = clt_tensor_dtype(A), bd = clt_tensor_dtype(B), cd = clt_tensor_dtype(C);
+    struct panel_run r = {.ctx = ctx,
+                          .ws = clt_tensor_mem(o->gemm_ws_lent ? o->gemm_ws_lent : o->gemm_ws)};
+    const int bdt = bias ? (int)clt_tensor_dtype(bias) : -1;
+    CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, 0, "gemm_panel", &r.micro));
+    CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, 1, "gemm_pack_a", &r.pack_a));
+    CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, 2, "gemm_pack_b", &r.pack_b));
+    /* without a bias the kernel's bias argument is any buffer: the workspace */
+    cl_mem biasm = bias ? clt_tensor_mem(bias) : r.ws;
+    cl_ulong biaso = bias ? clt_tensor_offset(bias) : 0;
+    const int lda = (int)(ta ? M : K), ldb = (int)(tb ? K : N), ldc = (int)N;
+    const cl_ulong bp_off = 0, ap_off = (cl_ulong)(nc * kc);
+    cl_mem cm = clt_tensor_mem(C);
+    cl_ulong co = clt_tensor_offset(C);
+    for (size_t n0 = 0; n0 < N; n0 += nc) {
+        const int in0 = (int)n0, nlim = (int)(n0 + nc < N ? n0 + nc : N);
+        const int nq = (int)ceil_div((size_t)nlim - n0, NR);
+        for (size_t k0 = 0; k0 < K; k0 += kc) {
+            const int ik0 = (int)k0, kcur = (int)(k0 + kc < K ? kc : K - k0);
+            const int first = k0 == 0, last = k0 + kc >= K;
+            CLT_TRY(panel_pack(&r, r.pack_b, B, ldb, in0, nlim, ik0, kcur, NR, bp_off,
+                               "gemm_pack_b"));
+            for (size_t m0 = 0; m0 < M; m0 += mc) {
+                const int im0 = (int)m0, mlim = (int)(m0 + mc < M ? m0 + mc : M);
+                const int np = (int)ceil_div((size_t)mlim - m0, MR);
+                CLT_TRY(panel_pack(&r, r.pack_a, A, lda, im0, mlim, ik0, kcur, MR, ap_off,
+                                   "gemm_pack_a"));
+                CLT_TRY(CLT__ARGS(ctx, r.micro, CLT__ARG(mlim), CLT__ARG(nlim), CLT__ARG(kcur),
+                                  CLT__ARG(alpha), CLT__ARG(r.ws), CLT__ARG(ap_off),
+                                  CLT__ARG(bp_off), CLT__ARG(beta), CLT__ARG(cm), CLT__ARG(co),
+                                  CLT__ARG(ldc), CLT__ARG(im0), CLT__ARG(in0), CLT__ARG(np),
+                                  CLT__ARG(nq), CLT__ARG(first), CLT__ARG(last),
+                                  CLT__ARG(biasm), CLT__ARG(biaso)));
+                size_t global[2] = {ceil_div((size_t)nq, (size_t)c->bn),
+                                    ceil_div((size_t)np, (size_t)c->bm)};
+                size_t local[2] = {1, 1};
+                CLT_TRY(clt__enqueue_nd(ctx, r.micro, 2, global, local, "gemm_panel"));
+            }
+        }
+    }
+fail:
+    return st;
+}
+
+clt_status clt__gemm_ws_reserve(clt_ctx *ctx, clt_tensor **out)
+{
+    clt_status st = CLT_OK;
+    struct clt__ops_ctx *o = NULL;
+    *out = NULL;
+    CLT_TRY(clt__ops_ctx(ctx, &o));
+    if (o->gemm_ws_lent || clt__gemm_ws_bytes(ctx) == 0) return CLT_OK;
+    size_t n = CLT_GEMM_WS_FLOATS;
+    CLT_TRY(clt_tensor_create(out, ctx, CLT_DTYPE_F32, 1, &n, CLT_MEM_WORKSPACE));
+    o->gemm_ws_lent = *out;
+fail:
+    return st;
+}
+
+void clt__gemm_ws_return(clt_ctx *ctx, clt_tensor *ws)
+{
+    if (!ws) return;
+    struct clt__ops_ctx *o = ctx->ops.state; /* exists: the reservation made it */
+    if (o && o->gemm_ws_lent == ws) o->gemm_ws_lent = NULL;
+    clt_tensor_free(ws); /* the device keeps it while queued GEMMs use it */
+}
+
 bool clt__gemm_takes_16bit(const struct clt_gemm_choice *c)
 {
-    return c->kernel == CLT_GEMM_TILED || (c->kernel == CLT_GEMM_DIRECT && c->kb > 0 && !c->veck);
+    return c->kernel == CLT_GEMM_TILED || c->kernel == CLT_GEMM_PANEL ||
+           (c->kernel == CLT_GEMM_DIRECT && c->kb > 0 && !c->veck);
 }
 
 struct clt_gemm_choice clt__gemm_mixed_choice(const clt_device_info *dev)
 {
     static const struct clt_gemm_choice small = CLT_GEMM_CHOICE_PACKED(4, 4, 4, 16, 1, 1);
     struct clt_gemm_choice c = clt_gemm_own_default(dev, CLT_GEMM_TT, CLT_GEMM_LARGE);
-    return clt__gemm_takes_16bit(&c) ? c : small;
+    /* not the panel family: this is also its fallback for a 16-bit C too deep in K */
+    return clt__gemm_takes_16bit(&c) && c.kernel != CLT_GEMM_PANEL ? c : small;
 }
 
 struct clt_gemm_choice clt__gemm_narrowed(const struct clt_gemm_choice *c, size_t N)
@@ -210,10 +342,22 @@ struct clt_gemm_choice clt__gemm_narrowed(const struct clt_gemm_choice *c, size_
     return n;
 }
 
+/* C's first M rows of N += bias, for kernels without the epilogue. */
+static clt_status add_bias(clt_tensor *C, size_t M, size_t N, const clt_tensor *bias)
+{
+    if (clt_tensor_numel(C) == M * N) return clt_op_bias_add(C, bias);
+    clt_tensor *rows = NULL;
+    size_t dims[2] = {M, N};
+    clt_status st = clt_tensor_view(&rows, C, 0, 2, dims);
+    if (st == CLT_OK) st = clt_op_bias_add(rows, bias);
+    clt_tensor_free(rows);
+    return st;
+}
+
 /* The shared checks and the dispatch; `c` NULL means the ctx's choice for the layout. */
 static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb, size_t M,
                        size_t N, size_t K, float alpha, const clt_tensor *A, const clt_tensor *B,
-                       float beta, clt_tensor *C)
+                       float beta, clt_tensor *C, const clt_tensor *bias)
 {
     clt_status st = CLT_OK;
     clt_ctx *ctx = clt_tensor_ctx(C);
@@ -263,11 +407,22 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
             c = &fallback;
         }
     }
-    if (c->kernel == CLT_GEMM_CLBLAST || !fits) {
+    if (bias && c->kernel != CLT_GEMM_PANEL) { /* no epilogue: the bias kernel after it */
+        CLT_TRY(gemm(c, ta, tb, M, N, K, alpha, A, B, beta, C, NULL));
+        CLT_TRY(add_bias(C, M, N, bias));
+    } else if (c->kernel == CLT_GEMM_CLBLAST || !fits) {
         if (K == 0)
             CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "gemm: K = 0 with M=%zu, N=%zu beyond int range", M,
                      N);
         CLT_TRY(run_clblast(ctx, ta, tb, M, N, K, alpha, A, B, beta, C));
+    } else if (c->kernel == CLT_GEMM_PANEL) {
+        bool done = false;
+        CLT_TRY(run_panel(ctx, c, ta, tb, M, N, K, alpha, A, B, beta, C, bias, &done));
+        if (!done) {
+            fallback = clt__gemm_mixed_choice(&ctx->dev);
+            CLT_TRY(run_own(ctx, &fallback, ta, tb, M, N, K, alpha, A, B, beta, C));
+            if (bias) CLT_TRY(add_bias(C, M, N, bias));
+        }
     } else {
         CLT_TRY(run_own(ctx, c, ta, tb, M, N, K, alpha, A, B, beta, C));
     }
@@ -278,7 +433,26 @@ fail:
 clt_status clt_op_gemm(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K, float alpha,
                        const clt_tensor *A, const clt_tensor *B, float beta, clt_tensor *C)
 {
-    return gemm(NULL, ta, tb, M, N, K, alpha, A, B, beta, C);
+    return gemm(NULL, ta, tb, M, N, K, alpha, A, B, beta, C, NULL);
+}
+
+clt_status clt_op_gemm_bias(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K,
+                            const clt_tensor *A, const clt_tensor *B, const clt_tensor *bias,
+                            clt_tensor *C)
+{
+    clt_status st = CLT_OK;
+    clt_dtype d = clt_tensor_dtype(bias);
+    if (d != CLT_DTYPE_F32 && d != CLT_DTYPE_F16 && d != CLT_DTYPE_BF16)
+        CLT_FAIL(clt_tensor_ctx(bias), CLT_ERR_SHAPE, "gemm: the bias must be f32, f16 or bf16, "
+                 "got %s", clt_dtype_name(d));
+    if (clt_tensor_numel(bias) != N)
+        CLT_FAIL(clt_tensor_ctx(bias), CLT_ERR_SHAPE,
+                 "gemm: the bias holds %zu elements, C has %zu columns", clt_tensor_numel(bias),
+                 N);
+    CLT_TRY(clt_tensor_same_ctx(C, bias));
+    st = gemm(NULL, ta, tb, M, N, K, 1.0f, A, B, 0.0f, C, bias);
+fail:
+    return st;
 }
 
 clt_status clt_op_gemm_with(const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb, size_t M,
@@ -286,5 +460,5 @@ clt_status clt_op_gemm_with(const struct clt_gemm_choice *c, clt_trans ta, clt_t
                             const clt_tensor *B, float beta, clt_tensor *C)
 {
     CLT_ASSERT(c != NULL);
-    return gemm(c, ta, tb, M, N, K, alpha, A, B, beta, C);
+    return gemm(c, ta, tb, M, N, K, alpha, A, B, beta, C, NULL);
 }

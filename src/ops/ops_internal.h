@@ -32,6 +32,13 @@ typedef enum clt_trans { CLT_NO_TRANS = 0, CLT_TRANS = 1 } clt_trans;
  * the device's built-in one (never CLBlast, whose half routines need cl_khr_fp16). */
 clt_status clt_op_gemm(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K, float alpha,
                        const clt_tensor *A, const clt_tensor *B, float beta, clt_tensor *C);
+/* C = op(A) * op(B) + bias, the bias (N elements: f32, f16 or bf16) added to every row: a
+ * linear layer's forward. The panel family adds it in its store (the fused epilogue: C is
+ * written once); any other kernel is followed by clt_op_bias_add. In f32 both give the same
+ * bits; with a 16-bit C the fused form rounds once, not twice. */
+clt_status clt_op_gemm_bias(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K,
+                            const clt_tensor *A, const clt_tensor *B, const clt_tensor *bias,
+                            clt_tensor *C);
 
 /* ---- neural-network layers (cl/activation.cl, cl/linear.cl, cl/loss.cl, cl/dropout.cl,
  * cl/input.cl; wrappers in src/ops/activation.c, linear.c, loss.c, dropout.c, input.c) -------
@@ -300,10 +307,13 @@ void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype d
 void clt__opts_conv(char *dst, size_t n, clt_dtype src, clt_dtype dstd); /* conv */
 void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* batchnorm */
 struct clt_gemm_choice;
+/* The program a GEMM choice's kernels live in: "gemm_panel" for the panel family, else "gemm". */
+const char *clt__gemm_program(const struct clt_gemm_choice *c);
+/* bias: the panel family's epilogue bias dtype (GEMM_BIAS_DTYPE), or -1 for none. */
 void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_trans ta,
-                    clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd);
+                    clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd, int bias);
 /* Whether a GEMM choice's kernel reads and writes 16-bit storage (cl/gemm.cl's GEMM_MIXED): the
- * packed direct kernel and the tiled one. */
+ * packed direct kernel, the tiled one and the panel family. */
 bool clt__gemm_takes_16bit(const struct clt_gemm_choice *c);
 /* The kernel for 16-bit operands when the chosen one does not take them (CLBlast, an unpacked
  * direct kernel, dot products): the device's built-in packed (CPU) or tiled (GPU) choice,

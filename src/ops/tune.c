@@ -26,6 +26,8 @@ const char *clt_gemm_kernel_name(clt_gemm_kernel k)
         return "direct";
     case CLT_GEMM_TILED:
         return "tiled";
+    case CLT_GEMM_PANEL:
+        return "panel";
     }
     return "?";
 }
@@ -47,6 +49,7 @@ const char *clt_gemm_size_name(clt_gemm_size s)
 #define DIRECT CLT_GEMM_CHOICE_DIRECT
 #define PACKED CLT_GEMM_CHOICE_PACKED
 #define TILED CLT_GEMM_CHOICE_TILED
+#define PANEL CLT_GEMM_CHOICE_PANEL
 
 /* What the tuner tries on every device (clt_gemm_variant_applies says for which layouts).
  * Direct variants vectorise along N (outer products: NN and TN, and NT too when they pack)
@@ -62,6 +65,11 @@ static const struct clt_gemm_choice variants[] = {
     PACKED(8, 32, 16, 64, 8, 2),
     PACKED(8, 32, 16, 128, 4, 2),
     PACKED(6, 16, 8, 128, 4, 4),
+    /* micro-tiles over operands packed into the workspace */
+    PANEL(8, 32, 16, 256, 4, 2),
+    PANEL(12, 32, 16, 256, 4, 2),
+    PANEL(6, 64, 16, 256, 8, 1),
+    PANEL(6, 16, 8, 256, 4, 4), /* AVX2-sized */
     /* dot products */
     DIRECT(4, 4, 16, 1, 1, 1),
     DIRECT(3, 6, 16, 1, 1, 1),
@@ -86,6 +94,7 @@ bool clt_gemm_variant_applies(const struct clt_gemm_choice *c, clt_gemm_layout l
 {
     if (clt_gemm_choice_check(c, dev, NULL, 0) != CLT_OK) return false;
     if (c->kernel == CLT_GEMM_TILED) return dev->type != CLT_DEVICE_CPU;
+    if (c->kernel == CLT_GEMM_PANEL) return dev->type == CLT_DEVICE_CPU; /* every layout */
     if (c->kernel != CLT_GEMM_DIRECT) return false;
     if (c->veck) return l == CLT_GEMM_NT;
     /* packing gathers op(B)'s columns once per slice, so it serves NT as well */
@@ -98,10 +107,10 @@ struct clt_gemm_choice clt_gemm_own_default(const clt_device_info *dev, clt_gemm
                                             clt_gemm_size s)
 {
     if (dev->type == CLT_DEVICE_CPU) {
-        /* Measured on PoCL 3.1, 2-core AVX-512 (BENCHMARKS.md, "GEMM GFLOP/s per shape"):
-         * dot products for NT; outer products in place for small NN and TN, over packed slices
-         * for large ones (whose power-of-two leading dimensions thrash the caches otherwise)
-         * and for TT.
+        /* Measured on PoCL 3.1, 2-core AVX-512 (BENCHMARKS.md, "GEMM GFLOP/s per shape" and
+         * "The panel GEMM"): dot products for small NT, outer products in place for small NN
+         * and TN; the panel family (operands packed once into the workspace) for large ones
+         * of every layout and for TT.
          * Register blocks sized for 32 registers of 16 floats; a CPU with narrower native
          * vectors (AVX2: 16 of 8) gets blocks that fit its 16 registers. */
         cl_uint native = 16;
@@ -111,12 +120,12 @@ struct clt_gemm_choice clt_gemm_own_default(const clt_device_info *dev, clt_gemm
         bool wide = native >= 16;
         const struct clt_gemm_choice dot = DIRECT(3, 6, 16, 1, 1, 1),
                                      outer = DIRECT(4, 64, 16, 0, 1, 1),
-                                     packed = PACKED(8, 32, 16, 64, 8, 2),
+                                     panel = PANEL(12, 32, 16, 128, 4, 2),
                                      dot8 = DIRECT(2, 4, 8, 1, 1, 1),
                                      outer8 = DIRECT(6, 16, 8, 0, 1, 1),
-                                     packed8 = PACKED(6, 16, 8, 128, 4, 4);
+                                     panel8 = PANEL(6, 16, 8, 256, 4, 4);
+        if (l == CLT_GEMM_TT || s == CLT_GEMM_LARGE) return wide ? panel : panel8;
         if (l == CLT_GEMM_NT) return wide ? dot : dot8;
-        if (l == CLT_GEMM_TT || s == CLT_GEMM_LARGE) return wide ? packed : packed8;
         return wide ? outer : outer8;
     }
     const struct clt_gemm_choice tiled[] = {TILED(16, 16, 4, 4, 16), TILED(8, 8, 4, 4, 16),
@@ -153,8 +162,22 @@ clt_status clt_gemm_choice_check(const struct clt_gemm_choice *c, const clt_devi
     if (c->kernel == CLT_GEMM_CLBLAST) return CLT_OK;
     if (c->kernel == CLT_GEMM_TILED && (c->bm != 1 || c->bn != 1))
         return bad_choice(why, why_len, "tiled: bm and bn must be 1");
-    if (c->kernel != CLT_GEMM_DIRECT && c->kernel != CLT_GEMM_TILED)
+    if (c->kernel != CLT_GEMM_DIRECT && c->kernel != CLT_GEMM_TILED &&
+        c->kernel != CLT_GEMM_PANEL)
         return bad_choice(why, why_len, "unknown kernel");
+    if (c->kernel == CLT_GEMM_PANEL) {
+        if (c->vw != 4 && c->vw != 8 && c->vw != 16)
+            return bad_choice(why, why_len, "panel: vw must be 4, 8 or 16");
+        if (c->tm < 1 || c->tm > 16 || c->tn < c->vw || c->tn > 64 || c->tn % c->vw != 0)
+            return bad_choice(why, why_len,
+                              "panel: tm must be in [1, 16], tn a multiple of vw up to 64");
+        if (c->kb < 1 || c->kb > 4096) return bad_choice(why, why_len, "panel: kb in [1, 4096]");
+        if (c->bm < 1 || c->bn < 1 || c->bm > 64 || c->bn > 64)
+            return bad_choice(why, why_len, "bm and bn must be in [1, 64]");
+        if (c->veck != 0 || c->mdim != 0 || c->wgm != 1 || c->wgn != 1)
+            return bad_choice(why, why_len, "panel: veck and mdim 0, work-groups 1x1");
+        return CLT_OK;
+    }
     if (c->tm < 1 || c->tm > 16 || c->tn < 1 || c->tn > 64)
         return bad_choice(why, why_len, "tm must be in [1, 16] and tn in [1, 64]");
     if (c->wgm < 1 || c->wgn < 1 || c->wgm > 1024 || c->wgn > 1024)
@@ -206,6 +229,10 @@ void clt_gemm_choice_format(const struct clt_gemm_choice *c, char *dst, size_t n
     case CLT_GEMM_TILED:
         snprintf(dst, n, "tiled wg%dx%d tm%d tn%d kb%d", c->wgm, c->wgn, c->tm, c->tn, c->kb);
         break;
+    case CLT_GEMM_PANEL:
+        snprintf(dst, n, "panel tm%d tn%d vw%d kb%d bm%d bn%d", c->tm, c->tn, c->vw, c->kb, c->bm,
+                 c->bn);
+        break;
     default:
         snprintf(dst, n, "%s", clt_gemm_kernel_name(c->kernel));
         break;
@@ -237,6 +264,9 @@ clt_status clt_gemm_choice_parse(const char *s, struct clt_gemm_choice *out)
         c.vw = 1;
         c.wgm = c.wgn = 8;
         c.kb = 16;
+    } else if (strcmp(word, "panel") == 0) {
+        const struct clt_gemm_choice panel = PANEL(8, 32, 16, 256, 4, 2);
+        c = panel;
     } else if (strcmp(word, "direct") != 0)
         goto bad;
     for (s += used; sscanf(s, " %31s%n", word, &used) == 1; s += used) {
@@ -278,7 +308,8 @@ clt_status clt_gemm_choice_parse(const char *s, struct clt_gemm_choice *out)
 bad:
     return clt__fail(NULL, CLT_ERR_INVALID_ARG,
                      "GEMM choice \"%s\": expected e.g. \"clblast\", \"direct tm4 tn32 vw16 "
-                     "veck0 mdim0 wg1x1\" or \"tiled wg16x16 tm4 tn4 kb16\"",
+                     "veck0 mdim0 wg1x1\", \"panel tm8 tn32 vw16 kb256 bm4 bn2\" or \"tiled "
+                     "wg16x16 tm4 tn4 kb16\"",
                      text);
 }
 
@@ -310,6 +341,8 @@ static clt_status parse_choice(const clt__json *o, const clt_device_info *dev,
         c->kernel = CLT_GEMM_DIRECT;
     else if (strcmp(k->str, "tiled") == 0)
         c->kernel = CLT_GEMM_TILED;
+    else if (strcmp(k->str, "panel") == 0)
+        c->kernel = CLT_GEMM_PANEL;
     else
         return bad_choice(why, n, "unknown kernel");
     const clt__json *g = clt__json_get(o, "gflops");
@@ -491,7 +524,19 @@ static void ops_release(clt_ctx *ctx, void *state)
      * not only at the last one's, keeps no released context alive in CLBlast meanwhile.
      * clt_ctx_free calls this before it releases the context. */
     if (o->used_clblast) CLBlastClearCache();
+    clt_tensor_free(o->gemm_ws);
     free(o);
+}
+
+uint64_t clt__gemm_ws_bytes(clt_ctx *ctx)
+{
+    struct clt__ops_ctx *o = NULL;
+    if (clt__ops_ctx(ctx, &o) != CLT_OK) return 0;
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
+        for (int z = 0; z < CLT_GEMM__SIZES; z++)
+            if (o->tune.gemm[l][z].kernel == CLT_GEMM_PANEL)
+                return CLT_GEMM_WS_FLOATS * sizeof(float);
+    return 0;
 }
 
 /* Fills t: the built-in defaults, then the tuning file, then CLTRAIN_GEMM. */

@@ -16,9 +16,11 @@
 typedef enum clt_gemm_kernel {
     CLT_GEMM_CLBLAST = 0, /* CLBlast's Sgemm */
     CLT_GEMM_DIRECT = 1,  /* cl/gemm.cl, no local memory: a register block per work-item */
-    CLT_GEMM_TILED = 2    /* cl/gemm.cl, local-memory tiles per work-group */
+    CLT_GEMM_TILED = 2,   /* cl/gemm.cl, local-memory tiles per work-group */
+    CLT_GEMM_PANEL = 3    /* cl/gemm_panel.cl: operands packed into panels in the ctx's GEMM
+                             workspace, then a register-blocked micro-kernel (the CPU family) */
 } clt_gemm_kernel;
-const char *clt_gemm_kernel_name(clt_gemm_kernel k); /* "clblast", "direct", "tiled" */
+const char *clt_gemm_kernel_name(clt_gemm_kernel k); /* "clblast", "direct", "tiled", "panel" */
 
 /* Layouts, indexed (ta << 1) | tb: NT is a linear layer's forward, NN its input gradient and
  * TN its weight gradient. */
@@ -45,15 +47,15 @@ const char *clt_gemm_size_name(clt_gemm_size s); /* "small", "large" */
  * Fields a kernel does not use are ignored (and written as given). */
 struct clt_gemm_choice {
     clt_gemm_kernel kernel;
-    int tm, tn; /* rows and columns of C per work-item */
+    int tm, tn; /* rows and columns of C per work-item (panel: of a micro-tile) */
     int vw;     /* direct: floats per vector: 1, 2, 4, 8 or 16 */
     int veck;   /* direct: 1 vectors along K (dot products), 0 along N (outer products) */
     int mdim;   /* direct: the NDRange dimension (0 or 1) that walks row blocks */
     int wgm;    /* work-group extent along row blocks (tiled: local dimension 1) */
     int wgn;    /* work-group extent along column blocks (tiled: local dimension 0) */
     int kb;     /* K slice: tiled: staged in local memory; direct: packed in private memory
-                   (0: none, operands read in place; needs veck 0) */
-    int bm, bn; /* direct, packed: tm x tn register blocks per work-item along M and N */
+                   (0: none, operands read in place; needs veck 0); panel: the cache block */
+    int bm, bn; /* direct, packed, and panel: tm x tn register blocks per work-item along M, N */
 };
 
 /* The tuning data of one device. */
@@ -136,8 +138,9 @@ clt_status clt_op_gemm_with(const struct clt_gemm_choice *c, clt_trans ta, clt_t
  * Direct: tm x tn of C per work-item, vw-wide vectors along N (veck 0, outer products) or K
  * (veck 1, dot products), operands read in place, wgm x wgn work-items per group. Packed: the
  * direct kernel over K slices of kb packed in private memory, bm x bn register blocks per
- * work-item. Tiled: the GPU family, wgm x wgn work-items of tm x tn, K tiles of kb staged in
- * local memory. */
+ * work-item. Panel: tm x tn micro-tiles over operands packed once per GEMM into the ctx's
+ * workspace, bm x bn of them per work-item, K in cache blocks of kb. Tiled: the GPU family,
+ * wgm x wgn work-items of tm x tn, K tiles of kb staged in local memory. */
 #define CLT_GEMM_CHOICE_DIRECT(tm_, tn_, vw_, veck_, wgm_, wgn_)                                   \
     {                                                                                              \
         .kernel = CLT_GEMM_DIRECT, .tm = tm_, .tn = tn_, .vw = vw_, .veck = veck_, .mdim = 0,      \
@@ -146,6 +149,11 @@ clt_status clt_op_gemm_with(const struct clt_gemm_choice *c, clt_trans ta, clt_t
 #define CLT_GEMM_CHOICE_PACKED(tm_, tn_, vw_, kb_, bm_, bn_)                                       \
     {                                                                                              \
         .kernel = CLT_GEMM_DIRECT, .tm = tm_, .tn = tn_, .vw = vw_, .veck = 0, .mdim = 0,          \
+        .wgm = 1, .wgn = 1, .kb = kb_, .bm = bm_, .bn = bn_                                        \
+    }
+#define CLT_GEMM_CHOICE_PANEL(tm_, tn_, vw_, kb_, bm_, bn_)                                        \
+    {                                                                                              \
+        .kernel = CLT_GEMM_PANEL, .tm = tm_, .tn = tn_, .vw = vw_, .veck = 0, .mdim = 0,           \
         .wgm = 1, .wgn = 1, .kb = kb_, .bm = bm_, .bn = bn_                                        \
     }
 #define CLT_GEMM_CHOICE_TILED(wgm_, wgn_, tm_, tn_, kb_)                                           \
@@ -160,17 +168,38 @@ clt_status clt_op_gemm_with(const struct clt_gemm_choice *c, clt_trans ta, clt_t
 struct clt__gemm_key {
     struct clt_gemm_choice c;
     int ta, tb, a, b, cd;
+    int part; /* panel: 0 the micro-kernel, 1 and 2 the pack kernels of A and B; else 0 */
+    int bias; /* panel: the epilogue bias's dtype, -1 none */
 };
 #define CLT__GEMM_SLOTS 16
 struct clt__gemm_slot {
     struct clt__gemm_key key;
     cl_kernel kernel; /* borrowed from the ctx's kernel cache; NULL: the slot is free */
 };
+/* The panel family's workspace: packed operands of up to this many floats (8 MiB, allocated
+ * once per ctx at its first panel GEMM, as a cuBLAS handle's workspace), larger GEMMs being
+ * cut into chunks that fit it. */
+#define CLT_GEMM_WS_FLOATS ((size_t)1 << 21)
+/* Bytes of GEMM workspace ctx allocates at its first GEMM (CLT_GEMM_WS_FLOATS floats when its
+ * tuning data names the panel family for some layout and class, else 0): the memory estimate
+ * counts it. */
+uint64_t clt__gemm_ws_bytes(clt_ctx *ctx);
+/* A workspace for the panel family's GEMMs on ctx while *out lives, so that they allocate
+ * nothing (a trainer reserves it with its buffers: the memory estimate and the dry run count
+ * it): *out is a new CLT_MEM_WORKSPACE tensor of clt__gemm_ws_bytes(ctx) bytes lent to the
+ * ctx, or NULL when that is 0 or another workspace is lent already. Give it back with
+ * clt__gemm_ws_return (NULL is a no-op). Not thread-safe (per ctx). */
+clt_status clt__gemm_ws_reserve(clt_ctx *ctx, clt_tensor **out);
+void clt__gemm_ws_return(clt_ctx *ctx, clt_tensor *ws);
+
 struct clt__ops_ctx {
     struct clt_tune tune; /* the GEMM choice per layout and size class */
     struct clt__gemm_slot gemm_slots[CLT__GEMM_SLOTS];
     int gemm_next;     /* the slot the next new GEMM kernel takes (round robin when all are used) */
     bool used_clblast; /* a GEMM went to CLBlast: releasing the ctx clears CLBlast's cache */
+    clt_tensor *gemm_ws_lent; /* the panel family's packed operands: a trainer's workspace
+                                 (clt__gemm_ws_reserve), else */
+    clt_tensor *gemm_ws;      /* the ctx's own, created at the first panel GEMM without one */
 };
 
 /* The ops' state of ctx, created at the first call: the tuning data is the built-in defaults,

@@ -39,11 +39,23 @@ void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype d
                  (int)b, (int)dy);
 }
 
+const char *clt__gemm_program(const struct clt_gemm_choice *c)
+{
+    return c->kernel == CLT_GEMM_PANEL ? "gemm_panel" : "gemm";
+}
+
 void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_trans ta,
-                    clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd)
+                    clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd, int bias)
 {
     bool tiled = c->kernel == CLT_GEMM_TILED;
-    int len = snprintf(
+    int len;
+    if (c->kernel == CLT_GEMM_PANEL)
+        len = snprintf(dst, n,
+                       "-DGEMM_TA=%d -DGEMM_TB=%d -DPANEL_MR=%d -DPANEL_NR=%d -DGEMM_VW=%d "
+                       "-DGEMM_KB=%d -DGEMM_BM=%d -DGEMM_BN=%d",
+                       (int)ta, (int)tb, c->tm, c->tn, c->vw, c->kb, c->bm, c->bn);
+    else
+        len = snprintf(
         dst, n,
         "-DGEMM_TA=%d -DGEMM_TB=%d -DGEMM_TILED=%d -DGEMM_TM=%d -DGEMM_TN=%d -DGEMM_VW=%d "
         "-DGEMM_VECK=%d -DGEMM_MDIM=%d -DGEMM_WGM=%d -DGEMM_WGN=%d -DGEMM_KB=%d -DGEMM_BM=%d "
@@ -53,8 +65,11 @@ void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_tr
     /* all-f32 GEMMs have no dtype defines (the same programs as before 16-bit storage) */
     if (len > 0 && (size_t)len < n &&
         (a != CLT_DTYPE_F32 || b != CLT_DTYPE_F32 || cd != CLT_DTYPE_F32))
-        snprintf(dst + len, n - (size_t)len, " -DGEMM_A_DTYPE=%d -DGEMM_B_DTYPE=%d -DGEMM_C_DTYPE=%d",
-                 (int)a, (int)b, (int)cd);
+        len += snprintf(dst + len, n - (size_t)len,
+                        " -DGEMM_A_DTYPE=%d -DGEMM_B_DTYPE=%d -DGEMM_C_DTYPE=%d", (int)a, (int)b,
+                        (int)cd);
+    if (len > 0 && (size_t)len < n && bias >= 0 && c->kernel == CLT_GEMM_PANEL)
+        snprintf(dst + len, n - (size_t)len, " -DGEMM_BIAS=1 -DGEMM_BIAS_DTYPE=%d", bias);
 }
 
 /* ---- every variant ------------------------------------------------------------------------- */
@@ -160,7 +175,12 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
         for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
             for (int t = 0; t < (clt__gemm_takes_16bit(&choices[c]) ? nt : 1); t++) {
                 clt__opts_gemm(o, sizeof o, &choices[c], (clt_trans)(l >> 1), (clt_trans)(l & 1),
-                               triples[t][0], triples[t][1], triples[t][2]);
-                fn("gemm", o, user);
+                               triples[t][0], triples[t][1], triples[t][2], -1);
+                fn(clt__gemm_program(&choices[c]), o, user);
+                /* a linear layer's forward (NT) with its bias fused, stored as its weight */
+                if (choices[c].kernel != CLT_GEMM_PANEL || l != CLT_GEMM_NT) continue;
+                clt__opts_gemm(o, sizeof o, &choices[c], CLT_NO_TRANS, CLT_TRANS, triples[t][0],
+                               triples[t][1], triples[t][2], (int)triples[t][1]);
+                fn(clt__gemm_program(&choices[c]), o, user);
             }
 }

@@ -12,6 +12,7 @@
 #include "dist/comm_internal.h"
 #include "io/crc32c.h"
 #include "ops/ops_internal.h"
+#include "ops/tune_internal.h"
 #include "runtime/rng_internal.h"
 
 #include <math.h>
@@ -275,6 +276,7 @@ struct clt_trainer {
     struct clt_train_params p;
     clt_tensor *dbuf;     /* (max_batch, N): the output gradient */
     clt_tensor *loss_acc; /* (1) f32: summed loss since the last read */
+    clt_tensor *gemm_ws;  /* the GEMM workspace lent to the ctx (clt__gemm_ws_reserve), or NULL */
     clt_scaler *scaler;   /* fp16 mixed precision: dynamic loss scaling, else NULL */
     struct clt_scaler_values scaled; /* as read at the last log point */
     struct eval_bufs eval; /* for the test split, made at creation */
@@ -310,6 +312,7 @@ void clt_trainer_free(clt_trainer *t)
     clt_scaler_free(t->scaler);
     clt_tensor_free(t->dbuf);
     clt_tensor_free(t->loss_acc);
+    clt__gemm_ws_return(t->ctx, t->gemm_ws);
     eval_bufs_free(&t->eval);
     free(t);
 }
@@ -361,6 +364,7 @@ clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *t
     size_t dd[2] = {clt_model_max_batch(model), N};
     CLT_TRY(clt_tensor_create(&t->dbuf, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_ACTIVATIONS));
     CLT_TRY(clt_tensor_zeros(&t->loss_acc, ctx, CLT_DTYPE_F32, 1, &one, CLT_MEM_WORKSPACE));
+    CLT_TRY(clt__gemm_ws_reserve(ctx, &t->gemm_ws)); /* the steps' GEMMs allocate nothing */
     if (test) CLT_TRY(eval_bufs_create(&t->eval, model, test, slice));
     if (p->comm) {
         t->comm = p->comm;
@@ -819,7 +823,8 @@ static struct clt_model_params model_params(const struct clt_train_setup_params 
 /* Mirrors the allocations of clt_model_create (parameters, gradients, one (B, OUT) output per
  * layer that is not an identity, two (B, widest) gradient buffers: clt_model_mem_estimate,
  * which also knows mixed precision), the loss scaler (fp16), clt_optim_create (0, 1 or
- * 2 state vectors), clt_trainer_create (the output gradient (B, N), the loss accumulator),
+ * 2 state vectors), clt_trainer_create (the output gradient (B, N), the loss accumulator,
+ * the GEMM workspace when the ctx's GEMM choices need one and none is lent already),
  * the loader and the test split. A change there must change this: test_memory checks it. */
 clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_setup_params *p,
                                   size_t batch, struct clt_mem_estimate *out)
@@ -841,6 +846,8 @@ clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_set
     for (int k = 0; k < nstate; k++) est_add(c, CLT_MEM_OPTIM, P * 4);
     est_add(c, CLT_MEM_ACTIVATIONS, B * p->outputs * 4); /* the trainer's output gradient */
     est_add(c, CLT_MEM_WORKSPACE, 4);                    /* its loss accumulator */
+    uint64_t gemm_ws = clt__gemm_ws_bytes((clt_ctx *)ctx); /* and GEMM workspace (no other) */
+    if (gemm_ws) est_add(c, CLT_MEM_WORKSPACE, gemm_ws);
     struct clt_loader_params lp = p->loader;
     lp.batch_size = B;
     clt_loader_mem_estimate(ctx, p->train_set, &lp, c);

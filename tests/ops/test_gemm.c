@@ -218,7 +218,7 @@ START_TEST(test_variants)
     clt_ctx *ctx = ctx_with_gemm(NULL);
     const clt_device_info *dev = clt_ctx_device(ctx);
     int n = 0, ran = 0;
-    bool family_done[4] = {false, false, false, false};
+    bool family_done[5] = {false, false, false, false, false};
     const struct clt_gemm_choice *v = clt_gemm_variants(&n);
     ck_assert_int_gt(n, 0);
     for (int i = 0; i < n; i++) {
@@ -228,7 +228,11 @@ START_TEST(test_variants)
             printf("test_variants: %s does not fit this device, skipped\n", name);
             continue;
         }
-        int family = v[i].kernel == CLT_GEMM_TILED ? 3 : v[i].veck ? 2 : v[i].kb > 0 ? 1 : 0;
+        int family = v[i].kernel == CLT_GEMM_PANEL   ? 4
+                     : v[i].kernel == CLT_GEMM_TILED ? 3
+                     : v[i].veck                     ? 2
+                     : v[i].kb > 0                   ? 1
+                                                     : 0;
         bool first = !family_done[family];
         family_done[family] = true;
         for (int l = 0; l < 4; l++) {
@@ -242,6 +246,105 @@ START_TEST(test_variants)
         }
     }
     ck_assert_int_gt(ran, 0);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* The panel family's chunks: operands whose panels exceed the ctx's workspace are cut, K
+ * first (partial sums accumulate in C, beta applied once), then M and N too (panels repacked
+ * per chunk). Shapes just past each threshold, with every edge: K chunks (33 x 7 x K with
+ * (36 + 32) K > CLT_GEMM_WS_FLOATS), M chunks (M (rounded to tm) + 32) x 200 floats too many for
+ * K chunks of a cache block). Too large for oclgrind: skipped there. */
+START_TEST(test_panel_chunks)
+{
+    if (tc_small()) return;
+    const struct clt_gemm_choice panel = CLT_GEMM_CHOICE_PANEL(12, 32, 16, 128, 4, 2);
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = ctx_with_gemm(NULL);
+    const size_t deep = CLT_GEMM_WS_FLOATS / 68 + 13, tall = CLT_GEMM_WS_FLOATS / 100 + 5;
+    check_gemm(ctx, &panel, 0, 1, 33, 7, deep, 1.0f, 0.0f, &r, "panel K chunks");
+    check_gemm(ctx, &panel, 1, 0, 33, 7, deep, -0.5f, 1.0f, &r, "panel K chunks");
+    check_gemm(ctx, &panel, 0, 0, tall, 17, 200, 1.0f, 0.0f, &r, "panel M chunks");
+    check_gemm(ctx, &panel, 1, 1, tall, 17, 200, 0.5f, 1.0f, &r, "panel M chunks");
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* clt_op_gemm_bias, a linear layer's forward (NT): with every NT choice the panel family (the
+ * bias added in its store) and with the built-in tuning data (small products: another kernel,
+ * then the bias kernel), on edge shapes: the same bits as clt_op_gemm followed by
+ * clt_op_bias_add, and the float64 reference within check_gemm's tolerance. C's view is longer
+ * than M rows: the rows past M stay untouched. */
+START_TEST(test_gemm_bias)
+{
+    static const size_t shapes[][3] = {{1, 1, 1}, {5, 17, 33}, {37, 70, 300}, {13, 129, 7}};
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = ctx_with_gemm(NULL);
+    struct clt_tune t = *clt_ctx_tune(ctx), panel = t;
+    const struct clt_gemm_choice pc = CLT_GEMM_CHOICE_PANEL(3, 8, 4, 16, 2, 2);
+    panel.gemm[CLT_GEMM_NT][CLT_GEMM_SMALL] = panel.gemm[CLT_GEMM_NT][CLT_GEMM_LARGE] = pc;
+    for (int pass = 0; pass < 2; pass++) {
+        TC_OK(ctx, clt_ctx_set_tune(ctx, pass ? &t : &panel));
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            size_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], rows = M + 2;
+            float *a = xalloc(M * K, sizeof *a), *b = xalloc(N * K, sizeof *b);
+            float *bias = xalloc(N, sizeof *bias), *got = xalloc(rows * N, sizeof *got);
+            float *want = xalloc(rows * N, sizeof *want);
+            tc_fill_nonzero(&r, a, M * K, 0.05f, 1.0f);
+            tc_fill_nonzero(&r, b, N * K, 0.05f, 1.0f);
+            tc_fill_nonzero(&r, bias, N, 0.05f, 1.0f);
+            for (size_t i = 0; i < rows * N; i++) got[i] = SENTINEL;
+            clt_tensor *A = view_at(ctx, M * K, 3, NULL), *B = view_at(ctx, N * K, 5, NULL);
+            clt_tensor *bt = view_at(ctx, N, 1, NULL), *C1 = NULL;
+            size_t cd[2] = {rows, N};
+            TC_OK(ctx, clt_tensor_create(&C1, ctx, CLT_DTYPE_F32, 2, cd, CLT_MEM_OTHER));
+            size_t md[2] = {M, N};
+            clt_tensor *ref = NULL;
+            TC_OK(ctx, clt_tensor_create(&ref, ctx, CLT_DTYPE_F32, 2, md, CLT_MEM_OTHER));
+            tc_write(A, a);
+            tc_write(B, b);
+            tc_write(bt, bias);
+            tc_write(C1, got);
+            TC_OK(ctx, clt_op_gemm_bias(CLT_NO_TRANS, CLT_TRANS, M, N, K, A, B, bt, C1));
+            TC_OK(ctx, clt_op_gemm(CLT_NO_TRANS, CLT_TRANS, M, N, K, 1.0f, A, B, 0.0f, ref));
+            TC_OK(ctx, clt_op_bias_add(ref, bt));
+            tc_read(C1, got);
+            tc_read(ref, want);
+            for (size_t m = 0; m < rows; m++)
+                for (size_t n = 0; n < N; n++) {
+                    float g = got[m * N + n];
+                    if (m >= M) {
+                        ck_assert_msg(g == SENTINEL, "gemm_bias %zux%zux%zu wrote row %zu", M, N,
+                                      K, m);
+                        continue;
+                    }
+                    double sum = bias[n], sabs = fabs(bias[n]);
+                    for (size_t k = 0; k < K; k++) {
+                        double p = (double)a[m * K + k] * (double)b[n * K + k];
+                        sum += p;
+                        sabs += fabs(p);
+                    }
+                    double tol = 1e-5 + 1e-4 * fabs(sum) + 0x1p-23 * (double)(K + 1) * sabs;
+                    ck_assert_msg(fabs(g - sum) <= tol && memcmp(&g, &want[m * N + n], 4) == 0,
+                                  "gemm_bias (%s) %zux%zux%zu C[%zu, %zu] = %.9g: reference "
+                                  "%.9g, unfused %.9g",
+                                  pass ? "built-in" : "panel", M, N, K, m, n, g, sum,
+                                  want[m * N + n]);
+                }
+            clt_tensor_free(A);
+            clt_tensor_free(B);
+            clt_tensor_free(bt);
+            clt_tensor_free(C1);
+            clt_tensor_free(ref);
+            free(a);
+            free(b);
+            free(bias);
+            free(got);
+            free(want);
+        }
+    }
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }
@@ -479,6 +582,8 @@ int main(void)
                  {"own", test_own_path},
                  {"clblast", test_clblast_path},
                  {"variants", test_variants},
+                 {"panel_chunks", test_panel_chunks},
+                 {"gemm_bias", test_gemm_bias},
                  {"files", test_tune_files}};
     Suite *s = suite_create("gemm");
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {

@@ -150,10 +150,13 @@ START_TEST(test_gemm16)
                                            .wgm = 1, .wgn = 1, .kb = 16, .bm = 2, .bn = 2},
                                  tiled = {.kernel = CLT_GEMM_TILED, .tm = 2, .tn = 2, .vw = 1,
                                           .wgm = 4, .wgn = 4, .kb = 8, .bm = 1, .bn = 1};
-    const struct clt_gemm_choice *choices[] = {NULL, &packed, &tiled};
+    /* and the panel family with a block that leaves edges everywhere */
+    const struct clt_gemm_choice panel = {.kernel = CLT_GEMM_PANEL, .tm = 3, .tn = 8, .vw = 4,
+                                          .wgm = 1, .wgn = 1, .kb = 16, .bm = 2, .bn = 2};
+    const struct clt_gemm_choice *choices[] = {NULL, &packed, &tiled, &panel};
     /* every triple with the ctx's choice; one mixed triple with the explicit ones (each triple,
      * layout and choice is one more kernel compile) */
-    for (size_t ci = 0; ci < 3; ci++)
+    for (size_t ci = 0; ci < 4; ci++)
         for (size_t d = ci ? 3 : 0; d < (ci ? 4 : sizeof combos / sizeof *combos); d++)
             for (int l = 0; l < 4; l++)
                 for (size_t s = 0; s < sizeof full / sizeof *full; s++) {
@@ -162,6 +165,11 @@ START_TEST(test_gemm16)
                                  sizes[s][2], alpha, beta, combos[d][0], combos[d][1],
                                  combos[d][2], &r);
                 }
+    /* A 16-bit C takes the panel family's whole K range at once; one too deep for its
+     * workspace (K (tm + tn) > CLT_GEMM_WS_FLOATS) runs the built-in 16-bit kernel instead. */
+    if (!tc_small())
+        check_gemm16(ctx, &panel, 1, 0, 5, 3, CLT_GEMM_WS_FLOATS / 11 + 7, 1.0f, 0.0f,
+                     CLT_DTYPE_BF16, CLT_DTYPE_BF16, CLT_DTYPE_BF16, &r);
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }

@@ -72,9 +72,13 @@ static int params(const clt_layer_spec *l, const struct clt__shape *in,
 static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struct clt__pass *p)
 {
     clt_status st = CLT_OK;
-    CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_TRANS, p->B, L->out_n, L->in_n, 1.0f, x, clt__layer_weight(L, 0),
-                        0.0f, L->y));
-    if (L->w[1]) CLT_TRY(clt_op_bias_add(L->y, clt__layer_weight(L, 1)));
+    const clt_tensor *w = clt__layer_weight(L, 0);
+    if (L->w[1]) /* the bias in the GEMM's store where its kernel can (clt_op_gemm_bias) */
+        CLT_TRY(clt_op_gemm_bias(CLT_NO_TRANS, CLT_TRANS, p->B, L->out_n, L->in_n, x, w,
+                                 clt__layer_weight(L, 1), L->y));
+    else
+        CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_TRANS, p->B, L->out_n, L->in_n, 1.0f, x, w, 0.0f,
+                            L->y));
     L->out_t = L->y;
 fail:
     return st;

@@ -1,0 +1,218 @@
+/* The panel GEMM, cltrain's CPU family (src/ops/gemm.c drives it): C = alpha * op(A) op(B) +
+ * beta * C as BLAS libraries do it on CPUs. Two pack kernels copy op(A) and op(B), whatever
+ * their layout and storage dtype, into f32 panels in a workspace laid out for the micro-kernel:
+ *     ap[p][k][r] = op(A)[m0 + p * PANEL_MR + r, k0 + k]   (panels of PANEL_MR rows)
+ *     bp[q][k][j] = op(B)[k0 + k, n0 + q * PANEL_NR + j]   (panels of PANEL_NR columns)
+ * zero past the matrices' edges; then `gemm_panel` gives each work-item a block of
+ * GEMM_BM x GEMM_BN micro-tiles of PANEL_MR x PANEL_NR and runs the register-blocked micro-
+ * kernel over them: per k, GEMM_VW-float vectors of one B panel row and broadcasts of one A
+ * panel column, every load contiguous and free of edge tests, whatever M, N, K, the leading
+ * dimensions (power-of-two strides no longer thrash the caches) and the layout. The K range is
+ * cut into GEMM_KB-deep blocks (cache blocking: one B micro-panel of GEMM_KB x PANEL_NR stays
+ * in L1 while the work-item's A micro-panels stream past it from L2), and C holds the partial
+ * sums between blocks: the first block of the first chunk applies beta, the later ones add.
+ * With a 16-bit C the host makes the whole K range one block (no partial sums rounded to 16
+ * bits). With GEMM_BIAS the last block of the last chunk adds a bias per column (the fused
+ * epilogue of a linear layer's forward). Edges: rows and columns past C's edge are zero in the
+ * panels, computed and never stored. The summation order depends only on the defines and the
+ * host's K chunks, so results are deterministic. */
+
+#ifndef PANEL_MR
+#define PANEL_MR 8 /* rows of a micro-tile (GEMM_TM of the choice) */
+#endif
+#ifndef PANEL_NR
+#define PANEL_NR 32 /* columns of a micro-tile (GEMM_TN), a multiple of GEMM_VW */
+#endif
+#ifndef GEMM_VW
+#define GEMM_VW 16 /* floats per vector: 4, 8 or 16 */
+#endif
+#ifndef GEMM_KB
+#define GEMM_KB 256 /* depth of a cache block of K */
+#endif
+#ifndef GEMM_BM
+#define GEMM_BM 4 /* micro-tiles per work-item along M */
+#endif
+#ifndef GEMM_BN
+#define GEMM_BN 2 /* micro-tiles per work-item along N */
+#endif
+#ifndef GEMM_TA
+#define GEMM_TA 0 /* op(A) = A^T */
+#endif
+#ifndef GEMM_TB
+#define GEMM_TB 0 /* op(B) = B^T */
+#endif
+#ifndef GEMM_A_DTYPE
+#define GEMM_A_DTYPE CLT_F32
+#endif
+#ifndef GEMM_B_DTYPE
+#define GEMM_B_DTYPE CLT_F32
+#endif
+#ifndef GEMM_C_DTYPE
+#define GEMM_C_DTYPE CLT_F32
+#endif
+#ifndef GEMM_BIAS
+#define GEMM_BIAS 0 /* epilogue: 1 adds bias[n] (storage GEMM_BIAS_DTYPE) to column n of C once
+                       its sums are complete (a linear layer's forward) */
+#endif
+#ifndef GEMM_BIAS_DTYPE
+#define GEMM_BIAS_DTYPE CLT_F32
+#endif
+#if GEMM_VW != 4 && GEMM_VW != 8 && GEMM_VW != 16
+#error "GEMM_VW must be 4, 8 or 16"
+#endif
+#if PANEL_NR % GEMM_VW != 0
+#error "PANEL_NR must be a multiple of GEMM_VW"
+#endif
+typedef CLT_TYPE(GEMM_A_DTYPE) gemm_a_t;
+typedef CLT_TYPE(GEMM_B_DTYPE) gemm_b_t;
+typedef CLT_TYPE(GEMM_C_DTYPE) gemm_c_t;
+#define floatv CLT__XCAT(float, GEMM_VW)
+#define VLOADF(p) CLT__XCAT(vload, GEMM_VW)(0, (p))
+#define NV (PANEL_NR / GEMM_VW)
+
+/* Launched over (kc rounded up, ceil(mc / PANEL_MR)): item (k, p) writes ap[p][k][0 ..
+ * PANEL_MR), rows m0 + p * PANEL_MR + r below mlim (else 0) of column k0 + k of op(A). */
+kernel void gemm_pack_a(global const gemm_a_t *restrict a, const ulong a_off, const int lda,
+                        const int m0, const int mlim, const int k0, const int kc,
+                        global float *restrict ap, const ulong ap_off)
+{
+    const int k = (int)get_global_id(0), p = (int)get_global_id(1);
+    if (k >= kc) return;
+    const int mb = m0 + p * PANEL_MR;
+    global float *dst = ap + ap_off + ((size_t)p * kc + k) * PANEL_MR;
+    a += a_off;
+#if GEMM_TA
+    global const gemm_a_t *src = a + (size_t)(k0 + k) * lda; /* row k of A: op(A)'s column */
+#pragma unroll
+    for (int r = 0; r < PANEL_MR; r++)
+        dst[r] = mb + r < mlim ? CLT_LOAD(GEMM_A_DTYPE, src, mb + r) : 0.0f;
+#else
+#pragma unroll
+    for (int r = 0; r < PANEL_MR; r++)
+        dst[r] = mb + r < mlim ? CLT_LOAD(GEMM_A_DTYPE, a, (size_t)(mb + r) * lda + k0 + k) : 0.0f;
+#endif
+}
+
+/* Launched over (kc rounded up, ceil(nc / PANEL_NR)): item (k, q) writes bp[q][k][0 ..
+ * PANEL_NR), columns n0 + q * PANEL_NR + j below nlim (else 0) of row k0 + k of op(B). */
+kernel void gemm_pack_b(global const gemm_b_t *restrict b, const ulong b_off, const int ldb,
+                        const int n0, const int nlim, const int k0, const int kc,
+                        global float *restrict bp, const ulong bp_off)
+{
+    const int k = (int)get_global_id(0), q = (int)get_global_id(1);
+    if (k >= kc) return;
+    const int nb = n0 + q * PANEL_NR;
+    global float *dst = bp + bp_off + ((size_t)q * kc + k) * PANEL_NR;
+    b += b_off;
+#if GEMM_TB
+#pragma unroll
+    for (int j = 0; j < PANEL_NR; j++)
+        dst[j] = nb + j < nlim ? CLT_LOAD(GEMM_B_DTYPE, b, (size_t)(nb + j) * ldb + k0 + k) : 0.0f;
+#else
+    global const gemm_b_t *src = b + (size_t)(k0 + k) * ldb; /* row k of op(B) */
+    if (nb + PANEL_NR <= nlim) {
+#pragma unroll
+        for (int j = 0; j < PANEL_NR; j += GEMM_VW)
+            CLT__XCAT(vstore, GEMM_VW)(CLT_VLOAD(GEMM_B_DTYPE, GEMM_VW, src, nb + j), 0, dst + j);
+    } else {
+        for (int j = 0; j < PANEL_NR; j++)
+            dst[j] = nb + j < nlim ? CLT_LOAD(GEMM_B_DTYPE, src, nb + j) : 0.0f;
+    }
+#endif
+}
+
+/* C[m, n .. n + GEMM_VW) = alpha * v + bet * C[...] for a whole vector in C, plus the bias
+ * when epi (the sums are complete), as linear_forward_bias adds it to a stored C. */
+static inline void panel_store_vec(global gemm_c_t *crow, const int n, const floatv v,
+                                   const float alpha, const float bet, const bool epi,
+                                   global const CLT_TYPE(GEMM_BIAS_DTYPE) *bias)
+{
+    floatv r = alpha * v;
+    if (bet != 0.0f) r = fma((floatv)(bet), CLT_VLOAD(GEMM_C_DTYPE, GEMM_VW, crow, n), r);
+#if GEMM_BIAS
+    if (epi) r += CLT_VLOAD(GEMM_BIAS_DTYPE, GEMM_VW, bias, n);
+#endif
+    CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW, r, crow, n);
+}
+
+/* Launched over (ceil(nq / GEMM_BN), ceil(np / GEMM_BM)) items: item (j, i) computes rows
+ * [m0 + i * GEMM_BM * PANEL_MR, ...) and columns [n0 + j * GEMM_BN * PANEL_NR, ...) of C below
+ * (mlim, nlim), from kc-deep panels in ws (np of A from ap_off, nq of B from bp_off).
+ * first: this is the first K chunk (beta applies; later chunks add). */
+kernel void gemm_panel(const int mlim, const int nlim, const int kc, const float alpha,
+                       global const float *restrict ws, const ulong ap_off, const ulong bp_off,
+                       const float beta, global gemm_c_t *restrict c, const ulong c_off,
+                       const int ldc, const int m0, const int n0, const int np, const int nq,
+                       const int first, const int last,
+                       global const CLT_TYPE(GEMM_BIAS_DTYPE) *restrict bias, const ulong bias_off)
+{
+    global const float *ap = ws + ap_off, *bp = ws + bp_off;
+    bias += bias_off;
+    const int pi = (int)get_global_id(1) * GEMM_BM, qj = (int)get_global_id(0) * GEMM_BN;
+    if (pi >= np || qj >= nq) return;
+    c += c_off;
+#if GEMM_C_DTYPE != CLT_F32
+    const int kblock = kc; /* no partial sums in a 16-bit C */
+#else
+    const int kblock = GEMM_KB;
+#endif
+    for (int kb0 = 0; kb0 < kc; kb0 += kblock) {
+        const int kn = min(kblock, kc - kb0);
+        const float bet = first && kb0 == 0 ? beta : 1.0f;
+        const bool epi = last && kb0 + kn == kc; /* the sums are complete */
+        for (int sj = 0; sj < GEMM_BN && qj + sj < nq; sj++) {
+            const int q = qj + sj, nb = n0 + q * PANEL_NR;
+            global const float *bpan = bp + ((size_t)q * kc + kb0) * PANEL_NR;
+            for (int si = 0; si < GEMM_BM && pi + si < np; si++) {
+                const int p = pi + si, mb = m0 + p * PANEL_MR;
+                global const float *apan = ap + ((size_t)p * kc + kb0) * PANEL_MR;
+                floatv acc[PANEL_MR][NV];
+#pragma unroll
+                for (int r = 0; r < PANEL_MR; r++)
+#pragma unroll
+                    for (int v = 0; v < NV; v++) acc[r][v] = (floatv)(0.0f);
+                global const float *bk = bpan, *ak = apan;
+                for (int k = 0; k < kn; k++, bk += PANEL_NR, ak += PANEL_MR) {
+                    floatv bv[NV];
+#pragma unroll
+                    for (int v = 0; v < NV; v++) bv[v] = VLOADF(bk + v * GEMM_VW);
+#pragma unroll
+                    for (int r = 0; r < PANEL_MR; r++) {
+                        const floatv av = (floatv)(ak[r]);
+#pragma unroll
+                        for (int v = 0; v < NV; v++) acc[r][v] = fma(av, bv[v], acc[r][v]);
+                    }
+                }
+                if (mb + PANEL_MR <= mlim && nb + PANEL_NR <= nlim) {
+#pragma unroll
+                    for (int r = 0; r < PANEL_MR; r++) {
+                        global gemm_c_t *crow = c + (size_t)(mb + r) * ldc;
+#pragma unroll
+                        for (int v = 0; v < NV; v++)
+                            panel_store_vec(crow, nb + v * GEMM_VW, acc[r][v], alpha, bet, epi,
+                                            bias);
+                    }
+                } else { /* the edge, element by element through private memory */
+                    float t[PANEL_MR * PANEL_NR];
+#pragma unroll
+                    for (int r = 0; r < PANEL_MR; r++)
+#pragma unroll
+                        for (int v = 0; v < NV; v++)
+                            CLT__XCAT(vstore, GEMM_VW)(acc[r][v], 0,
+                                                       t + r * PANEL_NR + v * GEMM_VW);
+#pragma unroll 1
+                    for (int r = 0; r < PANEL_MR && mb + r < mlim; r++) {
+                        global gemm_c_t *crow = c + (size_t)(mb + r) * ldc;
+#pragma unroll 1
+                        for (int j = 0; j < PANEL_NR && nb + j < nlim; j++) {
+                            float x = alpha * t[r * PANEL_NR + j];
+                            if (bet != 0.0f) x = fma(bet, CLT_LOAD(GEMM_C_DTYPE, crow, nb + j), x);
+                            if (GEMM_BIAS && epi) x += CLT_LOAD(GEMM_BIAS_DTYPE, bias, nb + j);
+                            CLT_STORE(GEMM_C_DTYPE, crow, nb + j, x);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""cltrain's GEMM beside OpenBLAS sgemm on this machine's CPU, shape by shape.
+
+Runs `cltrain-tune --quick` on the CPU device (the MLP and CNN presets' training shapes, every
+own variant; its tuning file goes to a temporary path, the user's is left alone), reads its
+table, and times OpenBLAS sgemm through numpy on the same shapes and layouts right after
+it (transposed operands as transposed views, so numpy passes the transpose flags and copies
+nothing; the best of N timings, each ~0.1 s or longer). Prints, per shape, OpenBLAS's
+GFLOP/s, the best own variant's and the ratio, then the ratio over each layout's total time.
+
+usage: tools/gemm_vs_openblas.py [BUILD_DIR] [--repeats N]   (default: build, 3)
+numpy's BLAS must be OpenBLAS (Debian: python3-numpy with libopenblas0-pthread); set
+OPENBLAS_CORETYPE where OpenBLAS misdetects the CPU (e.g. Haswell on AMD Zen 3).
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def parse_args(argv):
+    build, repeats = "build", 3
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--repeats" and i + 1 < len(argv) and argv[i + 1].isdigit():
+            repeats = int(argv[i + 1])
+            i += 2
+        elif not argv[i].startswith("-"):
+            build = argv[i]
+            i += 1
+        else:
+            sys.exit(f"gemm_vs_openblas: unknown argument \"{argv[i]}\"; usage: {__doc__}")
+    if repeats < 1:
+        sys.exit("gemm_vs_openblas: --repeats must be at least 1")
+    return build, repeats
+
+
+def run_tuner(tune, repeats):
+    """The tuner's sections: {layout: (shapes [(M, N, K)], {variant: [GFLOP/s per shape]})}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [tune, "--device", os.environ.get("CLTRAIN_DEVICE", "cpu"), "--quick",
+               "--repeats", str(repeats), "--output", os.path.join(tmp, "tune.json")]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    sections, layout = {}, None
+    for line in out.splitlines():
+        m = re.match(r"^(NT|NN|TN):", line)
+        if m:
+            layout = m.group(1)
+            continue
+        if line.startswith("variant \\ M x N x K") and layout:
+            shapes = [tuple(int(x) for x in s.split("x")) for s in line.split()[7:-2]]
+            sections[layout] = (shapes, {})
+            continue
+        if layout in sections and line and not line.startswith("->"):
+            cells = line.split()
+            shapes, rows = sections[layout]
+            n = len(shapes)
+            if len(cells) >= n + 2:
+                try:
+                    rates = [float(x) for x in cells[-n - 1:-1]]
+                except ValueError:
+                    continue
+                rows[" ".join(cells[:-n - 1])] = rates
+    if not sections:
+        sys.exit("gemm_vs_openblas: no table in cltrain-tune's output:\n" + out)
+    return out.splitlines()[0], sections
+
+
+def openblas_rates(sections, repeats):
+    import numpy as np
+    rng = np.random.default_rng(1)
+    rates = {}
+    for layout, (shapes, _) in sections.items():
+        ta, tb = layout[0] == "T", layout[1] == "T"
+        for (M, N, K) in shapes:
+            a = rng.standard_normal((K, M) if ta else (M, K), dtype=np.float32)
+            b = rng.standard_normal((N, K) if tb else (K, N), dtype=np.float32)
+            A, B = (a.T if ta else a), (b.T if tb else b)
+            c = np.empty((M, N), dtype=np.float32)
+            np.matmul(A, B, out=c)
+            flop = 2.0 * M * N * K
+            reps = max(1, int(2e8 / flop))  # ~0.1 s per timing at 2 GFLOP/s and up
+            best = 0.0
+            for _ in range(repeats):
+                t = time.perf_counter()
+                for _ in range(reps):
+                    np.matmul(A, B, out=c)
+                best = max(best, flop * reps / (time.perf_counter() - t) / 1e9)
+            rates[(layout, M, N, K)] = best
+    return rates
+
+
+def main():
+    build, repeats = parse_args(sys.argv[1:])
+    tune = os.path.join(build, "tools", "cltrain-tune")
+    if not os.access(tune, os.X_OK):
+        sys.exit(f"gemm_vs_openblas: no {tune}; build first (tools/setup.sh {build})")
+    try:
+        import numpy as np
+    except ImportError:
+        sys.exit("gemm_vs_openblas: this python has no numpy (Debian: apt-get install "
+                 "python3-numpy; run it with /usr/bin/python3)")
+    print(f"{time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}; numpy {np.__version__}; "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+    head, sections = run_tuner(tune, repeats)
+    blas = openblas_rates(sections, repeats)
+    print(head)
+    print(f"{'layout':6} {'M x N x K':>16} {'OpenBLAS':>9} {'own best':>9} {'ratio':>6}  variant")
+    for layout, (shapes, rows) in sections.items():
+        t_blas = t_own = 0.0
+        for s, (M, N, K) in enumerate(shapes):
+            key = (layout, M, N, K)
+            blas_rate = blas[key]
+            own = [(r[s], v) for v, r in rows.items() if not v.startswith("clblast")]
+            best, variant = max(own)
+            flop = 2.0 * M * N * K
+            t_blas += flop / blas_rate
+            t_own += flop / best
+            print(f"{layout:6} {f'{M}x{N}x{K}':>16} {blas_rate:9.1f} {best:9.1f} "
+                  f"{best / blas_rate:6.2f}  {variant}")
+        print(f"{layout}: the shapes' total time, OpenBLAS / best own: {t_blas / t_own:.2f}")
+
+
+if __name__ == "__main__":
+    main()
