@@ -175,16 +175,27 @@ kernel void conv_backward_permute(global CLT_TYPE(DST_DTYPE) *rows, ulong rows_o
  * work-item computes CONV_TM output channels x CONV_VN neighbouring columns of one output row,
  * y[b, o0 .. o0+TM, oh, ow0 .. ow0+VN], as outer products of a weight (broadcast) and VN
  * consecutive input elements (one vector load) for every (c, kh, kw), and stores it straight
- * into NCHW with the bias added. No im2col matrix, no permute, no weight transpose. The loads
- * need no padding tests because they read a zero-padded copy of the input, xp (B*C, Hp, Wp)
- * with Hp = H + 2P and Wp = ceil(OW / VN) * VN + K - 1, made by conv_pad: a vector of the
+ * into NCHW with the bias added. No im2col matrix, no permute (only the small weights are
+ * transposed). The loads need no padding tests because they read a zero-padded copy of the
+ * input, xp (B*C, Hp, Wp) with Hp = H + 2P and Wp >= ceil(OW / VN) * VN + K - 1 (implicit_wp in
+ * src/ops/conv.c), made by conv_pad: a vector of the
  * last column block may run past OW (those lanes are computed and never stored), never past a
  * row of xp. 6 x 16 (two vectors of 8) keeps the accumulators in 12 AVX2 registers (15 with
  * the operands) and loads 2 vectors and 6 broadcast weights per 12 multiply-adds, so the
  * multiply-adds, not the loads, set the pace (8 x 8 loaded 9 per 8: about 125 of 180
- * GFLOP/s on 2 Zen 3 cores). */
-#define CONV_TM 6
-#define CONV_VN 16
+ * GFLOP/s on 2 Zen 3 cores). With AVX-512 (CONV_V 16, chosen by the host from the device's
+ * native vector width) the block is 12 x 32: 24 of 32 registers, 2 vectors and 12 weights per
+ * 24 multiply-adds (8-float vectors ran at half the machine's rate there). */
+#ifndef CONV_V
+#define CONV_V 8 /* floats per vector: 8 (AVX2) or 16 (AVX-512, 6 x 32 blocks: -DCONV_V=16) */
+#endif
+#ifndef CONV_TM
+#define CONV_TM 6 /* output channels per work-item: 6, or 12 with 16-float vectors */
+#endif
+#define CONV_VN (2 * CONV_V)
+#define floatV CLT__XCAT(float, CONV_V)
+#define VLOADV CLT__XCAT(vload, CONV_V)
+#define VSTOREV CLT__XCAT(vstore, CONV_V)
 
 /* xp[bc, i, j] = x[bc, i - P, j - P], 0 outside x (Wp >= W + P). Range (Hp, B*C): a
  * work-item per padded row, copied in vectors (one element per work-item moved about 12 GB/s
@@ -209,7 +220,8 @@ kernel void conv_pad(global float *xp, ulong xp_off, const global float *x, ulon
     for (; j < Wp; j++) dst[j] = 0.0f;
 }
 
-/* y = conv(x, w) + bias for stride 1 from xp (conv_pad's). Range (ceil(OUT / TM),
+/* y = conv(x, w) + bias for stride 1 from xp (conv_pad's), the weights transposed: w (C*K*K,
+ * OUT), as conv_weight_transpose writes them. Range (ceil(OUT / TM),
  * ceil(OW / VN), B*OH): work-item (ob, cb, (b, oh)). With `pair` (rows of at most 8 columns,
  * where 16 would leave most lanes idle), VN / 2 columns of two rows instead: range
  * (ceil(OUT / TM), 1, B*ceil(OH / 2)); an odd last row's partner is computed again, never
@@ -226,78 +238,92 @@ kernel void conv_forward_implicit(global float *y, ulong y_off, const global flo
     const uint o0 = ob * CONV_TM, ow0 = cb * CONV_VN;
     if (o0 >= OUT || ow0 >= OW || t >= BOH) return;
     const uint OHt = pair ? (OH + 1) / 2 : OH, b = t / OHt, oh = (t - b * OHt) << pair;
-    /* where the second vector starts: 8 columns on, or the next row (this one again past OH) */
-    const uint d1 = !pair ? 8 : oh + 1 < OH ? Wp : 0;
-    const uint CKK = C * K * K;
-    const global float *wr[CONV_TM];
+    /* where the second vector starts: CONV_V columns on, or the next row (this one again past
+     * OH) */
+    const uint d1 = !pair ? CONV_V : oh + 1 < OH ? Wp : 0;
+    floatV lo[CONV_TM], hi[CONV_TM]; /* columns ow0 + [0, V) and ow0 + [V, 2V) */
 #pragma unroll
-    for (uint i = 0; i < CONV_TM; i++) wr[i] = w + w_off + (ulong)min(o0 + i, OUT - 1) * CKK;
-    float8 lo[CONV_TM], hi[CONV_TM]; /* columns ow0 .. ow0+7 and ow0+8 .. ow0+15 */
-#pragma unroll
-    for (uint i = 0; i < CONV_TM; i++) lo[i] = hi[i] = (float8)(0.0f);
+    for (uint i = 0; i < CONV_TM; i++) lo[i] = hi[i] = (floatV)(0.0f);
     const global float *xc = xp + xp_off + ((ulong)b * C * Hp + oh) * Wp + ow0;
-    uint k = 0;
-    for (uint c = 0; c < C; c++, xc += (ulong)Hp * Wp) {
-        const global float *xr = xc;
-        for (uint kh = 0; kh < K; kh++, xr += Wp) {
-            for (uint kw = 0; kw < K; kw++, k++) {
-                const float8 x0 = vload8(0, xr + kw), x1 = vload8(0, xr + kw + d1);
-#pragma unroll
-                for (uint i = 0; i < CONV_TM; i++) {
-                    const float8 wv = (float8)(wr[i][k]);
-                    lo[i] = fma(wv, x0, lo[i]);
-                    hi[i] = fma(wv, x1, hi[i]);
-                }
-            }
-        }
+    /* wk: the weights of step k = (c, kh, kw), channels o0 on: TM consecutive floats, one
+     * pointer for the whole block (12 row pointers spilled registers) */
+    const global float *wk = w + w_off + o0;
+    /* One step of the sum; W(i) is the weight of channel o0 + i at this step. */
+#define CONV_STEPS(W)                                                                             \
+    for (uint c = 0; c < C; c++, xc += (ulong)Hp * Wp) {                                          \
+        const global float *xr = xc;                                                              \
+        for (uint kh = 0; kh < K; kh++, xr += Wp) {                                               \
+            for (uint kw = 0; kw < K; kw++, wk += OUT) {                                          \
+                const floatV x0 = VLOADV(0, xr + kw), x1 = VLOADV(0, xr + kw + d1);               \
+                _Pragma("unroll") for (uint i = 0; i < CONV_TM; i++) {                            \
+                    const floatV wv = (floatV)(W(i));                                             \
+                    lo[i] = fma(wv, x0, lo[i]);                                                   \
+                    hi[i] = fma(wv, x1, hi[i]);                                                   \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
     }
+    if (o0 + CONV_TM <= OUT) {
+#define CONV_W_FULL(i) wk[i]
+        CONV_STEPS(CONV_W_FULL)
+    } else { /* the last block: channels past OUT repeat the last one */
+        uint oi[CONV_TM];
+#pragma unroll
+        for (uint i = 0; i < CONV_TM; i++) oi[i] = min(i, OUT - 1 - o0);
+#define CONV_W_EDGE(i) wk[oi[i]]
+        CONV_STEPS(CONV_W_EDGE)
+    }
+#undef CONV_W_FULL
+#undef CONV_W_EDGE
+#undef CONV_STEPS
     const ulong HW = (ulong)OH * OW;
     global float *yo = y + y_off + ((ulong)b * OUT + o0) * HW + (ulong)oh * OW + ow0;
 #pragma unroll
     for (uint i = 0; i < CONV_TM; i++) {
         if (o0 + i >= OUT) continue;
-        const float8 bv = (float8)(has_bias ? bias[b_off + o0 + i] : 0.0f);
-        const float8 v0 = lo[i] + bv, v1 = hi[i] + bv;
+        const floatV bv = (floatV)(has_bias ? bias[b_off + o0 + i] : 0.0f);
+        const floatV v0 = lo[i] + bv, v1 = hi[i] + bv;
         global float *yr = yo + i * HW;
-        if (pair) { /* v0 to row oh, v1 to row oh + 1, at most 8 columns each */
+        if (pair) { /* v0 to row oh, v1 to row oh + 1, at most CONV_V columns each */
             for (uint r = 0; r < 2 && oh + r < OH; r++, yr += OW) {
-                if (OW == 8) {
-                    vstore8(r ? v1 : v0, 0, yr);
+                if (OW == CONV_V) {
+                    VSTOREV(r ? v1 : v0, 0, yr);
                     continue;
                 }
-                float t8[8];
-                vstore8(r ? v1 : v0, 0, t8);
-                for (uint l = 0; l < OW; l++) yr[l] = t8[l];
+                float tv[CONV_V];
+                VSTOREV(r ? v1 : v0, 0, tv);
+                for (uint l = 0; l < OW; l++) yr[l] = tv[l];
             }
         } else if (ow0 + CONV_VN <= OW) {
-            vstore8(v0, 0, yr);
-            vstore8(v1, 0, yr + 8);
+            VSTOREV(v0, 0, yr);
+            VSTOREV(v1, 0, yr + CONV_V);
         } else { /* the edge: whole vectors while they fit, then element by element */
-            float8 rest = v0;
+            floatV rest = v0;
             uint l0 = 0;
-            if (ow0 + 8 <= OW) {
-                vstore8(v0, 0, yr);
+            if (ow0 + CONV_V <= OW) {
+                VSTOREV(v0, 0, yr);
                 rest = v1;
-                l0 = 8;
+                l0 = CONV_V;
             }
-            float t8[8];
-            vstore8(rest, 0, t8);
-            for (uint l = 0; l < 8 && ow0 + l0 + l < OW; l++) /* no unroll (clang gives up) */
-                yr[l0 + l] = t8[l];
+            float tv[CONV_V];
+            VSTOREV(rest, 0, tv);
+            for (uint l = 0; l < CONV_V && ow0 + l0 + l < OW; l++) /* no unroll (clang gives up) */
+                yr[l0 + l] = tv[l];
         }
     }
 }
 
 /* The input gradient of a stride-1 convolution is itself one (the adjoint of a correlation):
  * dx = conv(dy padded by K - 1 - P, wf) with wf[c, o, kh, kw] = w[o, c, K-1-kh, K-1-kw], so
- * conv_forward_implicit computes it from conv_pad(dy) and these flipped weights. Range
+ * conv_forward_implicit computes it from conv_pad(dy) and these flipped weights, transposed as
+ * it reads weights: wft[(o * K*K + kh * K + kw) * C + c] = wf[c, o, kh, kw]. Range
  * (C*OUT*K*K): one element each. */
 kernel void conv_flip_weights(global float *wf, ulong wf_off, const global float *w, ulong w_off,
                               uint OUT, uint C, uint K)
 {
     const uint i = (uint)get_global_id(0), KK = K * K;
     if (i >= C * OUT * KK) return;
-    const uint c = i / (OUT * KK), r = i - c * OUT * KK, o = r / KK, k = r - o * KK;
+    const uint r = i / C, c = i - r * C, o = r / KK, k = r - o * KK;
     wf[wf_off + i] = w[w_off + ((ulong)o * C + c) * KK + (KK - 1 - k)];
 }
 

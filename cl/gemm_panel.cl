@@ -35,6 +35,9 @@
 #ifndef GEMM_BN
 #define GEMM_BN 2 /* micro-tiles per work-item along N */
 #endif
+#ifndef PANEL_IA
+#define PANEL_IA 0 /* 1: op(A) read in place by the micro-kernel (only op(B) packed) */
+#endif
 #ifndef GEMM_TA
 #define GEMM_TA 0 /* op(A) = A^T */
 #endif
@@ -144,10 +147,13 @@ kernel void gemm_panel(const int mlim, const int nlim, const int kc, const float
                        const float beta, global gemm_c_t *restrict c, const ulong c_off,
                        const int ldc, const int m0, const int n0, const int np, const int nq,
                        const int first, const int last,
-                       global const CLT_TYPE(GEMM_BIAS_DTYPE) *restrict bias, const ulong bias_off)
+                       global const CLT_TYPE(GEMM_BIAS_DTYPE) *restrict bias, const ulong bias_off,
+                       global const gemm_a_t *restrict a, const ulong a_off, const int lda,
+                       const int k0)
 {
     global const float *ap = ws + ap_off, *bp = ws + bp_off;
     bias += bias_off;
+    a += a_off;
     const int pi = (int)get_global_id(1) * GEMM_BM, qj = (int)get_global_id(0) * GEMM_BN;
     if (pi >= np || qj >= nq) return;
     c += c_off;
@@ -165,24 +171,49 @@ kernel void gemm_panel(const int mlim, const int nlim, const int kc, const float
             global const float *bpan = bp + ((size_t)q * kc + kb0) * PANEL_NR;
             for (int si = 0; si < GEMM_BM && pi + si < np; si++) {
                 const int p = pi + si, mb = m0 + p * PANEL_MR;
-                global const float *apan = ap + ((size_t)p * kc + kb0) * PANEL_MR;
                 floatv acc[PANEL_MR][NV];
 #pragma unroll
                 for (int r = 0; r < PANEL_MR; r++)
 #pragma unroll
                     for (int v = 0; v < NV; v++) acc[r][v] = (floatv)(0.0f);
-                global const float *bk = bpan, *ak = apan;
-                for (int k = 0; k < kn; k++, bk += PANEL_NR, ak += PANEL_MR) {
+                global const float *bk = bpan;
+#if PANEL_IA
+                /* op(A)'s rows mb .. mb + PANEL_MR (the last valid one repeated past mlim:
+                 * computed, never stored) from column k0 + kb0 on */
+#if GEMM_TA
+                global const gemm_a_t *ak = a + (size_t)(k0 + kb0) * lda;
+                int mr[PANEL_MR];
+#pragma unroll
+                for (int r = 0; r < PANEL_MR; r++) mr[r] = min(mb + r, mlim - 1);
+#define PANEL_A(r) CLT_LOAD(GEMM_A_DTYPE, ak, mr[r])
+#define PANEL_A_NEXT ak += lda
+#else
+                global const gemm_a_t *arow[PANEL_MR];
+#pragma unroll
+                for (int r = 0; r < PANEL_MR; r++)
+                    arow[r] = a + (size_t)min(mb + r, mlim - 1) * lda + k0 + kb0;
+                int ak = 0;
+#define PANEL_A(r) CLT_LOAD(GEMM_A_DTYPE, arow[r], ak)
+#define PANEL_A_NEXT ak++
+#endif
+#else
+                global const float *ak = ap + ((size_t)p * kc + kb0) * PANEL_MR;
+#define PANEL_A(r) ak[r]
+#define PANEL_A_NEXT ak += PANEL_MR
+#endif
+                for (int k = 0; k < kn; k++, bk += PANEL_NR, PANEL_A_NEXT) {
                     floatv bv[NV];
 #pragma unroll
                     for (int v = 0; v < NV; v++) bv[v] = VLOADF(bk + v * GEMM_VW);
 #pragma unroll
                     for (int r = 0; r < PANEL_MR; r++) {
-                        const floatv av = (floatv)(ak[r]);
+                        const floatv av = (floatv)(PANEL_A(r));
 #pragma unroll
                         for (int v = 0; v < NV; v++) acc[r][v] = fma(av, bv[v], acc[r][v]);
                     }
                 }
+#undef PANEL_A
+#undef PANEL_A_NEXT
                 if (mb + PANEL_MR <= mlim && nb + PANEL_NR <= nlim) {
 #pragma unroll
                     for (int r = 0; r < PANEL_MR; r++) {

@@ -56,7 +56,7 @@ static clt_status conv_kernel(clt_ctx *ctx, int which, clt_dtype src, clt_dtype 
     cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_CONV, which * 9 + (int)src * 3 + (int)dst);
     if (!*slot) {
         char opts[64];
-        clt__opts_conv(opts, sizeof opts, src, dst);
+        clt__opts_conv(opts, sizeof opts, src, dst, clt__conv_wide(clt_ctx_device(ctx)));
         clt_status st = clt__kernel(ctx, "conv", opts, kernel_names[which], slot);
         if (st != CLT_OK) return st;
     }
@@ -222,12 +222,30 @@ fail:
  * their memory bandwidth makes the extra passes cheap. Stride 1 only (a vector of neighbouring
  * outputs reads neighbouring inputs), f32 only (16-bit storage keeps the GEMM's conversions).
  * CLTRAIN_CONV=im2col or implicit overrides the choice (tests run both on every device). */
-#define IMPLICIT_VN 16 /* CONV_VN in cl/conv.cl */
-#define IMPLICIT_TM 6  /* CONV_TM */
+bool clt__conv_wide(const clt_device_info *dev)
+{
+    cl_uint native = 0;
+    return dev->type == CLT_DEVICE_CPU && dev->device &&
+           clGetDeviceInfo(dev->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof native,
+                           &native, NULL) == CL_SUCCESS &&
+           native >= 16;
+}
 
+/* CONV_V, CONV_TM and CONV_VN of cl/conv.cl for ctx's device. */
+static void implicit_block(clt_ctx *ctx, size_t *v, size_t *tm)
+{
+    bool wide = clt__conv_wide(clt_ctx_device(ctx));
+    *v = wide ? 16 : 8;
+    *tm = wide ? 12 : 6;
+}
+
+/* The padded row: room for the vectors of either block (8 or 16 floats, two per work-item:
+ * one row of 2V columns, or two rows of at most V), the same on every device so that the
+ * model's workspace does not depend on it. */
 static size_t implicit_wp(const struct clt_conv_geom *g, size_t OW)
 {
-    return (OW + IMPLICIT_VN - 1) / IMPLICIT_VN * IMPLICIT_VN + g->K - 1;
+    size_t w8 = (OW + 15) / 16 * 16, w16 = OW <= 16 ? 16 : (OW + 31) / 32 * 32;
+    return (w8 > w16 ? w8 : w16) + g->K - 1;
 }
 
 /* The rows the weight gradient reads dy in: dy's own (OW), or a copy padded to whole vectors.
@@ -402,10 +420,11 @@ static clt_status forward_implicit(clt_ctx *ctx, clt_tensor *y, const clt_tensor
            bm = bias ? clt_tensor_mem(bias) : wm;
     cl_ulong xpo = clt_tensor_offset(ws), yo = clt_tensor_offset(y), wo = clt_tensor_offset(w),
              bo = bias ? clt_tensor_offset(bias) : 0;
-    size_t Hp = g->H + 2 * g->P, Wp = implicit_wp(g, OW);
-    /* rows of at most 8 columns: a work-item takes two of them (half its lanes idle otherwise;
+    size_t Hp = g->H + 2 * g->P, Wp = implicit_wp(g, OW), V, TM;
+    implicit_block(ctx, &V, &TM);
+    /* rows of at most V columns: a work-item takes two of them (half its lanes idle otherwise;
      * PoCL, 128 -> 128 channels on 7x7: 81 -> 122 GFLOP/s) */
-    const bool two_rows = OW <= IMPLICIT_VN / 2;
+    const bool two_rows = OW <= V;
     size_t rows = two_rows ? g->B * ((OH + 1) / 2) : g->B * OH;
     cl_uint hp = (cl_uint)Hp, wp = (cl_uint)Wp, has_bias = bias != NULL, BOH = (cl_uint)rows,
             C = (cl_uint)g->C, K = (cl_uint)g->K, OUT = (cl_uint)g->OUT, oh = (cl_uint)OH,
@@ -416,8 +435,8 @@ static clt_status forward_implicit(clt_ctx *ctx, clt_tensor *y, const clt_tensor
                       CLT__ARG(BOH), CLT__ARG(C), CLT__ARG(hp), CLT__ARG(wp), CLT__ARG(K),
                       CLT__ARG(OUT), CLT__ARG(oh), CLT__ARG(ow), CLT__ARG(pair)));
     /* one work-item per group: each is a whole register block (as the direct GEMM's) */
-    const size_t global[3] = {(g->OUT + IMPLICIT_TM - 1) / IMPLICIT_TM,
-                              (OW + IMPLICIT_VN - 1) / IMPLICIT_VN, rows},
+    const size_t global[3] = {(g->OUT + TM - 1) / TM, two_rows ? 1 : (OW + 2 * V - 1) / (2 * V),
+                              rows},
                  local[3] = {1, 1, 1};
     CLT_TRY(clt__enqueue_nd(ctx, ki, 3, global, local, "conv_forward_implicit"));
 fail:
@@ -448,14 +467,16 @@ clt_status clt_op_conv2d_forward(clt_tensor *y, const clt_tensor *x, const clt_t
         CLT_TRY(check_tensor(bias, g->OUT, op, "bias"));
         CLT_TRY(clt__nn_need_dtype(bias, clt_tensor_dtype(ws), op, "bias"));
     }
-    if (implicit_applies(y, x, w, ws, g))
-        return forward_implicit(ctx, y, x, w, bias, ws, g, OH, OW);
+    CLT_TRY(ws_view(&wt, ws, g->B * ws_per_sample(g, OH, OW), CKK, g->OUT));
+    CLT_TRY(to_rows(ctx, wt, w, 1, g->OUT, CKK, "conv_weight_transpose"));
+    if (implicit_applies(y, x, w, ws, g)) {
+        st = forward_implicit(ctx, y, x, wt, bias, ws, g, OH, OW);
+        goto fail;
+    }
     CLT_TRY(ws_view(&cols, ws, 0, M, CKK));
     CLT_TRY(ws_view(&rows, ws, M * CKK, M, g->OUT));
-    CLT_TRY(ws_view(&wt, ws, g->B * ws_per_sample(g, OH, OW), CKK, g->OUT));
 
     CLT_TRY(im2col(ctx, cols, x, g, OH, OW));
-    CLT_TRY(to_rows(ctx, wt, w, 1, g->OUT, CKK, "conv_weight_transpose"));
     CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, M, g->OUT, CKK, 1.0f, cols, wt, 0.0f, rows));
     CLT_TRY(from_rows(ctx, y, rows, bias, g->B, g->OUT, OH * OW, 0.0f, "conv_forward_permute"));
 fail:

@@ -210,7 +210,7 @@ fail:
 /* The panel family (cl/gemm_panel.cl) through the ctx's workspace, created here at the first
  * call. *fits is false, with nothing launched, when the operands cannot be cut into chunks that
  * fit it: a 16-bit C (whose K range is not cut, so that no partial sum is rounded to 16 bits)
- * with K deeper than CLT_GEMM_WS_FLOATS / (tm + tn). */
+ * with K deeper than CLT_GEMM_WS_FLOATS / (tm + tn), or / tn with op(A) read in place. */
 static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_trans ta,
                             clt_trans tb, size_t M, size_t N, size_t K, float alpha,
                             const clt_tensor *A, const clt_tensor *B, float beta, clt_tensor *C,
@@ -218,21 +218,22 @@ static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_t
 {
     clt_status st = CLT_OK;
     const size_t S = CLT_GEMM_WS_FLOATS, MR = (size_t)c->tm, NR = (size_t)c->tn;
-    const size_t Mp = ceil_div(M, MR) * MR, Np = ceil_div(N, NR) * NR;
+    /* With op(A) read in place (ia) only B's panels take room: M is never cut. */
+    const size_t Mp = ceil_div(M, MR) * MR, Np = ceil_div(N, NR) * NR, Ma = c->ia ? 0 : Mp;
     const bool c16 = clt_tensor_dtype(C) != CLT_DTYPE_F32;
     /* Chunks: all of K when the panels fit (or must: a 16-bit C), else K cut in cache-block
      * multiples while M and N stay whole, else also M and N cut (B's chunk at most half). */
     size_t kc = K, mc = Mp, nc = Np;
-    if (K * (Mp + Np) > S) {
-        size_t kfit = S / (Mp + Np) / (size_t)c->kb * (size_t)c->kb;
+    if (K * (Ma + Np) > S) {
+        size_t kfit = S / (Ma + Np) / (size_t)c->kb * (size_t)c->kb;
         if (!c16 && kfit >= (size_t)c->kb) {
             kc = kfit;
         } else {
             kc = (size_t)c->kb * ceil_div(512, (size_t)c->kb);
             if (c16 || kc > K) kc = K;
-            nc = S / 2 / kc / NR * NR;
+            nc = (c->ia ? S : S / 2) / kc / NR * NR;
             if (nc > Np) nc = Np;
-            mc = nc ? (S - nc * kc) / kc / MR * MR : 0;
+            mc = c->ia ? Mp : nc ? (S - nc * kc) / kc / MR * MR : 0;
             if (mc > Mp) mc = Mp;
             if (nc == 0 || mc == 0) { /* a 16-bit C with a K too deep: another kernel */
                 *fits = false;
@@ -252,15 +253,15 @@ static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_t
                           .ws = clt_tensor_mem(o->gemm_ws_lent ? o->gemm_ws_lent : o->gemm_ws)};
     const int bdt = bias ? (int)clt_tensor_dtype(bias) : -1;
     CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, 0, "gemm_panel", &r.micro));
-    CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, 1, "gemm_pack_a", &r.pack_a));
+    if (!c->ia) CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, 1, "gemm_pack_a", &r.pack_a));
     CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, 2, "gemm_pack_b", &r.pack_b));
     /* without a bias the kernel's bias argument is any buffer: the workspace */
     cl_mem biasm = bias ? clt_tensor_mem(bias) : r.ws;
     cl_ulong biaso = bias ? clt_tensor_offset(bias) : 0;
     const int lda = (int)(ta ? M : K), ldb = (int)(tb ? K : N), ldc = (int)N;
     const cl_ulong bp_off = 0, ap_off = (cl_ulong)(nc * kc);
-    cl_mem cm = clt_tensor_mem(C);
-    cl_ulong co = clt_tensor_offset(C);
+    cl_mem cm = clt_tensor_mem(C), am = clt_tensor_mem(A);
+    cl_ulong co = clt_tensor_offset(C), ao = clt_tensor_offset(A);
     for (size_t n0 = 0; n0 < N; n0 += nc) {
         const int in0 = (int)n0, nlim = (int)(n0 + nc < N ? n0 + nc : N);
         const int nq = (int)ceil_div((size_t)nlim - n0, NR);
@@ -272,14 +273,16 @@ static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_t
             for (size_t m0 = 0; m0 < M; m0 += mc) {
                 const int im0 = (int)m0, mlim = (int)(m0 + mc < M ? m0 + mc : M);
                 const int np = (int)ceil_div((size_t)mlim - m0, MR);
-                CLT_TRY(panel_pack(&r, r.pack_a, A, lda, im0, mlim, ik0, kcur, MR, ap_off,
-                                   "gemm_pack_a"));
+                if (!c->ia)
+                    CLT_TRY(panel_pack(&r, r.pack_a, A, lda, im0, mlim, ik0, kcur, MR, ap_off,
+                                       "gemm_pack_a"));
                 CLT_TRY(CLT__ARGS(ctx, r.micro, CLT__ARG(mlim), CLT__ARG(nlim), CLT__ARG(kcur),
                                   CLT__ARG(alpha), CLT__ARG(r.ws), CLT__ARG(ap_off),
                                   CLT__ARG(bp_off), CLT__ARG(beta), CLT__ARG(cm), CLT__ARG(co),
                                   CLT__ARG(ldc), CLT__ARG(im0), CLT__ARG(in0), CLT__ARG(np),
                                   CLT__ARG(nq), CLT__ARG(first), CLT__ARG(last),
-                                  CLT__ARG(biasm), CLT__ARG(biaso)));
+                                  CLT__ARG(biasm), CLT__ARG(biaso), CLT__ARG(am),
+                                  CLT__ARG(ao), CLT__ARG(lda), CLT__ARG(ik0)));
                 size_t global[2] = {ceil_div((size_t)nq, (size_t)c->bn),
                                     ceil_div((size_t)np, (size_t)c->bm)};
                 size_t local[2] = {1, 1};

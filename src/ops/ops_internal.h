@@ -304,7 +304,9 @@ bool clt__is_float(clt_dtype d);
 void clt__opts_dtype(char *dst, size_t n, clt_dtype x);                  /* -DX_DTYPE */
 void clt__opts_cast(char *dst, size_t n, clt_dtype src, clt_dtype dstd); /* cast */
 void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype dy);
-void clt__opts_conv(char *dst, size_t n, clt_dtype src, clt_dtype dstd); /* conv */
+/* conv; wide: the implicit forward's 16-float vectors (CPUs with AVX-512: clt__conv_wide) */
+void clt__opts_conv(char *dst, size_t n, clt_dtype src, clt_dtype dstd, bool wide);
+bool clt__conv_wide(const clt_device_info *dev);
 void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* batchnorm */
 struct clt_gemm_choice;
 /* The program a GEMM choice's kernels live in: "gemm_panel" for the panel family, else "gemm". */

@@ -50,6 +50,11 @@ const char *clt_gemm_size_name(clt_gemm_size s)
 #define PACKED CLT_GEMM_CHOICE_PACKED
 #define TILED CLT_GEMM_CHOICE_TILED
 #define PANEL CLT_GEMM_CHOICE_PANEL
+#define PANEL_IA(tm_, tn_, vw_, kb_, bm_, bn_)                                                     \
+    {                                                                                              \
+        .kernel = CLT_GEMM_PANEL, .tm = tm_, .tn = tn_, .vw = vw_, .wgm = 1, .wgn = 1, .kb = kb_,  \
+        .bm = bm_, .bn = bn_, .ia = 1                                                              \
+    }
 
 /* What the tuner tries on every device (clt_gemm_variant_applies says for which layouts).
  * Direct variants vectorise along N (outer products: NN and TN, and NT too when they pack)
@@ -70,6 +75,9 @@ static const struct clt_gemm_choice variants[] = {
     PANEL(12, 32, 16, 256, 4, 2),
     PANEL(6, 64, 16, 256, 8, 1),
     PANEL(6, 16, 8, 256, 4, 4), /* AVX2-sized */
+    PANEL_IA(12, 32, 16, 256, 4, 2), /* op(A) read in place: no pass over it */
+    PANEL_IA(6, 64, 16, 256, 8, 1),
+    PANEL_IA(6, 16, 8, 256, 4, 4),
     /* dot products */
     DIRECT(4, 4, 16, 1, 1, 1),
     DIRECT(3, 6, 16, 1, 1, 1),
@@ -121,9 +129,13 @@ struct clt_gemm_choice clt_gemm_own_default(const clt_device_info *dev, clt_gemm
         const struct clt_gemm_choice dot = DIRECT(3, 6, 16, 1, 1, 1),
                                      outer = DIRECT(4, 64, 16, 0, 1, 1),
                                      panel = PANEL(12, 32, 16, 128, 4, 2),
+                                     panel_ia = PANEL_IA(6, 64, 16, 256, 8, 1),
                                      dot8 = DIRECT(2, 4, 8, 1, 1, 1),
                                      outer8 = DIRECT(6, 16, 8, 0, 1, 1),
                                      panel8 = PANEL(6, 16, 8, 256, 4, 4);
+        /* op(A) in place for NN and NT (row-major rows: activations, im2col matrices), packed
+         * for TN and TT, whose op(A) = A^T steps over a power-of-two stride for every k */
+        if ((l == CLT_GEMM_NN || l == CLT_GEMM_NT) && s == CLT_GEMM_LARGE && wide) return panel_ia;
         if (l == CLT_GEMM_TT || s == CLT_GEMM_LARGE) return wide ? panel : panel8;
         if (l == CLT_GEMM_NT) return wide ? dot : dot8;
         return wide ? outer : outer8;
@@ -176,6 +188,7 @@ clt_status clt_gemm_choice_check(const struct clt_gemm_choice *c, const clt_devi
             return bad_choice(why, why_len, "bm and bn must be in [1, 64]");
         if (c->veck != 0 || c->mdim != 0 || c->wgm != 1 || c->wgn != 1)
             return bad_choice(why, why_len, "panel: veck and mdim 0, work-groups 1x1");
+        if (c->ia != 0 && c->ia != 1) return bad_choice(why, why_len, "panel: ia must be 0 or 1");
         return CLT_OK;
     }
     if (c->tm < 1 || c->tm > 16 || c->tn < 1 || c->tn > 64)
@@ -230,8 +243,8 @@ void clt_gemm_choice_format(const struct clt_gemm_choice *c, char *dst, size_t n
         snprintf(dst, n, "tiled wg%dx%d tm%d tn%d kb%d", c->wgm, c->wgn, c->tm, c->tn, c->kb);
         break;
     case CLT_GEMM_PANEL:
-        snprintf(dst, n, "panel tm%d tn%d vw%d kb%d bm%d bn%d", c->tm, c->tn, c->vw, c->kb, c->bm,
-                 c->bn);
+        snprintf(dst, n, "panel tm%d tn%d vw%d kb%d bm%d bn%d%s", c->tm, c->tn, c->vw, c->kb,
+                 c->bm, c->bn, c->ia ? " ia1" : "");
         break;
     default:
         snprintf(dst, n, "%s", clt_gemm_kernel_name(c->kernel));
@@ -300,6 +313,8 @@ clt_status clt_gemm_choice_parse(const char *s, struct clt_gemm_choice *out)
             c.bm = (int)v;
         else if (klen == 2 && strncmp(word, "bn", 2) == 0)
             c.bn = (int)v;
+        else if (klen == 2 && strncmp(word, "ia", 2) == 0)
+            c.ia = (int)v;
         else
             goto bad;
     }
@@ -360,6 +375,8 @@ static clt_status parse_choice(const clt__json *o, const clt_device_info *dev,
     if ((clt__json_get(o, "bm") && !get_int(o, "bm", 0, wide, &c->bm)) ||
         (clt__json_get(o, "bn") && !get_int(o, "bn", 0, wide, &c->bn)))
         return bad_choice(why, n, "bm and bn must be small non-negative integers");
+    if (clt__json_get(o, "ia") && !get_int(o, "ia", 0, wide, &c->ia)) /* optional, 0 */
+        return bad_choice(why, n, "ia must be 0 or 1");
     return clt_gemm_choice_check(c, dev, why, n);
 }
 
@@ -461,6 +478,7 @@ clt_status clt_tune_save(const char *path, const struct clt_tune *t)
                                      "\"bm\": %d, \"bn\": %d",
                                      c->tm, c->tn, c->vw, c->veck, c->mdim, c->wgm, c->wgn, c->kb,
                                      c->bm, c->bn);
+            if (c->kernel == CLT_GEMM_PANEL && c->ia) clt__json_buf_puts(&b, ", \"ia\": 1");
             if (t->gemm_gflops[l][z] > 0)
                 clt__json_buf_printf(&b, ", \"gflops\": %.1f", t->gemm_gflops[l][z]);
             clt__json_buf_puts(&b, "}");

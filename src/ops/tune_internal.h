@@ -56,6 +56,7 @@ struct clt_gemm_choice {
     int kb;     /* K slice: tiled: staged in local memory; direct: packed in private memory
                    (0: none, operands read in place; needs veck 0); panel: the cache block */
     int bm, bn; /* direct, packed, and panel: tm x tn register blocks per work-item along M, N */
+    int ia;     /* panel: 1 reads op(A) in place (only op(B) packed), 0 packs both */
 };
 
 /* The tuning data of one device. */

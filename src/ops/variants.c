@@ -19,9 +19,11 @@ void clt__opts_cast(char *dst, size_t n, clt_dtype src, clt_dtype dstd)
     snprintf(dst, n, "-DSRC_DTYPE=%d -DDST_DTYPE=%d", (int)src, (int)dstd);
 }
 
-void clt__opts_conv(char *dst, size_t n, clt_dtype src, clt_dtype dstd)
+void clt__opts_conv(char *dst, size_t n, clt_dtype src, clt_dtype dstd, bool wide)
 {
-    snprintf(dst, n, "-DSRC_DTYPE=%d -DDST_DTYPE=%d", (int)src, (int)dstd);
+    int len = snprintf(dst, n, "-DSRC_DTYPE=%d -DDST_DTYPE=%d", (int)src, (int)dstd);
+    if (wide && len > 0 && (size_t)len < n) /* the implicit conv's AVX-512 block */
+        snprintf(dst + len, n - (size_t)len, " -DCONV_V=16 -DCONV_TM=12");
 }
 
 void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g)
@@ -52,8 +54,8 @@ void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_tr
     if (c->kernel == CLT_GEMM_PANEL)
         len = snprintf(dst, n,
                        "-DGEMM_TA=%d -DGEMM_TB=%d -DPANEL_MR=%d -DPANEL_NR=%d -DGEMM_VW=%d "
-                       "-DGEMM_KB=%d -DGEMM_BM=%d -DGEMM_BN=%d",
-                       (int)ta, (int)tb, c->tm, c->tn, c->vw, c->kb, c->bm, c->bn);
+                       "-DGEMM_KB=%d -DGEMM_BM=%d -DGEMM_BN=%d -DPANEL_IA=%d",
+                       (int)ta, (int)tb, c->tm, c->tn, c->vw, c->kb, c->bm, c->bn, c->ia);
     else
         len = snprintf(
         dst, n,
@@ -141,8 +143,12 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
         for (size_t j = 0; j < COUNT(float_dtypes); j++) {
             clt__opts_cast(o, sizeof o, float_dtypes[i], float_dtypes[j]);
             fn("cast", o, user);
-            clt__opts_conv(o, sizeof o, float_dtypes[i], float_dtypes[j]);
+            clt__opts_conv(o, sizeof o, float_dtypes[i], float_dtypes[j], false);
             fn("conv", o, user);
+            if (i == 0 && j == 0) { /* the implicit forward (f32 only) with wide vectors */
+                clt__opts_conv(o, sizeof o, float_dtypes[i], float_dtypes[j], true);
+                fn("conv", o, user);
+            }
             clt__opts_batchnorm(o, sizeof o, float_dtypes[i], float_dtypes[j]);
             fn("batchnorm", o, user);
         }

@@ -350,7 +350,7 @@ START_TEST(test_conv_sliced_launch)
     tc_poison(rows);
     char opts[64];
     cl_kernel k;
-    clt__opts_conv(opts, sizeof opts, CLT_DTYPE_F32, CLT_DTYPE_F32);
+    clt__opts_conv(opts, sizeof opts, CLT_DTYPE_F32, CLT_DTYPE_F32, false);
     TC_OK(ctx, clt__kernel(ctx, "conv", opts, "conv_backward_permute", &k));
     cl_mem rm = clt_tensor_mem(rows), dm = clt_tensor_mem(dy);
     cl_ulong ro = clt_tensor_offset(rows), dof = clt_tensor_offset(dy);

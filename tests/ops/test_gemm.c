@@ -267,6 +267,15 @@ START_TEST(test_panel_chunks)
     check_gemm(ctx, &panel, 1, 0, 33, 7, deep, -0.5f, 1.0f, &r, "panel K chunks");
     check_gemm(ctx, &panel, 0, 0, tall, 17, 200, 1.0f, 0.0f, &r, "panel M chunks");
     check_gemm(ctx, &panel, 1, 1, tall, 17, 200, 0.5f, 1.0f, &r, "panel M chunks");
+    /* op(A) in place: only B's panels count; K chunks past CLT_GEMM_WS_FLOATS / 32 (13 x 7 x
+     * K), N and K chunks past CLT_GEMM_WS_FLOATS / 128 columns (too wide for one cache block
+     * of K) */
+    struct clt_gemm_choice ia = panel;
+    ia.ia = 1;
+    const size_t deep_b = CLT_GEMM_WS_FLOATS / 32 + 9, wide = CLT_GEMM_WS_FLOATS / 128 + 3;
+    check_gemm(ctx, &ia, 0, 0, 13, 7, deep_b, 1.0f, 1.0f, &r, "panel ia K chunks");
+    check_gemm(ctx, &ia, 1, 1, 13, 7, deep_b, 1.0f, 0.0f, &r, "panel ia K chunks");
+    check_gemm(ctx, &ia, 0, 1, 9, wide, 600, 1.0f, 0.0f, &r, "panel ia N chunks");
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }

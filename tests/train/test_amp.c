@@ -153,10 +153,12 @@ START_TEST(test_gemm16)
     /* and the panel family with a block that leaves edges everywhere */
     const struct clt_gemm_choice panel = {.kernel = CLT_GEMM_PANEL, .tm = 3, .tn = 8, .vw = 4,
                                           .wgm = 1, .wgn = 1, .kb = 16, .bm = 2, .bn = 2};
-    const struct clt_gemm_choice *choices[] = {NULL, &packed, &tiled, &panel};
+    struct clt_gemm_choice panel_ia = panel;
+    panel_ia.ia = 1;
+    const struct clt_gemm_choice *choices[] = {NULL, &packed, &tiled, &panel, &panel_ia};
     /* every triple with the ctx's choice; one mixed triple with the explicit ones (each triple,
      * layout and choice is one more kernel compile) */
-    for (size_t ci = 0; ci < 4; ci++)
+    for (size_t ci = 0; ci < 5; ci++)
         for (size_t d = ci ? 3 : 0; d < (ci ? 4 : sizeof combos / sizeof *combos); d++)
             for (int l = 0; l < 4; l++)
                 for (size_t s = 0; s < sizeof full / sizeof *full; s++) {
