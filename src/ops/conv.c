@@ -55,7 +55,7 @@ static clt_status conv_kernel(clt_ctx *ctx, int which, clt_dtype src, clt_dtype 
 {
     cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_CONV, which * 9 + (int)src * 3 + (int)dst);
     if (!*slot) {
-        char opts[64];
+        char opts[128];
         clt__opts_conv(opts, sizeof opts, src, dst, clt__conv_wide(clt_ctx_device(ctx)));
         clt_status st = clt__kernel(ctx, "conv", opts, kernel_names[which], slot);
         if (st != CLT_OK) return st;

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """PyTorch's training speed on the CPU for the models `cltrain bench` times beside it
 (tools/bench_vs_torch.sh): the cnn preset (CNN-S, batch 128) and its 64/128-channel variant
-(CNN-M, batch 256), Adam 1e-3, cross-entropy, one synthetic batch in memory, every thread of
-the machine. Prints one line per model: "NAME STEPS steps/s".
+(CNN-M, batch 256), the mlp preset (MLP-S: 784-256-128-10, batch 128) and MLP-M
+(784-1024-1024-10, batch 512); Adam 1e-3, cross-entropy, one synthetic batch in memory, every
+thread of the machine. Prints one line per model: "NAME STEPS steps/s".
 
-usage: torch_cnn.py [SECONDS]   (timed seconds per model after 3 warm-up steps; default 8)
+usage: torch_bench.py [SECONDS [MODEL...]]   (timed seconds per model after 3 warm-up steps,
+default 8; models default CNN-S CNN-M)
 """
 import os
 import sys
@@ -21,6 +23,19 @@ def cnn(c1, c2, classes=10):
         nn.Conv2d(c1, c2, 3, padding=1), nn.BatchNorm2d(c2), nn.ReLU(), nn.MaxPool2d(2),
         nn.Flatten(), nn.Dropout(0.25), nn.Linear(c2 * 7 * 7, 128), nn.ReLU(),
         nn.Linear(128, classes))
+
+
+def mlp(widths, classes=10):
+    """Linear layers of these widths with ReLU between them, from 784 inputs."""
+    layers, fan_in = [], 784
+    for w in widths:
+        layers += [nn.Linear(fan_in, w), nn.ReLU()]
+        fan_in = w
+    return nn.Sequential(nn.Flatten(), *layers, nn.Linear(fan_in, classes))
+
+
+MODELS = {"CNN-S": (lambda: cnn(32, 64), 128), "CNN-M": (lambda: cnn(64, 128), 256),
+          "MLP-S": (lambda: mlp((256, 128)), 128), "MLP-M": (lambda: mlp((1024, 1024)), 512)}
 
 
 def steps_per_s(model, batch, seconds):
@@ -46,9 +61,14 @@ def steps_per_s(model, batch, seconds):
 
 def main():
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 8.0
+    names = sys.argv[2:] or ["CNN-S", "CNN-M"]
+    for name in names:
+        if name not in MODELS:
+            sys.exit(f"torch_bench: unknown model {name}; expected one of {', '.join(MODELS)}")
     torch.set_num_threads(os.cpu_count())
-    for name, c1, c2, batch in (("CNN-S", 32, 64, 128), ("CNN-M", 64, 128, 256)):
-        print(f"{name} {steps_per_s(cnn(c1, c2), batch, seconds):.2f} steps/s", flush=True)
+    for name in names:
+        make, batch = MODELS[name]
+        print(f"{name} {steps_per_s(make(), batch, seconds):.2f} steps/s", flush=True)
 
 
 if __name__ == "__main__":
