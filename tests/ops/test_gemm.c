@@ -281,6 +281,37 @@ START_TEST(test_panel_chunks)
 }
 END_TEST
 
+/* The panel family (packed and in-place op(A)) on every layout with each of M, N and K through
+ * the edge sizes 1, 7, 33, 127 and 1000 (1000: several micro-tiles, work-items and cache
+ * blocks, none whole), the others small and odd; beta 0 and 1 in turn. Under oclgrind the
+ * sizes stop at 33. */
+START_TEST(test_panel_edges)
+{
+    static const size_t edges[] = {1, 7, 33, 127, 1000};
+    const size_t nedges = tc_small() ? 3 : 5;
+    const struct clt_gemm_choice packed = CLT_GEMM_CHOICE_PANEL(6, 32, 16, 64, 2, 2);
+    struct clt_gemm_choice inplace = packed;
+    inplace.ia = 1;
+    const struct clt_gemm_choice *choices[] = {&packed, &inplace};
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = ctx_with_gemm(NULL);
+    int i = 0;
+    for (int c = 0; c < 2; c++)
+        for (int l = 0; l < 4; l++)
+            for (size_t e = 0; e < nedges; e++, i++) {
+                const size_t x = edges[e];
+                const float beta = i % 2 ? 1.0f : 0.0f;
+                char tag[64];
+                snprintf(tag, sizeof tag, "panel%s edges", c ? " ia1" : "");
+                check_gemm(ctx, choices[c], l >> 1, l & 1, x, 9, 7, 1.0f, beta, &r, tag);
+                check_gemm(ctx, choices[c], l >> 1, l & 1, 5, x, 11, 1.0f, beta, &r, tag);
+                check_gemm(ctx, choices[c], l >> 1, l & 1, 13, 3, x, 0.5f, beta, &r, tag);
+            }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 /* clt_op_gemm_bias, a linear layer's forward (NT): with every NT choice the panel family (the
  * bias added in its store) and with the built-in tuning data (small products: another kernel,
  * then the bias kernel), on edge shapes: the same bits as clt_op_gemm followed by
@@ -592,6 +623,7 @@ int main(void)
                  {"clblast", test_clblast_path},
                  {"variants", test_variants},
                  {"panel_chunks", test_panel_chunks},
+                 {"panel_edges", test_panel_edges},
                  {"gemm_bias", test_gemm_bias},
                  {"files", test_tune_files}};
     Suite *s = suite_create("gemm");

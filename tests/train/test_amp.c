@@ -167,6 +167,20 @@ START_TEST(test_gemm16)
                                  sizes[s][2], alpha, beta, combos[d][0], combos[d][1],
                                  combos[d][2], &r);
                 }
+    /* the panel family through the edge sizes 1, 7, 33, 127, 1000 of M, N and K in turn, on
+     * every layout, one 16-bit triple each (33 at most under oclgrind) */
+    static const size_t edges[] = {1, 7, 33, 127, 1000};
+    for (size_t e = 0; e < (tc_small() ? 3u : 5u); e++)
+        for (int l = 0; l < 4; l++) {
+            const size_t x = edges[e], d = (e + (size_t)l) % 3 + 2; /* combos 2, 3, 4 */
+            const struct clt_gemm_choice *pc = l % 2 ? &panel_ia : &panel;
+            check_gemm16(ctx, pc, l >> 1, l & 1, x, 9, 7, 1.0f, 0.0f, combos[d][0], combos[d][1],
+                         combos[d][2], &r);
+            check_gemm16(ctx, pc, l >> 1, l & 1, 5, x, 11, 1.0f, 1.0f, combos[d][0],
+                         combos[d][1], combos[d][2], &r);
+            check_gemm16(ctx, pc, l >> 1, l & 1, 13, 3, x, 1.0f, 0.0f, combos[d][0],
+                         combos[d][1], combos[d][2], &r);
+        }
     /* A 16-bit C takes the panel family's whole K range at once; one too deep for its
      * workspace (K (tm + tn) > CLT_GEMM_WS_FLOATS) runs the built-in 16-bit kernel instead. */
     if (!tc_small())
