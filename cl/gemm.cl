@@ -10,8 +10,10 @@
  *    private arrays, which makes the operands' leading dimensions (and layouts) irrelevant.
  *    The CPU (PoCL) kernel: it compiles to a register-blocked AVX/AVX-512 micro-kernel.
  *  - tiled (GEMM_TILED 1): a work-group of GEMM_WGN x GEMM_WGM items stages GEMM_KB-deep
- *    slices of A and B in local memory and each item computes GEMM_TM x GEMM_TN elements of
- *    the group's (GEMM_WGM * GEMM_TM) x (GEMM_WGN * GEMM_TN) tile. The GPU kernel.
+ *    slices of A and B in local memory (vector loads along each layout's contiguous direction,
+ *    two slices at a time: the next one is loaded while the current one is multiplied) and
+ *    each item computes GEMM_TM x GEMM_TN elements of the group's (GEMM_WGM * GEMM_TM) x
+ *    (GEMM_WGN * GEMM_TN) tile in registers. The GPU kernel.
  * Any M, N >= 1 and K >= 1 (edges: loads are clamped or zero-filled, stores masked; K = 0 works
  * too except in the packed form, which then stores nothing: the host runs another choice).
  * beta == 0 never reads C. The summation order depends only on the defines and the shape, so
@@ -474,14 +476,77 @@ kernel void gemm_direct_tt(GEMM_ARGS) { gemm_direct(1, 1, GEMM_PASS); }
 #define MT (GEMM_WGM * GEMM_TM) /* rows of the work-group's tile */
 #define NT (GEMM_WGN * GEMM_TN) /* columns of the work-group's tile */
 #define WG (GEMM_WGM * GEMM_WGN)
+#define AS (GEMM_KB * (MT + GEMM_PAD)) /* floats of one A slice in local memory */
+#define BS (GEMM_KB * (NT + GEMM_PAD))
 
+/* Elements per staging load: 4 consecutive ones of global memory where the tile and slice
+ * sizes allow it, else 1. */
+#if GEMM_KB % 4 == 0 && MT % 4 == 0 && NT % 4 == 0
+#define GEMM_Q 4
+#else
+#define GEMM_Q 1
+#endif
+
+/* Stages the K slice from k0 of the group's rows of op(A) and columns of op(B) into as and bs
+ * (as[kk * (MT + PAD) + mm] = op(A)[mt0 + mm, k0 + kk], zero past the edges; bs likewise),
+ * each item taking GEMM_Q consecutive elements of global memory at a time along the layout's
+ * contiguous direction (rows of A along K, of A^T along M, ...; one vector load inside the
+ * matrices, element by element at their edges), consecutive items consecutive runs for
+ * coalescing. */
+static inline void gemm_stage(const int ta, const int tb, const int M, const int N, const int K,
+                              global const gemm_a_t *a, const int lda, global const gemm_b_t *b,
+                              const int ldb, const int mt0, const int nt0, const int k0,
+                              const int tid, local float *as, local float *bs)
+{
+    const int aq = ta ? MT / GEMM_Q : GEMM_KB / GEMM_Q; /* runs per line of memory order */
+    for (int p = tid; p < MT * GEMM_KB / GEMM_Q; p += WG) {
+        const int line = p / aq, q = (p - line * aq) * GEMM_Q; /* line: mm (ta 0), kk (ta 1) */
+        const int mm = ta ? q : line, kk = ta ? line : q, m = mt0 + mm, k = k0 + kk;
+        float v[GEMM_Q];
+#if GEMM_Q == 4
+        if (!ta && m < M && k + 3 < K)
+            vstore4(CLT_VLOAD(GEMM_A_DTYPE, 4, a, (size_t)m * lda + k), 0, v);
+        else if (ta && k < K && m + 3 < M)
+            vstore4(CLT_VLOAD(GEMM_A_DTYPE, 4, a, (size_t)k * lda + m), 0, v);
+        else
+#endif
+            for (int e = 0; e < GEMM_Q; e++) {
+                const int me = ta ? m + e : m, ke = ta ? k : k + e;
+                v[e] = me < M && ke < K ? GEMM_A(ta, me, ke) : 0.0f;
+            }
+        local float *d = as + kk * (MT + GEMM_PAD) + mm;
+        for (int e = 0; e < GEMM_Q; e++) d[ta ? e : e * (MT + GEMM_PAD)] = v[e];
+    }
+    const int bq = tb ? GEMM_KB / GEMM_Q : NT / GEMM_Q;
+    for (int p = tid; p < NT * GEMM_KB / GEMM_Q; p += WG) {
+        const int line = p / bq, q = (p - line * bq) * GEMM_Q; /* line: kk (tb 0), nn (tb 1) */
+        const int nn = tb ? line : q, kk = tb ? q : line, n = nt0 + nn, k = k0 + kk;
+        float v[GEMM_Q];
+#if GEMM_Q == 4
+        if (!tb && k < K && n + 3 < N)
+            vstore4(CLT_VLOAD(GEMM_B_DTYPE, 4, b, (size_t)k * ldb + n), 0, v);
+        else if (tb && n < N && k + 3 < K)
+            vstore4(CLT_VLOAD(GEMM_B_DTYPE, 4, b, (size_t)n * ldb + k), 0, v);
+        else
+#endif
+            for (int e = 0; e < GEMM_Q; e++) {
+                const int ne = tb ? n : n + e, ke = tb ? k + e : k;
+                v[e] = ne < N && ke < K ? GEMM_B(tb, ke, ne) : 0.0f;
+            }
+        local float *d = bs + kk * (NT + GEMM_PAD) + nn;
+        for (int e = 0; e < GEMM_Q; e++) d[tb ? e * (NT + GEMM_PAD) : e] = v[e];
+    }
+}
+
+/* Double-buffered: while the items multiply the slice in one half of as/bs, they stage the next
+ * slice into the other half, so that one barrier per slice separates the two (the global loads
+ * of slice t + 1 are in flight during slice t's multiply-adds). */
 static inline void gemm_tiled(const int ta, const int tb, const int M, const int N, const int K,
                        const float alpha, global const gemm_a_t *a, const int lda,
                        global const gemm_b_t *b, const int ldb, const float beta,
                        global gemm_c_t *c, const int ldc, local float *as,
                        local float *bs)
 {
-    /* as[kk * (MT + PAD) + mm] = op(A)[mt0 + mm, k0 + kk]; bs likewise with NT. */
     const int ln = (int)get_local_id(0), lm = (int)get_local_id(1), tid = lm * GEMM_WGN + ln;
     const int mt0 = (int)get_group_id(1) * MT, nt0 = (int)get_group_id(0) * NT;
     float acc[GEMM_TM][GEMM_TN];
@@ -490,26 +555,21 @@ static inline void gemm_tiled(const int ta, const int tb, const int M, const int
 #pragma unroll
         for (int j = 0; j < GEMM_TN; j++) acc[i][j] = 0.0f;
 
-    for (int k0 = 0; k0 < K; k0 += GEMM_KB) {
-        /* Stage the slices; the fastest-moving index follows memory order for coalescing. */
-        for (int p = tid; p < MT * GEMM_KB; p += WG) {
-            const int mm = ta ? p % MT : p / GEMM_KB, kk = ta ? p / MT : p % GEMM_KB;
-            const int m = mt0 + mm, k = k0 + kk;
-            as[kk * (MT + GEMM_PAD) + mm] = m < M && k < K ? GEMM_A(ta, m, k) : 0.0f;
-        }
-        for (int p = tid; p < NT * GEMM_KB; p += WG) {
-            const int nn = tb ? p / GEMM_KB : p % NT, kk = tb ? p % GEMM_KB : p / NT;
-            const int n = nt0 + nn, k = k0 + kk;
-            bs[kk * (NT + GEMM_PAD) + nn] = n < N && k < K ? GEMM_B(tb, k, n) : 0.0f;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
+    const int nslices = (K + GEMM_KB - 1) / GEMM_KB;
+    if (nslices > 0) gemm_stage(ta, tb, M, N, K, a, lda, b, ldb, mt0, nt0, 0, tid, as, bs);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int t = 0; t < nslices; t++) {
+        local const float *ac = as + (t & 1) * AS, *bc = bs + (t & 1) * BS;
+        if (t + 1 < nslices)
+            gemm_stage(ta, tb, M, N, K, a, lda, b, ldb, mt0, nt0, (t + 1) * GEMM_KB, tid,
+                       as + ((t + 1) & 1) * AS, bs + ((t + 1) & 1) * BS);
 #pragma unroll 4
         for (int kk = 0; kk < GEMM_KB; kk++) {
             float av[GEMM_TM], bv[GEMM_TN];
 #pragma unroll
-            for (int i = 0; i < GEMM_TM; i++) av[i] = as[kk * (MT + GEMM_PAD) + lm + i * GEMM_WGM];
+            for (int i = 0; i < GEMM_TM; i++) av[i] = ac[kk * (MT + GEMM_PAD) + lm + i * GEMM_WGM];
 #pragma unroll
-            for (int j = 0; j < GEMM_TN; j++) bv[j] = bs[kk * (NT + GEMM_PAD) + ln + j * GEMM_WGN];
+            for (int j = 0; j < GEMM_TN; j++) bv[j] = bc[kk * (NT + GEMM_PAD) + ln + j * GEMM_WGN];
 #pragma unroll
             for (int i = 0; i < GEMM_TM; i++)
 #pragma unroll
@@ -536,7 +596,7 @@ static inline void gemm_tiled(const int ta, const int tb, const int M, const int
 #define GEMM_TILED_KERNEL(name, ta, tb)                                                           \
     kernel __attribute__((reqd_work_group_size(GEMM_WGN, GEMM_WGM, 1))) void name(GEMM_ARGS)      \
     {                                                                                             \
-        local float as[GEMM_KB * (MT + GEMM_PAD)], bs[GEMM_KB * (NT + GEMM_PAD)];                 \
+        local float as[2 * AS], bs[2 * BS]; /* two slices each: double buffering */               \
         gemm_tiled(ta, tb, GEMM_PASS, as, bs);                                                    \
     }
 #if GEMM_HAS(0, 0)

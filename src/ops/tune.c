@@ -218,10 +218,10 @@ clt_status clt_gemm_choice_check(const struct clt_gemm_choice *c, const clt_devi
     } else {
         if (c->tm > 16 || c->tn > 16) return bad_choice(why, why_len, "tiled: tm, tn <= 16");
         if (c->kb < 1 || c->kb > 128) return bad_choice(why, why_len, "kb must be in [1, 128]");
-        uint64_t local =
-            (uint64_t)c->kb *
-            ((uint64_t)c->wgm * (uint64_t)c->tm + (uint64_t)c->wgn * (uint64_t)c->tn + 2) *
-            sizeof(float);
+        uint64_t local = 2 * (uint64_t)c->kb * /* two slices of each: double buffering */
+                         ((uint64_t)c->wgm * (uint64_t)c->tm + (uint64_t)c->wgn * (uint64_t)c->tn +
+                          2) *
+                         sizeof(float);
         if (dev && dev->local_mem > 0 && local > dev->local_mem)
             return bad_choice(why, why_len, "tiles larger than the device's local memory");
     }

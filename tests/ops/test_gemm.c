@@ -246,6 +246,12 @@ START_TEST(test_variants)
         }
     }
     ck_assert_int_gt(ran, 0);
+    /* a tiled block whose sizes leave no 4-element runs to stage (GEMM_Q 1 in cl/gemm.cl) */
+    const struct clt_gemm_choice odd = CLT_GEMM_CHOICE_TILED(4, 8, 2, 3, 5);
+    for (int l = 0; l < 4; l++)
+        for (size_t s = 0; s < sizeof full / sizeof *full; s++)
+            check_gemm(ctx, &odd, l >> 1, l & 1, shapes[s][0], shapes[s][1], shapes[s][2], 1.0f,
+                       s % 2 ? 1.0f : 0.0f, &r, "tiled wg4x8 tm2 tn3 kb5");
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }
