@@ -151,9 +151,13 @@ kernel void gemm_panel(const int mlim, const int nlim, const int kc, const float
                        global const gemm_a_t *restrict a, const ulong a_off, const int lda,
                        const int k0)
 {
-    global const float *ap = ws + ap_off, *bp = ws + bp_off;
+    global const float *bp = ws + bp_off;
+#if PANEL_IA
+    a += a_off; /* op(A) in place; ap_off unused */
+#else
+    global const float *ap = ws + ap_off; /* packed op(A); a, lda and k0 unused */
+#endif
     bias += bias_off;
-    a += a_off;
     const int pi = (int)get_global_id(1) * GEMM_BM, qj = (int)get_global_id(0) * GEMM_BN;
     if (pi >= np || qj >= nq) return;
     c += c_off;
