@@ -2,8 +2,9 @@
  * MLP and CNN presets, for the three layouts linear and conv layers use, checks every variant's result against
  * CLBlast's, prints GFLOP/s per variant and shape, and writes the fastest choice per layout
  * (least total time over the shapes) to the device's tuning file, which ctxs read at creation.
+ * With --clblast it also tunes CLBlast's Xgemm kernel parameters (CLBlastOverrideParameters).
  * usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] [--layout L]
- *                     [--repeats N] [--min] [--variant SPEC]... */
+ *                     [--repeats N] [--min] [--variant SPEC]... [--clblast] */
 #include "ops/tune_internal.h"
 #include "cltrain/cltrain.h"
 
@@ -107,7 +108,8 @@ static bool check_choice(struct run *r, const struct clt_gemm_choice *c, const s
 static int usage(FILE *f, int rc)
 {
     fprintf(f, "usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] "
-               "[--layout L]\n                    [--repeats N] [--min] [--variant SPEC]...\n"
+               "[--layout L]\n                    [--repeats N] [--min] [--variant SPEC]... "
+               "[--clblast]\n"
                "  --device SEL   auto, gpu, cpu, accelerator, N, P:D or part of a name\n"
                "  --output FILE  where to write (default: $CLTRAIN_TUNE_FILE, else the device's\n"
                "                 file in the program cache dir)\n"
@@ -118,14 +120,18 @@ static int usage(FILE *f, int rc)
                "  --repeats N    timed repeats per variant and shape (5; 3 with --quick)\n"
                "  --min          rank by the fastest repeat, not the median (noisy machines)\n"
                "  --variant SPEC time SPEC (e.g. \"direct tm8 tn32 vw16 veck0 mdim0 wg4x1\")\n"
-               "                 instead of the built-in table; repeatable\n");
+               "                 instead of the built-in table; repeatable\n"
+               "  --clblast      also tune CLBlast's Xgemm kernel (its parameters through\n"
+               "                 CLBlastOverrideParameters, each candidate checked) on the\n"
+               "                 large shapes; the winner goes to the file if it beats\n"
+               "                 CLBlast's database\n");
     return rc;
 }
 
 /* The flags of cltrain-tune. */
 struct tune_args {
     const char *device, *output, *only;
-    bool quick, all, use_min;
+    bool quick, all, use_min, clblast;
     int repeats;
     struct clt_gemm_choice given[32];
     int ngiven;
@@ -160,6 +166,8 @@ static int parse_args(int argc, char **argv, struct tune_args *a)
             a->output = argv[++i];
         else if (strcmp(argv[i], "--quick") == 0)
             a->quick = true;
+        else if (strcmp(argv[i], "--clblast") == 0)
+            a->clblast = true;
         else if (strcmp(argv[i], "--all") == 0)
             a->all = true;
         else if (strcmp(argv[i], "--help") == 0)
@@ -350,6 +358,89 @@ static int tune_layout(struct run *r, const struct clt_gemm_choice *vars, int nv
     return fail;
 }
 
+/* Seconds per call of c on shape s: calibrated batches, the median (or best) of r->repeats.
+ * Negative on failure. */
+static double time_one(struct run *r, const struct clt_gemm_choice *c, const struct shape *s)
+{
+    double t[64];
+    int calls = calibrate(r, c, s), reps = r->repeats < 64 ? r->repeats : 64;
+    if (calls < 0) return -1;
+    for (int i = 0; i < reps; i++)
+        if ((t[i] = time_batch(r, c, s, calls)) < 0) return -1;
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    return r->use_min ? t[0] : t[reps / 2];
+}
+
+/* CLBlast's Xgemm (the kernel of its larger GEMMs) over the large shapes of every layout:
+ * CLBlast's database first, then each candidate of clt_xgemm_candidates() given to CLBlast
+ * through the ctx's tuning data (CLBlastOverrideParameters) and checked on every shape against
+ * cltrain's own kernel; the fastest in total goes into *tune if it beats the database. CLBlast
+ * keeps the last override for the rest of the process. 0, or 1 after an OpenCL failure. */
+static int tune_xgemm(struct run *r, struct shape shapes[3][MAX_SHAPES], const int *nshape,
+                      struct clt_tune *tune)
+{
+    const clt_device_info *dev = clt_ctx_device(r->ctx);
+    int ncand = 0, best = -1;
+    const struct clt_xgemm_params *cand = clt_xgemm_candidates(&ncand);
+    double base = 0, best_total = INFINITY;
+    char why[512];
+    printf("\nCLBlast Xgemm (large shapes, total ms):\n");
+    for (int c = -1; c < ncand; c++) {
+        if (c >= 0) {
+            struct clt_tune t = *tune;
+            t.xgemm = cand[c];
+            if (clt_ctx_set_tune(r->ctx, &t) != CLT_OK) {
+                printf("  candidate %d: %s\n", c, clt_ctx_errmsg(r->ctx));
+                continue;
+            }
+        }
+        double total = 0;
+        bool ok = true;
+        for (int l = 0; l < 3 && ok; l++)
+            for (int i = 0; i < nshape[l] && ok; i++) {
+                const struct shape *sh = &shapes[l][i];
+                if ((double)sh->M * (double)sh->N * (double)sh->K < (double)tune->gemm_large_macs)
+                    continue;
+                const struct clt_gemm_choice own =
+                    clt_gemm_own_default(dev, sh->layout, CLT_GEMM_LARGE);
+                if (call(r, &own, sh, 0.0f) != CLT_OK ||
+                    clt_tensor_read(r->C, r->ref, true, NULL) != CLT_OK)
+                    return 1;
+                if (!check_choice(r, &clblast, sh, why, sizeof why)) {
+                    printf("  candidate %d rejected at %s %zux%zux%zu: %s\n", c,
+                           clt_gemm_layout_name(sh->layout), sh->M, sh->N, sh->K, why);
+                    ok = false;
+                    break;
+                }
+                double t = time_one(r, &clblast, sh);
+                if (t < 0) return 1;
+                total += t;
+            }
+        if (!ok) continue;
+        if (c < 0) {
+            base = total;
+            printf("  CLBlast's database: %.2f ms\n", 1e3 * total);
+            continue;
+        }
+        printf("  candidate %d {", c);
+        for (int k = 0; k < CLT_XGEMM_NPARAMS; k++)
+            printf("%s%s %zu", k ? ", " : "", clt_xgemm_param_names[k], cand[c].v[k]);
+        printf("}: %.2f ms\n", 1e3 * total);
+        if (total < best_total) {
+            best_total = total;
+            best = c;
+        }
+    }
+    if (best >= 0 && best_total < base) {
+        tune->xgemm = cand[best];
+        printf("-> CLBlast Xgemm: candidate %d, %.2f ms against the database's %.2f\n", best,
+               1e3 * best_total, 1e3 * base);
+    } else {
+        printf("-> CLBlast Xgemm: the database's parameters\n");
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct tune_args a = {0};
@@ -440,6 +531,7 @@ int main(int argc, char **argv)
         if (fail == 2) fprintf(stderr, "cltrain-tune: out of host memory\n");
         if (fail) goto done;
     }
+    if (a.clblast && tune_xgemm(&r, shapes, nshape, &tune) != 0) goto cl_fail;
     if (clt_tune_save(path, &tune) != CLT_OK) {
         fprintf(stderr, "cltrain-tune: %s\n", clt_last_errmsg());
         goto done;

@@ -328,6 +328,58 @@ bad:
                      text);
 }
 
+/* ---- CLBlast's Xgemm ---------------------------------------------------------------------- */
+
+const char *const clt_xgemm_param_names[CLT_XGEMM_NPARAMS] = {
+    "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
+    "NDIMC", "NWG",  "SA",  "SB",  "STRM",  "STRN",  "VWM", "VWN"};
+enum { XG_GEMMK, XG_KREG, XG_KWG, XG_KWI, XG_MDIMA, XG_MDIMC, XG_MWG, XG_NDIMB, XG_NDIMC, XG_NWG,
+       XG_SA, XG_SB, XG_STRM, XG_STRN, XG_VWM, XG_VWN };
+
+clt_status clt_xgemm_params_check(const struct clt_xgemm_params *p, char *why, size_t why_len)
+{
+    const size_t *v = p->v;
+    for (int i = 0; i < CLT_XGEMM_NPARAMS; i++)
+        if (v[i] > 1024) return bad_choice(why, why_len, "Xgemm parameters must be at most 1024");
+    if (v[XG_GEMMK] != 0 || v[XG_KREG] != 1)
+        return bad_choice(why, why_len, "Xgemm: GEMMK 0 and KREG 1 (the 2-D register tiles)");
+    for (int i = XG_SA; i <= XG_STRN; i++)
+        if (v[i] > 1) return bad_choice(why, why_len, "Xgemm: SA, SB, STRM and STRN are 0 or 1");
+    for (int i = XG_VWM; i <= XG_VWN; i++)
+        if (v[i] != 1 && v[i] != 2 && v[i] != 4 && v[i] != 8)
+            return bad_choice(why, why_len, "Xgemm: VWM and VWN are 1, 2, 4 or 8");
+    if (!v[XG_KWG] || !v[XG_KWI] || !v[XG_MDIMA] || !v[XG_MDIMC] || !v[XG_MWG] || !v[XG_NDIMB] ||
+        !v[XG_NDIMC] || !v[XG_NWG])
+        return bad_choice(why, why_len, "Xgemm: sizes must be positive");
+    const size_t wg = v[XG_MDIMC] * v[XG_NDIMC];
+    if (v[XG_MWG] % (v[XG_MDIMC] * v[XG_VWM]) || v[XG_MWG] % (v[XG_MDIMA] * v[XG_VWM]) ||
+        v[XG_NWG] % (v[XG_NDIMC] * v[XG_VWN]) || v[XG_NWG] % (v[XG_NDIMB] * v[XG_VWN]) ||
+        v[XG_KWG] % v[XG_KWI] || wg % v[XG_MDIMA] || wg % v[XG_NDIMB] ||
+        v[XG_KWG] % (wg / v[XG_MDIMA]) || v[XG_KWG] % (wg / v[XG_NDIMB]))
+        return bad_choice(why, why_len,
+                          "Xgemm: MWG, NWG and KWG must divide into the thread and vector "
+                          "tiles (CLBlast's constraints)");
+    return CLT_OK;
+}
+
+/* Xgemm configurations in the range CLBlast's own tuner explores, from small work-groups (CPUs,
+ * small GPUs) to 128 x 128 tiles with local memory for both operands (large GPUs). */
+static const struct clt_xgemm_params xgemm_candidates[] = {
+    /* GEMMK KREG KWG KWI MDIMA MDIMC MWG NDIMB NDIMC NWG SA SB STRM STRN VWM VWN */
+    {true, {0, 1, 16, 2, 8, 8, 32, 8, 8, 32, 0, 0, 0, 0, 2, 2}},
+    {true, {0, 1, 32, 2, 16, 16, 64, 16, 16, 64, 1, 1, 0, 0, 2, 2}},
+    {true, {0, 1, 16, 2, 16, 16, 64, 16, 16, 64, 1, 1, 1, 1, 4, 4}},
+    {true, {0, 1, 32, 2, 16, 16, 128, 16, 16, 128, 1, 1, 1, 1, 4, 4}},
+    {true, {0, 1, 32, 2, 8, 8, 64, 16, 16, 128, 1, 1, 0, 0, 2, 4}},
+    {true, {0, 1, 16, 8, 32, 8, 64, 8, 16, 64, 0, 0, 1, 0, 2, 2}},
+};
+
+const struct clt_xgemm_params *clt_xgemm_candidates(int *n)
+{
+    *n = (int)(sizeof xgemm_candidates / sizeof *xgemm_candidates);
+    return xgemm_candidates;
+}
+
 /* ---- file --------------------------------------------------------------------------------- */
 
 #define TUNE_FORMAT "cltrain-tune"
@@ -443,6 +495,23 @@ clt_status clt_tune_load(const char *path, const clt_device_info *dev, struct cl
                          clt_gemm_size_name((clt_gemm_size)z), why);
         }
     }
+    const clt__json *xg = clt__json_get(root, "clblast_xgemm");
+    if (xg) { /* {"GEMMK": 0, "KREG": 1, ...}: every parameter */
+        if (xg->type != CLT__JSON_OBJECT)
+            CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: \"clblast_xgemm\" must be an object",
+                     path);
+        for (int i = 0; i < CLT_XGEMM_NPARAMS; i++) {
+            int v = 0;
+            if (!get_int(xg, clt_xgemm_param_names[i], 0, 1024, &v))
+                CLT_FAIL(NULL, CLT_ERR_FORMAT,
+                         "tuning file %s: clblast_xgemm: %s must be an integer in [0, 1024]",
+                         path, clt_xgemm_param_names[i]);
+            t.xgemm.v[i] = (size_t)v;
+        }
+        t.xgemm.set = true;
+        if (clt_xgemm_params_check(&t.xgemm, why, sizeof why) != CLT_OK)
+            CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: clblast_xgemm: %s", path, why);
+    }
     snprintf(t.source, sizeof t.source, "%s", path);
     *out = t;
 fail:
@@ -485,7 +554,15 @@ clt_status clt_tune_save(const char *path, const struct clt_tune *t)
         }
         clt__json_buf_puts(&b, "\n    }");
     }
-    clt__json_buf_puts(&b, "\n  }\n}\n");
+    clt__json_buf_puts(&b, "\n  }");
+    if (t->xgemm.set) {
+        clt__json_buf_puts(&b, ",\n  \"clblast_xgemm\": {");
+        for (int i = 0; i < CLT_XGEMM_NPARAMS; i++)
+            clt__json_buf_printf(&b, "%s\"%s\": %zu", i ? ", " : "", clt_xgemm_param_names[i],
+                                 t->xgemm.v[i]);
+        clt__json_buf_puts(&b, "}");
+    }
+    clt__json_buf_puts(&b, "\n}\n");
     if (b.failed) CLT_FAIL(NULL, CLT_ERR_HOST_MEMORY, "out of host memory writing %s", path);
     /* temporary file + rename; symlinks followed, non-regular files refused, writes checked */
     CLT_TRY(clt_outfile_open(&f, path));
@@ -557,6 +634,20 @@ uint64_t clt__gemm_ws_bytes(clt_ctx *ctx)
     return 0;
 }
 
+/* Gives CLBlast the tuning data's Xgemm parameters for ctx's device (CLBlast keeps them for
+ * that device until the process ends: every ctx on it). */
+static clt_status apply_xgemm(clt_ctx *ctx, const struct clt_tune *t)
+{
+    if (!t->xgemm.set || !ctx->dev.device) return CLT_OK;
+    CLBlastStatusCode rc =
+        CLBlastOverrideParameters(ctx->dev.device, "Xgemm", CLBlastPrecisionSingle,
+                                  CLT_XGEMM_NPARAMS, (const char **)clt_xgemm_param_names,
+                                  t->xgemm.v);
+    if (rc == CLBlastSuccess) return CLT_OK;
+    return clt__fail(ctx, CLT_ERR_CLBLAST, "CLBlast refused the Xgemm parameters: %s (%d)",
+                     clt_clblast_error_name(rc), (int)rc);
+}
+
 /* Fills t: the built-in defaults, then the tuning file, then CLTRAIN_GEMM. */
 static clt_status tune_init(clt_ctx *ctx, struct clt_tune *tune)
 {
@@ -574,7 +665,7 @@ static clt_status tune_init(clt_ctx *ctx, struct clt_tune *tune)
     /* Only a file that exists can be ignored with a note; none at all is the usual case. */
     if (tune_path(ctx, path, sizeof path) && access(path, F_OK) == 0) {
         struct clt_tune t;
-        if (clt_tune_load(path, &ctx->dev, &t) == CLT_OK) {
+        if (clt_tune_load(path, &ctx->dev, &t) == CLT_OK && apply_xgemm(ctx, &t) == CLT_OK) {
             *tune = t;
         } else {
             /* Not a failure: record why in the ctx's message and keep the defaults. */
@@ -636,6 +727,10 @@ clt_status clt_ctx_set_tune(clt_ctx *ctx, const struct clt_tune *t)
                 return clt__fail(ctx, CLT_ERR_INVALID_ARG, "tuning data: gemm %s %s: %s",
                                  clt_gemm_layout_name((clt_gemm_layout)l),
                                  clt_gemm_size_name((clt_gemm_size)z), why);
+    if (t->xgemm.set && clt_xgemm_params_check(&t->xgemm, why, sizeof why) != CLT_OK)
+        return clt__fail(ctx, CLT_ERR_INVALID_ARG, "tuning data: clblast_xgemm: %s", why);
+    st = apply_xgemm(ctx, t);
+    if (st != CLT_OK) return st;
     o->tune = *t;
     return CLT_OK;
 }

@@ -59,6 +59,23 @@ struct clt_gemm_choice {
     int ia;     /* panel: 1 reads op(A) in place (only op(B) packed), 0 packs both */
 };
 
+/* CLBlast's Xgemm kernel parameters (its tuner's names, in this order), which the tuning data
+ * may give to override CLBlast's database for the device (CLBlastOverrideParameters): the
+ * kernel behind CLBlast's larger GEMMs, every layout. */
+#define CLT_XGEMM_NPARAMS 16
+extern const char *const clt_xgemm_param_names[CLT_XGEMM_NPARAMS];
+struct clt_xgemm_params {
+    bool set; /* false: CLBlast's own database */
+    size_t v[CLT_XGEMM_NPARAMS];
+};
+/* CLT_OK if p obeys Xgemm's constraints (CLBlast's kernel would not compile or compute
+ * otherwise: MWG a multiple of MDIMC * VWM and of MDIMA * VWM, NWG of NDIMC * VWN and NDIMB *
+ * VWN, KWG of KWI and of MDIMC * NDIMC / MDIMA and / NDIMB, vector widths 1, 2, 4 or 8, ...);
+ * else CLT_ERR_INVALID_ARG with the reason in why. Thread-safe. */
+clt_status clt_xgemm_params_check(const struct clt_xgemm_params *p, char *why, size_t why_len);
+/* The candidates cltrain-tune --clblast tries; *n receives their count. Static storage. */
+const struct clt_xgemm_params *clt_xgemm_candidates(int *n);
+
 /* The tuning data of one device. */
 struct clt_tune {
     char device_name[128];    /* key: CL_DEVICE_NAME */
@@ -67,6 +84,7 @@ struct clt_tune {
     struct clt_gemm_choice gemm[CLT_GEMM__LAYOUTS][CLT_GEMM__SIZES];
     /* what the tuner measured over its shapes of each class (informational; 0: none) */
     double gemm_gflops[CLT_GEMM__LAYOUTS][CLT_GEMM__SIZES];
+    struct clt_xgemm_params xgemm; /* CLBlast's Xgemm for this device, when set */
     char source[512]; /* where it came from: "built-in" or the file's path, plus any override */
 };
 
@@ -105,6 +123,8 @@ clt_status clt_gemm_choice_parse(const char *s, struct clt_gemm_choice *out);
  * N, "gemm": {"NT": {"small": CHOICE, "large": CHOICE}, ...}} where CHOICE is {"kernel":
  * "direct", "tm": 4, ...} with the fields of struct clt_gemm_choice (a layout may also map
  * straight to one CHOICE, for both classes); absent layouts and classes keep the defaults.
+ * Optional "clblast_xgemm": {"GEMMK": 0, ...} with every clt_xgemm_param_names entry (checked
+ * by clt_xgemm_params_check), given to CLBlast when a ctx reads the file.
  * Returns CLT_ERR_IO if it cannot be read, CLT_ERR_FORMAT if it is malformed or holds an
  * invalid choice, CLT_ERR_UNSUPPORTED if it belongs to another device or driver; *out then
  * holds the defaults. The message is in clt_last_errmsg(). Thread-safe. */

@@ -590,6 +590,80 @@ START_TEST(test_tune_files)
 }
 END_TEST
 
+/* CLBlast's Xgemm parameters in the tuning data: every candidate of the tuner obeys Xgemm's
+ * constraints and one that does not is refused with the reason; a file's "clblast_xgemm" round
+ * trips, and a malformed one (a missing parameter, out of range, against the constraints)
+ * makes the file ignored, naming the entry; with the smallest candidate applied, CLBlast's GEMM
+ * (CLTRAIN_GEMM=clblast; at 448^3 it takes its indirect Xgemm path) matches the float64
+ * reference (not under oclgrind: too slow there). */
+START_TEST(test_xgemm_params)
+{
+    char dir[4096], path[4200], why[256];
+    tc_rng r = tc_rng_for(__func__);
+    int n = 0;
+    const struct clt_xgemm_params *cand = clt_xgemm_candidates(&n);
+    ck_assert_int_gt(n, 0);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(clt_xgemm_params_check(&cand[i], why, sizeof why) == CLT_OK,
+                      "candidate %d: %s", i, why);
+    struct clt_xgemm_params bad = cand[0];
+    bad.v[6] = 48; /* MWG 48 with MDIMC 8 x VWM 2 = 16: fine; with VWM 4: 32 does not divide */
+    bad.v[14] = 4;
+    ck_assert_int_eq(clt_xgemm_params_check(&bad, why, sizeof why), CLT_ERR_INVALID_ARG);
+    ck_assert(tc_contains(why, "MWG"));
+
+    tc_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/tune.json", dir);
+    clt_ctx *ctx = ctx_with_file(path, NULL);
+    struct clt_tune t;
+    clt_tune_defaults(clt_ctx_device(ctx), &t);
+    clt_ctx_free(ctx);
+    t.xgemm = cand[0];
+    ck_assert_int_eq(clt_tune_save(path, &t), CLT_OK);
+    setenv("CLTRAIN_TUNE_FILE", path, 1);
+    setenv("CLTRAIN_GEMM", "clblast", 1);
+    ctx = gemm_ctx();
+    const struct clt_tune *got = clt_ctx_tune(ctx);
+    ck_assert_msg(tc_contains(got->source, path) && !tc_contains(got->source, "ignored"),
+                  "source %s", got->source);
+    ck_assert(got->xgemm.set && memcmp(got->xgemm.v, cand[0].v, sizeof cand[0].v) == 0);
+    if (!tc_small()) {
+        check_gemm(ctx, NULL, 0, 1, 448, 448, 448, 1.0f, 0.0f, &r, "CLBlast, Xgemm parameters");
+        check_gemm(ctx, NULL, 1, 0, 448, 448, 448, 0.5f, 1.0f, &r, "CLBlast, Xgemm parameters");
+    }
+    clt_ctx_free(ctx);
+    unsetenv("CLTRAIN_GEMM");
+
+    /* malformed entries: the file is ignored with a note naming clblast_xgemm */
+    const char *entries[] = {"{\"GEMMK\": 0}", "[1]", NULL};
+    for (int e = 0; e < 3; e++) {
+        char text[2048];
+        int len = snprintf(text, sizeof text,
+                           "{\"format\": \"cltrain-tune\", \"version\": 1, \"device\": \"%s\", "
+                           "\"driver\": \"%s\", \"clblast_xgemm\": ",
+                           t.device_name, t.driver_version);
+        if (entries[e]) {
+            snprintf(text + len, sizeof text - (size_t)len, "%s}", entries[e]);
+        } else { /* every parameter, MWG against the constraints */
+            len += snprintf(text + len, sizeof text - (size_t)len, "{");
+            for (int k = 0; k < CLT_XGEMM_NPARAMS; k++)
+                len += snprintf(text + len, sizeof text - (size_t)len, "%s\"%s\": %zu",
+                                k ? ", " : "", clt_xgemm_param_names[k], bad.v[k]);
+            snprintf(text + len, sizeof text - (size_t)len, "}}");
+        }
+        ctx = ctx_with_file(path, text);
+        ck_assert_msg(tc_contains(clt_ctx_tune(ctx)->source, "ignored"), "entry %d", e);
+        ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "clblast_xgemm"), "entry %d: %s", e,
+                      clt_ctx_errmsg(ctx));
+        ck_assert(!clt_ctx_tune(ctx)->xgemm.set);
+        clt_ctx_free(ctx);
+    }
+    unsetenv("CLTRAIN_TUNE_FILE");
+    tc_rmdir(dir);
+    tc_assert_no_live();
+}
+END_TEST
+
 START_TEST(test_argument_checks)
 {
     clt_ctx *ctx = ctx_with_gemm(NULL);
@@ -631,6 +705,7 @@ int main(void)
                  {"panel_chunks", test_panel_chunks},
                  {"panel_edges", test_panel_edges},
                  {"gemm_bias", test_gemm_bias},
+                 {"xgemm_params", test_xgemm_params},
                  {"files", test_tune_files}};
     Suite *s = suite_create("gemm");
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
