@@ -248,12 +248,13 @@ kernel void conv_forward_implicit(global float *y, ulong y_off, const global flo
     /* wk: the weights of step k = (c, kh, kw), channels o0 on: TM consecutive floats, one
      * pointer for the whole block (12 row pointers spilled registers) */
     const global float *wk = w + w_off + o0;
-    /* One step of the sum; W(i) is the weight of channel o0 + i at this step. */
-#define CONV_STEPS(W)                                                                             \
+    /* The steps of the sum, KS x KS per channel; W(i) is the weight of channel o0 + i at the
+     * step. */
+#define CONV_STEPS(W, KS)                                                                         \
     for (uint c = 0; c < C; c++, xc += (ulong)Hp * Wp) {                                          \
         const global float *xr = xc;                                                              \
-        for (uint kh = 0; kh < K; kh++, xr += Wp) {                                               \
-            for (uint kw = 0; kw < K; kw++, wk += OUT) {                                          \
+        _Pragma("unroll") for (uint kh = 0; kh < (KS); kh++, xr += Wp) {                          \
+            _Pragma("unroll") for (uint kw = 0; kw < (KS); kw++, wk += OUT) {                     \
                 const floatV x0 = VLOADV(0, xr + kw), x1 = VLOADV(0, xr + kw + d1);               \
                 _Pragma("unroll") for (uint i = 0; i < CONV_TM; i++) {                            \
                     const floatV wv = (floatV)(W(i));                                             \
@@ -265,13 +266,16 @@ kernel void conv_forward_implicit(global float *y, ulong y_off, const global flo
     }
     if (o0 + CONV_TM <= OUT) {
 #define CONV_W_FULL(i) wk[i]
-        CONV_STEPS(CONV_W_FULL)
+        if (K == 3) /* 3 x 3, the common kernel: its 9 steps per channel unrolled */
+            CONV_STEPS(CONV_W_FULL, 3u)
+        else
+            CONV_STEPS(CONV_W_FULL, K)
     } else { /* the last block: channels past OUT repeat the last one */
         uint oi[CONV_TM];
 #pragma unroll
         for (uint i = 0; i < CONV_TM; i++) oi[i] = min(i, OUT - 1 - o0);
 #define CONV_W_EDGE(i) wk[oi[i]]
-        CONV_STEPS(CONV_W_EDGE)
+        CONV_STEPS(CONV_W_EDGE, K)
     }
 #undef CONV_W_FULL
 #undef CONV_W_EDGE
