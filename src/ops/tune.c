@@ -148,7 +148,7 @@ struct clt_gemm_choice clt_gemm_own_default(const clt_device_info *dev, clt_gemm
     return one;
 }
 
-void clt_tune_defaults(const clt_device_info *dev, struct clt_tune *out)
+static void builtin_defaults(const clt_device_info *dev, struct clt_tune *out)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->device_name, sizeof out->device_name, "%s", dev->device_name);
@@ -432,19 +432,17 @@ static clt_status parse_choice(const clt__json *o, const clt_device_info *dev,
     return clt_gemm_choice_check(c, dev, why, n);
 }
 
-clt_status clt_tune_load(const char *path, const clt_device_info *dev, struct clt_tune *out)
+/* The tuning data of text (a tuning file's content, `path` naming it in messages) over *base:
+ * what the file gives replaces base's. The statuses of clt_tune_load. */
+static clt_status tune_parse(const char *text, size_t len, const char *path,
+                             const clt_device_info *dev, const struct clt_tune *base,
+                             struct clt_tune *out)
 {
     clt_status st = CLT_OK;
-    size_t len = 0;
-    char *text = NULL, why[128];
+    char why[128];
     clt__json *root = NULL;
     clt__json_error jerr = {0};
-    struct clt_tune t;
-    clt_tune_defaults(dev, out);
-    clt_tune_defaults(dev, &t);
-
-    if (!(text = clt__read_file(path, (size_t)1 << 24, &len)))
-        CLT_FAIL(NULL, CLT_ERR_IO, "tuning file %s: cannot read it (%s)", path, strerror(errno));
+    struct clt_tune t = *base;
     st = clt__json_parse(&root, text, len, &jerr);
     if (st == CLT_ERR_HOST_MEMORY) CLT_FAIL(NULL, st, "tuning file %s: out of host memory", path);
     if (st != CLT_OK)
@@ -516,6 +514,47 @@ clt_status clt_tune_load(const char *path, const clt_device_info *dev, struct cl
     *out = t;
 fail:
     clt__json_free(root);
+    return st;
+}
+
+void clt_tune_defaults(const clt_device_info *dev, struct clt_tune *out)
+{
+    builtin_defaults(dev, out);
+    /* The database's entry for this device and driver, if one was measured: the entries are
+     * cltrain-tune's files, so a match contains the two lines it writes for them (checked
+     * before parsing, which would record a message for every other device). */
+    clt__json_buf key = {0};
+    clt__json_buf_puts(&key, "\"device\": ");
+    clt__json_buf_string(&key, dev->device_name, strlen(dev->device_name));
+    clt__json_buf_puts(&key, ",\n  \"driver\": ");
+    clt__json_buf_string(&key, dev->driver_version, strlen(dev->driver_version));
+    clt__json_buf_puts(&key, ",");
+    for (const struct clt__cl_source *e = clt__tunedb; !key.failed && e->name; e++) {
+        struct clt_tune t, base = *out;
+        char what[160];
+        if (!strstr(e->data, key.data)) continue;
+        snprintf(what, sizeof what, "tools/tunedb/%s.json", e->name);
+        if (tune_parse(e->data, e->len, what, dev, &base, &t) != CLT_OK) continue;
+        *out = t;
+        snprintf(out->source, sizeof out->source, "built-in (%s)", what);
+        break;
+    }
+    clt__json_buf_free(&key);
+}
+
+clt_status clt_tune_load(const char *path, const clt_device_info *dev, struct clt_tune *out)
+{
+    clt_status st = CLT_OK;
+    size_t len = 0;
+    char *text = NULL;
+    struct clt_tune base;
+    clt_tune_defaults(dev, &base);
+    *out = base;
+    if (!(text = clt__read_file(path, (size_t)1 << 24, &len)))
+        CLT_FAIL(NULL, CLT_ERR_IO, "tuning file %s: cannot read it (%s)", path, strerror(errno));
+    st = tune_parse(text, len, path, dev, &base, out);
+    if (st != CLT_OK) *out = base;
+fail:
     free(text);
     return st;
 }

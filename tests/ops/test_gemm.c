@@ -15,6 +15,8 @@
 #include "small.h"
 
 #include "ops/tune_internal.h"
+#include "io/json.h"
+#include "runtime/program_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -558,7 +560,9 @@ START_TEST(test_tune_files)
     /* a missing file is no failure and no note */
     remove(path);
     ctx = ctx_with_file(path, NULL);
-    ck_assert_str_eq(clt_ctx_tune(ctx)->source, "built-in");
+    struct clt_tune builtin;
+    clt_tune_defaults(clt_ctx_device(ctx), &builtin); /* "built-in", or the database's entry */
+    ck_assert_str_eq(clt_ctx_tune(ctx)->source, builtin.source);
     clt_ctx_free(ctx);
 
     /* the default path is in the program cache dir */
@@ -664,6 +668,39 @@ START_TEST(test_xgemm_params)
 }
 END_TEST
 
+/* The tuning database (tools/tunedb/, embedded): every entry is a valid tuning file for the
+ * device and driver it names, and a device with that name and driver gets it as its built-in
+ * data (source "built-in (tools/tunedb/NAME.json)"); any other device gets none. */
+START_TEST(test_tunedb)
+{
+    clt_ctx *ctx = gemm_ctx();
+    int entries = 0;
+    for (const struct clt__cl_source *e = clt__tunedb; e->name; e++, entries++) {
+        clt__json *root = NULL;
+        clt__json_error jerr = {0};
+        ck_assert_msg(clt__json_parse(&root, e->data, e->len, &jerr) == CLT_OK,
+                      "tools/tunedb/%s.json: %s", e->name, jerr.msg);
+        const clt__json *name = clt__json_get(root, "device"), *drv = clt__json_get(root, "driver");
+        ck_assert(name && name->type == CLT__JSON_STRING && drv && drv->type == CLT__JSON_STRING);
+        clt_device_info dev = *clt_ctx_device(ctx); /* this device's limits, the entry's name */
+        snprintf(dev.device_name, sizeof dev.device_name, "%s", name->str);
+        snprintf(dev.driver_version, sizeof dev.driver_version, "%s", drv->str);
+        clt__json_free(root);
+        struct clt_tune t;
+        clt_tune_defaults(&dev, &t);
+        char want[160];
+        snprintf(want, sizeof want, "built-in (tools/tunedb/%s.json)", e->name);
+        ck_assert_msg(strcmp(t.source, want) == 0, "%s: source \"%s\"", e->name, t.source);
+        snprintf(dev.driver_version, sizeof dev.driver_version, "another driver");
+        clt_tune_defaults(&dev, &t);
+        ck_assert_str_eq(t.source, "built-in");
+    }
+    ck_assert_int_gt(entries, 0);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 START_TEST(test_argument_checks)
 {
     clt_ctx *ctx = ctx_with_gemm(NULL);
@@ -706,6 +743,7 @@ int main(void)
                  {"panel_edges", test_panel_edges},
                  {"gemm_bias", test_gemm_bias},
                  {"xgemm_params", test_xgemm_params},
+                 {"tunedb", test_tunedb},
                  {"files", test_tune_files}};
     Suite *s = suite_create("gemm");
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) {
