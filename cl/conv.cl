@@ -250,11 +250,13 @@ kernel void conv_forward_implicit(global float *y, ulong y_off, const global flo
     const global float *wk = w + w_off + o0;
     /* The steps of the sum, KS x KS per channel; W(i) is the weight of channel o0 + i at the
      * step. */
-#define CONV_STEPS(W, KS)                                                                         \
+#define CONV_UNROLLED _Pragma("unroll") /* P below: a constant KS's loops unrolled */
+#define CONV_ROLLED                       /* a runtime KS's kept (clang warns otherwise) */
+#define CONV_STEPS(W, KS, P)                                                                      \
     for (uint c = 0; c < C; c++, xc += (ulong)Hp * Wp) {                                          \
         const global float *xr = xc;                                                              \
-        _Pragma("unroll") for (uint kh = 0; kh < (KS); kh++, xr += Wp) {                          \
-            _Pragma("unroll") for (uint kw = 0; kw < (KS); kw++, wk += OUT) {                     \
+        P for (uint kh = 0; kh < (KS); kh++, xr += Wp) {                                          \
+            P for (uint kw = 0; kw < (KS); kw++, wk += OUT) {                                     \
                 const floatV x0 = VLOADV(0, xr + kw), x1 = VLOADV(0, xr + kw + d1);               \
                 _Pragma("unroll") for (uint i = 0; i < CONV_TM; i++) {                            \
                     const floatV wv = (floatV)(W(i));                                             \
@@ -267,19 +269,21 @@ kernel void conv_forward_implicit(global float *y, ulong y_off, const global flo
     if (o0 + CONV_TM <= OUT) {
 #define CONV_W_FULL(i) wk[i]
         if (K == 3) /* 3 x 3, the common kernel: its 9 steps per channel unrolled */
-            CONV_STEPS(CONV_W_FULL, 3u)
+            CONV_STEPS(CONV_W_FULL, 3u, CONV_UNROLLED)
         else
-            CONV_STEPS(CONV_W_FULL, K)
+            CONV_STEPS(CONV_W_FULL, K, CONV_ROLLED)
     } else { /* the last block: channels past OUT repeat the last one */
         uint oi[CONV_TM];
 #pragma unroll
         for (uint i = 0; i < CONV_TM; i++) oi[i] = min(i, OUT - 1 - o0);
 #define CONV_W_EDGE(i) wk[oi[i]]
-        CONV_STEPS(CONV_W_EDGE, K)
+        CONV_STEPS(CONV_W_EDGE, K, CONV_ROLLED)
     }
 #undef CONV_W_FULL
 #undef CONV_W_EDGE
 #undef CONV_STEPS
+#undef CONV_UNROLLED
+#undef CONV_ROLLED
     const ulong HW = (ulong)OH * OW;
     global float *yo = y + y_off + ((ulong)b * OUT + o0) * HW + (ulong)oh * OW + ow0;
 #pragma unroll
