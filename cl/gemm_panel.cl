@@ -12,8 +12,10 @@
  * in L1 while the work-item's A micro-panels stream past it from L2), and C holds the partial
  * sums between blocks: the first block of the first chunk applies beta, the later ones add.
  * With a 16-bit C the host makes the whole K range one block (no partial sums rounded to 16
- * bits). With GEMM_BIAS the last block of the last chunk adds a bias per column (the fused
- * epilogue of a linear layer's forward). Edges: rows and columns past C's edge are zero in the
+ * bits). The last block of the last chunk runs the epilogue of a linear layer's forward as it
+ * stores the complete sums: with GEMM_BIAS it adds a bias per column, and with act >= 0 (an
+ * activation code of act_fn.cl, a run-time argument: the store is outside the K loop) it also
+ * stores the pre-activation in z when zst and then act(sum) in C. Edges: rows and columns past C's edge are zero in the
  * panels, computed and never stored. The summation order depends only on the defines and the
  * host's K chunks, so results are deterministic. */
 
@@ -70,6 +72,9 @@ typedef CLT_TYPE(GEMM_A_DTYPE) gemm_a_t;
 typedef CLT_TYPE(GEMM_B_DTYPE) gemm_b_t;
 typedef CLT_TYPE(GEMM_C_DTYPE) gemm_c_t;
 #define floatv CLT__XCAT(float, GEMM_VW)
+CLT_ACT_DEFINE(float)
+CLT_ACT_DEFINE(floatv)
+#define ACT_FWDV CLT__XCAT(clt_act_fwd_, floatv)
 #define VLOADF(p) CLT__XCAT(vload, GEMM_VW)(0, (p))
 #define NV (PANEL_NR / GEMM_VW)
 
@@ -124,24 +129,42 @@ kernel void gemm_pack_b(global const gemm_b_t *restrict b, const ulong b_off, co
 #endif
 }
 
-/* C[m, n .. n + GEMM_VW) = alpha * v + bet * C[...] for a whole vector in C, plus the bias
- * when epi (the sums are complete), as linear_forward_bias adds it to a stored C. */
-static inline void panel_store_vec(global gemm_c_t *crow, const int n, const floatv v,
-                                   const float alpha, const float bet, const bool epi,
-                                   global const CLT_TYPE(GEMM_BIAS_DTYPE) *bias)
+/* What the store does once the sums are complete (epi): the bias, the pre-activation kept in
+ * z (zst) and the activation (act >= 0, with leakyrelu's slope). */
+struct panel_epi {
+    global const CLT_TYPE(GEMM_BIAS_DTYPE) *bias;
+    global gemm_c_t *z;
+    int act, zst;
+    float slope;
+};
+
+/* alpha * v + bet * C[m, n .. n + GEMM_VW), plus the bias when epi (the sums are complete);
+ * crow is row m of C. */
+static inline floatv panel_value(global gemm_c_t *crow, const int n, const floatv v,
+                                 const float alpha, const float bet, const bool epi,
+                                 const struct panel_epi *e)
 {
     floatv r = alpha * v;
     if (bet != 0.0f) r = fma((floatv)(bet), CLT_VLOAD(GEMM_C_DTYPE, GEMM_VW, crow, n), r);
 #if GEMM_BIAS
-    if (epi) r += CLT_VLOAD(GEMM_BIAS_DTYPE, GEMM_VW, bias, n);
+    if (epi) r += CLT_VLOAD(GEMM_BIAS_DTYPE, GEMM_VW, e->bias, n);
 #endif
-    CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW, r, crow, n);
+    return r;
+}
+
+/* The complete sums r of a whole vector through the activation: z first when e->zst. */
+static inline void panel_store_act(global gemm_c_t *crow, global gemm_c_t *zrow, const int n,
+                                   const floatv r, const struct panel_epi *e)
+{
+    if (e->zst) CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW, r, zrow, n);
+    CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW, ACT_FWDV(e->act, r, e->slope), crow, n);
 }
 
 /* Launched over (ceil(nq / GEMM_BN), ceil(np / GEMM_BM)) items: item (j, i) computes rows
  * [m0 + i * GEMM_BM * PANEL_MR, ...) and columns [n0 + j * GEMM_BN * PANEL_NR, ...) of C below
  * (mlim, nlim), from kc-deep panels in ws (np of A from ap_off, nq of B from bp_off).
- * first: this is the first K chunk (beta applies; later chunks add). */
+ * first: this is the first K chunk (beta applies; later chunks add); last: the last one (the
+ * epilogue applies). z (ldc like C) is any buffer when !zst, bias any when !GEMM_BIAS. */
 kernel void gemm_panel(const int mlim, const int nlim, const int kc, const float alpha,
                        global const float *restrict ws, const ulong ap_off, const ulong bp_off,
                        const float beta, global gemm_c_t *restrict c, const ulong c_off,
@@ -149,15 +172,16 @@ kernel void gemm_panel(const int mlim, const int nlim, const int kc, const float
                        const int first, const int last,
                        global const CLT_TYPE(GEMM_BIAS_DTYPE) *restrict bias, const ulong bias_off,
                        global const gemm_a_t *restrict a, const ulong a_off, const int lda,
-                       const int k0)
+                       const int k0, const int act, const float slope,
+                       global gemm_c_t *restrict z, const ulong z_off, const int zst)
 {
+    const struct panel_epi e = {bias + bias_off, z + z_off, act, zst, slope};
     global const float *bp = ws + bp_off;
 #if PANEL_IA
     a += a_off; /* op(A) in place; ap_off unused */
 #else
     global const float *ap = ws + ap_off; /* packed op(A); a, lda and k0 unused */
 #endif
-    bias += bias_off;
     const int pi = (int)get_global_id(1) * GEMM_BM, qj = (int)get_global_id(0) * GEMM_BN;
     if (pi >= np || qj >= nq) return;
     c += c_off;
@@ -218,31 +242,57 @@ kernel void gemm_panel(const int mlim, const int nlim, const int kc, const float
                 }
 #undef PANEL_A
 #undef PANEL_A_NEXT
-                if (mb + PANEL_MR <= mlim && nb + PANEL_NR <= nlim) {
+                const bool inner = mb + PANEL_MR <= mlim && nb + PANEL_NR <= nlim;
+                const bool with_act = epi && act >= 0;
+                if (inner && !with_act) {
 #pragma unroll
                     for (int r = 0; r < PANEL_MR; r++) {
                         global gemm_c_t *crow = c + (size_t)(mb + r) * ldc;
 #pragma unroll
                         for (int v = 0; v < NV; v++)
-                            panel_store_vec(crow, nb + v * GEMM_VW, acc[r][v], alpha, bet, epi,
-                                            bias);
+                            CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW,
+                                       panel_value(crow, nb + v * GEMM_VW, acc[r][v], alpha, bet,
+                                                   epi, &e),
+                                       crow, nb + v * GEMM_VW);
                     }
-                } else { /* the edge, element by element through private memory */
-                    float t[PANEL_MR * PANEL_NR];
+                    continue;
+                }
+                /* Through private memory: an activation by vectors in loops that are not
+                 * unrolled (its code once: unrolled, exp and tanh in every lane of every vector
+                 * outgrow what GPU compilers unroll), the edge element by element. */
+                float t[PANEL_MR * PANEL_NR];
 #pragma unroll
-                    for (int r = 0; r < PANEL_MR; r++)
+                for (int r = 0; r < PANEL_MR; r++)
 #pragma unroll
-                        for (int v = 0; v < NV; v++)
-                            CLT__XCAT(vstore, GEMM_VW)(acc[r][v], 0,
-                                                       t + r * PANEL_NR + v * GEMM_VW);
+                    for (int v = 0; v < NV; v++)
+                        CLT__XCAT(vstore, GEMM_VW)(acc[r][v], 0, t + r * PANEL_NR + v * GEMM_VW);
+                if (inner) {
+#pragma unroll 1
+                    for (int r = 0; r < PANEL_MR; r++) {
+                        global gemm_c_t *crow = c + (size_t)(mb + r) * ldc;
+                        global gemm_c_t *zrow = e.z + (size_t)(mb + r) * ldc;
+#pragma unroll 1
+                        for (int v = 0; v < NV; v++) {
+                            const int n = nb + v * GEMM_VW;
+                            const floatv x = VLOADF(t + r * PANEL_NR + v * GEMM_VW);
+                            panel_store_act(crow, zrow, n, panel_value(crow, n, x, alpha, bet,
+                                                                       epi, &e), &e);
+                        }
+                    }
+                } else {
 #pragma unroll 1
                     for (int r = 0; r < PANEL_MR && mb + r < mlim; r++) {
                         global gemm_c_t *crow = c + (size_t)(mb + r) * ldc;
+                        global gemm_c_t *zrow = e.z + (size_t)(mb + r) * ldc;
 #pragma unroll 1
                         for (int j = 0; j < PANEL_NR && nb + j < nlim; j++) {
                             float x = alpha * t[r * PANEL_NR + j];
                             if (bet != 0.0f) x = fma(bet, CLT_LOAD(GEMM_C_DTYPE, crow, nb + j), x);
-                            if (GEMM_BIAS && epi) x += CLT_LOAD(GEMM_BIAS_DTYPE, bias, nb + j);
+                            if (GEMM_BIAS && epi) x += CLT_LOAD(GEMM_BIAS_DTYPE, e.bias, nb + j);
+                            if (with_act) {
+                                if (zst) CLT_STORE(GEMM_C_DTYPE, zrow, nb + j, x);
+                                x = clt_act_fwd_float(act, x, slope);
+                            }
                             CLT_STORE(GEMM_C_DTYPE, crow, nb + j, x);
                         }
                     }

@@ -5,7 +5,7 @@
  * number of groups, so the bits are the same on every launch configuration and every run. */
 
 #ifndef CLT_BIAS_COLS
-#define CLT_BIAS_COLS 16 /* columns per work-group tile: 4, 8 or 16 (a vector's lanes) */
+#define CLT_BIAS_COLS 16 /* columns per vector: 4, 8 or 16 */
 #endif
 #ifndef Y_DTYPE
 #define Y_DTYPE CLT_F32
@@ -16,8 +16,12 @@
 #ifndef DY_DTYPE
 #define DY_DTYPE CLT_F32
 #endif
+#ifndef CLT_BIAS_VECS
+#define CLT_BIAS_VECS 4 /* vectors of CLT_BIAS_COLS per row of a work-group's tile */
+#endif
+#define CLT_BIAS_TILE (CLT_BIAS_COLS * CLT_BIAS_VECS) /* columns per work-group */
 #ifndef CLT_BIAS_SLICES
-#define CLT_BIAS_SLICES 64 /* row slices per column tile, a power of two */
+#define CLT_BIAS_SLICES 32 /* row slices per column tile, a power of two */
 #endif
 
 /* y[b * OUT + o] += bias[o], one work-item per element of y (n = B * OUT). */
@@ -34,44 +38,49 @@ kernel void linear_forward_bias(global CLT_TYPE(Y_DTYPE) *y, ulong y_off,
 }
 
 /* db[o] = beta * db[o] + sum_b dy[b, o]; beta == 0 overwrites (db is not read, so NaN or garbage
- * in it does not leak through). Launched with ceil(OUT / CLT_BIAS_COLS) work-groups of any size.
- * Each group sums CLT_BIAS_COLS columns: the rows are cut into CLT_BIAS_SLICES slices of
- * ceil(B / SLICES) consecutive rows, slice s of column o adds its rows in order (a full tile's
- * columns in the lanes of one vector per row, one load of CLT_BIAS_COLS consecutive elements;
- * the last tile's column by column, the same sums); the SLICES partial sums are then added by a
- * fixed pairwise tree. */
+ * in it does not leak through). Launched with ceil(OUT / CLT_BIAS_TILE) work-groups of any size.
+ * Each group sums a tile of CLT_BIAS_TILE columns: the rows are cut into CLT_BIAS_SLICES slices
+ * of ceil(B / SLICES) consecutive rows, and a work-item adds slice s's rows in order, each row's
+ * tile as CLT_BIAS_VECS vectors of CLT_BIAS_COLS consecutive elements side by side (the last
+ * tile column by column, the same sums); the SLICES partial sums are then added by a fixed
+ * pairwise tree. A work-item streams whole row segments (256 bytes in f32): with one vector per
+ * group the same sums took twice as long on PoCL (every group walked all rows for 64 bytes
+ * each). */
 #define CLT_BIAS_T CLT__XCAT(float, CLT_BIAS_COLS)
 kernel void linear_backward_bias(global float *db, ulong db_off,
                                  const global CLT_TYPE(DY_DTYPE) *dy, ulong dy_off, ulong B,
                                  uint OUT, float beta)
 {
-    local float part[CLT_BIAS_SLICES][CLT_BIAS_COLS];
+    local float part[CLT_BIAS_SLICES][CLT_BIAS_TILE];
     const uint lid = get_local_id(0), lsz = get_local_size(0);
-    const ulong col0 = (ulong)get_group_id(0) * CLT_BIAS_COLS;
+    const ulong col0 = (ulong)get_group_id(0) * CLT_BIAS_TILE;
     const ulong per = (B + CLT_BIAS_SLICES - 1) / CLT_BIAS_SLICES; /* rows per slice */
-    const uint ncol = (uint)min((ulong)CLT_BIAS_COLS, OUT - col0);
+    const uint ncol = (uint)min((ulong)CLT_BIAS_TILE, OUT - col0);
     const global CLT_TYPE(DY_DTYPE) *p = dy + dy_off + col0;
 
-    for (uint s = lid; s < CLT_BIAS_SLICES; s += lsz) {
-        const ulong b0 = min(B, s * per), b1 = min(B, b0 + per);
-        if (ncol == CLT_BIAS_COLS) {
-            CLT_BIAS_T acc = 0.0f;
-            for (ulong b = b0; b < b1; b++) acc += CLT_VLOAD(DY_DTYPE, CLT_BIAS_COLS, p, b * OUT);
-            CLT__XCAT(vstore, CLT_BIAS_COLS)(acc, 0, part[s]);
+    for (uint sl = lid; sl < CLT_BIAS_SLICES; sl += lsz) {
+        const ulong b0 = min(B, sl * per), b1 = min(B, b0 + per);
+        if (ncol == CLT_BIAS_TILE) {
+            CLT_BIAS_T acc[CLT_BIAS_VECS];
+            for (uint v = 0; v < CLT_BIAS_VECS; v++) acc[v] = 0.0f;
+            for (ulong b = b0; b < b1; b++)
+                for (uint v = 0; v < CLT_BIAS_VECS; v++)
+                    acc[v] += CLT_VLOAD(DY_DTYPE, CLT_BIAS_COLS, p, b * OUT + v * CLT_BIAS_COLS);
+            for (uint v = 0; v < CLT_BIAS_VECS; v++)
+                CLT__XCAT(vstore, CLT_BIAS_COLS)(acc[v], 0, part[sl] + v * CLT_BIAS_COLS);
         } else {
-            for (uint c = 0; c < CLT_BIAS_COLS; c++) {
+            for (uint c = 0; c < CLT_BIAS_TILE; c++) {
                 float acc = 0.0f;
-                for (ulong b = b0; c < ncol && b < b1; b++)
-                    acc += CLT_LOAD(DY_DTYPE, p, b * OUT + c);
-                part[s][c] = acc;
+                for (ulong b = b0; c < ncol && b < b1; b++) acc += CLT_LOAD(DY_DTYPE, p, b * OUT + c);
+                part[sl][c] = acc;
             }
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint h = CLT_BIAS_SLICES / 2; h > 0; h >>= 1) {
-        for (uint q = lid; q < h * CLT_BIAS_COLS; q += lsz) {
-            const uint c = q % CLT_BIAS_COLS, s = q / CLT_BIAS_COLS;
-            part[s][c] += part[s + h][c];
+        for (uint q = lid; q < h * CLT_BIAS_TILE; q += lsz) {
+            const uint c = q % CLT_BIAS_TILE, sl = q / CLT_BIAS_TILE;
+            part[sl][c] += part[sl + h][c];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }

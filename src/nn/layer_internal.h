@@ -142,6 +142,15 @@ struct clt__child {
 
 /* ---- the model's view of one layer, as the kinds' forward and backward see it ------------ */
 
+/* How a layer is run by the one before it (clt__layer_kind.absorbs). */
+enum clt__absorb {
+    CLT__ABSORB_NONE,    /* not: it runs its own passes */
+    CLT__ABSORB_BOTH,    /* both passes: its output is the input it gets (out_t = x) and its
+                            backward passes dy through (the layer before applies its gradient) */
+    CLT__ABSORB_FORWARD  /* the forward only: the layer before has written its output y (out_t =
+                            y); its backward runs as usual, from its input x and y */
+};
+
 struct clt__layer {
     const struct clt__layer_kind *kind;
     clt_layer_spec spec;
@@ -175,7 +184,8 @@ struct clt__layer {
                                            (NULL: nothing reusable); kinds that write ws set it */
     bool ran;                           /* the kind's own flag (dropout: applied last forward) */
     bool absorbs_next;                  /* it also runs the next layer (kind->absorbs) */
-    bool absorbed;                      /* the layer before runs it: its passes are identities */
+    struct clt__layer *next;            /* absorbs_next: that layer, else NULL */
+    enum clt__absorb absorbed;          /* how the layer before runs it (kind->absorbs) */
     struct clt__layer *child;           /* a block's children (kind->children), else NULL */
     int nchildren;
     clt_tensor *gb[2];                  /* a block: the model's two (max_batch, plan.block_widest)
@@ -258,10 +268,11 @@ struct clt__layer_kind {
     clt_status (*backward)(struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
                            bool need_dx, const struct clt__pass *p, bool *through);
     /* Whether L also runs `next`, the layer after it that reads its output (set up, same
-     * storage), in its own kernels: then the model sets L->absorbs_next and next->absorbed,
-     * and next's kind makes its passes identities (out_t = x; backward *through). batchnorm
-     * absorbs relu. NULL: never (CLTRAIN_FUSE=0: never either). */
-    bool (*absorbs)(const struct clt__layer *L, const struct clt__layer *next);
+     * storage), in its own kernels, and which passes: then the model sets L->absorbs_next,
+     * L->next and next->absorbed, and next's kind follows it (see enum clt__absorb). batchnorm
+     * absorbs relu; linear absorbs every activation. NULL: never (CLTRAIN_FUSE=0: never
+     * either). */
+    enum clt__absorb (*absorbs)(const struct clt__layer *L, const struct clt__layer *next);
     /* A block: its children for input `in` and output `out` (the shapes out_shape accepted) into
      * child (NULL: only counts them); returns how many. NULL for a plain layer. */
     int (*children)(const clt_layer_spec *l, const struct clt__shape *in,

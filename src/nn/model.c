@@ -477,12 +477,14 @@ static void fuse_layers(struct clt__layer *L, int n, const struct clt__plan_laye
 {
     const char *env = getenv("CLTRAIN_FUSE");
     if (env && strcmp(env, "0") == 0) return;
-    for (int i = 0; i + 1 < n; i++)
-        if (L[i].kind->absorbs && !pl[i + 1].from_input && !L[i].absorbed &&
-            L[i].kind->absorbs(&L[i], &L[i + 1])) {
-            L[i].absorbs_next = true;
-            L[i + 1].absorbed = true;
-        }
+    for (int i = 0; i + 1 < n; i++) {
+        if (!L[i].kind->absorbs || pl[i + 1].from_input || L[i].absorbed) continue;
+        enum clt__absorb how = L[i].kind->absorbs(&L[i], &L[i + 1]);
+        if (how == CLT__ABSORB_NONE) continue;
+        L[i].absorbs_next = true;
+        L[i].next = &L[i + 1];
+        L[i + 1].absorbed = how;
+    }
 }
 
 /* Layer L (a top-level layer, or a block's child) from its plan: views of its parameters and

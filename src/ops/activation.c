@@ -44,7 +44,7 @@ static clt_status act_kernel(const clt_tensor *t, clt_act a, const char *dir, cl
         char opts[32], name[32];
         clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(t));
         snprintf(name, sizeof name, "%s_%s", acts[a].name, dir);
-        clt_status st = clt__kernel(clt_tensor_ctx(t), "activation", opts, name, slot);
+        clt_status st = clt__kernel(clt_tensor_ctx(t), "act_fn,activation", opts, name, slot);
         if (st != CLT_OK) return st;
     }
     *k = *slot;

@@ -12,6 +12,7 @@
 
 #include <clblast_c.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -214,7 +215,7 @@ fail:
 static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_trans ta,
                             clt_trans tb, size_t M, size_t N, size_t K, float alpha,
                             const clt_tensor *A, const clt_tensor *B, float beta, clt_tensor *C,
-                            const clt_tensor *bias, bool *fits)
+                            const struct clt_gemm_epilogue *e, bool *fits)
 {
     clt_status st = CLT_OK;
     const size_t S = CLT_GEMM_WS_FLOATS, MR = (size_t)c->tm, NR = (size_t)c->tn;
@@ -251,13 +252,19 @@ static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_t
     clt_dtype ad = clt_tensor_dtype(A), bd = clt_tensor_dtype(B), cd = clt_tensor_dtype(C);
     struct panel_run r = {.ctx = ctx,
                           .ws = clt_tensor_mem(o->gemm_ws_lent ? o->gemm_ws_lent : o->gemm_ws)};
+    const clt_tensor *bias = e ? e->bias : NULL;
     const int bdt = bias ? (int)clt_tensor_dtype(bias) : -1;
     CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, 0, "gemm_panel", &r.micro));
     if (!c->ia) CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, 1, "gemm_pack_a", &r.pack_a));
     CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, 2, "gemm_pack_b", &r.pack_b));
-    /* without a bias the kernel's bias argument is any buffer: the workspace */
+    /* without a bias or z the kernel's argument is any buffer: the workspace */
     cl_mem biasm = bias ? clt_tensor_mem(bias) : r.ws;
     cl_ulong biaso = bias ? clt_tensor_offset(bias) : 0;
+    const clt_tensor *z = e && e->act >= 0 ? e->z : NULL;
+    cl_mem zm = z ? clt_tensor_mem(z) : r.ws;
+    cl_ulong zo = z ? clt_tensor_offset(z) : 0;
+    const cl_int act = e ? e->act : -1, zst = z != NULL;
+    const float slope = e ? e->slope : 0.0f;
     const int lda = (int)(ta ? M : K), ldb = (int)(tb ? K : N), ldc = (int)N;
     const cl_ulong bp_off = 0, ap_off = (cl_ulong)(nc * kc);
     cl_mem cm = clt_tensor_mem(C), am = clt_tensor_mem(A);
@@ -282,7 +289,8 @@ static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_t
                                   CLT__ARG(ldc), CLT__ARG(im0), CLT__ARG(in0), CLT__ARG(np),
                                   CLT__ARG(nq), CLT__ARG(first), CLT__ARG(last),
                                   CLT__ARG(biasm), CLT__ARG(biaso), CLT__ARG(am),
-                                  CLT__ARG(ao), CLT__ARG(lda), CLT__ARG(ik0)));
+                                  CLT__ARG(ao), CLT__ARG(lda), CLT__ARG(ik0), CLT__ARG(act),
+                                  CLT__ARG(slope), CLT__ARG(zm), CLT__ARG(zo), CLT__ARG(zst)));
                 size_t global[2] = {ceil_div((size_t)nq, (size_t)c->bn),
                                     ceil_div((size_t)np, (size_t)c->bm)};
                 size_t local[2] = {1, 1};
@@ -345,22 +353,36 @@ struct clt_gemm_choice clt__gemm_narrowed(const struct clt_gemm_choice *c, size_
     return n;
 }
 
-/* C's first M rows of N += bias, for kernels without the epilogue. */
-static clt_status add_bias(clt_tensor *C, size_t M, size_t N, const clt_tensor *bias)
+/* *rows = the first M rows of N of t: t itself when it has no more, else a new view. */
+static clt_status first_rows(clt_tensor *t, size_t M, size_t N, clt_tensor **rows)
 {
-    if (clt_tensor_numel(C) == M * N) return clt_op_bias_add(C, bias);
-    clt_tensor *rows = NULL;
     size_t dims[2] = {M, N};
-    clt_status st = clt_tensor_view(&rows, C, 0, 2, dims);
-    if (st == CLT_OK) st = clt_op_bias_add(rows, bias);
-    clt_tensor_free(rows);
+    *rows = t;
+    if (clt_tensor_numel(t) == M * N) return CLT_OK;
+    return clt_tensor_view(rows, t, 0, 2, dims);
+}
+
+/* The epilogue e by kernels of its own, for GEMMs without it in their store: the product is
+ * in e->z when given (then C = act(z)), else in C. */
+static clt_status unfused_epilogue(clt_tensor *C, size_t M, size_t N,
+                                   const struct clt_gemm_epilogue *e)
+{
+    clt_status st = CLT_OK;
+    clt_tensor *c = NULL, *z = NULL;
+    CLT_TRY(first_rows(C, M, N, &c));
+    if (e->z) CLT_TRY(first_rows(e->z, M, N, &z));
+    if (e->bias) CLT_TRY(clt_op_bias_add(z ? z : c, e->bias));
+    if (e->act >= 0) CLT_TRY(clt_op_act_forward_alpha((clt_act)e->act, e->slope, c, z ? z : c));
+fail:
+    if (c != C) clt_tensor_free(c);
+    if (z != e->z) clt_tensor_free(z);
     return st;
 }
 
 /* The shared checks and the dispatch; `c` NULL means the ctx's choice for the layout. */
 static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb, size_t M,
                        size_t N, size_t K, float alpha, const clt_tensor *A, const clt_tensor *B,
-                       float beta, clt_tensor *C, const clt_tensor *bias)
+                       float beta, clt_tensor *C, const struct clt_gemm_epilogue *e)
 {
     clt_status st = CLT_OK;
     clt_ctx *ctx = clt_tensor_ctx(C);
@@ -410,9 +432,9 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
             c = &fallback;
         }
     }
-    if (bias && c->kernel != CLT_GEMM_PANEL) { /* no epilogue: the bias kernel after it */
-        CLT_TRY(gemm(c, ta, tb, M, N, K, alpha, A, B, beta, C, NULL));
-        CLT_TRY(add_bias(C, M, N, bias));
+    if (e && c->kernel != CLT_GEMM_PANEL) { /* no epilogue in the store: kernels after it */
+        CLT_TRY(gemm(c, ta, tb, M, N, K, alpha, A, B, beta, e->z ? e->z : C, NULL));
+        CLT_TRY(unfused_epilogue(C, M, N, e));
     } else if (c->kernel == CLT_GEMM_CLBLAST || !fits) {
         if (K == 0)
             CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "gemm: K = 0 with M=%zu, N=%zu beyond int range", M,
@@ -420,11 +442,12 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
         CLT_TRY(run_clblast(ctx, ta, tb, M, N, K, alpha, A, B, beta, C));
     } else if (c->kernel == CLT_GEMM_PANEL) {
         bool done = false;
-        CLT_TRY(run_panel(ctx, c, ta, tb, M, N, K, alpha, A, B, beta, C, bias, &done));
+        CLT_TRY(run_panel(ctx, c, ta, tb, M, N, K, alpha, A, B, beta, C, e, &done));
         if (!done) {
             fallback = clt__gemm_mixed_choice(&ctx->dev);
-            CLT_TRY(run_own(ctx, &fallback, ta, tb, M, N, K, alpha, A, B, beta, C));
-            if (bias) CLT_TRY(add_bias(C, M, N, bias));
+            CLT_TRY(run_own(ctx, &fallback, ta, tb, M, N, K, alpha, A, B, beta,
+                            e && e->z ? e->z : C));
+            if (e) CLT_TRY(unfused_epilogue(C, M, N, e));
         }
     } else {
         CLT_TRY(run_own(ctx, c, ta, tb, M, N, K, alpha, A, B, beta, C));
@@ -439,23 +462,52 @@ clt_status clt_op_gemm(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K,
     return gemm(NULL, ta, tb, M, N, K, alpha, A, B, beta, C, NULL);
 }
 
+clt_status clt_op_gemm_epilogue(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K,
+                                const clt_tensor *A, const clt_tensor *B,
+                                const struct clt_gemm_epilogue *e, clt_tensor *C)
+{
+    clt_status st = CLT_OK;
+    clt_ctx *ctx = clt_tensor_ctx(C);
+    CLT_ASSERT(e != NULL);
+    if (e->bias) {
+        clt_dtype d = clt_tensor_dtype(e->bias);
+        CLT_TRY(clt_tensor_same_ctx(C, e->bias));
+        if (d != CLT_DTYPE_F32 && d != CLT_DTYPE_F16 && d != CLT_DTYPE_BF16)
+            CLT_FAIL(ctx, CLT_ERR_SHAPE, "gemm: the bias must be f32, f16 or bf16, got %s",
+                     clt_dtype_name(d));
+        if (clt_tensor_numel(e->bias) != N)
+            CLT_FAIL(ctx, CLT_ERR_SHAPE, "gemm: the bias holds %zu elements, C has %zu columns",
+                     clt_tensor_numel(e->bias), N);
+    }
+    if (e->act < -1 || e->act >= CLT_ACT__COUNT)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "gemm: unknown activation %d in the epilogue", e->act);
+    if (e->act == CLT_ACT_LEAKYRELU && !isfinite(e->slope))
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "gemm: leakyrelu slope must be finite, got %g",
+                 (double)e->slope);
+    if (e->z) {
+        if (e->act < 0)
+            CLT_FAIL(ctx, CLT_ERR_INVALID_ARG,
+                     "gemm: the epilogue keeps the pre-activation z only with an activation");
+        CLT_TRY(clt_tensor_same_ctx(C, e->z));
+        if (clt_tensor_dtype(e->z) != clt_tensor_dtype(C) || clt_tensor_numel(e->z) < M * N ||
+            e->z == C)
+            CLT_FAIL(ctx, CLT_ERR_SHAPE,
+                     "gemm: z must be another tensor of C's dtype (%s) with at least %zu x %zu "
+                     "elements",
+                     clt_dtype_name(clt_tensor_dtype(C)), M, N);
+    }
+    st = gemm(NULL, ta, tb, M, N, K, 1.0f, A, B, 0.0f, C, e);
+fail:
+    return st;
+}
+
 clt_status clt_op_gemm_bias(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K,
                             const clt_tensor *A, const clt_tensor *B, const clt_tensor *bias,
                             clt_tensor *C)
 {
-    clt_status st = CLT_OK;
-    clt_dtype d = clt_tensor_dtype(bias);
-    if (d != CLT_DTYPE_F32 && d != CLT_DTYPE_F16 && d != CLT_DTYPE_BF16)
-        CLT_FAIL(clt_tensor_ctx(bias), CLT_ERR_SHAPE, "gemm: the bias must be f32, f16 or bf16, "
-                 "got %s", clt_dtype_name(d));
-    if (clt_tensor_numel(bias) != N)
-        CLT_FAIL(clt_tensor_ctx(bias), CLT_ERR_SHAPE,
-                 "gemm: the bias holds %zu elements, C has %zu columns", clt_tensor_numel(bias),
-                 N);
-    CLT_TRY(clt_tensor_same_ctx(C, bias));
-    st = gemm(NULL, ta, tb, M, N, K, 1.0f, A, B, 0.0f, C, bias);
-fail:
-    return st;
+    CLT_ASSERT(bias != NULL);
+    const struct clt_gemm_epilogue e = {.bias = bias, .act = -1};
+    return clt_op_gemm_epilogue(ta, tb, M, N, K, A, B, &e, C);
 }
 
 clt_status clt_op_gemm_with(const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb, size_t M,

@@ -39,6 +39,23 @@ clt_status clt_op_gemm(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K,
 clt_status clt_op_gemm_bias(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K,
                             const clt_tensor *A, const clt_tensor *B, const clt_tensor *bias,
                             clt_tensor *C);
+/* The fused epilogue of a linear layer's forward: C = act(op(A) op(B) + bias), and z =
+ * op(A) op(B) + bias too when z is given (the pre-activation that gelu's and silu's backward
+ * read). The panel family applies it in its store (C and z written once, nothing read back);
+ * any other kernel, or a panel GEMM that cannot take it, is followed by clt_op_bias_add and
+ * clt_op_act_forward_alpha. */
+struct clt_gemm_epilogue {
+    const clt_tensor *bias; /* N elements, f32, f16 or bf16; NULL: none */
+    int act;                /* a clt_act, or -1: none */
+    float slope;            /* leakyrelu's slope (finite) */
+    clt_tensor *z;          /* another tensor of C's dtype and at least M x N elements, or NULL;
+                               only with an activation */
+};
+/* C = epilogue(op(A) op(B)), with CLT_ERR_SHAPE or CLT_ERR_INVALID_ARG for an epilogue that
+ * breaks the rules above. */
+clt_status clt_op_gemm_epilogue(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K,
+                                const clt_tensor *A, const clt_tensor *B,
+                                const struct clt_gemm_epilogue *e, clt_tensor *C);
 
 /* ---- neural-network layers (cl/activation.cl, cl/linear.cl, cl/loss.cl, cl/dropout.cl,
  * cl/input.cl; wrappers in src/ops/activation.c, linear.c, loss.c, dropout.c, input.c) -------
@@ -300,7 +317,7 @@ bool clt__is_float(clt_dtype d);
 
 /* Program options, formatted here for the ops and for clt_ops_program_variants alike
  * (src/ops/variants.c), so the list of programs cannot drift from what the ops build. */
-#define CLT__BIAS_COLS 16 /* columns per work-group of linear_backward_bias (CLT_BIAS_COLS) */
+#define CLT__BIAS_COLS 64 /* columns per work-group of linear_backward_bias (CLT_BIAS_TILE) */
 void clt__opts_dtype(char *dst, size_t n, clt_dtype x);                  /* -DX_DTYPE */
 void clt__opts_cast(char *dst, size_t n, clt_dtype src, clt_dtype dstd); /* cast */
 void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype dy);
@@ -309,7 +326,8 @@ void clt__opts_conv(char *dst, size_t n, clt_dtype src, clt_dtype dstd, bool wid
 bool clt__conv_wide(const clt_device_info *dev);
 void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* batchnorm */
 struct clt_gemm_choice;
-/* The program a GEMM choice's kernels live in: "gemm_panel" for the panel family, else "gemm". */
+/* The program a GEMM choice's kernels live in: "act_fn,gemm_panel" for the panel family (its
+ * epilogue applies activations), else "gemm". */
 const char *clt__gemm_program(const struct clt_gemm_choice *c);
 /* bias: the panel family's epilogue bias dtype (GEMM_BIAS_DTYPE), or -1 for none. */
 void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_trans ta,

@@ -33,7 +33,7 @@ void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g)
 
 void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype dy)
 {
-    int len = snprintf(dst, n, "-DCLT_BIAS_COLS=%d", CLT__BIAS_COLS);
+    int len = snprintf(dst, n, "-DCLT_BIAS_COLS=16 -DCLT_BIAS_VECS=%d", CLT__BIAS_COLS / 16);
     /* the f32 program has no dtype defines (the same program as before 16-bit storage) */
     if (len > 0 && (size_t)len < n &&
         (y != CLT_DTYPE_F32 || b != CLT_DTYPE_F32 || dy != CLT_DTYPE_F32))
@@ -43,7 +43,7 @@ void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype d
 
 const char *clt__gemm_program(const struct clt_gemm_choice *c)
 {
-    return c->kernel == CLT_GEMM_PANEL ? "gemm_panel" : "gemm";
+    return c->kernel == CLT_GEMM_PANEL ? "act_fn,gemm_panel" : "gemm";
 }
 
 void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_trans ta,
@@ -154,7 +154,7 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
         }
     for (size_t i = 0; i < COUNT(float_dtypes); i++) {
         clt__opts_dtype(o, sizeof o, float_dtypes[i]);
-        fn("activation", o, user);
+        fn("act_fn,activation", o, user);
         fn("rng,dropout", o, user);
         fn("pool", o, user);
     }

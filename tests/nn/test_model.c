@@ -5,6 +5,7 @@
  * Tests that run GEMMs are few and grouped: CLBlast compiles its kernels once per process. */
 #include "common.h"
 #include "nn/layer_internal.h" /* clt__model_create_shaped, the plan */
+#include "ops/tune_internal.h"   /* the panel family for the fused epilogue */
 #include "ref/ref_nn.h"
 
 #include "cltrain/model.h"
@@ -1763,6 +1764,88 @@ START_TEST(test_fused_batchnorm_relu)
 }
 END_TEST
 
+/* A linear layer runs the activation after it (clt__layer_kind.absorbs): in both passes those
+ * whose backward reads their output, in the forward only gelu, silu and leakyrelu with a
+ * negative slope. The outputs and gradients match the layers apart (CLTRAIN_FUSE=0) within the
+ * fp32 tolerances (atol 1e-5, rtol 1e-4: exp in vector lanes may round differently), with the
+ * built-in GEMM choice (the epilogue by kernels after the GEMM) and with the panel family for
+ * every layout (the epilogue in the GEMM's store), a second backward accumulating included. */
+START_TEST(test_fused_linear_act)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    const size_t B = 7, IN = 19, N = 3;
+    clt_spec s = parse_spec("linear 40, relu, linear 33 nobias, tanh, linear 20, gelu, linear 17, "
+                            "leakyrelu -0.2, linear 9, sigmoid, linear 12 nobias, silu, "
+                            "linear 6, leakyrelu 0.1, linear 3");
+    struct clt_model_params mp = clt_model_default_params();
+    mp.seed = tc_u64(&r);
+    mp.max_batch = 8;
+    float *x = malloc(B * IN * sizeof *x), *d = malloc(B * N * sizeof *d);
+    ck_assert(x && d);
+    tc_fill_nonzero(&r, x, B * IN, 0.1f, 1.0f);
+    tc_fill_nonzero(&r, d, B * N, 0.1f, 1.0f);
+    struct clt_tune builtin = *clt_ctx_tune(ctx), panel = builtin;
+    const struct clt_gemm_choice pc = CLT_GEMM_CHOICE_PANEL(3, 8, 4, 16, 2, 2);
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
+        for (int z = 0; z < CLT_GEMM__SIZES; z++) panel.gemm[l][z] = pc;
+    float *ref_out = NULL, *ref_grads = NULL;
+    double *want = NULL;
+    size_t Pn = 0;
+    for (int run = 0; run < 4; run++) {
+        int fuse = run & 1;
+        TC_OK(ctx, clt_ctx_set_tune(ctx, run & 2 ? &panel : &builtin));
+        if (!fuse) setenv("CLTRAIN_FUSE", "0", 1);
+        clt_model *m = NULL;
+        TC_OK(ctx, clt_model_create(&m, ctx, &s, IN, N, &mp));
+        unsetenv("CLTRAIN_FUSE");
+        Pn = clt_tensor_numel(clt_model_params(m));
+        size_t xd[2] = {B, IN}, dd[2] = {B, N};
+        clt_tensor *xt = NULL, *dt = NULL, *o = NULL;
+        TC_OK(ctx, clt_tensor_create(&xt, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_OTHER));
+        TC_OK(ctx, clt_tensor_create(&dt, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_OTHER));
+        tc_write(xt, x);
+        tc_write(dt, d);
+        float *out = malloc(B * N * sizeof *out), *grads = malloc(Pn * sizeof *grads);
+        ck_assert(out && grads);
+        TC_OK(ctx, clt_model_forward(m, xt, true, 0, &o));
+        tc_read(o, out);
+        tc_poison(clt_model_grads(m));
+        TC_OK(ctx, clt_model_backward(m, dt, false));
+        TC_OK(ctx, clt_model_backward(m, dt, true)); /* twice the gradients */
+        tc_read(clt_model_grads(m), grads);
+        char what[96];
+        if (run == 0) { /* the layers apart, built-in choice: the reference */
+            ref_out = out;
+            ref_grads = grads;
+            want = malloc((Pn > B * N ? Pn : B * N) * sizeof *want);
+            ck_assert_ptr_nonnull(want);
+        } else {
+            for (size_t i = 0; i < B * N; i++) want[i] = ref_out[i];
+            snprintf(what, sizeof what, "fused linear+act (%s, fuse %d): forward",
+                     run & 2 ? "panel" : "built-in", fuse);
+            tc_check_close(out, want, B * N, 1e-5, 1e-4, what, r.seed);
+            for (size_t i = 0; i < Pn; i++) want[i] = ref_grads[i];
+            snprintf(what, sizeof what, "fused linear+act (%s, fuse %d): gradients",
+                     run & 2 ? "panel" : "built-in", fuse);
+            tc_check_close(grads, want, Pn, 1e-5, 1e-4, what, r.seed);
+            free(out);
+            free(grads);
+        }
+        clt_tensor_free(xt);
+        clt_tensor_free(dt);
+        clt_model_free(m);
+    }
+    free(ref_out);
+    free(ref_grads);
+    free(want);
+    free(x);
+    free(d);
+    clt_spec_free(&s);
+    clt_ctx_free(ctx);
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
@@ -1780,6 +1863,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_residual_model);
     tcase_add_test(tc, test_pool_layers);
     tcase_add_test(tc, test_fused_batchnorm_relu);
+    tcase_add_test(tc, test_fused_linear_act);
     suite_add_tcase(s, tc);
     return s;
 }

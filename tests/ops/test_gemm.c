@@ -14,7 +14,9 @@
 #include "common.h"
 #include "small.h"
 
+#include "ops/ops_internal.h"
 #include "ops/tune_internal.h"
+#include "ref/ref_nn.h"
 #include "io/json.h"
 #include "runtime/program_internal.h"
 
@@ -398,6 +400,175 @@ START_TEST(test_gemm_bias)
 }
 END_TEST
 
+/* The epilogue (clt_op_gemm_epilogue): C = act(x W^T + bias) and z = x W^T + bias, for every
+ * activation and none, with and without a bias and z, C stored f32, f16 or bf16, through the
+ * panel family's store and the built-in choice (a GEMM, then the bias and activation kernels),
+ * against a float64 reference: the GEMM tolerance of gemm_bias for z, carried through the
+ * activation (|act'| <= 1.13) plus the activation kernels' 1e-5 + 1e-4 |ref|, plus the
+ * roundings of a 16-bit C (2^-8 |ref| each for bf16, 2^-11 for f16): of y, and of x W^T and z
+ * before the activation (the unfused path stores each in C's dtype first). In f32, z has the bits of the unfused
+ * pre-activation, and relu and leakyrelu those of the unfused output; rows past M untouched. */
+#define EPI_SENTINEL 12288.0f /* exact in f16 and bf16 too */
+START_TEST(test_gemm_epilogue)
+{
+    static const size_t full[][3] = {{1, 1, 1}, {7, 33, 127}, {37, 70, 300}};
+    static const size_t small[][3] = {{1, 1, 1}, {7, 33, 27}, {13, 17, 5}};
+    const size_t(*shapes)[3] = TC_SMALL_OR(full, small);
+    static const float slopes[] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, -0.3f}; /* per clt_act */
+    static const clt_dtype dts[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = ctx_with_gemm(NULL);
+    struct clt_tune t = *clt_ctx_tune(ctx), panel = t;
+    const struct clt_gemm_choice pc = CLT_GEMM_CHOICE_PANEL(3, 8, 4, 16, 2, 2);
+    panel.gemm[CLT_GEMM_NT][CLT_GEMM_SMALL] = panel.gemm[CLT_GEMM_NT][CLT_GEMM_LARGE] = pc;
+    for (int pass = 0; pass < 2; pass++) {
+        TC_OK(ctx, clt_ctx_set_tune(ctx, pass ? &t : &panel));
+        for (size_t s = 0; s < sizeof full / sizeof *full; s++) {
+            size_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], rows = M + 2;
+            float *a = xalloc(M * K, sizeof *a), *b = xalloc(N * K, sizeof *b);
+            float *bias = xalloc(N, sizeof *bias), *got = xalloc(rows * N, sizeof *got);
+            float *gz = xalloc(rows * N, sizeof *gz), *want = xalloc(M * N, sizeof *want);
+            float *wz = xalloc(M * N, sizeof *wz);
+            double *sum = xalloc(M * N, sizeof *sum), *tol = xalloc(M * N, sizeof *tol);
+            tc_fill_nonzero(&r, a, M * K, 0.05f, 1.0f);
+            tc_fill_nonzero(&r, b, N * K, 0.05f, 1.0f);
+            tc_fill_nonzero(&r, bias, N, 0.05f, 1.0f);
+            for (size_t i = 0; i < rows * N; i++) got[i] = EPI_SENTINEL;
+            clt_tensor *A = view_at(ctx, M * K, 3, NULL), *B = view_at(ctx, N * K, 5, NULL);
+            clt_tensor *bt = view_at(ctx, N, 1, NULL);
+            tc_write(A, a);
+            tc_write(B, b);
+            tc_write(bt, bias);
+            for (int withb = 0; withb < 2; withb++) {
+                for (size_t m = 0; m < M; m++) /* x W^T (+ bias) in float64, and its bound */
+                    for (size_t n = 0; n < N; n++) {
+                        double v = withb ? bias[n] : 0.0, sabs = withb ? fabs(bias[n]) : 0.0;
+                        for (size_t k = 0; k < K; k++) {
+                            double p = (double)a[m * K + k] * (double)b[n * K + k];
+                            v += p;
+                            sabs += fabs(p);
+                        }
+                        sum[m * N + n] = v;
+                        tol[m * N + n] = 1e-5 + 1e-4 * fabs(v) + 0x1p-23 * (double)(K + 1) * sabs;
+                    }
+                for (int act = -1; act < CLT_ACT__COUNT; act++)
+                    for (int withz = 0; withz < (act >= 0 ? 2 : 1); withz++)
+                        for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+                            if (!withb && act < 0) continue; /* no epilogue */
+                            clt_dtype cd = dts[d];
+                            double round16 = cd == CLT_DTYPE_BF16  ? 0x1p-8
+                                             : cd == CLT_DTYPE_F16 ? 0x1p-11
+                                                                   : 0.0;
+                            size_t dims[2] = {rows, N}, md[2] = {M, N};
+                            clt_tensor *C = NULL, *Z = NULL, *c32 = NULL, *z32 = NULL;
+                            clt_tensor *ref = NULL, *refz = NULL;
+                            TC_OK(ctx, clt_tensor_create(&C, ctx, cd, 2, dims, CLT_MEM_OTHER));
+                            TC_OK(ctx, clt_tensor_create(&Z, ctx, cd, 2, dims, CLT_MEM_OTHER));
+                            TC_OK(ctx, clt_tensor_create(&c32, ctx, CLT_DTYPE_F32, 2, dims,
+                                                         CLT_MEM_OTHER));
+                            TC_OK(ctx, clt_tensor_create(&z32, ctx, CLT_DTYPE_F32, 2, dims,
+                                                         CLT_MEM_OTHER));
+                            tc_write(c32, got); /* sentinels, cast into C and Z */
+                            TC_OK(ctx, clt_op_cast(C, c32));
+                            TC_OK(ctx, clt_op_cast(Z, c32));
+                            struct clt_gemm_epilogue e = {.bias = withb ? bt : NULL,
+                                                          .act = act,
+                                                          .slope = act >= 0 ? slopes[act] : 0,
+                                                          .z = withz ? Z : NULL};
+                            TC_OK(ctx, clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_TRANS, M, N, K, A,
+                                                            B, &e, C));
+                            TC_OK(ctx, clt_op_cast(c32, C));
+                            TC_OK(ctx, clt_op_cast(z32, Z));
+                            tc_read(c32, got);
+                            tc_read(z32, gz);
+                            if (cd == CLT_DTYPE_F32) { /* unfused, for the bits */
+                                TC_OK(ctx, clt_tensor_create(&refz, ctx, CLT_DTYPE_F32, 2, md,
+                                                             CLT_MEM_OTHER));
+                                TC_OK(ctx, clt_tensor_create(&ref, ctx, CLT_DTYPE_F32, 2, md,
+                                                             CLT_MEM_OTHER));
+                                TC_OK(ctx, clt_op_gemm(CLT_NO_TRANS, CLT_TRANS, M, N, K, 1.0f, A,
+                                                       B, 0.0f, refz));
+                                if (withb) TC_OK(ctx, clt_op_bias_add(refz, bt));
+                                if (act >= 0)
+                                    TC_OK(ctx, clt_op_act_forward_alpha((clt_act)act, e.slope,
+                                                                        ref, refz));
+                                tc_read(refz, wz);
+                                if (act >= 0) tc_read(ref, want);
+                                else memcpy(want, wz, M * N * sizeof *want);
+                            }
+                            for (size_t m = 0; m < rows; m++)
+                                for (size_t n = 0; n < N; n++) {
+                                    size_t i = m * N + n;
+                                    float g = got[i], zg = gz[i];
+                                    if (m >= M || !withz) {
+                                        ck_assert_msg((m >= M ? g == EPI_SENTINEL : true) &&
+                                                          zg == EPI_SENTINEL,
+                                                      "epilogue (%s) act %d z %d %s %zux%zux%zu "
+                                                      "wrote row %zu of C or z: %g, %g",
+                                                      pass ? "built-in" : "panel", act, withz,
+                                                      clt_dtype_name(cd), M, N, K, m, g, zg);
+                                        if (m >= M) continue;
+                                    }
+                                    /* unfused, a 16-bit C holds x W^T before the bias */
+                                    double v = sum[i], y = v, dmax = 1.0;
+                                    double r16 = round16 * (fabs(v) + fabs(v - (withb ? bias[n]
+                                                                                    : 0.0)));
+                                    if (act >= 0) {
+                                        y = ref_act_value_alpha((ref_act)act, e.slope, v);
+                                        dmax = 1.13;
+                                    }
+                                    /* unfused, a 16-bit z is rounded before act */
+                                    double tc = dmax * (tol[i] + r16) + 1e-5 +
+                                                1e-4 * fabs(y) + round16 * fabs(y);
+                                    bool bits = cd == CLT_DTYPE_F32 &&
+                                                (act < 0 || act == CLT_ACT_RELU ||
+                                                 act == CLT_ACT_LEAKYRELU);
+                                    ck_assert_msg(fabs(g - y) <= tc &&
+                                                      (!bits || memcmp(&g, &want[i], 4) == 0),
+                                                  "epilogue (%s) act %d bias %d z %d %s "
+                                                  "%zux%zux%zu C[%zu, %zu] = %.9g: reference "
+                                                  "%.9g, unfused %.9g",
+                                                  pass ? "built-in" : "panel", act, withb, withz,
+                                                  clt_dtype_name(cd), M, N, K, m, n, g, y,
+                                                  want[i]);
+                                    if (!withz) continue;
+                                    double tz = tol[i] + r16;
+                                    ck_assert_msg(fabs(zg - v) <= tz &&
+                                                      (cd != CLT_DTYPE_F32 ||
+                                                       memcmp(&zg, &wz[i], 4) == 0),
+                                                  "epilogue (%s) act %d %s z[%zu, %zu] = %.9g: "
+                                                  "reference %.9g, unfused %.9g",
+                                                  pass ? "built-in" : "panel", act,
+                                                  clt_dtype_name(cd), m, n, zg, v, wz[i]);
+                                }
+                            for (size_t i = 0; i < rows * N; i++) got[i] = EPI_SENTINEL;
+                            clt_tensor_free(C);
+                            clt_tensor_free(Z);
+                            clt_tensor_free(c32);
+                            clt_tensor_free(z32);
+                            clt_tensor_free(ref);
+                            clt_tensor_free(refz);
+                        }
+            }
+            clt_tensor_free(A);
+            clt_tensor_free(B);
+            clt_tensor_free(bt);
+            free(a);
+            free(b);
+            free(bias);
+            free(got);
+            free(gz);
+            free(want);
+            free(wz);
+            free(sum);
+            free(tol);
+        }
+    }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 START_TEST(test_choice_parse_check)
 {
     int n = 0;
@@ -742,6 +913,7 @@ int main(void)
                  {"panel_chunks", test_panel_chunks},
                  {"panel_edges", test_panel_edges},
                  {"gemm_bias", test_gemm_bias},
+                 {"gemm_epilogue", test_gemm_epilogue},
                  {"xgemm_params", test_xgemm_params},
                  {"tunedb", test_tunedb},
                  {"files", test_tune_files}};

@@ -8,7 +8,7 @@
 #include "ref/ref_nn.h"
 #include "small.h"
 
-/* Small: B still spans more than the 16 row slices, OUT several groups of 16 columns. */
+/* Small: B still spans more than the 32 row slices, OUT several groups of 64 columns. */
 static const size_t Bs_full[] = {1, 17, 1000}, Bs_small[] = {1, 17, 300};
 static const size_t OUTs_full[] = {1, 10, 17, 1000}, OUTs_small[] = {1, 10, 17, 100};
 
@@ -145,11 +145,15 @@ START_TEST(test_bias_grad_deterministic)
         tc_read(dbt, got);
         ck_assert_msg(nt_same_bits(first, got, OUT), "bias_grad differs between runs");
         /* the op left its arguments on the cached kernel: re-launch it with other local sizes */
-        cl_kernel k = nt_kernel(ctx, "linear", "-DCLT_BIAS_COLS=16", "linear_backward_bias");
+        char opts[96];
+        clt__opts_linear(opts, sizeof opts, CLT_DTYPE_F32, CLT_DTYPE_F32, CLT_DTYPE_F32);
+        cl_kernel k = nt_kernel(ctx, "linear", opts, "linear_backward_bias");
         int tried = 0;
         for (size_t li = 0; li < NT_N_LOCAL_SIZES; li++) {
             tc_poison(dbt);
-            if (!nt_launch_local(ctx, k, (OUT + 15) / 16, nt_local_sizes[li])) continue;
+            if (!nt_launch_local(ctx, k, (OUT + CLT__BIAS_COLS - 1) / CLT__BIAS_COLS,
+                                 nt_local_sizes[li]))
+                continue;
             tried++;
             tc_read(dbt, got);
             ck_assert_msg(nt_same_bits(first, got, OUT),

@@ -1,8 +1,10 @@
 /* The elementwise activations, one implementation for all of them parameterised by the op they
  * run (clt_act): relu, gelu (tanh approximation), tanh, sigmoid, silu and "leakyrelu [A]" (A the
  * slope for negative inputs, 0.01 when omitted, as nn.LeakyReLU). Each keeps its output y for
- * backward, which reads x or y as the op needs. A relu right after a batchnorm is run by it
- * (absorbed: see clt__layer_kind.absorbs): an identity here. */
+ * backward, which reads x or y as the op needs. The layer before may run it (absorbed: see
+ * clt__layer_kind.absorbs): a batchnorm its relu and a linear layer any of them in both
+ * passes, which are identities here; a linear layer only the forward of those whose backward
+ * reads x (gelu, silu, leakyrelu with a negative slope), whose backward then runs here. */
 #include "nn/layer_internal.h"
 
 #include <math.h>
@@ -14,8 +16,8 @@ static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struc
 {
     clt_status st = CLT_OK;
     (void)p;
-    if (L->absorbed) { /* the layer before has applied it (a batchnorm's relu) */
-        L->out_t = x;
+    if (L->absorbed != CLT__ABSORB_NONE) { /* the layer before has applied it */
+        L->out_t = L->absorbed == CLT__ABSORB_BOTH ? x : L->y;
         return CLT_OK;
     }
     CLT_TRY(clt_op_act_forward_alpha(L->kind->act, L->spec.alpha, L->y, x));
@@ -29,7 +31,7 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
 {
     (void)need_dx;
     (void)p;
-    *through = L->absorbed; /* the layer before masks dy */
+    *through = L->absorbed == CLT__ABSORB_BOTH; /* the layer before applies the gradient */
     if (*through) return CLT_OK;
     return clt_op_act_backward_alpha(L->kind->act, L->spec.alpha, dx, dy, L->x, L->y);
 }

@@ -117,9 +117,10 @@ fail:
 }
 
 /* The relu after it, on its own output's storage (the kernels store max(y, 0) in it). */
-static bool absorbs(const struct clt__layer *L, const struct clt__layer *next)
+static enum clt__absorb absorbs(const struct clt__layer *L, const struct clt__layer *next)
 {
-    return next->kind->kind == CLT_LAYER_RELU && next->ydt == L->ydt;
+    return next->kind->kind == CLT_LAYER_RELU && next->ydt == L->ydt ? CLT__ABSORB_BOTH
+                                                                       : CLT__ABSORB_NONE;
 }
 
 const struct clt__layer_kind clt__layer_batchnorm = {
