@@ -341,8 +341,13 @@ static float conv_hsum8(float8 v)
     const float4 h = v.lo + v.hi;
     return (h.s0 + h.s2) + (h.s1 + h.s3);
 }
+#if CONV_V == 16
+#define conv_hsumV(v) conv_hsum8((v).lo + (v).hi)
+#else
+#define conv_hsumV conv_hsum8
+#endif
 
-/* The last n (< 8) columns of a row of dy as a vector, zeros after them. */
+/* The last n (1 <= n < 8) columns of a row of dy as a vector, zeros after them. */
 static float8 conv_row_tail(const global float *p, uint n)
 {
     switch (n) { /* vector pieces: a private array's stores and reload stall the CPU */
@@ -356,14 +361,26 @@ static float8 conv_row_tail(const global float *p, uint n)
     }
 }
 
+/* The same for 1 <= n < CONV_V columns. */
+static floatV conv_row_tailV(const global float *p, uint n)
+{
+#if CONV_V == 16
+    if (n < 8) return (float16)(conv_row_tail(p, n), (float8)(0.0f));
+    return (float16)(vload8(0, p), n == 8 ? (float8)(0.0f) : conv_row_tail(p + 8, n - 8));
+#else
+    return conv_row_tail(p, n);
+#endif
+}
+
 /* The weight gradient of a stride-1, 3x3 convolution without the im2col matrix, over samples
  * [b0, b1): dw[o, c, kh, kw] = beta dw + the sum over (b, oh, ow) of dy[b, o, oh, ow]
  * xp[b, c, oh+kh, ow+kw], from dy (rows of OW columns: dy itself, or a copy with rows padded
- * to whole vectors) and xp (conv_forward_implicit's padded input, whose rows reach past the
- * last vector). Work-item (ob, c, kh) keeps 3 x 3 vectors of 8 partial sums
- * (output channels o0 .. o0 + 2 by kw; 13 AVX2 registers with the operands, 6 loads per 9
- * multiply-adds), one per lane, over every (b, oh, column block) in that order (a row's last
- * OW % 8 columns as a vector with zeros after them), and adds the lanes at the end: a fixed
+ * to whole vectors of 8) and xp (conv_forward_implicit's padded input, whose rows reach past
+ * the last vector of 16). Work-item (ob, c, kh) keeps 3 x 3 vectors of CONV_V partial sums
+ * (output channels o0 .. o0 + 2 by kw; 13 registers with the operands, 6 loads per 9
+ * multiply-adds: 16-float vectors where the device's are, twice the work per instruction of 8
+ * on AVX-512), one per lane, over every (b, oh, column block) in that order (a row's last
+ * OW % CONV_V columns as a vector with zeros after them), and adds the lanes at the end: a fixed
  * order, so the same bits on every launch. With has_db, work-items (ob, 0, 0) then sum their
  * channels' dy into db (beta likewise) while the chunk is still in the caches. The host
  * launches it per chunk of samples small enough to stay in the caches while every work-item
@@ -373,17 +390,17 @@ static float8 conv_row_tail(const global float *p, uint n)
  * block's 3 kw offsets. */
 #define CONV_DW_STEP(Y0, Y1, Y2, XC)                                                              \
     do {                                                                                          \
-        const float8 y0 = (Y0), y1 = (Y1), y2 = (Y2);                                             \
+        const floatV y0 = (Y0), y1 = (Y1), y2 = (Y2);                                             \
         const global float *xc = (XC);                                                            \
-        float8 xv = vload8(0, xc);                                                                \
+        floatV xv = VLOADV(0, xc);                                                                \
         a00 = fma(y0, xv, a00);                                                                   \
         a10 = fma(y1, xv, a10);                                                                   \
         a20 = fma(y2, xv, a20);                                                                   \
-        xv = vload8(0, xc + 1);                                                                   \
+        xv = VLOADV(0, xc + 1);                                                                   \
         a01 = fma(y0, xv, a01);                                                                   \
         a11 = fma(y1, xv, a11);                                                                   \
         a21 = fma(y2, xv, a21);                                                                   \
-        xv = vload8(0, xc + 2);                                                                   \
+        xv = VLOADV(0, xc + 2);                                                                   \
         a02 = fma(y0, xv, a02);                                                                   \
         a12 = fma(y1, xv, a12);                                                                   \
         a22 = fma(y2, xv, a22);                                                                   \
@@ -399,9 +416,9 @@ kernel void conv_weight_grad_implicit(global float *dw, ulong dw_off, global flo
                kh = (uint)get_global_id(2);
     const uint o0 = ob * 3;
     if (o0 >= OUT || c >= C || kh >= 3) return;
-    const uint o1 = min(o0 + 1, OUT - 1), o2 = min(o0 + 2, OUT - 1), nblk = OW / 8,
-               tail = OW - nblk * 8;
-    float8 a00 = (float8)(0.0f), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00,
+    const uint o1 = min(o0 + 1, OUT - 1), o2 = min(o0 + 2, OUT - 1), nblk = OW / CONV_V,
+               tail = OW - nblk * CONV_V;
+    floatV a00 = (floatV)(0.0f), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00,
            a20 = a00, a21 = a00, a22 = a00;
     for (uint b = b0; b < b1; b++) {
         const global float *d0 = dy + dy_off + ((ulong)b * OUT + o0) * OH * OW;
@@ -410,19 +427,19 @@ kernel void conv_weight_grad_implicit(global float *dw, ulong dw_off, global flo
         const global float *xr = xp + xp_off + ((ulong)b * C + c) * Hp * Wp + (ulong)kh * Wp;
         for (uint oh = 0; oh < OH; oh++, d0 += OW, d1 += OW, d2 += OW, xr += Wp) {
             for (uint cb = 0; cb < nblk; cb++)
-                CONV_DW_STEP(vload8(cb, d0), vload8(cb, d1), vload8(cb, d2), xr + cb * 8);
+                CONV_DW_STEP(VLOADV(cb, d0), VLOADV(cb, d1), VLOADV(cb, d2), xr + cb * CONV_V);
             if (tail)
-                CONV_DW_STEP(conv_row_tail(d0 + nblk * 8, tail),
-                             conv_row_tail(d1 + nblk * 8, tail),
-                             conv_row_tail(d2 + nblk * 8, tail), xr + nblk * 8);
+                CONV_DW_STEP(conv_row_tailV(d0 + nblk * CONV_V, tail),
+                             conv_row_tailV(d1 + nblk * CONV_V, tail),
+                             conv_row_tailV(d2 + nblk * CONV_V, tail), xr + nblk * CONV_V);
         }
     }
-    const float8 acc[9] = {a00, a01, a02, a10, a11, a12, a20, a21, a22};
+    const floatV acc[9] = {a00, a01, a02, a10, a11, a12, a20, a21, a22};
 #pragma unroll
     for (uint i = 0; i < 9; i++) {
         const uint o = o0 + i / 3, kw = i % 3;
         if (o >= OUT) continue;
-        const float s = conv_hsum8(acc[i]);
+        const float s = conv_hsumV(acc[i]);
         const ulong at = dw_off + (((ulong)o * C + c) * 3 + kh) * 3 + kw;
         dw[at] = beta == 0.0f ? s : fma(beta, dw[at], s);
     }
