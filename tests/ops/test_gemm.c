@@ -411,11 +411,12 @@ END_TEST
 #define EPI_SENTINEL 12288.0f /* exact in f16 and bf16 too */
 START_TEST(test_gemm_epilogue)
 {
-    static const size_t full[][3] = {{1, 1, 1}, {7, 33, 127}, {37, 70, 300}};
-    static const size_t small[][3] = {{1, 1, 1}, {7, 33, 27}, {13, 17, 5}};
-    const size_t(*shapes)[3] = TC_SMALL_OR(full, small);
+    static const size_t shapes[][3] = {{7, 33, 27}, {1, 1, 1}, {37, 70, 300}};
     static const float slopes[] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, -0.3f}; /* per clt_act */
-    static const clt_dtype dts[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
+    static const clt_dtype dts[] = {CLT_DTYPE_F32, CLT_DTYPE_BF16, CLT_DTYPE_F16};
+    /* CLTRAIN_TEST_SMALL (oclgrind): the first shape, f32 and bf16, no activation, relu,
+     * gelu and leakyrelu (every path of the store: the activation is a run-time argument) */
+    const size_t nshapes = tc_size(3, 1), ndts = tc_size(3, 2);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = ctx_with_gemm(NULL);
     struct clt_tune t = *clt_ctx_tune(ctx), panel = t;
@@ -423,7 +424,7 @@ START_TEST(test_gemm_epilogue)
     panel.gemm[CLT_GEMM_NT][CLT_GEMM_SMALL] = panel.gemm[CLT_GEMM_NT][CLT_GEMM_LARGE] = pc;
     for (int pass = 0; pass < 2; pass++) {
         TC_OK(ctx, clt_ctx_set_tune(ctx, pass ? &t : &panel));
-        for (size_t s = 0; s < sizeof full / sizeof *full; s++) {
+        for (size_t s = 0; s < nshapes; s++) {
             size_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], rows = M + 2;
             float *a = xalloc(M * K, sizeof *a), *b = xalloc(N * K, sizeof *b);
             float *bias = xalloc(N, sizeof *bias), *got = xalloc(rows * N, sizeof *got);
@@ -453,8 +454,11 @@ START_TEST(test_gemm_epilogue)
                     }
                 for (int act = -1; act < CLT_ACT__COUNT; act++)
                     for (int withz = 0; withz < (act >= 0 ? 2 : 1); withz++)
-                        for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+                        for (size_t d = 0; d < ndts; d++) {
                             if (!withb && act < 0) continue; /* no epilogue */
+                            if (tc_small() && (act == CLT_ACT_TANH || act == CLT_ACT_SIGMOID ||
+                                               act == CLT_ACT_SILU))
+                                continue;
                             clt_dtype cd = dts[d];
                             double round16 = cd == CLT_DTYPE_BF16  ? 0x1p-8
                                              : cd == CLT_DTYPE_F16 ? 0x1p-11
