@@ -15,9 +15,9 @@
  * bits). The last block of the last chunk runs the epilogue of a linear layer's forward as it
  * stores the complete sums: with GEMM_BIAS it adds a bias per column, and with act >= 0 (an
  * activation code of act_fn.cl, a run-time argument: the store is outside the K loop) it also
- * stores the pre-activation in z when zst and then act(sum) in C. Edges: rows and columns past C's edge are zero in the
- * panels, computed and never stored. The summation order depends only on the defines and the
- * host's K chunks, so results are deterministic. */
+ * stores the pre-activation in z when zst and then act(sum) in C. Edges: rows and columns past
+ * C's edge are zero in the panels, computed and never stored. The summation order depends only
+ * on the defines and the host's K chunks, so results are deterministic. */
 
 #ifndef PANEL_MR
 #define PANEL_MR 8 /* rows of a micro-tile (GEMM_TM of the choice) */

@@ -71,7 +71,8 @@ kernel void linear_backward_bias(global float *db, ulong db_off,
         } else {
             for (uint c = 0; c < CLT_BIAS_TILE; c++) {
                 float acc = 0.0f;
-                for (ulong b = b0; c < ncol && b < b1; b++) acc += CLT_LOAD(DY_DTYPE, p, b * OUT + c);
+                for (ulong b = b0; c < ncol && b < b1; b++)
+                    acc += CLT_LOAD(DY_DTYPE, p, b * OUT + c);
                 part[sl][c] = acc;
             }
         }

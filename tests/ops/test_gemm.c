@@ -406,8 +406,9 @@ END_TEST
  * against a float64 reference: the GEMM tolerance of gemm_bias for z, carried through the
  * activation (|act'| <= 1.13) plus the activation kernels' 1e-5 + 1e-4 |ref|, plus the
  * roundings of a 16-bit C (2^-8 |ref| each for bf16, 2^-11 for f16): of y, and of x W^T and z
- * before the activation (the unfused path stores each in C's dtype first). In f32, z has the bits of the unfused
- * pre-activation, and relu and leakyrelu those of the unfused output; rows past M untouched. */
+ * before the activation (the unfused path stores each in C's dtype first). In f32, z has the
+ * bits of the unfused pre-activation, and relu and leakyrelu those of the unfused output; rows
+ * past M untouched. */
 #define EPI_SENTINEL 12288.0f /* exact in f16 and bf16 too */
 START_TEST(test_gemm_epilogue)
 {
