@@ -183,8 +183,8 @@ struct clt__layer {
                                            last and left in it what its backward can reuse
                                            (NULL: nothing reusable); kinds that write ws set it */
     bool ran;                           /* the kind's own flag (dropout: applied last forward) */
-    bool absorbs_next;                  /* it also runs the next layer (kind->absorbs) */
-    struct clt__layer *next;            /* absorbs_next: that layer, else NULL */
+    struct clt__layer *next;            /* the next layer when it also runs it (kind->absorbs),
+                                           else NULL */
     enum clt__absorb absorbed;          /* how the layer before runs it (kind->absorbs) */
     struct clt__layer *child;           /* a block's children (kind->children), else NULL */
     int nchildren;
@@ -268,8 +268,8 @@ struct clt__layer_kind {
     clt_status (*backward)(struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
                            bool need_dx, const struct clt__pass *p, bool *through);
     /* Whether L also runs `next`, the layer after it that reads its output (set up, same
-     * storage), in its own kernels, and which passes: then the model sets L->absorbs_next,
-     * L->next and next->absorbed, and next's kind follows it (see enum clt__absorb). batchnorm
+     * storage), in its own kernels, and which passes: then the model sets L->next and
+     * next->absorbed, and next's kind follows it (see enum clt__absorb). batchnorm
      * absorbs relu; linear absorbs every activation. NULL: never (CLTRAIN_FUSE=0: never
      * either). */
     enum clt__absorb (*absorbs)(const struct clt__layer *L, const struct clt__layer *next);

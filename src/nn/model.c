@@ -481,7 +481,6 @@ static void fuse_layers(struct clt__layer *L, int n, const struct clt__plan_laye
         if (!L[i].kind->absorbs || pl[i + 1].from_input || L[i].absorbed) continue;
         enum clt__absorb how = L[i].kind->absorbs(&L[i], &L[i + 1]);
         if (how == CLT__ABSORB_NONE) continue;
-        L[i].absorbs_next = true;
         L[i].next = &L[i + 1];
         L[i + 1].absorbed = how;
     }

@@ -13,7 +13,7 @@
  * own statistics and updates the running statistics once, as PyTorch does with the same
  * micro-batches (not as one forward over the whole effective batch).
  *
- * Followed by relu, it absorbs it (absorbs_next, set by the model) and runs the relu too:
+ * Followed by relu, it absorbs it (L->next, set by the model) and runs the relu too:
  * y = max(bn(x), 0), and backward masks dy where the recomputed bn(x) is not positive; the
  * relu layer is then an identity (src/nn/layers/activation.c). Two fewer passes over the
  * tensor each way.
@@ -78,7 +78,7 @@ static int buffers(const clt_layer_spec *l, const struct clt__shape *in,
 static struct clt_bn_geom geom_of(const struct clt__layer *L)
 {
     size_t S = L->in.ndim == 3 ? L->in.d[1] * L->in.d[2] : 1;
-    return (struct clt_bn_geom){L->in.d[0], S, BN_EPS, BN_MOMENTUM, L->absorbs_next};
+    return (struct clt_bn_geom){L->in.d[0], S, BN_EPS, BN_MOMENTUM, L->next != NULL};
 }
 
 static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struct clt__pass *p)

@@ -86,12 +86,7 @@ static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struc
             y = A->y;
         }
     }
-    if (e.bias || A)
-        CLT_TRY(clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_TRANS, p->B, L->out_n, L->in_n, x, w, &e,
-                                     y));
-    else
-        CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_TRANS, p->B, L->out_n, L->in_n, 1.0f, x, w, 0.0f,
-                            y));
+    CLT_TRY(clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_TRANS, p->B, L->out_n, L->in_n, x, w, &e, y));
     L->out_t = L->y; /* z when the activation runs its own backward, else its output */
 fail:
     return st;
