@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define BIAS_COLS CLT__BIAS_COLS
+#define BIAS_TILE CLT__BIAS_TILE
 
 /* Both kernels come from one program per dtype combination; the f32 one has no dtype
  * defines (the same program as before 16-bit storage existed). */
@@ -81,7 +81,7 @@ clt_status clt_op_bias_grad(clt_tensor *db, const clt_tensor *dy, float beta)
                           clt_tensor_dtype(dy), &k));
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dbm), CLT__ARG(dbo), CLT__ARG(dym), CLT__ARG(dyo),
                       CLT__ARG(B), CLT__ARG(out), CLT__ARG(beta)));
-    CLT_TRY(clt__nn_launch_groups(ctx, k, (OUT + BIAS_COLS - 1) / BIAS_COLS, "bias_grad"));
+    CLT_TRY(clt__nn_launch_groups(ctx, k, (OUT + BIAS_TILE - 1) / BIAS_TILE, "bias_grad"));
 fail:
     return st;
 }

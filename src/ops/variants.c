@@ -33,7 +33,7 @@ void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g)
 
 void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype dy)
 {
-    int len = snprintf(dst, n, "-DCLT_BIAS_COLS=16 -DCLT_BIAS_VECS=%d", CLT__BIAS_COLS / 16);
+    int len = snprintf(dst, n, "-DCLT_BIAS_COLS=16 -DCLT_BIAS_VECS=%d", CLT__BIAS_TILE / 16);
     /* the f32 program has no dtype defines (the same program as before 16-bit storage) */
     if (len > 0 && (size_t)len < n &&
         (y != CLT_DTYPE_F32 || b != CLT_DTYPE_F32 || dy != CLT_DTYPE_F32))

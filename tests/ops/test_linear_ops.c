@@ -151,7 +151,7 @@ START_TEST(test_bias_grad_deterministic)
         int tried = 0;
         for (size_t li = 0; li < NT_N_LOCAL_SIZES; li++) {
             tc_poison(dbt);
-            if (!nt_launch_local(ctx, k, (OUT + CLT__BIAS_COLS - 1) / CLT__BIAS_COLS,
+            if (!nt_launch_local(ctx, k, (OUT + CLT__BIAS_TILE - 1) / CLT__BIAS_TILE,
                                  nt_local_sizes[li]))
                 continue;
             tried++;
