@@ -322,6 +322,15 @@ START_TEST(test_panel_edges)
 }
 END_TEST
 
+/* ctx's tuning data in *builtin, and in *panel the same with every NT GEMM on a small panel
+ * choice (whose store runs a linear layer's epilogue). */
+static void nt_panel_tunes(clt_ctx *ctx, struct clt_tune *builtin, struct clt_tune *panel)
+{
+    const struct clt_gemm_choice pc = CLT_GEMM_CHOICE_PANEL(3, 8, 4, 16, 2, 2);
+    *builtin = *panel = *clt_ctx_tune(ctx);
+    panel->gemm[CLT_GEMM_NT][CLT_GEMM_SMALL] = panel->gemm[CLT_GEMM_NT][CLT_GEMM_LARGE] = pc;
+}
+
 /* clt_op_gemm_bias, a linear layer's forward (NT): with every NT choice the panel family (the
  * bias added in its store) and with the built-in tuning data (small products: another kernel,
  * then the bias kernel), on edge shapes: the same bits as clt_op_gemm followed by
@@ -332,9 +341,8 @@ START_TEST(test_gemm_bias)
     static const size_t shapes[][3] = {{1, 1, 1}, {5, 17, 33}, {37, 70, 300}, {13, 129, 7}};
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = ctx_with_gemm(NULL);
-    struct clt_tune t = *clt_ctx_tune(ctx), panel = t;
-    const struct clt_gemm_choice pc = CLT_GEMM_CHOICE_PANEL(3, 8, 4, 16, 2, 2);
-    panel.gemm[CLT_GEMM_NT][CLT_GEMM_SMALL] = panel.gemm[CLT_GEMM_NT][CLT_GEMM_LARGE] = pc;
+    struct clt_tune t, panel;
+    nt_panel_tunes(ctx, &t, &panel);
     for (int pass = 0; pass < 2; pass++) {
         TC_OK(ctx, clt_ctx_set_tune(ctx, pass ? &t : &panel));
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
@@ -420,9 +428,8 @@ START_TEST(test_gemm_epilogue)
     const size_t nshapes = tc_size(3, 1), ndts = tc_size(3, 2);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = ctx_with_gemm(NULL);
-    struct clt_tune t = *clt_ctx_tune(ctx), panel = t;
-    const struct clt_gemm_choice pc = CLT_GEMM_CHOICE_PANEL(3, 8, 4, 16, 2, 2);
-    panel.gemm[CLT_GEMM_NT][CLT_GEMM_SMALL] = panel.gemm[CLT_GEMM_NT][CLT_GEMM_LARGE] = pc;
+    struct clt_tune t, panel;
+    nt_panel_tunes(ctx, &t, &panel);
     for (int pass = 0; pass < 2; pass++) {
         TC_OK(ctx, clt_ctx_set_tune(ctx, pass ? &t : &panel));
         for (size_t s = 0; s < nshapes; s++) {
