@@ -220,6 +220,42 @@ kernel void conv_pad(global float *xp, ulong xp_off, const global float *x, ulon
     for (; j < Wp; j++) dst[j] = 0.0f;
 }
 
+/* p[0 .. n) = the first n lanes of v (n < 8, or n < CONV_V for the V form) in pieces of 4, 2
+ * and 1: at most 3 stores (element by element, a row's last 12 columns of 12 channels were
+ * most of the first layer's forward on PoCL). */
+static void conv_store_head8(float8 v, global float *p, uint n)
+{
+    float4 q = v.lo;
+    if (n >= 4) {
+        vstore4(v.lo, 0, p);
+        q = v.hi;
+        p += 4;
+        n -= 4;
+    }
+    float2 d = q.lo;
+    if (n >= 2) {
+        vstore2(q.lo, 0, p);
+        d = q.hi;
+        p += 2;
+        n -= 2;
+    }
+    if (n) *p = d.x;
+}
+
+static void conv_store_headV(floatV v, global float *p, uint n)
+{
+#if CONV_V == 16
+    if (n >= 8) {
+        vstore8(v.lo, 0, p);
+        if (n > 8) conv_store_head8(v.hi, p + 8, n - 8);
+        return;
+    }
+    conv_store_head8(v.lo, p, n);
+#else
+    conv_store_head8(v, p, n);
+#endif
+}
+
 /* y = conv(x, w) + bias for stride 1 from xp (conv_pad's), the weights transposed: w (C*K*K,
  * OUT), as conv_weight_transpose writes them. Range (ceil(OUT / TM),
  * ceil(OW / VN), B*OH): work-item (ob, cb, (b, oh)). With `pair` (rows of at most 8 columns,
@@ -294,18 +330,15 @@ kernel void conv_forward_implicit(global float *y, ulong y_off, const global flo
         global float *yr = yo + i * HW;
         if (pair) { /* v0 to row oh, v1 to row oh + 1, at most CONV_V columns each */
             for (uint r = 0; r < 2 && oh + r < OH; r++, yr += OW) {
-                if (OW == CONV_V) {
+                if (OW == CONV_V)
                     VSTOREV(r ? v1 : v0, 0, yr);
-                    continue;
-                }
-                float tv[CONV_V];
-                VSTOREV(r ? v1 : v0, 0, tv);
-                for (uint l = 0; l < OW; l++) yr[l] = tv[l];
+                else
+                    conv_store_headV(r ? v1 : v0, yr, OW);
             }
         } else if (ow0 + CONV_VN <= OW) {
             VSTOREV(v0, 0, yr);
             VSTOREV(v1, 0, yr + CONV_V);
-        } else { /* the edge: whole vectors while they fit, then element by element */
+        } else { /* the edge: a whole vector while it fits, then the rest in pieces */
             floatV rest = v0;
             uint l0 = 0;
             if (ow0 + CONV_V <= OW) {
@@ -313,10 +346,7 @@ kernel void conv_forward_implicit(global float *y, ulong y_off, const global flo
                 rest = v1;
                 l0 = CONV_V;
             }
-            float tv[CONV_V];
-            VSTOREV(rest, 0, tv);
-            for (uint l = 0; l < CONV_V && ow0 + l0 + l < OW; l++) /* no unroll (clang gives up) */
-                yr[l0 + l] = tv[l];
+            if (ow0 + l0 < OW) conv_store_headV(rest, yr + l0, OW - ow0 - l0);
         }
     }
 }
@@ -376,36 +406,23 @@ static floatV conv_row_tailV(const global float *p, uint n)
  * [b0, b1): dw[o, c, kh, kw] = beta dw + the sum over (b, oh, ow) of dy[b, o, oh, ow]
  * xp[b, c, oh+kh, ow+kw], from dy (rows of OW columns: dy itself, or a copy with rows padded
  * to whole vectors of 8) and xp (conv_forward_implicit's padded input, whose rows reach past
- * the last vector of 16). Work-item (ob, c, kh) keeps 3 x 3 vectors of CONV_V partial sums
- * (output channels o0 .. o0 + 2 by kw; 13 registers with the operands, 6 loads per 9
- * multiply-adds: 16-float vectors where the device's are, twice the work per instruction of 8
- * on AVX-512), one per lane, over every (b, oh, column block) in that order (a row's last
- * OW % CONV_V columns as a vector with zeros after them), and adds the lanes at the end: a fixed
- * order, so the same bits on every launch. With has_db, work-items (ob, 0, 0) then sum their
- * channels' dy into db (beta likewise) while the chunk is still in the caches. The host
- * launches it per chunk of samples small enough to stay in the caches while every work-item
- * reads it (one launch over the whole batch streams each work-item's rows from memory: 1 flop
- * per byte). Range (ceil(OUT / 3), C, 3). */
-/* One column block of conv_weight_grad_implicit: dy vectors of its 3 channels by x at the
- * block's 3 kw offsets. */
-#define CONV_DW_STEP(Y0, Y1, Y2, XC)                                                              \
-    do {                                                                                          \
-        const floatV y0 = (Y0), y1 = (Y1), y2 = (Y2);                                             \
-        const global float *xc = (XC);                                                            \
-        floatV xv = VLOADV(0, xc);                                                                \
-        a00 = fma(y0, xv, a00);                                                                   \
-        a10 = fma(y1, xv, a10);                                                                   \
-        a20 = fma(y2, xv, a20);                                                                   \
-        xv = VLOADV(0, xc + 1);                                                                   \
-        a01 = fma(y0, xv, a01);                                                                   \
-        a11 = fma(y1, xv, a11);                                                                   \
-        a21 = fma(y2, xv, a21);                                                                   \
-        xv = VLOADV(0, xc + 2);                                                                   \
-        a02 = fma(y0, xv, a02);                                                                   \
-        a12 = fma(y1, xv, a12);                                                                   \
-        a22 = fma(y2, xv, a22);                                                                   \
-    } while (0)
-
+ * the last vector of 16). Work-item (ob, c, kh) keeps CONV_DW_TO x 3 vectors of CONV_V partial
+ * sums (output channels o0 .. o0 + TO - 1 by kw), one per lane, over every (b, oh, column
+ * block) in that order (a row's last OW % CONV_V columns as a vector with zeros after them),
+ * and adds the lanes at the end: a fixed order, so the same bits on every launch. A step loads
+ * 3 x vectors (the kw shifts) and TO dy vectors for 3 TO multiply-adds: with 8 floats, TO = 3
+ * (13 of AVX2's 16 registers with the operands); with 16 (AVX-512, 32 registers) TO = 8: 28
+ * registers, 11 loads per 24 multiply-adds (PoCL, CNN-M's 64 -> 128 channels on 14x14 at batch
+ * 256, per weight gradient: TO 3 70-73 ms, 6 62-65, 8 56-60). Rows of exactly one vector (dy
+ * padded to 16 on 14x14) run a loop of steps alone (the general loop's per-row set-up cost
+ * 20 %). With has_db, work-items (ob, 0, 0) then sum their channels' dy into db (beta
+ * likewise) while the chunk is still in the caches. The host launches it per chunk of samples
+ * small enough to stay in the caches while every work-item reads it (one launch over the whole
+ * batch streams each work-item's rows from memory: 1 flop per byte). Range (ceil(OUT / TO), C,
+ * 3). */
+#ifndef CONV_DW_TO
+#define CONV_DW_TO 3 /* output channels per work-item: 3, or 8 with 16-float vectors */
+#endif
 kernel void conv_weight_grad_implicit(global float *dw, ulong dw_off, global float *db,
                                       ulong db_off, uint has_db, const global float *dy,
                                       ulong dy_off, const global float *xp, ulong xp_off,
@@ -414,56 +431,62 @@ kernel void conv_weight_grad_implicit(global float *dw, ulong dw_off, global flo
 {
     const uint ob = (uint)get_global_id(0), c = (uint)get_global_id(1),
                kh = (uint)get_global_id(2);
-    const uint o0 = ob * 3;
+    const uint o0 = ob * CONV_DW_TO;
     if (o0 >= OUT || c >= C || kh >= 3) return;
-    const uint o1 = min(o0 + 1, OUT - 1), o2 = min(o0 + 2, OUT - 1), nblk = OW / CONV_V,
-               tail = OW - nblk * CONV_V;
-    floatV a00 = (floatV)(0.0f), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00,
-           a20 = a00, a21 = a00, a22 = a00;
+    const uint nblk = OW / CONV_V, tail = OW - nblk * CONV_V;
+    ulong dyo[CONV_DW_TO];
+    floatV a[CONV_DW_TO][3];
+#pragma unroll
+    for (uint i = 0; i < CONV_DW_TO; i++) {
+        dyo[i] = (ulong)min(o0 + i, OUT - 1) * OH * OW;
+        a[i][0] = a[i][1] = a[i][2] = (floatV)(0.0f);
+    }
+/* One column block: x at the block's 3 kw offsets by the dy vector of each channel (LOAD_Y, a
+ * function of i). */
+#define CONV_DW_STEP(XC, LOAD_Y)                                                                  \
+    do {                                                                                          \
+        const global float *xc = (XC);                                                            \
+        const floatV x0 = VLOADV(0, xc), x1 = VLOADV(0, xc + 1), x2 = VLOADV(0, xc + 2);          \
+        _Pragma("unroll") for (uint i = 0; i < CONV_DW_TO; i++) {                                 \
+            const floatV yv = (LOAD_Y);                                                           \
+            a[i][0] = fma(yv, x0, a[i][0]);                                                       \
+            a[i][1] = fma(yv, x1, a[i][1]);                                                       \
+            a[i][2] = fma(yv, x2, a[i][2]);                                                       \
+        }                                                                                         \
+    } while (0)
     for (uint b = b0; b < b1; b++) {
-        const global float *d0 = dy + dy_off + ((ulong)b * OUT + o0) * OH * OW;
-        const global float *d1 = dy + dy_off + ((ulong)b * OUT + o1) * OH * OW;
-        const global float *d2 = dy + dy_off + ((ulong)b * OUT + o2) * OH * OW;
+        const global float *d = dy + dy_off + (ulong)b * OUT * OH * OW;
         const global float *xr = xp + xp_off + ((ulong)b * C + c) * Hp * Wp + (ulong)kh * Wp;
-        for (uint oh = 0; oh < OH; oh++, d0 += OW, d1 += OW, d2 += OW, xr += Wp) {
+        if (OW == CONV_V) { /* rows of one vector: a loop of steps alone */
+            for (uint oh = 0; oh < OH; oh++, xr += Wp) CONV_DW_STEP(xr, VLOADV(oh, d + dyo[i]));
+            continue;
+        }
+        for (uint oh = 0; oh < OH; oh++, d += OW, xr += Wp) {
             for (uint cb = 0; cb < nblk; cb++)
-                CONV_DW_STEP(VLOADV(cb, d0), VLOADV(cb, d1), VLOADV(cb, d2), xr + cb * CONV_V);
+                CONV_DW_STEP(xr + cb * CONV_V, VLOADV(0, d + dyo[i] + cb * CONV_V));
             if (tail)
-                CONV_DW_STEP(conv_row_tailV(d0 + nblk * CONV_V, tail),
-                             conv_row_tailV(d1 + nblk * CONV_V, tail),
-                             conv_row_tailV(d2 + nblk * CONV_V, tail), xr + nblk * CONV_V);
+                CONV_DW_STEP(xr + nblk * CONV_V, conv_row_tailV(d + dyo[i] + nblk * CONV_V, tail));
         }
     }
-    const floatV acc[9] = {a00, a01, a02, a10, a11, a12, a20, a21, a22};
+#undef CONV_DW_STEP
 #pragma unroll
-    for (uint i = 0; i < 9; i++) {
+    for (uint i = 0; i < 3 * CONV_DW_TO; i++) {
         const uint o = o0 + i / 3, kw = i % 3;
         if (o >= OUT) continue;
-        const float s = conv_hsumV(acc[i]);
+        const float s = conv_hsumV(a[i / 3][kw]);
         const ulong at = dw_off + (((ulong)o * C + c) * 3 + kh) * 3 + kw;
         dw[at] = beta == 0.0f ? s : fma(beta, dw[at], s);
     }
     if (!has_db || c != 0 || kh != 0) return;
-    float8 s0 = (float8)(0.0f), s1 = s0, s2 = s0;
     const uint n = OH * OW, nv = n / 8, nt = n - nv * 8;
-    for (uint b = b0; b < b1; b++) {
-        const global float *d0 = dy + dy_off + ((ulong)b * OUT + o0) * n;
-        const global float *d1 = dy + dy_off + ((ulong)b * OUT + o1) * n;
-        const global float *d2 = dy + dy_off + ((ulong)b * OUT + o2) * n;
-        for (uint i = 0; i < nv; i++) {
-            s0 += vload8(i, d0);
-            s1 += vload8(i, d1);
-            s2 += vload8(i, d2);
+    for (uint i = 0; i < CONV_DW_TO && o0 + i < OUT; i++) {
+        float8 s0 = (float8)(0.0f);
+        for (uint b = b0; b < b1; b++) {
+            const global float *d0 = dy + dy_off + (ulong)b * OUT * n + dyo[i];
+            for (uint j = 0; j < nv; j++) s0 += vload8(j, d0);
+            if (nt) s0 += conv_row_tail(d0 + nv * 8, nt);
         }
-        if (nt) {
-            s0 += conv_row_tail(d0 + nv * 8, nt);
-            s1 += conv_row_tail(d1 + nv * 8, nt);
-            s2 += conv_row_tail(d2 + nv * 8, nt);
-        }
-    }
-    const float8 sums[3] = {s0, s1, s2};
-    for (uint i = 0; i < 3 && o0 + i < OUT; i++) {
-        const float s = conv_hsum8(sums[i]);
+        const float s = conv_hsum8(s0);
         db[db_off + o0 + i] = beta == 0.0f ? s : fma(beta, db[db_off + o0 + i], s);
     }
 }

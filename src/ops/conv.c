@@ -221,9 +221,13 @@ fail:
  * and the tiled GEMM: their GEMM stages tiles in local memory, which this kernel does not, and
  * their memory bandwidth makes the extra passes cheap. Stride 1 only (a vector of neighbouring
  * outputs reads neighbouring inputs), f32 only (16-bit storage keeps the GEMM's conversions).
- * CLTRAIN_CONV=im2col or implicit overrides the choice (tests run both on every device). */
+ * CLTRAIN_CONV=im2col or implicit overrides the choice, CLTRAIN_CONV_V=8 or 16 the vectors'
+ * width (tests run every combination on every device). */
 bool clt__conv_wide(const clt_device_info *dev)
 {
+    const char *env = getenv("CLTRAIN_CONV_V"); /* tests: both widths on any device */
+    if (env && strcmp(env, "8") == 0) return false;
+    if (env && strcmp(env, "16") == 0) return true;
     cl_uint native = 0;
     return dev->type == CLT_DEVICE_CPU && dev->device &&
            clGetDeviceInfo(dev->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof native,
@@ -231,12 +235,15 @@ bool clt__conv_wide(const clt_device_info *dev)
            native >= 16;
 }
 
-/* CONV_V, CONV_TM and CONV_VN of cl/conv.cl for ctx's device. */
-static void implicit_block(clt_ctx *ctx, size_t *v, size_t *tm)
+/* CONV_V, CONV_TM and CONV_DW_TO of cl/conv.cl for ctx's device (clt__opts_conv's -D). */
+struct implicit_block {
+    size_t v, tm, to;
+};
+
+static struct implicit_block implicit_block(clt_ctx *ctx)
 {
     bool wide = clt__conv_wide(clt_ctx_device(ctx));
-    *v = wide ? 16 : 8;
-    *tm = wide ? 12 : 6;
+    return wide ? (struct implicit_block){16, 12, 8} : (struct implicit_block){8, 6, 3};
 }
 
 /* The padded row: room for the vectors of either block (8 or 16 floats, two per work-item:
@@ -368,15 +375,14 @@ static clt_status weight_grad_implicit(clt_ctx *ctx, clt_tensor *dw, clt_tensor 
              dbo = db ? clt_tensor_offset(db) : 0;
     cl_uint has_db = db != NULL, C = (cl_uint)g->C, OUT = (cl_uint)g->OUT, oh = (cl_uint)OH,
             ow = (cl_uint)row, hp = (cl_uint)Hp, wp = (cl_uint)Wp;
-    size_t V = 0, TM = 0;
-    implicit_block(ctx, &V, &TM);
+    const struct implicit_block blk = implicit_block(ctx);
     size_t per_sample = (g->C * Hp * Wp + g->OUT * OH * row) * sizeof(float),
-           chunk = DW_CHUNK_BYTES_PER_LANE * V / per_sample;
+           chunk = DW_CHUNK_BYTES_PER_LANE * blk.v / per_sample;
     if (chunk < 1) chunk = 1;
     /* a work-group of 3 kh by up to 4 channels: they read the same dy rows (PoCL, CNN-M's 64 ->
      * 128 channels on 14x14: 70 ms per weight gradient with one work-item per group, 58-61) */
     const size_t lc = g->C < 4 ? g->C : 4,
-                 global[3] = {(g->OUT + 2) / 3, (g->C + lc - 1) / lc * lc, 3},
+                 global[3] = {(g->OUT + blk.to - 1) / blk.to, (g->C + lc - 1) / lc * lc, 3},
                  local[3] = {1, lc, 3};
     for (size_t b = 0; b < g->B; b += chunk) {
         cl_uint b0 = (cl_uint)b, b1 = (cl_uint)(b + chunk < g->B ? b + chunk : g->B);
@@ -425,8 +431,8 @@ static clt_status forward_implicit(clt_ctx *ctx, clt_tensor *y, const clt_tensor
            bm = bias ? clt_tensor_mem(bias) : wm;
     cl_ulong xpo = clt_tensor_offset(ws), yo = clt_tensor_offset(y), wo = clt_tensor_offset(w),
              bo = bias ? clt_tensor_offset(bias) : 0;
-    size_t Hp = g->H + 2 * g->P, Wp = implicit_wp(g, OW), V, TM;
-    implicit_block(ctx, &V, &TM);
+    const struct implicit_block blk = implicit_block(ctx);
+    const size_t Hp = g->H + 2 * g->P, Wp = implicit_wp(g, OW), V = blk.v, TM = blk.tm;
     /* rows of at most V columns: a work-item takes two of them (half its lanes idle otherwise;
      * PoCL, 128 -> 128 channels on 7x7: 81 -> 122 GFLOP/s) */
     const bool two_rows = OW <= V;

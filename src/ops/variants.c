@@ -23,7 +23,7 @@ void clt__opts_conv(char *dst, size_t n, clt_dtype src, clt_dtype dstd, bool wid
 {
     int len = snprintf(dst, n, "-DSRC_DTYPE=%d -DDST_DTYPE=%d", (int)src, (int)dstd);
     if (wide && len > 0 && (size_t)len < n) /* the implicit conv's AVX-512 block */
-        snprintf(dst + len, n - (size_t)len, " -DCONV_V=16 -DCONV_TM=12");
+        snprintf(dst + len, n - (size_t)len, " -DCONV_V=16 -DCONV_TM=12 -DCONV_DW_TO=8");
 }
 
 void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g)

@@ -222,21 +222,25 @@ static void run_case(clt_ctx *ctx, tc_rng *r, const shape *s, bool bias, clt_dty
 }
 
 /* Both forwards on every device: im2col + GEMM, and the implicit one (stride 1; CPUs take it
- * by default, so the switch makes a GPU, or Oclgrind, run it too). */
+ * by default, so the switch makes a GPU, or Oclgrind, run it too) in both of its vector widths
+ * (8 floats, and 16 where a CPU's native width is 16: each on every device, a ctx each, since a
+ * ctx keeps the kernels it built). */
 START_TEST(test_conv_f32)
 {
     tc_rng r = tc_rng_for(__func__);
-    clt_ctx *ctx = tc_ctx();
     const shape *shapes = TC_SMALL_OR(shapes_full, shapes_small);
-    const char *modes[] = {"im2col", "implicit"};
-    for (int m = 0; m < 2; m++) {
-        setenv("CLTRAIN_CONV", modes[m], 1);
+    const char *modes[][2] = {{"im2col", NULL}, {"implicit", "8"}, {"implicit", "16"}};
+    for (int m = 0; m < 3; m++) {
+        setenv("CLTRAIN_CONV", modes[m][0], 1);
+        if (modes[m][1]) setenv("CLTRAIN_CONV_V", modes[m][1], 1);
+        clt_ctx *ctx = tc_ctx();
         for (size_t i = 0; i < NSHAPES; i++)
             for (int bias = 0; bias < 2; bias++)
                 if (bias || i % 2 == 0) run_case(ctx, &r, &shapes[i], bias, CLT_DTYPE_F32);
+        clt_ctx_free(ctx);
+        unsetenv("CLTRAIN_CONV_V");
     }
     unsetenv("CLTRAIN_CONV");
-    clt_ctx_free(ctx);
     tc_assert_no_live();
 }
 END_TEST
