@@ -78,53 +78,92 @@ CLT_ACT_DEFINE(floatv)
 #define VLOADF(p) CLT__XCAT(vload, GEMM_VW)(0, (p))
 #define NV (PANEL_NR / GEMM_VW)
 
-/* Launched over (kc rounded up, ceil(mc / PANEL_MR)): item (k, p) writes ap[p][k][0 ..
- * PANEL_MR), rows m0 + p * PANEL_MR + r below mlim (else 0) of column k0 + k of op(A). */
+/* The pack kernels: a work-item per PACK_KT consecutive k of one panel, launched over
+ * (ceil(kc / PACK_KT), panels); it writes the panel's rows k .. k + kn (kn = PACK_KT but at the
+ * end of the chunk), one contiguous run of kn * width floats. Where the source holds a panel
+ * row side by side (op(A) = A^T, op(B) = B), each k is a contiguous copy; where it holds the
+ * panel's k side by side (op(A) = A, op(B) = B^T: the panel is the source transposed), each of
+ * the panel's rows or columns is read PACK_KT at a time in one vector and the block is
+ * transposed in private memory before the contiguous store. One item per (k, panel) read or
+ * wrote across items with a stride (gathers and scatters once PoCL vectorised over k): MLP-M's
+ * packs took 10 % of a step on PoCL. */
+#define PACK_KT 16
+
+/* dst[kk * W + j] = src[(o + j) * ld + kk] for kk < kn, j < W, 0 where o + j >= olim: W rows of
+ * the source (PACK_KT values each, side by side) into kn panel rows of W, in 8 x 16 tiles: 8
+ * rows read as vectors of 16, transposed in private memory, stored as 16 vectors of 8 (as
+ * cl/conv.cl's permutes; storing lane by lane took 1.6x as long on PoCL); partial tiles element
+ * by element. */
+#define PANEL_PACK_T(DT, W, src, ld, o, olim, kn, dst)                                            \
+    do {                                                                                          \
+        _Pragma("unroll 1") for (int j = 0; j < (W); j += 8) {                                    \
+            if (j + 8 <= (W) && (o) + j + 8 <= (olim) && (kn) == PACK_KT) {                       \
+                float t[8 * PACK_KT];                                                             \
+                _Pragma("unroll") for (int r = 0; r < 8; r++) vstore16(                           \
+                    CLT_VLOAD(DT, 16, (src) + (size_t)((o) + j + r) * (ld), 0), 0, t + r * 16);   \
+                _Pragma("unroll") for (int kk = 0; kk < PACK_KT; kk++) vstore8(                   \
+                    (float8)(t[kk], t[16 + kk], t[32 + kk], t[48 + kk], t[64 + kk], t[80 + kk],   \
+                             t[96 + kk], t[112 + kk]),                                            \
+                    0, (dst) + kk * (W) + j);                                                     \
+                continue;                                                                         \
+            }                                                                                     \
+            _Pragma("unroll 1") for (int r = j; r < j + 8 && r < (W); r++) {                      \
+                global const CLT_TYPE(DT) *row = (src) + (size_t)((o) + r) * (ld);                \
+                _Pragma("unroll 1") for (int kk = 0; kk < (kn); kk++)                             \
+                    (dst)[kk * (W) + r] = (o) + r < (olim) ? CLT_LOAD(DT, row, kk) : 0.0f;        \
+            }                                                                                     \
+        }                                                                                         \
+    } while (0)
+
+/* ap[p][k][r] = op(A)[m0 + p * PANEL_MR + r, k0 + k] for the item's k, 0 past mlim. */
 kernel void gemm_pack_a(global const gemm_a_t *restrict a, const ulong a_off, const int lda,
                         const int m0, const int mlim, const int k0, const int kc,
                         global float *restrict ap, const ulong ap_off)
 {
-    const int k = (int)get_global_id(0), p = (int)get_global_id(1);
-    if (k >= kc) return;
-    const int mb = m0 + p * PANEL_MR;
-    global float *dst = ap + ap_off + ((size_t)p * kc + k) * PANEL_MR;
+    const int kt = (int)get_global_id(0) * PACK_KT, p = (int)get_global_id(1);
+    if (kt >= kc) return;
+    const int mb = m0 + p * PANEL_MR, kn = min(PACK_KT, kc - kt);
+    global float *dst = ap + ap_off + ((size_t)p * kc + kt) * PANEL_MR;
     a += a_off;
 #if GEMM_TA
-    global const gemm_a_t *src = a + (size_t)(k0 + k) * lda; /* row k of A: op(A)'s column */
+    global const gemm_a_t *src = a + (size_t)(k0 + kt) * lda + mb; /* A's row k: op(A)'s column */
+    if (mb + PANEL_MR <= mlim) {
+        for (int kk = 0; kk < kn; kk++, src += lda, dst += PANEL_MR)
 #pragma unroll
-    for (int r = 0; r < PANEL_MR; r++)
-        dst[r] = mb + r < mlim ? CLT_LOAD(GEMM_A_DTYPE, src, mb + r) : 0.0f;
+            for (int r = 0; r < PANEL_MR; r++) dst[r] = CLT_LOAD(GEMM_A_DTYPE, src, r);
+    } else {
+        for (int kk = 0; kk < kn; kk++, src += lda, dst += PANEL_MR)
+            for (int r = 0; r < PANEL_MR; r++)
+                dst[r] = mb + r < mlim ? CLT_LOAD(GEMM_A_DTYPE, src, r) : 0.0f;
+    }
 #else
-#pragma unroll
-    for (int r = 0; r < PANEL_MR; r++)
-        dst[r] = mb + r < mlim ? CLT_LOAD(GEMM_A_DTYPE, a, (size_t)(mb + r) * lda + k0 + k) : 0.0f;
+    PANEL_PACK_T(GEMM_A_DTYPE, PANEL_MR, a + k0 + kt, lda, mb, mlim, kn, dst);
 #endif
 }
 
-/* Launched over (kc rounded up, ceil(nc / PANEL_NR)): item (k, q) writes bp[q][k][0 ..
- * PANEL_NR), columns n0 + q * PANEL_NR + j below nlim (else 0) of row k0 + k of op(B). */
+/* bp[q][k][j] = op(B)[k0 + k, n0 + q * PANEL_NR + j] for the item's k, 0 past nlim. */
 kernel void gemm_pack_b(global const gemm_b_t *restrict b, const ulong b_off, const int ldb,
                         const int n0, const int nlim, const int k0, const int kc,
                         global float *restrict bp, const ulong bp_off)
 {
-    const int k = (int)get_global_id(0), q = (int)get_global_id(1);
-    if (k >= kc) return;
-    const int nb = n0 + q * PANEL_NR;
-    global float *dst = bp + bp_off + ((size_t)q * kc + k) * PANEL_NR;
+    const int kt = (int)get_global_id(0) * PACK_KT, q = (int)get_global_id(1);
+    if (kt >= kc) return;
+    const int nb = n0 + q * PANEL_NR, kn = min(PACK_KT, kc - kt);
+    global float *dst = bp + bp_off + ((size_t)q * kc + kt) * PANEL_NR;
     b += b_off;
 #if GEMM_TB
-#pragma unroll
-    for (int j = 0; j < PANEL_NR; j++)
-        dst[j] = nb + j < nlim ? CLT_LOAD(GEMM_B_DTYPE, b, (size_t)(nb + j) * ldb + k0 + k) : 0.0f;
+    PANEL_PACK_T(GEMM_B_DTYPE, PANEL_NR, b + k0 + kt, ldb, nb, nlim, kn, dst);
 #else
-    global const gemm_b_t *src = b + (size_t)(k0 + k) * ldb; /* row k of op(B) */
+    global const gemm_b_t *src = b + (size_t)(k0 + kt) * ldb + nb; /* row k of op(B) */
     if (nb + PANEL_NR <= nlim) {
+        for (int kk = 0; kk < kn; kk++, src += ldb, dst += PANEL_NR)
 #pragma unroll
-        for (int j = 0; j < PANEL_NR; j += GEMM_VW)
-            CLT__XCAT(vstore, GEMM_VW)(CLT_VLOAD(GEMM_B_DTYPE, GEMM_VW, src, nb + j), 0, dst + j);
+            for (int j = 0; j < PANEL_NR; j += GEMM_VW)
+                CLT__XCAT(vstore, GEMM_VW)(CLT_VLOAD(GEMM_B_DTYPE, GEMM_VW, src, j), 0, dst + j);
     } else {
-        for (int j = 0; j < PANEL_NR; j++)
-            dst[j] = nb + j < nlim ? CLT_LOAD(GEMM_B_DTYPE, src, nb + j) : 0.0f;
+        for (int kk = 0; kk < kn; kk++, src += ldb, dst += PANEL_NR)
+            for (int j = 0; j < PANEL_NR; j++)
+                dst[j] = nb + j < nlim ? CLT_LOAD(GEMM_B_DTYPE, src, j) : 0.0f;
     }
 #endif
 }
