@@ -152,8 +152,9 @@ static clt_status im2col(clt_ctx *ctx, const clt_tensor *cols, const clt_tensor 
     CLT_TRY(conv_kernel(ctx, K_IM2COL, clt_tensor_dtype(x), clt_tensor_dtype(cols), &k));
     cl_mem cm = clt_tensor_mem(cols), xm = clt_tensor_mem(x);
     cl_ulong co = clt_tensor_offset(cols), xo = clt_tensor_offset(x);
-    cl_uint BOH = (cl_uint)(g->B * OH), C = (cl_uint)g->C, H = (cl_uint)g->H, W = (cl_uint)g->W, K = (cl_uint)g->K,
-            S = (cl_uint)g->S, P = (cl_uint)g->P, oh = (cl_uint)OH, ow = (cl_uint)OW;
+    cl_uint BOH = (cl_uint)(g->B * OH), C = (cl_uint)g->C, H = (cl_uint)g->H, W = (cl_uint)g->W,
+            K = (cl_uint)g->K, S = (cl_uint)g->S, P = (cl_uint)g->P, oh = (cl_uint)OH,
+            ow = (cl_uint)OW;
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(cm), CLT__ARG(co), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(BOH),
                       CLT__ARG(C), CLT__ARG(H), CLT__ARG(W), CLT__ARG(K), CLT__ARG(S), CLT__ARG(P),
                       CLT__ARG(oh), CLT__ARG(ow)));
@@ -199,7 +200,8 @@ static clt_status from_rows(clt_ctx *ctx, const clt_tensor *dst, const clt_tenso
     clt_status st = CLT_OK;
     cl_kernel k;
     CLT_TRY(conv_kernel(ctx, K_FWD_PERMUTE, clt_tensor_dtype(src), clt_tensor_dtype(dst), &k));
-    cl_mem dm = clt_tensor_mem(dst), sm = clt_tensor_mem(src), bm = bias ? clt_tensor_mem(bias) : sm;
+    cl_mem dm = clt_tensor_mem(dst), sm = clt_tensor_mem(src),
+           bm = bias ? clt_tensor_mem(bias) : sm;
     cl_ulong dof = clt_tensor_offset(dst), so = clt_tensor_offset(src),
              bo = bias ? clt_tensor_offset(bias) : 0;
     cl_uint has_bias = bias != NULL, b = (cl_uint)B, out = (cl_uint)OUT, hw = (cl_uint)HW;
@@ -213,11 +215,12 @@ fail:
 }
 
 /* ---- the implicit passes -------------------------------------------------------------------
- * Why passes without the im2col matrix: on a CPU the GEMM itself runs near the machine's peak (about 145
- * GFLOP/s of 180 on PoCL, 2 cores), so the im2col matrix (K*K times the input, written and
- * read once more), the weight transpose and the permute to NCHW are what is left to win: with
- * them a CNN-S step spent 24 % in im2col and 8 % in the permute. conv_forward_implicit (cl/conv.cl)
- * reads a zero-padded copy of the input in place and writes NCHW directly. GPUs keep im2col
+ * Why passes without the im2col matrix: on a CPU the GEMM itself runs near the machine's peak
+ * (about 145 GFLOP/s of 180 on PoCL, 2 cores), so the im2col matrix (K*K times the input,
+ * written and read once more), the weight transpose and the permute to NCHW are what is left to
+ * win: with them a CNN-S step spent 24 % in im2col and 8 % in the permute.
+ * conv_forward_implicit (cl/conv.cl) reads a zero-padded copy of the input in place and writes
+ * NCHW directly. GPUs keep im2col
  * and the tiled GEMM: their GEMM stages tiles in local memory, which this kernel does not, and
  * their memory bandwidth makes the extra passes cheap. Stride 1 only (a vector of neighbouring
  * outputs reads neighbouring inputs), f32 only (16-bit storage keeps the GEMM's conversions).
@@ -576,7 +579,8 @@ input_grad:
         CLT_TRY(conv_kernel(ctx, K_COL2IM, clt_tensor_dtype(cols), clt_tensor_dtype(dx), &k));
         cl_mem dxm = clt_tensor_mem(dx), cm = clt_tensor_mem(cols);
         cl_ulong dxo = clt_tensor_offset(dx), co = clt_tensor_offset(cols);
-        cl_uint BH = (cl_uint)(g->B * g->H), C = (cl_uint)g->C, H = (cl_uint)g->H, W = (cl_uint)g->W, K = (cl_uint)g->K,
+        cl_uint BH = (cl_uint)(g->B * g->H), C = (cl_uint)g->C, H = (cl_uint)g->H,
+                W = (cl_uint)g->W, K = (cl_uint)g->K,
                 S = (cl_uint)g->S, P = (cl_uint)g->P, oh = (cl_uint)OH, ow = (cl_uint)OW;
         CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dxm), CLT__ARG(dxo), CLT__ARG(cm), CLT__ARG(co),
                           CLT__ARG(BH), CLT__ARG(C), CLT__ARG(H), CLT__ARG(W), CLT__ARG(K),

@@ -20,8 +20,9 @@ clt_status clt__check_pair(const clt_tensor *a, const clt_tensor *b, bool same_d
         return clt__fail(clt_tensor_ctx(a), CLT_ERR_SHAPE, "%s: dtypes differ (%s and %s)", op,
                          clt_dtype_name(clt_tensor_dtype(a)), clt_dtype_name(clt_tensor_dtype(b)));
     if (clt_tensor_numel(a) != clt_tensor_numel(b))
-        return clt__fail(clt_tensor_ctx(a), CLT_ERR_SHAPE, "%s: element counts differ (%zu and %zu)",
-                         op, clt_tensor_numel(a), clt_tensor_numel(b));
+        return clt__fail(clt_tensor_ctx(a), CLT_ERR_SHAPE,
+                         "%s: element counts differ (%zu and %zu)", op, clt_tensor_numel(a),
+                         clt_tensor_numel(b));
     return CLT_OK;
 }
 

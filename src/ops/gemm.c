@@ -40,8 +40,8 @@ static clt_status check_operand(const clt_tensor *t, size_t rows, size_t cols, c
 {
     clt_dtype d = clt_tensor_dtype(t);
     if (d != CLT_DTYPE_F32 && d != CLT_DTYPE_F16 && d != CLT_DTYPE_BF16)
-        return clt__fail(clt_tensor_ctx(t), CLT_ERR_SHAPE, "gemm: %s must be f32, f16 or bf16, got %s",
-                         name, clt_dtype_name(d));
+        return clt__fail(clt_tensor_ctx(t), CLT_ERR_SHAPE,
+                         "gemm: %s must be f32, f16 or bf16, got %s", name, clt_dtype_name(d));
     if (clt_tensor_numel(t) < rows * cols)
         return clt__fail(clt_tensor_ctx(t), CLT_ERR_SHAPE,
                          "gemm: %s holds %zu elements, the shapes need %zu x %zu", name,

@@ -1,7 +1,7 @@
 /* Tuning data: which GEMM kernel each layout and size class uses on a device, and with which
  * parameters.
- * A ctx reads it at its first GEMM (or clt_ctx_tune) from a per-device JSON file written by `cltrain-tune`
- * ($CLTRAIN_TUNE_FILE, else <program cache dir>/tune-<hash of device and driver>.json); a
+ * A ctx reads it at its first GEMM (or clt_ctx_tune) from a per-device JSON file written by
+ * `cltrain-tune` ($CLTRAIN_TUNE_FILE, else <program cache dir>/tune-<hash of device and driver>.json); a
  * missing, unreadable, malformed or foreign file (another device or driver) leaves the
  * built-in defaults, which are correct on every device: cltrain's own direct kernel on CPU
  * devices (measured faster than CLBlast on PoCL), CLBlast elsewhere.

@@ -220,7 +220,8 @@ START_TEST(test_batchnorm_f32)
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
     const struct bn_case *cases = TC_SMALL_OR(cases_full, cases_small);
-    for (size_t i = 0; i < sizeof cases_full / sizeof *cases_full; i++) check_case(ctx, &r, &cases[i], CLT_DTYPE_F32, CLT_DTYPE_F32);
+    for (size_t i = 0; i < sizeof cases_full / sizeof *cases_full; i++)
+        check_case(ctx, &r, &cases[i], CLT_DTYPE_F32, CLT_DTYPE_F32);
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }

@@ -158,7 +158,8 @@ static void run_case(clt_ctx *ctx, tc_rng *r, const shape *s, bool bias, clt_dty
     tc_poison(dwt);
     tc_poison(dbt);
     tc_poison(wst);
-    TC_OK(ctx, clt_op_conv2d_backward(dxt, dwt, bias ? dbt : NULL, dyt, xt, wt, wst, &g, 0.0f, false));
+    TC_OK(ctx,
+          clt_op_conv2d_backward(dxt, dwt, bias ? dbt : NULL, dyt, xt, wt, wst, &g, 0.0f, false));
     download(dxt, got, nx, d);
     snprintf(w2, sizeof w2, "%s: dx", what);
     check_bound(got, dx_ref, dx_abs, nx, tol, w2, r->seed);
@@ -176,7 +177,8 @@ static void run_case(clt_ctx *ctx, tc_rng *r, const shape *s, bool bias, clt_dty
     /* backward, beta 1, without dx: dw and db accumulate onto dw0 and db0 */
     tc_write(dwt, dw0);
     tc_write(dbt, db0);
-    TC_OK(ctx, clt_op_conv2d_backward(NULL, dwt, bias ? dbt : NULL, dyt, xt, wt, wst, &g, 1.0f, false));
+    TC_OK(ctx,
+          clt_op_conv2d_backward(NULL, dwt, bias ? dbt : NULL, dyt, xt, wt, wst, &g, 1.0f, false));
     for (size_t i = 0; i < nw; i++) {
         dw_ref[i] += dw0[i];
         dw_abs[i] += fabs(dw0[i]);
@@ -359,12 +361,12 @@ START_TEST(test_conv_sliced_launch)
     cl_mem rm = clt_tensor_mem(rows), dm = clt_tensor_mem(dy);
     cl_ulong ro = clt_tensor_offset(rows), dof = clt_tensor_offset(dy);
     cl_uint b = (cl_uint)B, out = (cl_uint)OUT, hw = (cl_uint)HW;
-    ck_assert_int_eq(clSetKernelArg(k, 0, sizeof rm, &rm) | clSetKernelArg(k, 1, sizeof ro, &ro) |
-                         clSetKernelArg(k, 2, sizeof dm, &dm) |
-                         clSetKernelArg(k, 3, sizeof dof, &dof) | clSetKernelArg(k, 4, sizeof b, &b) |
-                         clSetKernelArg(k, 5, sizeof out, &out) |
-                         clSetKernelArg(k, 6, sizeof hw, &hw),
-                     CL_SUCCESS);
+    ck_assert_int_eq(
+        clSetKernelArg(k, 0, sizeof rm, &rm) | clSetKernelArg(k, 1, sizeof ro, &ro) |
+            clSetKernelArg(k, 2, sizeof dm, &dm) | clSetKernelArg(k, 3, sizeof dof, &dof) |
+            clSetKernelArg(k, 4, sizeof b, &b) | clSetKernelArg(k, 5, sizeof out, &out) |
+            clSetKernelArg(k, 6, sizeof hw, &hw),
+        CL_SUCCESS);
     const size_t global[3] = {1, 1, B}, local[3] = {1, 1, 1};
     TC_OK(ctx, clt__enqueue_nd(ctx, k, 3, global, local, "conv_backward_permute"));
     tc_read(rows, got);
