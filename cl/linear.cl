@@ -24,17 +24,26 @@
 #define CLT_BIAS_SLICES 32 /* row slices per column tile, a power of two */
 #endif
 
-/* y[b * OUT + o] += bias[o], one work-item per element of y (n = B * OUT). */
+/* y[b * OUT + o] += bias[o] for b < rows. Range (ceil(OUT / 16), rows): work-item (ob, b) adds
+ * columns 16 ob .. 16 ob + 15 of row b as one vector (a row's last OUT % 16 element by element).
+ * One work-item per element, with a division for its column, took 45 us for MLP-S's 128 x 256
+ * on PoCL (1137 calls: 5 % of its step's kernel time). */
 kernel void linear_forward_bias(global CLT_TYPE(Y_DTYPE) *y, ulong y_off,
-                                const global CLT_TYPE(B_DTYPE) *bias, ulong b_off, ulong n,
+                                const global CLT_TYPE(B_DTYPE) *bias, ulong b_off, ulong rows,
                                 uint OUT)
 {
-    const ulong i = get_global_id(0);
-    if (i >= n) return;
-    /* 64-bit division is slow on GPUs: use 32 bits whenever the index fits */
-    const uint o = n <= 0xffffffffu ? (uint)i % OUT : (uint)(i % OUT);
-    CLT_STORE(Y_DTYPE, y, y_off + i,
-              CLT_LOAD(Y_DTYPE, y, y_off + i) + CLT_LOAD(B_DTYPE, bias, b_off + o));
+    const uint o0 = (uint)get_global_id(0) * 16;
+    const ulong b = get_global_id(1);
+    if (o0 >= OUT || b >= rows) return;
+    const ulong at = y_off + b * OUT + o0;
+    if (o0 + 16 <= OUT) {
+        CLT_VSTORE(Y_DTYPE, 16,
+                   CLT_VLOAD(Y_DTYPE, 16, y, at) + CLT_VLOAD(B_DTYPE, 16, bias, b_off + o0), y, at);
+        return;
+    }
+    for (uint o = 0; o0 + o < OUT; o++)
+        CLT_STORE(Y_DTYPE, y, at + o,
+                  CLT_LOAD(Y_DTYPE, y, at + o) + CLT_LOAD(B_DTYPE, bias, b_off + o0 + o));
 }
 
 /* db[o] = beta * db[o] + sum_b dy[b, o]; beta == 0 overwrites (db is not read, so NaN or garbage

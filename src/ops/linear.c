@@ -51,13 +51,19 @@ clt_status clt_op_bias_add(clt_tensor *y, const clt_tensor *bias)
     CLT_TRY(clt__nn_need_float(bias, "bias_add", "bias"));
     CLT_TRY(check_rows(y, bias, "bias_add", "y", &OUT));
     cl_mem ym = clt_tensor_mem(y), bm = clt_tensor_mem(bias);
-    cl_ulong yo = clt_tensor_offset(y), bo = clt_tensor_offset(bias), n = clt_tensor_numel(y);
+    cl_ulong yo = clt_tensor_offset(y), bo = clt_tensor_offset(bias),
+             rows = clt_tensor_numel(y) / OUT;
     cl_uint out = (cl_uint)OUT;
     CLT_TRY(linear_kernel(ctx, "linear_forward_bias", clt_tensor_dtype(y), clt_tensor_dtype(bias),
                           CLT_DTYPE_F32, &k));
-    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(bm), CLT__ARG(bo), CLT__ARG(n),
-                      CLT__ARG(out)));
-    CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, "bias_add"));
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(bm), CLT__ARG(bo),
+                      CLT__ARG(rows), CLT__ARG(out)));
+    /* a work-item per 16 columns of a row (cl/linear.cl), a work-group per row where the device
+     * allows one that large */
+    const size_t blocks = (OUT + 15) / 16, wg = clt__local_size(ctx, k),
+                 l0 = blocks < wg ? blocks : wg;
+    const size_t global[2] = {(blocks + l0 - 1) / l0 * l0, (size_t)rows}, local[2] = {l0, 1};
+    if (rows > 0) CLT_TRY(clt__enqueue_nd(ctx, k, 2, global, local, "bias_add"));
 fail:
     return st;
 }

@@ -4,8 +4,9 @@
  * same weights, bit for bit, from resident and streaming training; a loader failure (the
  * fail_at hook and CLTRAIN_LOADER_FAIL_AT) surfacing as a status without a hang; the exact
  * host-wait count of a 3-epoch streaming run; Ctrl-C through the interrupt flag; the auto
- * choice; a fresh loader's first batches (ordered after its buffers' zero fill). Data sets are
- * tiny and made in memory; each test creates its own ctx (check forks).
+ * choice; a fresh loader's first batches (ordered after its buffers' zero fill); the batch
+ * assembly kernel (clt_op_gather_rows) against the host, bit for bit. Data sets are tiny and
+ * made in memory; each test creates its own ctx (check forks).
  *
  * Under Oclgrind (CLTRAIN_DEVICE=gpu oclgrind --data-races build/tests/test_loader, 21 s) this
  * program once failed twice. Both were looked into with gdb, the Oclgrind 21.10 sources and
@@ -42,6 +43,7 @@
 #include "cltrain/model.h"
 #include "cltrain/spec.h"
 #include "cltrain/train.h"
+#include "ops/ops_internal.h"
 #include "runtime/rng_internal.h"
 
 #include <math.h>
@@ -238,7 +240,8 @@ static void check_order(clt_ctx *ctx, const clt_dataset *d, const struct cfg *c,
                 ck_assert_msg(got == want, "%s: epoch %ld step %ld row %zu is sample %zu, the "
                               "seed's order says %zu", what, e, s, j, got, want);
                 for (int f = 0; f < F; f++) {
-                    float v = u8 ? (float)d->u8[want * F + (size_t)f] : d->f32[want * F + (size_t)f];
+                    float v =
+                        u8 ? (float)d->u8[want * F + (size_t)f] : d->f32[want * F + (size_t)f];
                     ck_assert_msg(row[f] == v, "%s: sample %zu feature %d: %g, stored %g", what,
                                   want, f, (double)row[f], (double)v);
                 }
@@ -932,6 +935,69 @@ START_TEST(test_augment_same)
 }
 END_TEST
 
+/* clt_op_gather_rows, the resident loader's batch assembly, against the host on fresh random
+ * rows, indices (repeats included), scales and shifts: u8 and f32 sources, rows that are and are
+ * not whole vectors of 16 features; y poisoned first. Exact: y = fma(x, scale, shift) rounds
+ * once, as fmaf does. */
+START_TEST(test_gather_rows)
+{
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    const size_t N = 9, B = 6, Fs[] = {5, 16, 37, 48};
+    const clt_dtype ds[] = {CLT_DTYPE_U8, CLT_DTYPE_F32};
+    for (size_t di = 0; di < 2; di++)
+        for (size_t fi = 0; fi < sizeof Fs / sizeof *Fs; fi++) {
+            const size_t F = Fs[fi], xd[2] = {N, F}, yd[2] = {B, F};
+            uint8_t *xu = malloc(N * F);
+            float *xf = malloc(N * F * sizeof *xf), *sc = malloc(F * sizeof *sc),
+                  *sh = malloc(F * sizeof *sh), *got = malloc(B * F * sizeof *got);
+            int32_t idx[6];
+            ck_assert(xu && xf && sc && sh && got);
+            tc_fill_bytes(&r, xu, N * F);
+            tc_fill_nonzero(&r, xf, N * F, 0.05f, 4.0f);
+            tc_fill_nonzero(&r, sc, F, 0.01f, 2.0f);
+            tc_fill_nonzero(&r, sh, F, 0.01f, 2.0f);
+            for (size_t b = 0; b < B; b++) idx[b] = (int32_t)(tc_u32(&r) % N);
+            clt_tensor *x = NULL, *y = NULL;
+            TC_OK(ctx, clt_tensor_create(&x, ctx, ds[di], 2, xd, CLT_MEM_OTHER));
+            TC_OK(ctx, clt_tensor_create(&y, ctx, CLT_DTYPE_F32, 2, yd, CLT_MEM_OTHER));
+            clt_tensor *it = tc_tensor(ctx, CLT_DTYPE_I32, B),
+                       *st = tc_tensor(ctx, CLT_DTYPE_F32, F),
+                       *ht = tc_tensor(ctx, CLT_DTYPE_F32, F);
+            tc_write(x, ds[di] == CLT_DTYPE_U8 ? (const void *)xu : (const void *)xf);
+            tc_write(it, idx);
+            tc_write(st, sc);
+            tc_write(ht, sh);
+            tc_poison(y);
+            TC_OK(ctx, clt_op_gather_rows(y, x, it, st, ht));
+            tc_read(y, got);
+            for (size_t b = 0; b < B; b++)
+                for (size_t f = 0; f < F; f++) {
+                    const size_t at = (size_t)idx[b] * F + f;
+                    const float v = ds[di] == CLT_DTYPE_U8 ? (float)xu[at] : xf[at],
+                                want = fmaf(v, sc[f], sh[f]), g = got[b * F + f];
+                    ck_assert_msg(memcmp(&g, &want, sizeof g) == 0,
+                                  "gather_rows %s F %zu: y[%zu, %zu] = %.9g, expected %.9g; seed "
+                                  "%llu",
+                                  clt_dtype_name(ds[di]), F, b, f, (double)g, (double)want,
+                                  (unsigned long long)r.seed);
+                }
+            clt_tensor_free(x);
+            clt_tensor_free(y);
+            clt_tensor_free(it);
+            clt_tensor_free(st);
+            clt_tensor_free(ht);
+            free(xu);
+            free(xf);
+            free(sc);
+            free(sh);
+            free(got);
+        }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 /* clt_augment_parse: every part, any order, and one-line messages for bad text. */
 START_TEST(test_augment_parse)
 {
@@ -982,6 +1048,7 @@ static Suite *loader_suite(void)
     tcase_add_test(tc, test_auto);
     tcase_add_test(tc, test_augment_same);
     tcase_add_test(tc, test_augment_parse);
+    tcase_add_test(tc, test_gather_rows);
     suite_add_tcase(s, tc);
     /* a hang in the error paths must fail the test, not stall the suite */
     TCase *te = tcase_create("errors");
