@@ -38,12 +38,9 @@ clt_status clt_op_gather_rows(clt_tensor *y, const clt_tensor *x, const clt_tens
         CLT_FAIL(ctx, CLT_ERR_SHAPE, "gather_rows: scale and shift must not be views");
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(im),
                       CLT__ARG(io), CLT__ARG(B), CLT__ARG(F), CLT__ARG(sm), CLT__ARG(hm)));
-    /* a work-item per 16 features of a row (cl/gather.cl), a work-group per row where the
-     * device allows one that large (PoCL, MLP-S's 128 x 784: 153 us with groups of one, 85) */
-    const size_t blocks = (size_t)(F + 15) / 16, wg = clt__local_size(ctx, k),
-                 l0 = blocks < wg ? blocks : wg;
-    const size_t global[2] = {(blocks + l0 - 1) / l0 * l0, (size_t)B}, local[2] = {l0, 1};
-    if (B > 0 && F > 0) CLT_TRY(clt__enqueue_nd(ctx, k, 2, global, local, "gather_rows"));
+    /* a work-item per 16 features of a row (cl/gather.cl); PoCL, MLP-S's 128 x 784: 153 us in
+     * groups of one item, 70 in a group per row */
+    CLT_TRY(clt__launch_rows(ctx, k, (size_t)(F + 15) / 16, (size_t)B, "gather_rows"));
 fail:
     return st;
 }

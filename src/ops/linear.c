@@ -58,12 +58,8 @@ clt_status clt_op_bias_add(clt_tensor *y, const clt_tensor *bias)
                           CLT_DTYPE_F32, &k));
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(bm), CLT__ARG(bo),
                       CLT__ARG(rows), CLT__ARG(out)));
-    /* a work-item per 16 columns of a row (cl/linear.cl), a work-group per row where the device
-     * allows one that large */
-    const size_t blocks = (OUT + 15) / 16, wg = clt__local_size(ctx, k),
-                 l0 = blocks < wg ? blocks : wg;
-    const size_t global[2] = {(blocks + l0 - 1) / l0 * l0, (size_t)rows}, local[2] = {l0, 1};
-    if (rows > 0) CLT_TRY(clt__enqueue_nd(ctx, k, 2, global, local, "bias_add"));
+    /* a work-item per 16 columns of a row (cl/linear.cl) */
+    CLT_TRY(clt__launch_rows(ctx, k, (OUT + 15) / 16, (size_t)rows, "bias_add"));
 fail:
     return st;
 }

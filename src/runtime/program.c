@@ -532,3 +532,12 @@ clt_status clt__launch_1d(clt_ctx *ctx, cl_kernel k, size_t n, const char *what)
     size_t wg = clt__local_size(ctx, k);
     return clt__enqueue(ctx, k, (n + wg - 1) / wg * wg, wg, what);
 }
+
+clt_status clt__launch_rows(clt_ctx *ctx, cl_kernel k, size_t per_row, size_t rows,
+                            const char *what)
+{
+    if (per_row == 0 || rows == 0) return CLT_OK;
+    const size_t wg = clt__local_size(ctx, k), l0 = per_row < wg ? per_row : wg;
+    const size_t global[2] = {(per_row + l0 - 1) / l0 * l0, rows}, local[2] = {l0, 1};
+    return clt__enqueue_nd(ctx, k, 2, global, local, what);
+}
