@@ -216,14 +216,13 @@ fail:
 
 /* ---- the implicit passes -------------------------------------------------------------------
  * Why passes without the im2col matrix: on a CPU the GEMM itself runs near the machine's peak
- * (about 145 GFLOP/s of 180 on PoCL, 2 cores), so the im2col matrix (K*K times the input,
- * written and read once more), the weight transpose and the permute to NCHW are what is left to
- * win: with them a CNN-S step spent 24 % in im2col and 8 % in the permute.
- * conv_forward_implicit (cl/conv.cl) reads a zero-padded copy of the input in place and writes
- * NCHW directly. GPUs keep im2col
- * and the tiled GEMM: their GEMM stages tiles in local memory, which this kernel does not, and
- * their memory bandwidth makes the extra passes cheap. Stride 1 only (a vector of neighbouring
- * outputs reads neighbouring inputs), f32 only (16-bit storage keeps the GEMM's conversions).
+ * (about 145 GFLOP/s of 180 on PoCL, 2 cores), so the im2col matrix (K*K times the input, written
+ * and read once more), the weight transpose and the permute to NCHW are what is left to win: with
+ * them a CNN-S step spent 24 % in im2col and 8 % in the permute. conv_forward_implicit (cl/conv.cl)
+ * reads a zero-padded copy of the input in place and writes NCHW directly. GPUs keep im2col and the
+ * tiled GEMM: their GEMM stages tiles in local memory, which this kernel does not, and their memory
+ * bandwidth makes the extra passes cheap. Stride 1 only (a vector of neighbouring outputs reads
+ * neighbouring inputs), f32 only (16-bit storage keeps the GEMM's conversions).
  * CLTRAIN_CONV=im2col or implicit overrides the choice, CLTRAIN_CONV_V=8 or 16 the vectors'
  * width (tests run every combination on every device). */
 bool clt__conv_wide(const clt_device_info *dev)
@@ -580,8 +579,8 @@ input_grad:
         cl_mem dxm = clt_tensor_mem(dx), cm = clt_tensor_mem(cols);
         cl_ulong dxo = clt_tensor_offset(dx), co = clt_tensor_offset(cols);
         cl_uint BH = (cl_uint)(g->B * g->H), C = (cl_uint)g->C, H = (cl_uint)g->H,
-                W = (cl_uint)g->W, K = (cl_uint)g->K,
-                S = (cl_uint)g->S, P = (cl_uint)g->P, oh = (cl_uint)OH, ow = (cl_uint)OW;
+                W = (cl_uint)g->W, K = (cl_uint)g->K, S = (cl_uint)g->S, P = (cl_uint)g->P,
+                oh = (cl_uint)OH, ow = (cl_uint)OW;
         CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dxm), CLT__ARG(dxo), CLT__ARG(cm), CLT__ARG(co),
                           CLT__ARG(BH), CLT__ARG(C), CLT__ARG(H), CLT__ARG(W), CLT__ARG(K),
                           CLT__ARG(S), CLT__ARG(P), CLT__ARG(oh), CLT__ARG(ow)));

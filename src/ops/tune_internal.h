@@ -1,9 +1,9 @@
 /* Tuning data: which GEMM kernel each layout and size class uses on a device, and with which
  * parameters.
  * A ctx reads it at its first GEMM (or clt_ctx_tune) from a per-device JSON file written by
- * `cltrain-tune` ($CLTRAIN_TUNE_FILE, else <program cache dir>/tune-<hash of device and driver>.json); a
- * missing, unreadable, malformed or foreign file (another device or driver) leaves the
- * built-in defaults, which are correct on every device: cltrain's own direct kernel on CPU
+ * `cltrain-tune` ($CLTRAIN_TUNE_FILE, else <program cache dir>/tune-<hash of device and
+ * driver>.json); a missing, unreadable, malformed or foreign file (another device or driver) leaves
+ * the built-in defaults, which are correct on every device: cltrain's own direct kernel on CPU
  * devices (measured faster than CLBlast on PoCL), CLBlast elsewhere.
  * CLTRAIN_GEMM=own|clblast, read with the file, forces one path for every layout (own: the
  * tuned own kernel if the file has one, else the built-in own default for the device). */
