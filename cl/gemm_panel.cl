@@ -15,7 +15,9 @@
  * bits). The last block of the last chunk runs the epilogue of a linear layer's forward as it
  * stores the complete sums: with GEMM_BIAS it adds a bias per column, and with act >= 0 (an
  * activation code of act_fn.cl, a run-time argument: the store is outside the K loop) it also
- * stores the pre-activation in z when zst and then act(sum) in C. Edges: rows and columns past
+ * stores the pre-activation in z (zmode PANEL_Z_STORE) and then act(sum) in C; or, in the
+ * backward through an activation (zmode PANEL_Z_GRAD), it stores sum * act'(.) in C, the
+ * derivative from the tensor the activation saved, read from z. Edges: rows and columns past
  * C's edge are zero in the panels, computed and never stored. The summation order depends only
  * on the defines and the host's K chunks, so results are deterministic. */
 
@@ -75,8 +77,11 @@ typedef CLT_TYPE(GEMM_C_DTYPE) gemm_c_t;
 CLT_ACT_DEFINE(float)
 CLT_ACT_DEFINE(floatv)
 #define ACT_FWDV CLT__XCAT(clt_act_fwd_, floatv)
+#define ACT_BWDV CLT__XCAT(clt_act_bwd_, floatv)
 #define VLOADF(p) CLT__XCAT(vload, GEMM_VW)(0, (p))
 #define NV (PANEL_NR / GEMM_VW)
+#define PANEL_Z_STORE 1 /* zmode: z = the pre-activation (a linear layer's forward) */
+#define PANEL_Z_GRAD 2  /* zmode: z holds what act's backward reads (its backward) */
 
 /* The pack kernels: a work-item per PACK_KT consecutive k of one panel, launched over
  * (ceil(kc / PACK_KT), panels); it writes the panel's rows k .. k + kn (kn = PACK_KT but at the
@@ -168,12 +173,12 @@ kernel void gemm_pack_b(global const gemm_b_t *restrict b, const ulong b_off, co
 #endif
 }
 
-/* What the store does once the sums are complete (epi): the bias, the pre-activation kept in
- * z (zst) and the activation (act >= 0, with leakyrelu's slope). */
+/* What the store does once the sums are complete (epi): the bias, the activation (act >= 0,
+ * with leakyrelu's slope) forward or backward, and z (zmode: 0, PANEL_Z_STORE or PANEL_Z_GRAD). */
 struct panel_epi {
     global const CLT_TYPE(GEMM_BIAS_DTYPE) *bias;
     global gemm_c_t *z;
-    int act, zst;
+    int act, zmode;
     float slope;
 };
 
@@ -191,11 +196,17 @@ static inline floatv panel_value(global gemm_c_t *crow, const int n, const float
     return r;
 }
 
-/* The complete sums r of a whole vector through the activation: z first when e->zst. */
+/* The complete sums r of a whole vector through the activation: z first when it keeps the
+ * pre-activation; the gradient r * act'(.) from z's values in the backward. */
 static inline void panel_store_act(global gemm_c_t *crow, global gemm_c_t *zrow, const int n,
                                    const floatv r, const struct panel_epi *e)
 {
-    if (e->zst) CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW, r, zrow, n);
+    if (e->zmode == PANEL_Z_GRAD) {
+        const floatv s = CLT_VLOAD(GEMM_C_DTYPE, GEMM_VW, zrow, n);
+        CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW, ACT_BWDV(e->act, r, s, e->slope), crow, n);
+        return;
+    }
+    if (e->zmode == PANEL_Z_STORE) CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW, r, zrow, n);
     CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW, ACT_FWDV(e->act, r, e->slope), crow, n);
 }
 
@@ -203,7 +214,7 @@ static inline void panel_store_act(global gemm_c_t *crow, global gemm_c_t *zrow,
  * [m0 + i * GEMM_BM * PANEL_MR, ...) and columns [n0 + j * GEMM_BN * PANEL_NR, ...) of C below
  * (mlim, nlim), from kc-deep panels in ws (np of A from ap_off, nq of B from bp_off).
  * first: this is the first K chunk (beta applies; later chunks add); last: the last one (the
- * epilogue applies). z (ldc like C) is any buffer when !zst, bias any when !GEMM_BIAS. */
+ * epilogue applies). z (ldc like C) is any buffer when zmode is 0, bias any when !GEMM_BIAS. */
 kernel void gemm_panel(const int mlim, const int nlim, const int kc, const float alpha,
                        global const float *restrict ws, const ulong ap_off, const ulong bp_off,
                        const float beta, global gemm_c_t *restrict c, const ulong c_off,
@@ -212,9 +223,9 @@ kernel void gemm_panel(const int mlim, const int nlim, const int kc, const float
                        global const CLT_TYPE(GEMM_BIAS_DTYPE) *restrict bias, const ulong bias_off,
                        global const gemm_a_t *restrict a, const ulong a_off, const int lda,
                        const int k0, const int act, const float slope,
-                       global gemm_c_t *restrict z, const ulong z_off, const int zst)
+                       global gemm_c_t *restrict z, const ulong z_off, const int zmode)
 {
-    const struct panel_epi e = {bias + bias_off, z + z_off, act, zst, slope};
+    const struct panel_epi e = {bias + bias_off, z + z_off, act, zmode, slope};
     global const float *bp = ws + bp_off;
 #if PANEL_IA
     a += a_off; /* op(A) in place; ap_off unused */
@@ -328,8 +339,11 @@ kernel void gemm_panel(const int mlim, const int nlim, const int kc, const float
                             float x = alpha * t[r * PANEL_NR + j];
                             if (bet != 0.0f) x = fma(bet, CLT_LOAD(GEMM_C_DTYPE, crow, nb + j), x);
                             if (GEMM_BIAS && epi) x += CLT_LOAD(GEMM_BIAS_DTYPE, e.bias, nb + j);
-                            if (with_act) {
-                                if (zst) CLT_STORE(GEMM_C_DTYPE, zrow, nb + j, x);
+                            if (with_act && zmode == PANEL_Z_GRAD) {
+                                const float s = CLT_LOAD(GEMM_C_DTYPE, zrow, nb + j);
+                                x = clt_act_bwd_float(act, x, s, slope);
+                            } else if (with_act) {
+                                if (zmode) CLT_STORE(GEMM_C_DTYPE, zrow, nb + j, x);
                                 x = clt_act_fwd_float(act, x, slope);
                             }
                             CLT_STORE(GEMM_C_DTYPE, crow, nb + j, x);

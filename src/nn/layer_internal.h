@@ -186,6 +186,11 @@ struct clt__layer {
     struct clt__layer *next;            /* the next layer when it also runs it (kind->absorbs),
                                            else NULL */
     enum clt__absorb absorbed;          /* how the layer before runs it (kind->absorbs) */
+    const struct clt__layer *act_before; /* the activation just before it when its backward
+                                            takes dx on through that one's gradient
+                                            (kind->grads_act_before), else NULL */
+    bool grad_after;                    /* an activation whose gradient the layer after it
+                                           applies (that one's act_before) */
     struct clt__layer *child;           /* a block's children (kind->children), else NULL */
     int nchildren;
     clt_tensor *gb[2];                  /* a block: the model's two (max_batch, plan.block_widest)
@@ -225,6 +230,12 @@ struct clt__layer_kind {
      * weighted one up to (not including) the last keep 16-bit outputs. */
     bool weighted;
     clt_act act;        /* activations: the op they run */
+    /* Its backward can take its input gradient on through an activation just before it (dx =
+     * (dy W) * act'(.) in one pass: L->act_before) and, when it absorbs an activation in both
+     * passes whose gradient the layer after applies (grad_after), leaves that gradient out.
+     * The model sets it up (CLTRAIN_FUSE=0: never) where the activation's input gradient is
+     * this layer's alone. */
+    bool grads_act_before;
 
     /* Reads the words after the name into *l (kind set, other fields 0 on entry). */
     clt_status (*parse)(const struct clt__spec_args *a, clt_layer_spec *l);
@@ -278,6 +289,10 @@ struct clt__layer_kind {
     int (*children)(const clt_layer_spec *l, const struct clt__shape *in,
                     const struct clt__shape *out, struct clt__child *child);
 };
+
+/* What activation layer A's backward reads: its input or its output (clt_op_act_saved), or,
+ * absorbed in both passes, its input (which the layer before wrote as act(z)). */
+const clt_tensor *clt__layer_act_saved(const struct clt__layer *A);
 
 /* The kind of `k` (asserted in range). */
 const struct clt__layer_kind *clt__layer_kind_of(clt_layer_kind k);

@@ -471,8 +471,9 @@ fail:
 }
 
 /* In the chain of n layers L (the model's, or a block's children, planned as pl): a layer
- * whose kind absorbs the next one (kind->absorbs) runs it. CLTRAIN_FUSE=0 keeps every layer
- * apart (the tests compare both). */
+ * whose kind absorbs the next one (kind->absorbs) runs it, and one whose kind can
+ * (grads_act_before) applies the gradient of the activation before it. CLTRAIN_FUSE=0 keeps
+ * every layer apart (the tests compare both). */
 static void fuse_layers(struct clt__layer *L, int n, const struct clt__plan_layer *pl)
 {
     const char *env = getenv("CLTRAIN_FUSE");
@@ -483,6 +484,16 @@ static void fuse_layers(struct clt__layer *L, int n, const struct clt__plan_laye
         if (how == CLT__ABSORB_NONE) continue;
         L[i].next = &L[i + 1];
         L[i + 1].absorbed = how;
+    }
+    /* a layer that can takes its input gradient on through the activation before it, whose
+     * input gradient is then its own (when the layer before runs that activation in both
+     * passes, it must leave its gradient out: kind->grads_act_before too) */
+    for (int i = 1; i < n; i++) {
+        struct clt__layer *A = &L[i - 1];
+        if (!L[i].kind->grads_act_before || !A->kind->activation || pl[i].from_input) continue;
+        if (A->absorbed == CLT__ABSORB_BOTH && !L[i - 2].kind->grads_act_before) continue;
+        L[i].act_before = A;
+        A->grad_after = true;
     }
 }
 

@@ -87,6 +87,21 @@ clt_status clt_op_act_forward(clt_act a, clt_tensor *y, const clt_tensor *x)
     return clt_op_act_forward_alpha(a, ACT_DEFAULT_ALPHA, y, x);
 }
 
+const clt_tensor *clt_op_act_saved(clt_act a, float alpha, const clt_tensor *x,
+                                   const clt_tensor *y)
+{
+    /* y has x's sign only where the negative side keeps it (leakyrelu with a slope < 0 flips) */
+    bool y_masks = !acts[a].alpha || alpha >= 0.0f;
+    switch (acts[a].saves) {
+    case SAVES_X_OR_Y:
+        return x ? x : y_masks ? y : NULL;
+    case SAVES_X:
+        return x;
+    default: /* SAVES_Y */
+        return y;
+    }
+}
+
 clt_status clt_op_act_backward_alpha(clt_act a, float alpha, clt_tensor *dx, const clt_tensor *dy,
                                      const clt_tensor *x, const clt_tensor *y)
 {
@@ -94,21 +109,10 @@ clt_status clt_op_act_backward_alpha(clt_act a, float alpha, clt_tensor *dx, con
     CLT_ASSERT(dx && dy);
     clt_ctx *ctx = clt_tensor_ctx(dx);
     cl_kernel k;
-    const clt_tensor *s = NULL; /* the saved tensor the derivative is computed from */
     CLT_TRY(check_act(dx, a, alpha, "act_backward"));
-    /* y has x's sign only where the negative side keeps it (leakyrelu with a slope < 0 flips) */
+    /* the saved tensor the derivative is computed from */
+    const clt_tensor *s = clt_op_act_saved(a, alpha, x, y);
     bool y_masks = !acts[a].alpha || alpha >= 0.0f;
-    switch (acts[a].saves) {
-    case SAVES_X_OR_Y:
-        s = x ? x : y_masks ? y : NULL;
-        break;
-    case SAVES_X:
-        s = x;
-        break;
-    case SAVES_Y:
-        s = y;
-        break;
-    }
     if (!s)
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "act_backward: %s needs the forward %s", acts[a].name,
                  acts[a].saves == SAVES_X_OR_Y && y_masks ? "input x or output y"

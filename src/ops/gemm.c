@@ -261,10 +261,12 @@ static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_t
     /* without a bias or z the kernel's argument is any buffer: the workspace */
     cl_mem biasm = bias ? clt_tensor_mem(bias) : r.ws;
     cl_ulong biaso = bias ? clt_tensor_offset(bias) : 0;
-    const clt_tensor *z = e && e->act >= 0 ? e->z : NULL;
+    /* z: the pre-activation the forward keeps (zmode 1), or what the activation's backward
+     * reads (2: the backward form); cl/gemm_panel.cl's PANEL_Z_STORE and PANEL_Z_GRAD */
+    const clt_tensor *z = !e || e->act < 0 ? NULL : e->saved ? e->saved : e->z;
     cl_mem zm = z ? clt_tensor_mem(z) : r.ws;
     cl_ulong zo = z ? clt_tensor_offset(z) : 0;
-    const cl_int act = e ? e->act : -1, zst = z != NULL;
+    const cl_int act = e ? e->act : -1, zmode = !z ? 0 : e->saved ? 2 : 1;
     const float slope = e ? e->slope : 0.0f;
     const int lda = (int)(ta ? M : K), ldb = (int)(tb ? K : N), ldc = (int)N;
     const cl_ulong bp_off = 0, ap_off = (cl_ulong)(nc * kc);
@@ -291,7 +293,7 @@ static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_t
                                   CLT__ARG(nq), CLT__ARG(first), CLT__ARG(last),
                                   CLT__ARG(biasm), CLT__ARG(biaso), CLT__ARG(am),
                                   CLT__ARG(ao), CLT__ARG(lda), CLT__ARG(ik0), CLT__ARG(act),
-                                  CLT__ARG(slope), CLT__ARG(zm), CLT__ARG(zo), CLT__ARG(zst)));
+                                  CLT__ARG(slope), CLT__ARG(zm), CLT__ARG(zo), CLT__ARG(zmode)));
                 size_t global[2] = {ceil_div((size_t)nq, (size_t)c->bn),
                                     ceil_div((size_t)np, (size_t)c->bm)};
                 size_t local[2] = {1, 1};
@@ -364,19 +366,28 @@ static clt_status first_rows(clt_tensor *t, size_t M, size_t N, clt_tensor **row
 }
 
 /* The epilogue e by kernels of its own, for GEMMs without it in their store: the product is
- * in e->z when given (then C = act(z)), else in C. */
+ * in e->z when given (then C = act(z)), else in C (the backward form: in place). */
 static clt_status unfused_epilogue(clt_tensor *C, size_t M, size_t N,
                                    const struct clt_gemm_epilogue *e)
 {
     clt_status st = CLT_OK;
-    clt_tensor *c = NULL, *z = NULL;
+    clt_tensor *c = NULL, *z = NULL, *sv = NULL;
     CLT_TRY(first_rows(C, M, N, &c));
+    if (e->saved) {
+        const clt_tensor *s = e->saved;
+        size_t dims[2] = {M, N};
+        if (clt_tensor_numel(s) != M * N) CLT_TRY(clt_tensor_view(&sv, s, 0, 2, dims));
+        CLT_TRY(clt_op_act_backward_alpha((clt_act)e->act, e->slope, c, c, sv ? sv : s,
+                                          sv ? sv : s));
+        goto fail;
+    }
     if (e->z) CLT_TRY(first_rows(e->z, M, N, &z));
     if (e->bias) CLT_TRY(clt_op_bias_add(z ? z : c, e->bias));
     if (e->act >= 0) CLT_TRY(clt_op_act_forward_alpha((clt_act)e->act, e->slope, c, z ? z : c));
 fail:
     if (c != C) clt_tensor_free(c);
     if (z != e->z) clt_tensor_free(z);
+    clt_tensor_free(sv);
     return st;
 }
 
@@ -470,6 +481,18 @@ clt_status clt_op_gemm_epilogue(clt_trans ta, clt_trans tb, size_t M, size_t N, 
     clt_status st = CLT_OK;
     clt_ctx *ctx = clt_tensor_ctx(C);
     CLT_ASSERT(e != NULL);
+    if (e->saved) {
+        if (e->act < 0 || e->bias || e->z)
+            CLT_FAIL(ctx, CLT_ERR_INVALID_ARG,
+                     "gemm: the backward epilogue (saved) needs an activation, and no bias or z");
+        CLT_TRY(clt_tensor_same_ctx(C, e->saved));
+        if (clt_tensor_dtype(e->saved) != clt_tensor_dtype(C) ||
+            clt_tensor_numel(e->saved) < M * N || e->saved == C)
+            CLT_FAIL(ctx, CLT_ERR_SHAPE,
+                     "gemm: saved must be another tensor of C's dtype (%s) with at least %zu x %zu "
+                     "elements",
+                     clt_dtype_name(clt_tensor_dtype(C)), M, N);
+    }
     if (e->bias) {
         clt_dtype d = clt_tensor_dtype(e->bias);
         CLT_TRY(clt_tensor_same_ctx(C, e->bias));

@@ -41,15 +41,21 @@ clt_status clt_op_gemm_bias(clt_trans ta, clt_trans tb, size_t M, size_t N, size
                             clt_tensor *C);
 /* The fused epilogue of a linear layer's forward: C = act(op(A) op(B) + bias), and z =
  * op(A) op(B) + bias too when z is given (the pre-activation that gelu's and silu's backward
- * read). The panel family applies it in its store (C and z written once, nothing read back);
- * any other kernel, or a panel GEMM that cannot take it, is followed by clt_op_bias_add and
- * clt_op_act_forward_alpha. */
+ * read). Or, with `saved`, of its backward through the activation before it: C = op(A) op(B)
+ * * act'(.), the input gradient dy W taken on through the activation (act's backward from the
+ * tensor it saved, clt_op_act_saved), so that no pass of its own reads it back. The panel
+ * family applies either in its store (C and z written once, nothing read back); any other
+ * kernel, or a panel GEMM that cannot take it, is followed by clt_op_bias_add and
+ * clt_op_act_forward_alpha, or clt_op_act_backward_alpha in place. */
 struct clt_gemm_epilogue {
-    const clt_tensor *bias; /* N elements, f32, f16 or bf16; NULL: none */
-    int act;                /* a clt_act, or -1: none */
-    float slope;            /* leakyrelu's slope (finite) */
-    clt_tensor *z;          /* another tensor of C's dtype and at least M x N elements, or NULL;
-                               only with an activation */
+    const clt_tensor *bias;  /* N elements, f32, f16 or bf16; NULL: none */
+    int act;                 /* a clt_act, or -1: none */
+    float slope;             /* leakyrelu's slope (finite) */
+    clt_tensor *z;           /* another tensor of C's dtype and at least M x N elements, or NULL;
+                                only with an activation */
+    const clt_tensor *saved; /* the backward form: what act's backward reads, another tensor of
+                                C's dtype and at least M x N elements, laid out as C; only with
+                                an activation, and neither a bias nor z. NULL: the forward */
 };
 /* C = epilogue(op(A) op(B)), with CLT_ERR_SHAPE or CLT_ERR_INVALID_ARG for an epilogue that
  * breaks the rules above. */
@@ -91,6 +97,10 @@ clt_status clt_op_act_backward(clt_act a, clt_tensor *dx, const clt_tensor *dy, 
 clt_status clt_op_act_forward_alpha(clt_act a, float alpha, clt_tensor *y, const clt_tensor *x);
 clt_status clt_op_act_backward_alpha(clt_act a, float alpha, clt_tensor *dx, const clt_tensor *dy,
                                      const clt_tensor *x, const clt_tensor *y);
+/* Which of the forward's input x and output y act's backward reads (the rules of
+ * clt_op_act_backward; a a valid clt_act), or NULL when that one is NULL. */
+const clt_tensor *clt_op_act_saved(clt_act a, float alpha, const clt_tensor *x,
+                                   const clt_tensor *y);
 /* y (B, OUT) += bias (OUT), broadcast over rows; y's last dimension must be OUT. y and bias
  * may each be f32, f16 or bf16 (f32 arithmetic, y rounded once). */
 clt_status clt_op_bias_add(clt_tensor *y, const clt_tensor *bias);

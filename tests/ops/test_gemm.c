@@ -581,6 +581,159 @@ START_TEST(test_gemm_epilogue)
 }
 END_TEST
 
+/* d act / d(.) from the tensor act's backward reads (cl/act_fn.cl's rules): relu's and
+ * leakyrelu's masks, tanh's and sigmoid's from y, gelu's and silu's from x. */
+static double derivative_from_saved(int act, double slope, double s)
+{
+    switch (act) {
+    case CLT_ACT_RELU:
+        return s > 0.0 ? 1.0 : 0.0;
+    case CLT_ACT_TANH:
+        return (1.0 - s) * (1.0 + s);
+    case CLT_ACT_SIGMOID:
+        return s * (1.0 - s);
+    case CLT_ACT_LEAKYRELU:
+        return s > 0.0 ? 1.0 : slope;
+    default: /* gelu, silu: from x */
+        return ref_act_derivative_alpha((ref_act)act, slope, s);
+    }
+}
+
+/* The backward epilogue (clt_op_gemm_epilogue with `saved`): dx = (dy W) * act'(s), a linear
+ * layer's input gradient taken on through the activation before it, NN as the layer runs it,
+ * for every activation, C and s stored f32, f16 or bf16, through the panel family's store and
+ * the built-in choice (the GEMM, then the activation's backward in place), against a float64
+ * reference from the saved values as stored: check_gemm's bound for the product carried
+ * through |act'(s)| (plus a 16-bit C's rounding of the product on the unfused path), plus
+ * 1e-5 + 1e-4 |ref| for the derivative's fp32 arithmetic and a 16-bit C's final rounding.
+ * In f32, relu and leakyrelu give the bits of the unfused passes; rows past M untouched. */
+START_TEST(test_gemm_epilogue_backward)
+{
+    static const size_t shapes[][3] = {{7, 33, 27}, {1, 1, 1}, {37, 70, 300}};
+    static const float slopes[] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, -0.3f}; /* per clt_act */
+    static const clt_dtype dts[] = {CLT_DTYPE_F32, CLT_DTYPE_BF16, CLT_DTYPE_F16};
+    /* CLTRAIN_TEST_SMALL (oclgrind): the first shape, f32 and bf16 */
+    const size_t nshapes = tc_size(3, 1), ndts = tc_size(3, 2);
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = ctx_with_gemm(NULL);
+    struct clt_tune builtin = *clt_ctx_tune(ctx), panel = builtin;
+    const struct clt_gemm_choice pc = CLT_GEMM_CHOICE_PANEL(3, 8, 4, 16, 2, 2);
+    panel.gemm[CLT_GEMM_NN][CLT_GEMM_SMALL] = panel.gemm[CLT_GEMM_NN][CLT_GEMM_LARGE] = pc;
+    for (int pass = 0; pass < 2; pass++) {
+        TC_OK(ctx, clt_ctx_set_tune(ctx, pass ? &builtin : &panel));
+        for (size_t sh = 0; sh < nshapes; sh++) {
+            size_t M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2], rows = M + 2;
+            size_t dims[2] = {rows, N}, md[2] = {M, N};
+            float *a = xalloc(M * K, sizeof *a), *b = xalloc(K * N, sizeof *b);
+            float *sv = xalloc(rows * N, sizeof *sv), *got = xalloc(rows * N, sizeof *got);
+            float *want = xalloc(M * N, sizeof *want);
+            double *sum = xalloc(M * N, sizeof *sum), *tol = xalloc(M * N, sizeof *tol);
+            tc_fill_nonzero(&r, a, M * K, 0.05f, 1.0f);
+            tc_fill_nonzero(&r, b, K * N, 0.05f, 1.0f);
+            clt_tensor *A = view_at(ctx, M * K, 3, NULL), *B = view_at(ctx, K * N, 5, NULL);
+            tc_write(A, a);
+            tc_write(B, b);
+            for (size_t m = 0; m < M; m++) /* dy W in float64, and check_gemm's bound */
+                for (size_t n = 0; n < N; n++) {
+                    double v = 0.0, sabs = 0.0;
+                    for (size_t k = 0; k < K; k++) {
+                        double q = (double)a[m * K + k] * (double)b[k * N + n];
+                        v += q;
+                        sabs += fabs(q);
+                    }
+                    sum[m * N + n] = v;
+                    tol[m * N + n] = 1e-5 + 1e-4 * fabs(v) + 0x1p-23 * (double)K * sabs;
+                }
+            for (int act = 0; act < CLT_ACT__COUNT; act++)
+                for (size_t d = 0; d < ndts; d++) {
+                    if (tc_small() && (act == CLT_ACT_TANH || act == CLT_ACT_SIGMOID ||
+                                       act == CLT_ACT_SILU))
+                        continue;
+                    clt_dtype cd = dts[d];
+                    double round16 = cd == CLT_DTYPE_BF16 ? 0x1p-8
+                                     : cd == CLT_DTYPE_F16 ? 0x1p-11
+                                                           : 0.0;
+                    clt_tensor *C = NULL, *S = NULL, *c32 = NULL, *ref = NULL;
+                    TC_OK(ctx, clt_tensor_create(&C, ctx, cd, 2, dims, CLT_MEM_OTHER));
+                    TC_OK(ctx, clt_tensor_create(&S, ctx, cd, 2, dims, CLT_MEM_OTHER));
+                    TC_OK(ctx, clt_tensor_create(&c32, ctx, CLT_DTYPE_F32, 2, dims,
+                                                 CLT_MEM_OTHER));
+                    /* saved values of either sign (s in (0, 1) too for sigmoid's y), as
+                     * stored: cast into S and back */
+                    tc_fill_nonzero(&r, sv, rows * N, 0.05f, 1.0f);
+                    tc_write(c32, sv);
+                    TC_OK(ctx, clt_op_cast(S, c32));
+                    TC_OK(ctx, clt_op_cast(c32, S));
+                    tc_read(c32, sv);
+                    for (size_t i = 0; i < rows * N; i++) got[i] = EPI_SENTINEL;
+                    tc_write(c32, got);
+                    TC_OK(ctx, clt_op_cast(C, c32));
+                    const struct clt_gemm_epilogue e = {.act = act, .slope = slopes[act],
+                                                        .saved = S};
+                    TC_OK(ctx, clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_NO_TRANS, M, N, K, A, B,
+                                                    &e, C));
+                    TC_OK(ctx, clt_op_cast(c32, C));
+                    tc_read(c32, got);
+                    if (cd == CLT_DTYPE_F32) { /* unfused, for the bits */
+                        clt_tensor *sm = NULL;
+                        TC_OK(ctx, clt_tensor_create(&ref, ctx, CLT_DTYPE_F32, 2, md,
+                                                     CLT_MEM_OTHER));
+                        TC_OK(ctx, clt_tensor_view(&sm, S, 0, 2, md));
+                        TC_OK(ctx, clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, M, N, K, 1.0f, A, B,
+                                               0.0f, ref));
+                        TC_OK(ctx, clt_op_act_backward_alpha((clt_act)act, slopes[act], ref, ref,
+                                                             sm, sm));
+                        tc_read(ref, want);
+                        clt_tensor_free(sm);
+                    }
+                    for (size_t m = 0; m < rows; m++)
+                        for (size_t n = 0; n < N; n++) {
+                            size_t i = m * N + n;
+                            float g = got[i];
+                            if (m >= M) {
+                                ck_assert_msg(g == EPI_SENTINEL,
+                                              "backward epilogue (%s) act %d %s wrote row %zu: "
+                                              "%g",
+                                              pass ? "built-in" : "panel", act,
+                                              clt_dtype_name(cd), m, g);
+                                continue;
+                            }
+                            double dv = derivative_from_saved(act, slopes[act], sv[i]);
+                            double y = sum[i] * dv;
+                            double tc = fabs(dv) * (tol[i] + round16 * fabs(sum[i])) + 1e-5 +
+                                        1e-4 * fabs(y) + round16 * fabs(y);
+                            bool bits = cd == CLT_DTYPE_F32 &&
+                                        (act == CLT_ACT_RELU || act == CLT_ACT_LEAKYRELU);
+                            ck_assert_msg(fabs(g - y) <= tc &&
+                                              (!bits || memcmp(&g, &want[i], 4) == 0),
+                                          "backward epilogue (%s) act %d %s %zux%zux%zu "
+                                          "C[%zu, %zu] = %.9g: reference %.9g (s %.9g), "
+                                          "unfused %.9g",
+                                          pass ? "built-in" : "panel", act, clt_dtype_name(cd),
+                                          M, N, K, m, n, g, y, (double)sv[i],
+                                          cd == CLT_DTYPE_F32 ? want[i] : 0.0f);
+                        }
+                    clt_tensor_free(C);
+                    clt_tensor_free(S);
+                    clt_tensor_free(c32);
+                    clt_tensor_free(ref);
+                }
+            clt_tensor_free(A);
+            clt_tensor_free(B);
+            free(a);
+            free(b);
+            free(sv);
+            free(got);
+            free(want);
+            free(sum);
+            free(tol);
+        }
+    }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 START_TEST(test_choice_parse_check)
 {
     int n = 0;
@@ -901,7 +1054,31 @@ START_TEST(test_argument_checks)
                      CLT_ERR_INVALID_ARG);
     /* M = 0 or N = 0 is a no-op */
     ck_assert_int_eq(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, 0, 3, 4, 1, A, B, 0, C), CLT_OK);
+    /* the backward epilogue: an activation, no bias or z, another tensor of C's dtype and
+     * size */
+    clt_tensor *S = tc_tensor(ctx, CLT_DTYPE_F32, 9), *S8 = tc_tensor(ctx, CLT_DTYPE_F32, 8);
+    struct clt_gemm_epilogue e = {.act = CLT_ACT_RELU, .saved = S};
+    ck_assert_int_eq(clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_NO_TRANS, 3, 3, 4, A, B, &e, C),
+                     CLT_OK);
+    e.bias = S;
+    ck_assert_int_eq(clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_NO_TRANS, 3, 3, 4, A, B, &e, C),
+                     CLT_ERR_INVALID_ARG);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "backward epilogue"));
+    e.bias = NULL;
+    e.act = -1;
+    ck_assert_int_eq(clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_NO_TRANS, 3, 3, 4, A, B, &e, C),
+                     CLT_ERR_INVALID_ARG);
+    e.act = CLT_ACT_TANH;
+    const clt_tensor *bad_saved[] = {S8, C, H};
+    for (size_t i = 0; i < 3; i++) {
+        e.saved = bad_saved[i];
+        ck_assert_int_eq(clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_NO_TRANS, 3, 3, 4, A, B, &e, C),
+                         CLT_ERR_SHAPE);
+        ck_assert(tc_contains(clt_ctx_errmsg(ctx), "saved must be"));
+    }
     TC_OK(ctx, clt_ctx_finish(ctx, CLT_WAIT_SETUP));
+    clt_tensor_free(S);
+    clt_tensor_free(S8);
     clt_tensor_free(A);
     clt_tensor_free(B);
     clt_tensor_free(C);
@@ -926,6 +1103,7 @@ int main(void)
                  {"panel_edges", test_panel_edges},
                  {"gemm_bias", test_gemm_bias},
                  {"gemm_epilogue", test_gemm_epilogue},
+                 {"gemm_epilogue_backward", test_gemm_epilogue_backward},
                  {"xgemm_params", test_xgemm_params},
                  {"tunedb", test_tunedb},
                  {"files", test_tune_files}};

@@ -4,7 +4,9 @@
  * backward, which reads x or y as the op needs. The layer before may run it (absorbed: see
  * clt__layer_kind.absorbs): a batchnorm its relu and a linear layer any of them in both
  * passes, which are identities here; a linear layer only the forward of those whose backward
- * reads x (gelu, silu, leakyrelu with a negative slope), whose backward then runs here. */
+ * reads x (gelu, silu, leakyrelu with a negative slope), whose backward then runs here. A
+ * linear layer after it may apply its gradient instead (grad_after: the backward is an
+ * identity here too). */
 #include "nn/layer_internal.h"
 
 #include <math.h>
@@ -31,9 +33,16 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
 {
     (void)need_dx;
     (void)p;
-    *through = L->absorbed == CLT__ABSORB_BOTH; /* the layer before applies the gradient */
+    /* the layer before or the one after applies the gradient */
+    *through = L->absorbed == CLT__ABSORB_BOTH || L->grad_after;
     if (*through) return CLT_OK;
     return clt_op_act_backward_alpha(L->kind->act, L->spec.alpha, dx, dy, L->x, L->y);
+}
+
+const clt_tensor *clt__layer_act_saved(const struct clt__layer *A)
+{
+    if (A->absorbed == CLT__ABSORB_BOTH) return A->x;
+    return clt_op_act_saved(A->kind->act, A->spec.alpha, A->x, A->y);
 }
 
 /* leakyrelu's optional slope. */

@@ -92,13 +92,36 @@ fail:
     return st;
 }
 
+/* dx = dy W, taken on through the activation before it (act_before) when there is one: its
+ * gradient in the GEMM's store (one pass: the product is not written and read back), by its
+ * own kernel in place where the saved tensor's storage differs from dx's. */
+static clt_status input_grad(const struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
+                             const struct clt__pass *p)
+{
+    clt_status st = CLT_OK;
+    const clt_tensor *w = clt__layer_weight(L, 0);
+    const struct clt__layer *A = L->act_before;
+    const clt_tensor *s = A ? clt__layer_act_saved(A) : NULL;
+    if (s && clt_tensor_dtype(s) == clt_tensor_dtype(dx)) {
+        const struct clt_gemm_epilogue e = {.act = (int)A->kind->act, .slope = A->spec.alpha,
+                                            .saved = s};
+        return clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_NO_TRANS, p->B, L->in_n, L->out_n, dy, w,
+                                    &e, dx);
+    }
+    CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, p->B, L->in_n, L->out_n, 1.0f, dy, w, 0.0f,
+                        dx));
+    if (s) CLT_TRY(clt_op_act_backward_alpha(A->kind->act, A->spec.alpha, dx, dx, s, s));
+fail:
+    return st;
+}
+
 static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
                            bool need_dx, const struct clt__pass *p, bool *through)
 {
     clt_status st = CLT_OK;
     *through = false;
     const struct clt__layer *A = L->next;
-    if (A && A->absorbed == CLT__ABSORB_BOTH) {
+    if (A && A->absorbed == CLT__ABSORB_BOTH && !A->grad_after) {
         /* dy is the activation's output gradient: its gradient dz = dy * act'(y) goes into the
          * activation's own output buffer (unused: its output is ours), and dz is the gradient
          * below. (The bias gradient's pass computing dz as it sums took 1.4-2x the time of
@@ -109,9 +132,7 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
     if (L->dw[1]) CLT_TRY(clt_op_bias_grad(L->dw[1], dy, p->beta));
     CLT_TRY(clt_op_gemm(CLT_TRANS, CLT_NO_TRANS, L->out_n, L->in_n, p->B, 1.0f, dy, L->x, p->beta,
                         L->dw[0]));
-    if (need_dx)
-        CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, p->B, L->in_n, L->out_n, 1.0f, dy,
-                            clt__layer_weight(L, 0), 0.0f, dx));
+    if (need_dx) CLT_TRY(input_grad(L, dx, dy, p));
 fail:
     return st;
 }
@@ -139,6 +160,7 @@ const struct clt__layer_kind clt__layer_linear = {
     .name = "linear",
     .usage = "linear OUT [nobias]",
     .weighted = true,
+    .grads_act_before = true,
     .parse = parse,
     .format = format,
     .check = check,
