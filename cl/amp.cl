@@ -1,5 +1,6 @@
-/* Dynamic loss scaling for fp16 mixed precision (src/ops/amp.c, the scaler in src/train/optim.c), as
- * PyTorch's GradScaler, with every decision on the device: no host wait per step.
+/* Dynamic loss scaling for fp16 mixed precision (src/ops/amp.c, the scaler in
+ * src/train/optim.c), as PyTorch's GradScaler, with every decision on the device: no host wait
+ * per step.
  * The scaler's state is an i32 buffer of CLT_AMP_STATE_LEN elements:
  *   [0] the scale (an f32's bits)   [1] found_inf: non-zero when the last unscale saw inf/NaN
  *   [2] growth tracker (clean steps since the last change of scale)   [3] skipped steps

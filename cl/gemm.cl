@@ -264,7 +264,8 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
                     for (int i = 0; i < GEMM_TM; i++) {
                         const float av = ak[ta ? i : i * GEMM_KB];
 #pragma unroll
-                        for (int j = 0; j < NV; j++) acc[i][j] = fma((floatv)(av), bv[j], acc[i][j]);
+                        for (int j = 0; j < NV; j++)
+                            acc[i][j] = fma((floatv)(av), bv[j], acc[i][j]);
                     }
                 }
 #if GEMM_MIXED
@@ -318,7 +319,8 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
     }
 #if GEMM_MIXED
     for (int mm = 0; mm < MB && m0 + mm < M; mm++)
-        for (int nn = 0; nn < NB && n0 + nn < N; nn++) GEMM_STORE1(m0 + mm, n0 + nn, cacc[mm * NB + nn]);
+        for (int nn = 0; nn < NB && n0 + nn < N; nn++)
+            GEMM_STORE1(m0 + mm, n0 + nn, cacc[mm * NB + nn]);
 #endif
 }
 
@@ -362,7 +364,8 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
     /* Each vector covers GEMM_VW valid columns: at the right edge it shifts left, and the
      * store below skips the lanes that belong to the vector before it. */
 #pragma unroll
-    for (int j = 0; j < NV; j++) ncol[j] = small ? n0 + j * GEMM_VW : min(n0 + j * GEMM_VW, N - GEMM_VW);
+    for (int j = 0; j < NV; j++)
+        ncol[j] = small ? n0 + j * GEMM_VW : min(n0 + j * GEMM_VW, N - GEMM_VW);
     if (small) {
         for (int k = 0; k < K; k++) GEMM_OUTER_STEP(ta, tb, 1);
     } else {
@@ -396,7 +399,8 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
 #pragma unroll 1
                 for (int l = 0; l < GEMM_VW; l++) {
                     const int n = start + l;
-                    if (n >= first && n < N) GEMM_STORE1(m0 + i, n, t[i * GEMM_TN + j * GEMM_VW + l]);
+                    if (n >= first && n < N)
+                        GEMM_STORE1(m0 + i, n, t[i * GEMM_TN + j * GEMM_VW + l]);
                 }
             }
         }

@@ -92,7 +92,12 @@ CLT_ACT_DEFINE(floatv)
  * transposed in private memory before the contiguous store. One item per (k, panel) read or
  * wrote across items with a stride (gathers and scatters once PoCL vectorised over k): MLP-M's
  * packs took 10 % of a step on PoCL. */
-#define PACK_KT 16
+#ifndef PACK_KT
+#define PACK_KT 16 /* the host's CLT__PANEL_PACK_KT, which launches the packs */
+#endif
+#if PACK_KT != 16
+#error "PACK_KT must be 16: the transposing packs move 8 x 16 tiles"
+#endif
 
 /* dst[kk * W + j] = src[(o + j) * ld + kk] for kk < kn, j < W, 0 where o + j >= olim: W rows of
  * the source (PACK_KT values each, side by side) into kn panel rows of W, in 8 x 16 tiles: 8

@@ -24,21 +24,23 @@
 #define CLT_BIAS_SLICES 32 /* row slices per column tile, a power of two */
 #endif
 
-/* y[b * OUT + o] += bias[o] for b < rows. Range (ceil(OUT / 16), rows): work-item (ob, b) adds
- * columns 16 ob .. 16 ob + 15 of row b as one vector (a row's last OUT % 16 element by element).
- * One work-item per element, with a division for its column, took 45 us for MLP-S's 128 x 256
- * on PoCL (1137 calls: 5 % of its step's kernel time). */
+/* y[b * OUT + o] += bias[o] for b < rows. Range (ceil(OUT / C), rows), C = CLT_BIAS_COLS:
+ * work-item (ob, b) adds columns C ob .. C ob + C - 1 of row b as one vector (a row's last
+ * OUT % C element by element). One work-item per element, with a division for its column,
+ * took 45 us for MLP-S's 128 x 256 on PoCL (1137 calls: 5 % of its step's kernel time). */
 kernel void linear_forward_bias(global CLT_TYPE(Y_DTYPE) *y, ulong y_off,
                                 const global CLT_TYPE(B_DTYPE) *bias, ulong b_off, ulong rows,
                                 uint OUT)
 {
-    const uint o0 = (uint)get_global_id(0) * 16;
+    const uint o0 = (uint)get_global_id(0) * CLT_BIAS_COLS;
     const ulong b = get_global_id(1);
     if (o0 >= OUT || b >= rows) return;
     const ulong at = y_off + b * OUT + o0;
-    if (o0 + 16 <= OUT) {
-        CLT_VSTORE(Y_DTYPE, 16,
-                   CLT_VLOAD(Y_DTYPE, 16, y, at) + CLT_VLOAD(B_DTYPE, 16, bias, b_off + o0), y, at);
+    if (o0 + CLT_BIAS_COLS <= OUT) {
+        CLT_VSTORE(Y_DTYPE, CLT_BIAS_COLS,
+                   CLT_VLOAD(Y_DTYPE, CLT_BIAS_COLS, y, at) +
+                       CLT_VLOAD(B_DTYPE, CLT_BIAS_COLS, bias, b_off + o0),
+                   y, at);
         return;
     }
     for (uint o = 0; o0 + o < OUT; o++)

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """cltrain's GEMM beside OpenBLAS sgemm on this machine's CPU, shape by shape.
 
-Runs `cltrain-tune --quick` on the CPU device (the MLP and CNN presets' training shapes, every
-own variant; its tuning file goes to a temporary path, the user's is left alone), reads its
-table, and times OpenBLAS sgemm through numpy on the same shapes and layouts right after
+Runs `cltrain-tune --quick --min` on the CPU device (the MLP and CNN presets' training shapes,
+every own variant; its tuning file goes to a temporary path, the user's is left alone), reads
+its table, and times OpenBLAS sgemm through numpy on the same shapes and layouts right after
 it (transposed operands as transposed views, so numpy passes the transpose flags and copies
-nothing; the best of N timings, each ~0.1 s or longer). Prints, per shape, OpenBLAS's
-GFLOP/s, the best own variant's and the ratio, then the ratio over each layout's total time.
+nothing; each timing ~0.1 s or longer). Both sides keep the best of N timings, and the pair
+runs R rounds in turn (the best of each side over the rounds), so that a noisy moment of a
+shared machine falls on both alike. Prints, per shape, OpenBLAS's GFLOP/s, the best own
+variant's and the ratio, then the ratio over each layout's total time.
 
-usage: tools/gemm_vs_openblas.py [BUILD_DIR] [--repeats N]   (default: build, 3)
+usage: tools/gemm_vs_openblas.py [BUILD_DIR] [--repeats N] [--rounds R]
+       (default: build, 3 repeats, 2 rounds)
 numpy's BLAS must be OpenBLAS (Debian: python3-numpy with libopenblas0-pthread); set
 OPENBLAS_CORETYPE where OpenBLAS misdetects the CPU (e.g. Haswell on AMD Zen 3).
 """
@@ -21,26 +24,27 @@ import time
 
 
 def parse_args(argv):
-    build, repeats = "build", 3
+    build, counts = "build", {"--repeats": 3, "--rounds": 2}
     i = 0
     while i < len(argv):
-        if argv[i] == "--repeats" and i + 1 < len(argv) and argv[i + 1].isdigit():
-            repeats = int(argv[i + 1])
+        if argv[i] in counts and i + 1 < len(argv) and argv[i + 1].isdigit():
+            counts[argv[i]] = int(argv[i + 1])
             i += 2
         elif not argv[i].startswith("-"):
             build = argv[i]
             i += 1
         else:
             sys.exit(f"gemm_vs_openblas: unknown argument \"{argv[i]}\"; usage: {__doc__}")
-    if repeats < 1:
-        sys.exit("gemm_vs_openblas: --repeats must be at least 1")
-    return build, repeats
+    for flag, n in counts.items():
+        if n < 1:
+            sys.exit(f"gemm_vs_openblas: {flag} must be at least 1")
+    return build, counts["--repeats"], counts["--rounds"]
 
 
 def run_tuner(tune, repeats):
     """The tuner's sections: {layout: (shapes [(M, N, K)], {variant: [GFLOP/s per shape]})}."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [tune, "--device", os.environ.get("CLTRAIN_DEVICE", "cpu"), "--quick",
+        cmd = [tune, "--device", os.environ.get("CLTRAIN_DEVICE", "cpu"), "--quick", "--min",
                "--repeats", str(repeats), "--output", os.path.join(tmp, "tune.json")]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     sections, layout = {}, None
@@ -93,7 +97,7 @@ def openblas_rates(sections, repeats):
 
 
 def main():
-    build, repeats = parse_args(sys.argv[1:])
+    build, repeats, rounds = parse_args(sys.argv[1:])
     tune = os.path.join(build, "tools", "cltrain-tune")
     if not os.access(tune, os.X_OK):
         sys.exit(f"gemm_vs_openblas: no {tune}; build first (tools/setup.sh {build})")
@@ -106,7 +110,15 @@ def main():
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
     head, sections = run_tuner(tune, repeats)
     blas = openblas_rates(sections, repeats)
-    print(head)
+    for _ in range(rounds - 1):  # the best of each side over the rounds
+        _, more = run_tuner(tune, repeats)
+        for layout, (_, rows) in more.items():
+            mine = sections[layout][1]
+            for v, rates in rows.items():
+                mine[v] = [max(x, y) for x, y in zip(mine.get(v, rates), rates)]
+        for key, rate in openblas_rates(sections, repeats).items():
+            blas[key] = max(blas[key], rate)
+    print(head + f"; the best of {rounds} rounds")
     print(f"{'layout':6} {'M x N x K':>16} {'OpenBLAS':>9} {'own best':>9} {'ratio':>6}  variant")
     for layout, (shapes, rows) in sections.items():
         t_blas = t_own = 0.0

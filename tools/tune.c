@@ -1,8 +1,9 @@
 /* cltrain-tune: times CLBlast and cltrain's own GEMM variants (cl/gemm.cl) on the shapes of the
- * MLP and CNN presets, for the three layouts linear and conv layers use, checks every variant's result against
- * CLBlast's, prints GFLOP/s per variant and shape, and writes the fastest choice per layout
- * (least total time over the shapes) to the device's tuning file, which ctxs read at creation.
- * With --clblast it also tunes CLBlast's Xgemm kernel parameters (CLBlastOverrideParameters).
+ * MLP and CNN presets, for the three layouts linear and conv layers use, checks every variant's
+ * result against CLBlast's, prints GFLOP/s per variant and shape, and writes the fastest choice per
+ * layout (least total time over the shapes) to the device's tuning file, which ctxs read at
+ * creation. With --clblast it also tunes CLBlast's Xgemm kernel parameters
+ * (CLBlastOverrideParameters).
  * usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] [--layout L]
  *                     [--repeats N] [--min] [--variant SPEC]... [--clblast] */
 #include "ops/tune_internal.h"

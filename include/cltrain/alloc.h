@@ -31,9 +31,9 @@ CLT_API void clt_ctx_mem_reset_peak(clt_ctx *ctx);
 
 /* Parses "512M", "1.5G", "64k", "1048576" (binary units: K = 1024) into bytes. Grammar:
  * digits, an optional "." and digits, an optional unit K, M, G or T (any case, optionally
- * followed by "i"), an optional "B"; a fraction needs a unit and is rounded to the nearest byte. Nothing else:
- * no sign, spaces, hex, exponent, or a value beyond 2^64-1. CLT_ERR_INVALID_ARG (and *out
- * untouched) otherwise. Thread-safe. */
+ * followed by "i"), an optional "B"; a fraction needs a unit and is rounded to the nearest byte.
+ * Nothing else: no sign, spaces, hex, exponent, or a value beyond 2^64-1. CLT_ERR_INVALID_ARG (and
+ * *out untouched) otherwise. Thread-safe. */
 CLT_API clt_status clt_parse_size(const char *s, uint64_t *out);
 
 /* Writes the memory report into dst (several lines): device total, cap, current and peak

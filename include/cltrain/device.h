@@ -77,9 +77,9 @@ CLT_API const char *clt_device_default_selector(void);
  * match in listing order wins). Surrounding blanks are ignored. A selector of decimal digits
  * only is always an index (never a name; one beyond the list, however long, matches nothing),
  * and "P:D" needs digits only on both sides; anything else ("1x", "-1", "1:0junk", "+1") is
- * only ever a name substring, so a stray character never selects a device by number. `auto`: the best GPU, else the best
- * accelerator, else the best CPU; best = most compute units x clock, then most global memory,
- * then first listed. Returns the chosen position in devs through *chosen, or
+ * only ever a name substring, so a stray character never selects a device by number. `auto`: the
+ * best GPU, else the best accelerator, else the best CPU; best = most compute units x clock, then
+ * most global memory, then first listed. Returns the chosen position in devs through *chosen, or
  * CLT_ERR_NO_DEVICE with a one-line message listing what was found and how to get a CPU
  * device. Thread-safe. */
 CLT_API clt_status clt_device_select(const clt_device_info *devs, int n, const char *selector,

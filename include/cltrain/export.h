@@ -1,7 +1,7 @@
 /* CLT_API marks the functions of the public API. The shared library is built with hidden
  * visibility (meson: gnu_symbol_visibility 'hidden'), so these are the only symbols it
- * exports; tests/portability/exported_symbols.sh compares the export list with the headers. Every public
- * header includes this one. */
+ * exports; tests/portability/exported_symbols.sh compares the export list with the headers. Every
+ * public header includes this one. */
 #ifndef CLTRAIN_EXPORT_H
 #define CLTRAIN_EXPORT_H
 

@@ -48,12 +48,13 @@ extern "C" {
  *                                                    nn.BatchNorm2d(C), per feature over B of
  *                                                    (B, F) as nn.BatchNorm1d(F); eps 1e-5,
  *                                                    momentum 0.1, affine, running statistics
- *            | "residual" "{" layers "}"               a block whose output is body(x) + shortcut(x),
- *                                                    as torchvision's BasicBlock without its
- *                                                    final ReLU (write "residual { ... }, relu");
- *                                                    layers := entry { (',' | newline) entry },
- *                                                    at least one, no residual among them; the
- *                                                    braces may span lines. The shortcut is the
+ *            | "residual" "{" layers "}"               a block whose output is body(x) +
+ *                                                    shortcut(x), as torchvision's BasicBlock
+ *                                                    without its final ReLU (write
+ *                                                    "residual { ... }, relu"); layers :=
+ *                                                    entry { (',' | newline) entry }, at least
+ *                                                    one, no residual among them; the braces
+ *                                                    may span lines. The shortcut is the
  *                                                    identity when body(x) has x's shape, else a
  *                                                    1x1 convolution without bias (the stride
  *                                                    that maps H, W to the body's output size),

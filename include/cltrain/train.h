@@ -225,9 +225,9 @@ typedef struct clt_train_setup clt_train_setup;
  * micro-batch fits, or auto_batch off: the message is the failed allocation's; everything is
  * freed and clt_train_mem_report can explain), CLT_ERR_INVALID_ARG for a spec with an
  * activation after its last linear layer (clt_spec_check_output, checked before anything is
- * allocated), or the statuses of the create functions and of reading the checkpoints. The set-up copies *p; what p points to (spec, data sets, the norm's
- * arrays, paths and the strings in p->train) must stay valid until clt_train_setup_free
- * (a backoff rebuilds from them). */
+ * allocated), or the statuses of the create functions and of reading the checkpoints. The set-up
+ * copies *p; what p points to (spec, data sets, the norm's arrays, paths and the strings in
+ * p->train) must stay valid until clt_train_setup_free (a backoff rebuilds from them). */
 CLT_API clt_status clt_train_setup_create(clt_train_setup **out, clt_ctx *ctx,
                                           const struct clt_train_setup_params *p);
 CLT_API void clt_train_setup_free(clt_train_setup *s); /* accepts NULL */

@@ -16,12 +16,14 @@ static int parse_args(int argc, char **argv, const char **device, int *json)
         if (json && strcmp(a, "--json") == 0) {
             *json = 1;
         } else if (strcmp(a, "--device") == 0) {
-            if (i + 1 >= argc) return cli_usage_error("--device needs a selector, e.g. --device gpu");
+            if (i + 1 >= argc)
+                return cli_usage_error("--device needs a selector, e.g. --device gpu");
             *device = argv[++i];
         } else if (strncmp(a, "--device=", 9) == 0) {
             *device = a + 9;
         } else {
-            return cli_usage_error("unknown option \"%s\" for this command; try: cltrain --help", a);
+            return cli_usage_error("unknown option \"%s\" for this command; try: cltrain --help",
+                                   a);
         }
     }
     return CLI_OK;
@@ -81,9 +83,10 @@ static void print_table(const clt_device_info *d, int n, int pick, const char *s
                local, d[i].fp16 ? "yes" : "no", d[i].fp64 ? "yes" : "no", d[i].opencl_c_version,
                d[i].driver_version);
     }
-    printf("* = the device \"%s\" picks (auto: the best GPU, else accelerator, else CPU; by compute "
-           "units x clock, then memory)\n",
-           selector);
+    printf(
+        "* = the device \"%s\" picks (auto: the best GPU, else accelerator, else CPU; by compute "
+        "units x clock, then memory)\n",
+        selector);
 }
 
 int cli_devices(int argc, char **argv)

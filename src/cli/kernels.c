@@ -1,6 +1,6 @@
 /* `cltrain kernels`, a developer command behind the kernel portability guard
- * (tests/portability/kernel_guard.py): --list prints every program the library may build on a device
- * profile, --source prints a program's complete source as the library compiles it. */
+ * (tests/portability/kernel_guard.py): --list prints every program the library may build on a
+ * device profile, --source prints a program's complete source as the library compiles it. */
 #include "cli/cli.h"
 
 #include <stdio.h>
@@ -94,7 +94,8 @@ int cli_kernels(int argc, char **argv)
     if (prof && device) return cli_usage_error("kernels: give --profile or --device, not both");
     if (source) {
         char *text = NULL;
-        if (clt_program_assemble(source, &text) != CLT_OK) return cli_error("%s", clt_last_errmsg());
+        if (clt_program_assemble(source, &text) != CLT_OK)
+            return cli_error("%s", clt_last_errmsg());
         fputs(text, stdout);
         free(text);
     } else if (device) {

@@ -82,9 +82,10 @@ static int fail_train(clt_ctx *ctx, clt_status st, const struct clt_train_setup_
         if (staging && sp->loader.mode != CLT_LOADER_RESIDENT)
             snprintf(first, sizeof first, "fewer staging buffers (--prefetch 2 or 3, now %d); ",
                      sp->loader.prefetch);
-        fprintf(stderr, "%sremedies, in this order: %sa smaller --batch-size; then mixed precision "
-                        "(--precision bf16, or fp16); then --accumulate N with a smaller --batch-size to "
-                        "keep the effective batch (--auto-batch does both for you)\n",
+        fprintf(stderr,
+                "%sremedies, in this order: %sa smaller --batch-size; then mixed precision "
+                "(--precision bf16, or fp16); then --accumulate N with a smaller --batch-size to "
+                "keep the effective batch (--auto-batch does both for you)\n",
                 report, first);
     }
     return rc;

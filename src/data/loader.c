@@ -410,7 +410,9 @@ static void choose_mode(clt_loader *l, const struct clt_loader_params *p)
     else
         snprintf(how, sizeof how, "data streamed through %d %s staging buffers%s", p->prefetch,
                  p->pinned ? "pinned" : "pageable",
-                 l->own_thread ? "" : ", filled on the training thread (the runtime is not thread-safe)");
+                 l->own_thread
+                     ? ""
+                     : ", filled on the training thread (the runtime is not thread-safe)");
     snprintf(l->why, sizeof l->why, "%s (%s)", how, reason);
 }
 
@@ -495,8 +497,8 @@ static clt_status create_streaming(clt_loader *l, const struct clt_input_norm *n
     /* A new buffer is zero-filled on the compute queue (clt__buffer_alloc), while a slot's
      * uploads go on the transfer queue: without an event between them, the fill may run after
      * the slot's first upload and zero that batch (seen on Oclgrind every time, on PoCL about
-     * one fresh loader in 20; tests/data/test_loader.c test_first_batches). A marker after the fills
-     * stands in for each slot's "consumed" event until its first batch has been read. */
+     * one fresh loader in 20; tests/data/test_loader.c test_first_batches). A marker after the
+     * fills stands in for each slot's "consumed" event until its first batch has been read. */
     cl_event fills = NULL;
     cl_command_queue cq = clt_ctx_compute_queue(ctx);
     CLT_CHECK_CL(ctx, clEnqueueMarkerWithWaitList(cq, 0, NULL, &fills),

@@ -168,7 +168,8 @@ static clt_status group_allreduce_f32(clt_comm *c, float *buf, size_t n)
     clt_status st = group_enter(c, buf, n);
     if (st == CLT_OK) {
         /* equal ranges of the work, whatever the batch shares */
-        size_t lo = n * (size_t)c->rank / (size_t)g->n, hi = n * ((size_t)c->rank + 1) / (size_t)g->n;
+        size_t lo = n * (size_t)c->rank / (size_t)g->n,
+               hi = n * ((size_t)c->rank + 1) / (size_t)g->n;
         for (size_t i = lo; i < hi; i++) {
             float s = ((float *)g->buf[0])[i];
             for (int r = 1; r < g->n; r++) s += ((float *)g->buf[r])[i];
@@ -184,7 +185,8 @@ static clt_status group_allreduce_f64(clt_comm *c, double *buf, size_t n, clt_re
     struct clt_comm_group *g = group_of(c);
     clt_status st = group_enter(c, buf, n);
     if (st == CLT_OK) {
-        size_t lo = n * (size_t)c->rank / (size_t)g->n, hi = n * ((size_t)c->rank + 1) / (size_t)g->n;
+        size_t lo = n * (size_t)c->rank / (size_t)g->n,
+               hi = n * ((size_t)c->rank + 1) / (size_t)g->n;
         for (size_t i = lo; i < hi; i++) {
             double s = ((double *)g->buf[0])[i];
             for (int r = 1; r < g->n; r++) {

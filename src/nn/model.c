@@ -652,7 +652,8 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
         for (int k = 0; k < 2; k++)
             CLT_TRY(clt_tensor_create(&m->gb_full[k], ctx, prec, 2, bdims, CLT_MEM_ACTIVATIONS));
         for (int i = 0; i < m->nlayers; i++)
-            for (int k = 0; m->layers[i].nchildren && k < 2; k++) m->layers[i].gb[k] = m->gb_full[k];
+            for (int k = 0; m->layers[i].nchildren && k < 2; k++)
+                m->layers[i].gb[k] = m->gb_full[k];
     }
     if (m->plan.workspace) {
         size_t wn = m->max_batch * m->plan.workspace + m->plan.workspace_fixed;

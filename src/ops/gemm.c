@@ -201,8 +201,9 @@ static clt_status panel_pack(struct panel_run *r, cl_kernel k, const clt_tensor 
     cl_ulong xo = clt_tensor_offset(X);
     CLT_TRY(CLT__ARGS(r->ctx, k, CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(ld), CLT__ARG(o0),
                       CLT__ARG(olim), CLT__ARG(k0), CLT__ARG(kc), CLT__ARG(r->ws), CLT__ARG(off)));
-    /* an item per PACK_KT (16) k of a panel (cl/gemm_panel.cl) */
-    size_t global[2] = {ceil_div((size_t)kc, 16), ceil_div((size_t)(olim - o0), panel)};
+    /* an item per PACK_KT k of a panel (cl/gemm_panel.cl) */
+    size_t global[2] = {ceil_div((size_t)kc, CLT__PANEL_PACK_KT),
+                        ceil_div((size_t)(olim - o0), panel)};
     size_t local[2] = {1, 1};
     CLT_TRY(clt__enqueue_nd(r->ctx, k, 2, global, local, what));
 fail:

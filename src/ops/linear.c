@@ -58,8 +58,9 @@ clt_status clt_op_bias_add(clt_tensor *y, const clt_tensor *bias)
                           CLT_DTYPE_F32, &k));
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(bm), CLT__ARG(bo),
                       CLT__ARG(rows), CLT__ARG(out)));
-    /* a work-item per 16 columns of a row (cl/linear.cl) */
-    CLT_TRY(clt__launch_rows(ctx, k, (OUT + 15) / 16, (size_t)rows, "bias_add"));
+    /* a work-item per CLT__BIAS_COLS columns of a row (cl/linear.cl) */
+    CLT_TRY(clt__launch_rows(ctx, k, (OUT + CLT__BIAS_COLS - 1) / CLT__BIAS_COLS, (size_t)rows,
+                             "bias_add"));
 fail:
     return st;
 }

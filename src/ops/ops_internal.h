@@ -328,6 +328,8 @@ bool clt__is_float(clt_dtype d);
 /* Program options, formatted here for the ops and for clt_ops_program_variants alike
  * (src/ops/variants.c), so the list of programs cannot drift from what the ops build. */
 #define CLT__BIAS_TILE 64 /* columns per work-group of linear_backward_bias (CLT_BIAS_TILE) */
+#define CLT__BIAS_COLS 16 /* columns per vector of linear.cl's kernels (CLT_BIAS_COLS) */
+#define CLT__PANEL_PACK_KT 16 /* k per work-item of gemm_panel.cl's pack kernels (PACK_KT) */
 void clt__opts_dtype(char *dst, size_t n, clt_dtype x);                  /* -DX_DTYPE */
 void clt__opts_cast(char *dst, size_t n, clt_dtype src, clt_dtype dstd); /* cast */
 void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype dy);

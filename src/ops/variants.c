@@ -33,7 +33,8 @@ void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g)
 
 void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype dy)
 {
-    int len = snprintf(dst, n, "-DCLT_BIAS_COLS=16 -DCLT_BIAS_VECS=%d", CLT__BIAS_TILE / 16);
+    int len = snprintf(dst, n, "-DCLT_BIAS_COLS=%d -DCLT_BIAS_VECS=%d", CLT__BIAS_COLS,
+                       CLT__BIAS_TILE / CLT__BIAS_COLS);
     /* the f32 program has no dtype defines (the same program as before 16-bit storage) */
     if (len > 0 && (size_t)len < n &&
         (y != CLT_DTYPE_F32 || b != CLT_DTYPE_F32 || dy != CLT_DTYPE_F32))
@@ -54,8 +55,9 @@ void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_tr
     if (c->kernel == CLT_GEMM_PANEL)
         len = snprintf(dst, n,
                        "-DGEMM_TA=%d -DGEMM_TB=%d -DPANEL_MR=%d -DPANEL_NR=%d -DGEMM_VW=%d "
-                       "-DGEMM_KB=%d -DGEMM_BM=%d -DGEMM_BN=%d -DPANEL_IA=%d",
-                       (int)ta, (int)tb, c->tm, c->tn, c->vw, c->kb, c->bm, c->bn, c->ia);
+                       "-DGEMM_KB=%d -DGEMM_BM=%d -DGEMM_BN=%d -DPANEL_IA=%d -DPACK_KT=%d",
+                       (int)ta, (int)tb, c->tm, c->tn, c->vw, c->kb, c->bm, c->bn, c->ia,
+                       CLT__PANEL_PACK_KT);
     else
         len = snprintf(
         dst, n,

@@ -40,7 +40,8 @@ clt_status clt_parse_size(const char *s, uint64_t *out)
     }
     if (mult > 1 && toupper((unsigned char)*end) == 'I') end++; /* "MiB" */
     if (toupper((unsigned char)*end) == 'B') end++;             /* "MB", "12B" */
-    if (*end != '\0' || !clt__parse_u64(whole, 0, UINT64_MAX / mult, &w)) return CLT_ERR_INVALID_ARG;
+    if (*end != '\0' || !clt__parse_u64(whole, 0, UINT64_MAX / mult, &w))
+        return CLT_ERR_INVALID_ARG;
     bytes = w * mult;
     if (nf) {
         if (mult == 1 || !clt__parse_u64(frac, 0, UINT64_MAX, &f)) return CLT_ERR_INVALID_ARG;

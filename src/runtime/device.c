@@ -369,7 +369,8 @@ static clt_status create_queue(clt_ctx *ctx, cl_command_queue *q)
     cl_command_queue_properties props = ctx->profiling ? CL_QUEUE_PROFILING_ENABLE : 0;
     /* The 1.2 call on every platform: clCreateCommandQueueWithProperties (2.0) is not exported
      * by Apple's 1.2 framework, so even a runtime-guarded call would stop the binary linking
-     * there; 2.0+ platforms still provide clCreateCommandQueue (tests/portability/cl_symbols.sh). */
+     * there; 2.0+ platforms still provide clCreateCommandQueue
+     * (tests/portability/cl_symbols.sh). */
     *q = clCreateCommandQueue(ctx->context, ctx->dev.device, props, &err);
     return err == CL_SUCCESS ? CLT_OK : clt__fail_cl(ctx, err, "creating a command queue");
 }

@@ -31,7 +31,8 @@ struct clt_ctx;
 
 /* Records a failure message for ctx (may be NULL) and for the calling thread, and returns
  * status so that callers can write `st = clt__fail(ctx, CLT_ERR_IO, "...", ...)`. */
-clt_status clt__fail(struct clt_ctx *ctx, clt_status status, const char *fmt, ...) CLT__PRINTF(3, 4);
+clt_status clt__fail(struct clt_ctx *ctx, clt_status status, const char *fmt, ...)
+    CLT__PRINTF(3, 4);
 
 /* Records an OpenCL failure: "<what>: CL_INVALID_VALUE (-30)". Returns CLT_ERR_OPENCL, or
  * CLT_ERR_OUT_OF_MEMORY for the allocation failures. */
@@ -59,8 +60,8 @@ clt_status clt__fail_cl(struct clt_ctx *ctx, int cl_error, const char *what);
 /* malloc/calloc that record CLT_ERR_HOST_MEMORY on failure. */
 #define CLT_ALLOC(ctx, ptr, count)                                                                 \
     do {                                                                                           \
-        (ptr) = calloc((count) != 0 ? (size_t)(count) : 1u, sizeof *(ptr));                           \
-        if (!(ptr)) CLT_FAIL((ctx), CLT_ERR_HOST_MEMORY, "out of host memory (%s)", #ptr);        \
+        (ptr) = calloc((count) != 0 ? (size_t)(count) : 1u, sizeof *(ptr));                        \
+        if (!(ptr)) CLT_FAIL((ctx), CLT_ERR_HOST_MEMORY, "out of host memory (%s)", #ptr);         \
     } while (0)
 
 /* The whole file as a NUL-terminated malloc'ed buffer (length in *len), or NULL (errno set)

@@ -102,7 +102,8 @@ static clt_status assemble(clt_ctx *ctx, const char *files, char **out)
     CLT_TRY(append_stem(ctx, "common", &buf, &len, &cap));
     for (const char *p = files; *p;) {
         size_t n = strcspn(p, ",");
-        if (n == 0 || n >= sizeof stem) CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "bad program name \"%s\"", files);
+        if (n == 0 || n >= sizeof stem)
+            CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "bad program name \"%s\"", files);
         memcpy(stem, p, n);
         stem[n] = '\0';
         char line[96];

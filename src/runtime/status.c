@@ -109,34 +109,34 @@ const char *clt_cl_error_name(int cl_error)
 
 /* CLBlast's own codes (clblast_c.h); its negative codes from -1 to -72 are OpenCL's. */
 #define CLT__CLBLAST_ERROR_TABLE(X)                                                                \
-    X(-1024, CLBlastNotImplemented)                                                                      \
-    X(-1022, CLBlastInvalidMatrixA)                                                                      \
-    X(-1021, CLBlastInvalidMatrixB)                                                                      \
-    X(-1020, CLBlastInvalidMatrixC)                                                                      \
-    X(-1019, CLBlastInvalidVectorX)                                                                      \
-    X(-1018, CLBlastInvalidVectorY)                                                                      \
-    X(-1017, CLBlastInvalidDimension)                                                                    \
-    X(-1016, CLBlastInvalidLeadDimA)                                                                     \
-    X(-1015, CLBlastInvalidLeadDimB)                                                                     \
-    X(-1014, CLBlastInvalidLeadDimC)                                                                     \
-    X(-1013, CLBlastInvalidIncrementX)                                                                   \
-    X(-1012, CLBlastInvalidIncrementY)                                                                   \
-    X(-1011, CLBlastInsufficientMemoryA)                                                                 \
-    X(-1010, CLBlastInsufficientMemoryB)                                                                 \
-    X(-1009, CLBlastInsufficientMemoryC)                                                                 \
-    X(-1008, CLBlastInsufficientMemoryX)                                                                 \
-    X(-1007, CLBlastInsufficientMemoryY)                                                                 \
-    X(-2050, CLBlastInsufficientMemoryTemp)                                                              \
-    X(-2049, CLBlastInvalidBatchCount)                                                                   \
-    X(-2048, CLBlastInvalidOverrideKernel)                                                               \
-    X(-2047, CLBlastMissingOverrideParameter)                                                            \
-    X(-2046, CLBlastInvalidLocalMemUsage)                                                                \
-    X(-2045, CLBlastNoHalfPrecision)                                                                     \
-    X(-2044, CLBlastNoDoublePrecision)                                                                   \
-    X(-2043, CLBlastInvalidVectorScalar)                                                                 \
-    X(-2042, CLBlastInsufficientMemoryScalar)                                                            \
-    X(-2041, CLBlastDatabaseError)                                                                       \
-    X(-2040, CLBlastUnknownError)                                                                        \
+    X(-1024, CLBlastNotImplemented)                                                                \
+    X(-1022, CLBlastInvalidMatrixA)                                                                \
+    X(-1021, CLBlastInvalidMatrixB)                                                                \
+    X(-1020, CLBlastInvalidMatrixC)                                                                \
+    X(-1019, CLBlastInvalidVectorX)                                                                \
+    X(-1018, CLBlastInvalidVectorY)                                                                \
+    X(-1017, CLBlastInvalidDimension)                                                              \
+    X(-1016, CLBlastInvalidLeadDimA)                                                               \
+    X(-1015, CLBlastInvalidLeadDimB)                                                               \
+    X(-1014, CLBlastInvalidLeadDimC)                                                               \
+    X(-1013, CLBlastInvalidIncrementX)                                                             \
+    X(-1012, CLBlastInvalidIncrementY)                                                             \
+    X(-1011, CLBlastInsufficientMemoryA)                                                           \
+    X(-1010, CLBlastInsufficientMemoryB)                                                           \
+    X(-1009, CLBlastInsufficientMemoryC)                                                           \
+    X(-1008, CLBlastInsufficientMemoryX)                                                           \
+    X(-1007, CLBlastInsufficientMemoryY)                                                           \
+    X(-2050, CLBlastInsufficientMemoryTemp)                                                        \
+    X(-2049, CLBlastInvalidBatchCount)                                                             \
+    X(-2048, CLBlastInvalidOverrideKernel)                                                         \
+    X(-2047, CLBlastMissingOverrideParameter)                                                      \
+    X(-2046, CLBlastInvalidLocalMemUsage)                                                          \
+    X(-2045, CLBlastNoHalfPrecision)                                                               \
+    X(-2044, CLBlastNoDoublePrecision)                                                             \
+    X(-2043, CLBlastInvalidVectorScalar)                                                           \
+    X(-2042, CLBlastInsufficientMemoryScalar)                                                      \
+    X(-2041, CLBlastDatabaseError)                                                                 \
+    X(-2040, CLBlastUnknownError)                                                                  \
     X(-2039, CLBlastUnexpectedError)
 
 const char *clt_clblast_error_name(int clblast_status)

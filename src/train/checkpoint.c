@@ -427,7 +427,8 @@ static clt_status parse_run(clt_checkpoint *ck)
     g->drop_last = dl->boolean;
     {
         uint64_t u = 0;
-        if (!seed || seed->type != CLT__JSON_STRING || !clt__parse_u64(seed->str, 0, UINT64_MAX, &u))
+        if (!seed || seed->type != CLT__JSON_STRING ||
+            !clt__parse_u64(seed->str, 0, UINT64_MAX, &u))
             CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: metadata \"run\" needs \"dropout_seed\", a string "
                      "holding an integer in [0, %" PRIu64 "]", ck->path, UINT64_MAX);
         g->dropout_seed = (uint64_t)u;

@@ -619,9 +619,9 @@ static clt_status interrupted(clt_trainer *t, int epoch)
         saved = st == CLT_OK;
     }
     if (st != CLT_OK) return st;
-    return clt__fail(t->ctx, CLT_ERR_INTERRUPTED, "interrupted after step %ld of %ld (epoch %d)%s%s",
-                     t->step, t->total_steps, epoch, saved ? "; checkpoint written to " : "",
-                     saved ? t->p.save_path : "");
+    return clt__fail(t->ctx, CLT_ERR_INTERRUPTED,
+                     "interrupted after step %ld of %ld (epoch %d)%s%s", t->step, t->total_steps,
+                     epoch, saved ? "; checkpoint written to " : "", saved ? t->p.save_path : "");
 }
 
 /* The loader's batch index of optimizer step g's first micro-batch. */
@@ -1074,7 +1074,8 @@ clt_status clt_train_setup_probe(clt_train_setup *s, struct clt_mem_stats *out)
 {
     clt_status st = CLT_OK;
     clt_trainer *t = s->trainer;
-    if (!t) return clt__fail(s->ctx, CLT_ERR_STATE, "training set-up: a failed rebuild left nothing");
+    if (!t)
+        return clt__fail(s->ctx, CLT_ERR_STATE, "training set-up: a failed rebuild left nothing");
     if (t->comm)
         return clt__fail(s->ctx, CLT_ERR_INVALID_ARG, "--dry-run: not with several replicas; "
                          "dry-run one device (its estimate holds for each replica's slice)");

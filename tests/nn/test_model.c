@@ -1499,8 +1499,9 @@ START_TEST(test_residual_model)
         const struct clt_param_info *pi = clt_model_param_info(m, i);
         if (strstr(pi->name, ".1.") || strstr(pi->name, ".4."))
             for (size_t e = 0; e < pi->numel; e++)
-                pf[pi->offset + e] = (float)(strstr(pi->name, "weight") ? tc_uniform(&r, 0.5, 1.5)
-                                                                        : tc_uniform(&r, -0.5, 0.5));
+                pf[pi->offset + e] =
+                    (float)(strstr(pi->name, "weight") ? tc_uniform(&r, 0.5, 1.5)
+                                                       : tc_uniform(&r, -0.5, 0.5));
     }
     TC_OK(ctx, clt_model_write_params(m, pf));
     double *w = dalloc(Pn), *g = dalloc(Pn);

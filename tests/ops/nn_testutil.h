@@ -9,7 +9,8 @@
 #include "../common.h"
 
 #include "runtime/rng_internal.h"
-#include "runtime/program_internal.h" /* clt__kernel: the WG-size tests fetch the op's cached kernel */
+#include "runtime/program_internal.h" /* clt__kernel: the WG-size tests fetch the op's cached
+                                       * kernel */
 
 #include <math.h>
 #include <stdio.h>

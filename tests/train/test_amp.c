@@ -90,7 +90,8 @@ static void check_gemm16(clt_ctx *ctx, const struct clt_gemm_choice *c, int ta, 
     for (size_t i = 0; i < na; i++) a[i] = round_to(da, a[i]);
     for (size_t i = 0; i < nb; i++) b[i] = round_to(db, b[i]);
     for (size_t i = 0; i < nc; i++) c0[i] = round_to(dc, c0[i]);
-    clt_tensor *A = upload(ctx, da, a, na), *B = upload(ctx, db, b, nb), *C = upload(ctx, dc, c0, nc);
+    clt_tensor *A = upload(ctx, da, a, na), *B = upload(ctx, db, b, nb),
+               *C = upload(ctx, dc, c0, nc);
     if (beta == 0.0f) tc_poison(C); /* beta = 0 must not read C */
     clt_trans tA = ta ? CLT_TRANS : CLT_NO_TRANS, tB = tb ? CLT_TRANS : CLT_NO_TRANS;
     clt_status st = c ? clt_op_gemm_with(c, tA, tB, M, N, K, alpha, A, B, beta, C)
@@ -335,7 +336,8 @@ START_TEST(test_scaler_adam)
     clt_ctx *ctx = tc_ctx();
     tc_rng r = tc_rng_for(__func__);
     const size_t n = 1000;
-    clt_tensor *params = tc_tensor(ctx, CLT_DTYPE_F32, n), *grads = tc_tensor(ctx, CLT_DTYPE_F32, n);
+    clt_tensor *params = tc_tensor(ctx, CLT_DTYPE_F32, n),
+               *grads = tc_tensor(ctx, CLT_DTYPE_F32, n);
     float *p0 = xalloc(n, sizeof *p0), *g = xalloc(n, sizeof *g), *got = xalloc(n, sizeof *got),
           *before = xalloc(n, sizeof *before), *mb = xalloc(n, sizeof *mb),
           *ma = xalloc(n, sizeof *ma);
@@ -490,8 +492,8 @@ END_TEST
 /* ---- training a tiny model ----------------------------------------------------------------- */
 
 /* Full-batch Adam on a 4-class problem labelled by a random linear teacher (256 samples, 12
- * features), 60 steps at lr 2e-3, in `prec` (f16 with the scaler; the scaler also under f32 gives the
- * f32 result within rounding). Returns the final training loss. CLTRAIN_TEST_SMALL: 32 samples,
+ * features), 60 steps at lr 2e-3, in `prec` (f16 with the scaler; the scaler also under f32 gives
+ * the f32 result within rounding). Returns the final training loss. CLTRAIN_TEST_SMALL: 32 samples,
  * 12 steps at lr 1.2e-2 (final loss about 0.33 on PoCL instead of 0.38). */
 static double train_tiny(clt_ctx *ctx, clt_dtype prec, bool scaled, tc_rng *data)
 {

@@ -142,8 +142,8 @@ struct run_out {
 /* The loader mode train_once uses (the golden test runs in both). */
 static clt_loader_mode train_mode = CLT_LOADER_RESIDENT;
 
-static clt_loader *make_loader(clt_ctx *ctx, const clt_dataset *d, const struct clt_input_norm *norm,
-                               size_t batch)
+static clt_loader *make_loader(clt_ctx *ctx, const clt_dataset *d,
+                               const struct clt_input_norm *norm, size_t batch)
 {
     struct clt_loader_params lp = clt_loader_default_params();
     lp.mode = train_mode;

@@ -66,8 +66,8 @@ static clt_status parse(const struct clt__spec_args *a, clt_layer_spec *l)
         } else {
             static const char *const expect[] = {
                 "\"s<S>\", \"p<P>\", \"nobias\" or the end of the layer",
-                "\"p<P>\", \"nobias\" or the end of the layer", "\"nobias\" or the end of the layer",
-                "the end of the layer"};
+                "\"p<P>\", \"nobias\" or the end of the layer",
+                "\"nobias\" or the end of the layer", "the end of the layer"};
             return clt__spec_args_fail(a, i, "unexpected \"%.*s\"; expected %s (in that order)",
                                        CLT__SPEC_ARG(a, i), expect[stage]);
         }
@@ -158,8 +158,8 @@ static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struc
     clt_status st = CLT_OK;
     struct clt_conv_geom g = geom_of(&L->spec, &L->in, p->B);
     *L->ws_owner = NULL;
-    CLT_TRY(clt_op_conv2d_forward(L->y, x, clt__layer_weight(L, 0), L->w[1] ? clt__layer_weight(L, 1) : NULL, L->ws,
-                                  &g));
+    CLT_TRY(clt_op_conv2d_forward(L->y, x, clt__layer_weight(L, 0),
+                                  L->w[1] ? clt__layer_weight(L, 1) : NULL, L->ws, &g));
     /* x's im2col matrix or padded copy: the backward need not rebuild it */
     if (clt_op_conv2d_leaves_cols(L->y, x, clt__layer_weight(L, 0), L->ws, &g)) *L->ws_owner = L;
     L->out_t = L->y;

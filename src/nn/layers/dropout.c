@@ -1,6 +1,7 @@
 /* The dropout layer, "dropout P": in training, zeroes each element with probability P and
  * scales the others by 1 / (1 - P), the mask drawn from Philox stream (DROPOUT, step * layers +
- * rng_index; layer_internal.h) in forward and drawn again in backward; the identity in evaluation and for P = 0. */
+ * rng_index; layer_internal.h) in forward and drawn again in backward; the identity in evaluation
+ * and for P = 0. */
 #include "nn/layer_internal.h"
 
 #include "runtime/rng_internal.h"
