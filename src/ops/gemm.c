@@ -374,17 +374,18 @@ static clt_status unfused_epilogue(clt_tensor *C, size_t M, size_t N,
     clt_status st = CLT_OK;
     clt_tensor *c = NULL, *z = NULL, *sv = NULL;
     CLT_TRY(first_rows(C, M, N, &c));
-    if (e->saved) {
+    if (e->saved) { /* the backward form */
         const clt_tensor *s = e->saved;
         size_t dims[2] = {M, N};
         if (clt_tensor_numel(s) != M * N) CLT_TRY(clt_tensor_view(&sv, s, 0, 2, dims));
         CLT_TRY(clt_op_act_backward_alpha((clt_act)e->act, e->slope, c, c, sv ? sv : s,
                                           sv ? sv : s));
-        goto fail;
+    } else {
+        if (e->z) CLT_TRY(first_rows(e->z, M, N, &z));
+        if (e->bias) CLT_TRY(clt_op_bias_add(z ? z : c, e->bias));
+        if (e->act >= 0)
+            CLT_TRY(clt_op_act_forward_alpha((clt_act)e->act, e->slope, c, z ? z : c));
     }
-    if (e->z) CLT_TRY(first_rows(e->z, M, N, &z));
-    if (e->bias) CLT_TRY(clt_op_bias_add(z ? z : c, e->bias));
-    if (e->act >= 0) CLT_TRY(clt_op_act_forward_alpha((clt_act)e->act, e->slope, c, z ? z : c));
 fail:
     if (c != C) clt_tensor_free(c);
     if (z != e->z) clt_tensor_free(z);
