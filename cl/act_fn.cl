@@ -14,6 +14,12 @@
 #define CLT_ACT_SILU 4
 #define CLT_ACT_LEAKYRELU 5
 
+/* What a GEMM's fused epilogue does with its z argument (zmode; gemm.cl, gemm_panel.cl): keep
+ * the pre-activation there (a linear layer's forward), or read what the activation's backward
+ * needs from it (its input gradient through the activation before it); 0: no z. */
+#define CLT_EPI_Z_STORE 1
+#define CLT_EPI_Z_GRAD 2
+
 #define CLT_SQRT_2_OVER_PI 0.7978845608028654f /* sqrt(2 / pi) */
 #define CLT_GELU_KAPPA 0.044715f
 

@@ -23,7 +23,13 @@
  * CLT_STORE; arithmetic stays f32. Only the packed direct kernel (it converts while packing
  * and keeps its partial sums in a private f32 array rather than in C) and the tiled kernel
  * (it converts while staging) take 16-bit operands; the host picks one of them. With every
- * dtype f32 the code is the same as before. */
+ * dtype f32 the code is the same as before.
+ * Fused epilogue (GEMM_EPI 1, the direct kernel's f32 outer- and dot-product forms, which store
+ * each element of C once): the kernels take the epilogue's arguments after C's and apply it as
+ * they store, as cl/gemm_panel.cl's store does: the bias per column (GEMM_BIAS), then with
+ * act >= 0 (act_fn.cl's codes, a run-time argument) either act(v), keeping v in z first
+ * (zmode CLT_EPI_Z_STORE: a linear layer's forward), or v * act'(.) from z's values (zmode
+ * CLT_EPI_Z_GRAD: its input gradient through the activation before it). */
 
 #ifndef GEMM_TILED
 #define GEMM_TILED 0 /* 0: direct kernel, 1: local-memory tiled kernel */
@@ -103,6 +109,15 @@ typedef CLT_TYPE(GEMM_C_DTYPE) gemm_c_t;
 #if GEMM_MIXED && !GEMM_TILED && (GEMM_VECK || GEMM_KB == 0)
 #error "16-bit operands need the packed direct kernel (GEMM_KB > 0) or the tiled kernel"
 #endif
+#ifndef GEMM_EPI
+#define GEMM_EPI 0
+#endif
+#ifndef GEMM_BIAS
+#define GEMM_BIAS 0 /* GEMM_EPI: add bias[n] (f32) to column n */
+#endif
+#if GEMM_EPI && (GEMM_TILED || GEMM_MIXED || (!GEMM_VECK && GEMM_KB > 0))
+#error "GEMM_EPI is for the direct kernel's f32 outer- and dot-product forms"
+#endif
 
 /* The kernels' pointers are `restrict`; the helpers' parameters are not: once a helper with
  * restrict parameters is inlined, clang emits llvm.experimental.noalias.scope.decl, which
@@ -115,17 +130,42 @@ typedef CLT_TYPE(GEMM_C_DTYPE) gemm_c_t;
         const int ldc
 #define GEMM_PASS M, N, K, alpha, a + a_off, lda, b + b_off, ldb, beta, c + c_off, ldc
 
+/* The fused epilogue's arguments (GEMM_EPI), after C's, and what the helpers get of them. */
+struct gemm_epi {
+    global const float *bias; /* GEMM_BIAS */
+    global float *z;          /* laid out as C; zmode 0: unused */
+    int act, zmode;
+    float slope;
+};
+#if GEMM_EPI
+#define GEMM_EPI_ARGS                                                                             \
+    , global const float *restrict bias, const ulong bias_off, const int act, const float slope, \
+        global float *restrict z, const ulong z_off, const int zmode
+#define GEMM_EPI_PASS , (struct gemm_epi){bias + bias_off, z + z_off, act, zmode, slope}
+#else
+#define GEMM_EPI_ARGS
+#define GEMM_EPI_PASS , (struct gemm_epi){0, 0, -1, 0, 0.0f}
+#endif
+
 /* Element (m, k) of op(A) and (k, n) of op(B) for a layout known at compile time. */
 #define GEMM_A(ta, m, k)                                                                          \
     ((ta) ? GEMM_LA(a, (size_t)(k) * lda + (m)) : GEMM_LA(a, (size_t)(m) * lda + (k)))
 #define GEMM_B(tb, k, n)                                                                          \
     ((tb) ? GEMM_LB(b, (size_t)(n) * ldb + (k)) : GEMM_LB(b, (size_t)(k) * ldb + (n)))
 
-/* C[m, n] = alpha * v + beta * C[m, n], without reading C when beta == 0. */
+/* C[m, n] = alpha * v + beta * C[m, n], without reading C when beta == 0 (then through the
+ * epilogue e, with GEMM_EPI). */
+#if GEMM_EPI
+#define GEMM_EPI1(m, n, v) gemm_epi1((v), (m), (n), ldc, &e)
+#else
+#define GEMM_EPI1(m, n, v) (v)
+#endif
 #define GEMM_STORE1(m, n, v)                                                                      \
     do {                                                                                          \
         const size_t i_ = (size_t)(m) * ldc + (n);                                               \
-        GEMM_SC(c, i_, beta == 0.0f ? alpha * (v) : fma(beta, GEMM_LC(c, i_), alpha * (v)));      \
+        GEMM_SC(c, i_,                                                                            \
+                GEMM_EPI1(m, n, beta == 0.0f ? alpha * (v)                                        \
+                                             : fma(beta, GEMM_LC(c, i_), alpha * (v))));          \
     } while (0)
 
 #if !GEMM_TILED
@@ -152,6 +192,42 @@ typedef float floatv;
 #endif
 #endif
 #define NV (GEMM_TN / GEMM_VW) /* vectors per row of the block (GEMM_VECK 0) */
+
+#if GEMM_EPI
+CLT_ACT_DEFINE(float)
+/* v, C[m, n]'s complete value, through the epilogue e (C's leading dimension ldc). */
+static inline float gemm_epi1(float v, const int m, const int n, const int ldc,
+                              const struct gemm_epi *e)
+{
+#if GEMM_BIAS
+    v += e->bias[n];
+#endif
+    if (e->act < 0) return v;
+    global float *zp = e->z + (size_t)m * ldc + n;
+    if (e->zmode == CLT_EPI_Z_GRAD) return clt_act_bwd_float(e->act, v, *zp, e->slope);
+    if (e->zmode == CLT_EPI_Z_STORE) *zp = v;
+    return clt_act_fwd_float(e->act, v, e->slope);
+}
+#if GEMM_VW > 1
+CLT_ACT_DEFINE(floatv)
+/* The same for C[m, n .. n + GEMM_VW). */
+static inline floatv gemm_epiv(floatv v, const int m, const int n, const int ldc,
+                               const struct gemm_epi *e)
+{
+#if GEMM_BIAS
+    v += VLOAD(e->bias + n);
+#endif
+    if (e->act < 0) return v;
+    global float *zp = e->z + (size_t)m * ldc + n;
+    if (e->zmode == CLT_EPI_Z_GRAD)
+        return CLT__XCAT(clt_act_bwd_, floatv)(e->act, v, VLOAD(zp), e->slope);
+    if (e->zmode == CLT_EPI_Z_STORE) VSTORE(v, zp);
+    return CLT__XCAT(clt_act_fwd_, floatv)(e->act, v, e->slope);
+}
+#else
+#define gemm_epiv gemm_epi1
+#endif
+#endif
 
 /* p[min(start + l, last) * stride] for the GEMM_VW lanes l: a clamped, strided gather. */
 static inline floatv gemm_gather(global const float *p, int start, int last, int stride)
@@ -194,8 +270,9 @@ static inline void gemm_direct_rows(const int m0, const int M, int mrow[GEMM_TM]
 static inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
                         const float alpha, global const gemm_a_t *a, const int lda,
                         global const gemm_b_t *b, const int ldb, const float beta,
-                        global gemm_c_t *c, const int ldc)
+                        global gemm_c_t *c, const int ldc, const struct gemm_epi e)
 {
+    (void)e; /* no epilogue in this form */
     int m0, n0;
     if (!gemm_direct_origin(M, N, MB, NB, &m0, &n0)) return;
     float ap[GEMM_KB * MB]; /* ta ? [kk][mm] : [mm][kk] */
@@ -346,8 +423,9 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
 static inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
                         const float alpha, global const float *a, const int lda,
                         global const float *b, const int ldb, const float beta,
-                        global float *c, const int ldc)
+                        global float *c, const int ldc, const struct gemm_epi e)
 {
+    (void)e; /* used with GEMM_EPI */
     int m0, n0;
     if (!gemm_direct_origin(M, N, GEMM_TM, GEMM_TN, &m0, &n0)) return;
     const bool small = N < GEMM_VW;
@@ -379,6 +457,9 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
             for (int j = 0; j < NV; j++) {
                 floatv v = alpha * acc[i][j];
                 if (beta != 0.0f) v = fma((floatv)(beta), VLOAD(crow + ncol[j]), v);
+#if GEMM_EPI
+                v = gemm_epiv(v, m0 + i, ncol[j], ldc, &e);
+#endif
                 VSTORE(v, crow + ncol[j]);
             }
         }
@@ -411,8 +492,9 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
 static inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
                         const float alpha, global const float *a, const int lda,
                         global const float *b, const int ldb, const float beta,
-                        global float *c, const int ldc)
+                        global float *c, const int ldc, const struct gemm_epi e)
 {
+    (void)e; /* used with GEMM_EPI */
     int m0, n0;
     if (!gemm_direct_origin(M, N, GEMM_TM, GEMM_TN, &m0, &n0)) return;
     int mrow[GEMM_TM], ncol[GEMM_TN];
@@ -463,16 +545,28 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
 /* Launched over (ceil(M / GEMM_TM), ceil(N / GEMM_TN)) work-items (dimensions swapped when
  * GEMM_MDIM is 1), rounded up to any work-group size. */
 #if GEMM_HAS(0, 0)
-kernel void gemm_direct_nn(GEMM_ARGS) { gemm_direct(0, 0, GEMM_PASS); }
+kernel void gemm_direct_nn(GEMM_ARGS GEMM_EPI_ARGS)
+{
+    gemm_direct(0, 0, GEMM_PASS GEMM_EPI_PASS);
+}
 #endif
 #if GEMM_HAS(0, 1)
-kernel void gemm_direct_nt(GEMM_ARGS) { gemm_direct(0, 1, GEMM_PASS); }
+kernel void gemm_direct_nt(GEMM_ARGS GEMM_EPI_ARGS)
+{
+    gemm_direct(0, 1, GEMM_PASS GEMM_EPI_PASS);
+}
 #endif
 #if GEMM_HAS(1, 0)
-kernel void gemm_direct_tn(GEMM_ARGS) { gemm_direct(1, 0, GEMM_PASS); }
+kernel void gemm_direct_tn(GEMM_ARGS GEMM_EPI_ARGS)
+{
+    gemm_direct(1, 0, GEMM_PASS GEMM_EPI_PASS);
+}
 #endif
 #if GEMM_HAS(1, 1)
-kernel void gemm_direct_tt(GEMM_ARGS) { gemm_direct(1, 1, GEMM_PASS); }
+kernel void gemm_direct_tt(GEMM_ARGS GEMM_EPI_ARGS)
+{
+    gemm_direct(1, 1, GEMM_PASS GEMM_EPI_PASS);
+}
 #endif
 
 #else

@@ -15,8 +15,8 @@
  * bits). The last block of the last chunk runs the epilogue of a linear layer's forward as it
  * stores the complete sums: with GEMM_BIAS it adds a bias per column, and with act >= 0 (an
  * activation code of act_fn.cl, a run-time argument: the store is outside the K loop) it also
- * stores the pre-activation in z (zmode PANEL_Z_STORE) and then act(sum) in C; or, in the
- * backward through an activation (zmode PANEL_Z_GRAD), it stores sum * act'(.) in C, the
+ * stores the pre-activation in z (zmode CLT_EPI_Z_STORE) and then act(sum) in C; or, in the
+ * backward through an activation (zmode CLT_EPI_Z_GRAD), it stores sum * act'(.) in C, the
  * derivative from the tensor the activation saved, read from z. Edges: rows and columns past
  * C's edge are zero in the panels, computed and never stored. The summation order depends only
  * on the defines and the host's K chunks, so results are deterministic. */
@@ -80,8 +80,6 @@ CLT_ACT_DEFINE(floatv)
 #define ACT_BWDV CLT__XCAT(clt_act_bwd_, floatv)
 #define VLOADF(p) CLT__XCAT(vload, GEMM_VW)(0, (p))
 #define NV (PANEL_NR / GEMM_VW)
-#define PANEL_Z_STORE 1 /* zmode: z = the pre-activation (a linear layer's forward) */
-#define PANEL_Z_GRAD 2  /* zmode: z holds what act's backward reads (its backward) */
 
 /* The pack kernels: a work-item per PACK_KT consecutive k of one panel, launched over
  * (ceil(kc / PACK_KT), panels); it writes the panel's rows k .. k + kn (kn = PACK_KT but at the
@@ -179,7 +177,7 @@ kernel void gemm_pack_b(global const gemm_b_t *restrict b, const ulong b_off, co
 }
 
 /* What the store does once the sums are complete (epi): the bias, the activation (act >= 0,
- * with leakyrelu's slope) forward or backward, and z (zmode: 0, PANEL_Z_STORE or PANEL_Z_GRAD). */
+ * with leakyrelu's slope) forward or backward, and z (zmode: 0 or act_fn.cl's CLT_EPI_Z_*). */
 struct panel_epi {
     global const CLT_TYPE(GEMM_BIAS_DTYPE) *bias;
     global gemm_c_t *z;
@@ -206,12 +204,12 @@ static inline floatv panel_value(global gemm_c_t *crow, const int n, const float
 static inline void panel_store_act(global gemm_c_t *crow, global gemm_c_t *zrow, const int n,
                                    const floatv r, const struct panel_epi *e)
 {
-    if (e->zmode == PANEL_Z_GRAD) {
+    if (e->zmode == CLT_EPI_Z_GRAD) {
         const floatv s = CLT_VLOAD(GEMM_C_DTYPE, GEMM_VW, zrow, n);
         CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW, ACT_BWDV(e->act, r, s, e->slope), crow, n);
         return;
     }
-    if (e->zmode == PANEL_Z_STORE) CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW, r, zrow, n);
+    if (e->zmode == CLT_EPI_Z_STORE) CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW, r, zrow, n);
     CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW, ACT_FWDV(e->act, r, e->slope), crow, n);
 }
 
@@ -344,7 +342,7 @@ kernel void gemm_panel(const int mlim, const int nlim, const int kc, const float
                             float x = alpha * t[r * PANEL_NR + j];
                             if (bet != 0.0f) x = fma(bet, CLT_LOAD(GEMM_C_DTYPE, crow, nb + j), x);
                             if (GEMM_BIAS && epi) x += CLT_LOAD(GEMM_BIAS_DTYPE, e.bias, nb + j);
-                            if (with_act && zmode == PANEL_Z_GRAD) {
+                            if (with_act && zmode == CLT_EPI_Z_GRAD) {
                                 const float s = CLT_LOAD(GEMM_C_DTYPE, zrow, nb + j);
                                 x = clt_act_bwd_float(act, x, s, slope);
                             } else if (with_act) {

@@ -100,7 +100,7 @@ static size_t ceil_div(size_t a, size_t b)
  * the oldest when all are taken (its kernel stays in the ctx's kernel cache). */
 static clt_status own_kernel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_trans ta,
                              clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd, int bias,
-                             int part, const char *name, cl_kernel *k)
+                             bool epi, int part, const char *name, cl_kernel *k)
 {
     struct clt__gemm_key key;
     memset(&key, 0, sizeof key); /* padding included: compared with memcmp */
@@ -112,6 +112,7 @@ static clt_status own_kernel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_
     key.cd = (int)cd;
     key.part = part;
     key.bias = bias;
+    key.epi = epi;
     struct clt__ops_ctx *o = NULL;
     clt_status st = clt__ops_ctx(ctx, &o);
     if (st != CLT_OK) return st;
@@ -121,8 +122,8 @@ static clt_status own_kernel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_
             return CLT_OK;
         }
     char opts[320];
-    clt__opts_gemm(opts, sizeof opts, c, ta, tb, a, b, cd, bias);
-    st = clt__kernel(ctx, clt__gemm_program(c), opts, name, k);
+    clt__opts_gemm(opts, sizeof opts, c, ta, tb, a, b, cd, bias, epi);
+    st = clt__kernel(ctx, clt__gemm_program(c, epi), opts, name, k);
     if (st != CLT_OK) return st;
     struct clt__gemm_slot *slot = &o->gemm_slots[o->gemm_next];
     o->gemm_next = (o->gemm_next + 1) % CLT__GEMM_SLOTS;
@@ -131,10 +132,34 @@ static clt_status own_kernel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_
     return CLT_OK;
 }
 
-/* cl/gemm.cl with the choice's defines; every argument fits an int (checked by the caller). */
+/* The fused epilogue's kernel arguments (cl/gemm.cl, cl/gemm_panel.cl) for e (NULL: none); a
+ * bias or z not given is `any` buffer. zmode: 0, or cl/act_fn.cl's CLT_EPI_Z_STORE (1: z keeps
+ * the pre-activation) or CLT_EPI_Z_GRAD (2: z holds what the activation's backward reads). */
+struct epi_args {
+    cl_mem bias, z;
+    cl_ulong bias_off, z_off;
+    cl_int act, zmode;
+    float slope;
+};
+static struct epi_args epi_args(const struct clt_gemm_epilogue *e, cl_mem any)
+{
+    const clt_tensor *z = !e || e->act < 0 ? NULL : e->saved ? e->saved : e->z;
+    return (struct epi_args){.bias = e && e->bias ? clt_tensor_mem(e->bias) : any,
+                             .bias_off = e && e->bias ? clt_tensor_offset(e->bias) : 0,
+                             .z = z ? clt_tensor_mem(z) : any,
+                             .z_off = z ? clt_tensor_offset(z) : 0,
+                             .act = e ? e->act : -1,
+                             .zmode = !z ? 0 : e->saved ? 2 : 1,
+                             .slope = e ? e->slope : 0.0f};
+}
+
+/* cl/gemm.cl with the choice's defines, and with e (NULL: none) in its store, which the caller
+ * has checked the choice takes (clt__gemm_fuses_epilogue, an f32 bias); every argument fits an
+ * int (checked by the caller). */
 static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb,
                           size_t M, size_t N, size_t K, float alpha, const clt_tensor *A,
-                          const clt_tensor *B, float beta, clt_tensor *C)
+                          const clt_tensor *B, float beta, clt_tensor *C,
+                          const struct clt_gemm_epilogue *e)
 {
     static const char *const names[2][4] = {
         {"gemm_direct_nn", "gemm_direct_nt", "gemm_direct_tn", "gemm_direct_tt"},
@@ -143,8 +168,9 @@ static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_tra
     cl_kernel k;
     bool tiled = c->kernel == CLT_GEMM_TILED;
     const char *name = names[tiled][ta * 2 + tb];
+    const int bias = e && e->bias ? (int)clt_tensor_dtype(e->bias) : -1;
     CLT_TRY(own_kernel(ctx, c, ta, tb, clt_tensor_dtype(A), clt_tensor_dtype(B),
-                       clt_tensor_dtype(C), -1, 0, name, &k));
+                       clt_tensor_dtype(C), bias, e != NULL, 0, name, &k));
 
     cl_int iM = (cl_int)M, iN = (cl_int)N, iK = (cl_int)K;
     cl_int lda = (cl_int)(ta ? M : K), ldb = (cl_int)(tb ? K : N), ldc = (cl_int)N;
@@ -153,6 +179,12 @@ static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_tra
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(iM), CLT__ARG(iN), CLT__ARG(iK), CLT__ARG(alpha),
                       CLT__ARG(am), CLT__ARG(ao), CLT__ARG(lda), CLT__ARG(bm), CLT__ARG(bo),
                       CLT__ARG(ldb), CLT__ARG(beta), CLT__ARG(cm), CLT__ARG(co), CLT__ARG(ldc)));
+    if (e) {
+        const struct epi_args x = epi_args(e, cm);
+        CLT_TRY(CLT__ARGS_AT(ctx, k, 14, CLT__ARG(x.bias), CLT__ARG(x.bias_off),
+                             CLT__ARG(x.act), CLT__ARG(x.slope), CLT__ARG(x.z),
+                             CLT__ARG(x.z_off), CLT__ARG(x.zmode)));
+    }
 
     size_t global[2], local[2];
     if (tiled) {
@@ -174,7 +206,7 @@ static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_tra
     if (err != CL_SUCCESS) { /* the message names the program: its options, formatted now */
         char opts[320], what[400];
         clt__opts_gemm(opts, sizeof opts, c, ta, tb, clt_tensor_dtype(A), clt_tensor_dtype(B),
-                       clt_tensor_dtype(C), -1);
+                       clt_tensor_dtype(C), bias, e != NULL);
         snprintf(what, sizeof what, "gemm: launching %s (%s)", name, opts);
         CLT_CHECK_CL(ctx, err, what);
     }
@@ -256,19 +288,12 @@ static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_t
                           .ws = clt_tensor_mem(o->gemm_ws_lent ? o->gemm_ws_lent : o->gemm_ws)};
     const clt_tensor *bias = e ? e->bias : NULL;
     const int bdt = bias ? (int)clt_tensor_dtype(bias) : -1;
-    CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, 0, "gemm_panel", &r.micro));
-    if (!c->ia) CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, 1, "gemm_pack_a", &r.pack_a));
-    CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, 2, "gemm_pack_b", &r.pack_b));
+    CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, false, 0, "gemm_panel", &r.micro));
+    if (!c->ia)
+        CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, false, 1, "gemm_pack_a", &r.pack_a));
+    CLT_TRY(own_kernel(ctx, c, ta, tb, ad, bd, cd, bdt, false, 2, "gemm_pack_b", &r.pack_b));
     /* without a bias or z the kernel's argument is any buffer: the workspace */
-    cl_mem biasm = bias ? clt_tensor_mem(bias) : r.ws;
-    cl_ulong biaso = bias ? clt_tensor_offset(bias) : 0;
-    /* z: the pre-activation the forward keeps (zmode 1), or what the activation's backward
-     * reads (2: the backward form); cl/gemm_panel.cl's PANEL_Z_STORE and PANEL_Z_GRAD */
-    const clt_tensor *z = !e || e->act < 0 ? NULL : e->saved ? e->saved : e->z;
-    cl_mem zm = z ? clt_tensor_mem(z) : r.ws;
-    cl_ulong zo = z ? clt_tensor_offset(z) : 0;
-    const cl_int act = e ? e->act : -1, zmode = !z ? 0 : e->saved ? 2 : 1;
-    const float slope = e ? e->slope : 0.0f;
+    const struct epi_args x = epi_args(e, r.ws);
     const int lda = (int)(ta ? M : K), ldb = (int)(tb ? K : N), ldc = (int)N;
     const cl_ulong bp_off = 0, ap_off = (cl_ulong)(nc * kc);
     cl_mem cm = clt_tensor_mem(C), am = clt_tensor_mem(A);
@@ -292,9 +317,10 @@ static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_t
                                   CLT__ARG(bp_off), CLT__ARG(beta), CLT__ARG(cm), CLT__ARG(co),
                                   CLT__ARG(ldc), CLT__ARG(im0), CLT__ARG(in0), CLT__ARG(np),
                                   CLT__ARG(nq), CLT__ARG(first), CLT__ARG(last),
-                                  CLT__ARG(biasm), CLT__ARG(biaso), CLT__ARG(am),
-                                  CLT__ARG(ao), CLT__ARG(lda), CLT__ARG(ik0), CLT__ARG(act),
-                                  CLT__ARG(slope), CLT__ARG(zm), CLT__ARG(zo), CLT__ARG(zmode)));
+                                  CLT__ARG(x.bias), CLT__ARG(x.bias_off), CLT__ARG(am),
+                                  CLT__ARG(ao), CLT__ARG(lda), CLT__ARG(ik0), CLT__ARG(x.act),
+                                  CLT__ARG(x.slope), CLT__ARG(x.z), CLT__ARG(x.z_off),
+                                  CLT__ARG(x.zmode)));
                 size_t global[2] = {ceil_div((size_t)nq, (size_t)c->bn),
                                     ceil_div((size_t)np, (size_t)c->bm)};
                 size_t local[2] = {1, 1};
@@ -446,7 +472,12 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
             c = &fallback;
         }
     }
-    if (e && c->kernel != CLT_GEMM_PANEL) { /* no epilogue in the store: kernels after it */
+    /* the epilogue in the kernel's store where it takes it (the direct kernels an f32 bias
+     * only), else kernels after it */
+    const bool fused = e && fits && clt__gemm_fuses_epilogue(c, ta, tb) &&
+                       (c->kernel == CLT_GEMM_PANEL || !e->bias ||
+                        clt_tensor_dtype(e->bias) == CLT_DTYPE_F32);
+    if (e && !fused) {
         CLT_TRY(gemm(c, ta, tb, M, N, K, alpha, A, B, beta, e->z ? e->z : C, NULL));
         CLT_TRY(unfused_epilogue(C, M, N, e));
     } else if (c->kernel == CLT_GEMM_CLBLAST || !fits) {
@@ -460,11 +491,11 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
         if (!done) {
             fallback = clt__gemm_mixed_choice(&ctx->dev);
             CLT_TRY(run_own(ctx, &fallback, ta, tb, M, N, K, alpha, A, B, beta,
-                            e && e->z ? e->z : C));
+                            e && e->z ? e->z : C, NULL));
             if (e) CLT_TRY(unfused_epilogue(C, M, N, e));
         }
     } else {
-        CLT_TRY(run_own(ctx, c, ta, tb, M, N, K, alpha, A, B, beta, C));
+        CLT_TRY(run_own(ctx, c, ta, tb, M, N, K, alpha, A, B, beta, C, e));
     }
 fail:
     return st;

@@ -44,8 +44,9 @@ clt_status clt_op_gemm_bias(clt_trans ta, clt_trans tb, size_t M, size_t N, size
  * read). Or, with `saved`, of its backward through the activation before it: C = op(A) op(B)
  * * act'(.), the input gradient dy W taken on through the activation (act's backward from the
  * tensor it saved, clt_op_act_saved), so that no pass of its own reads it back. The panel
- * family applies either in its store (C and z written once, nothing read back); any other
- * kernel, or a panel GEMM that cannot take it, is followed by clt_op_bias_add and
+ * family and the direct kernels' f32 outer- and dot-product forms (in layouts NT and NN, with
+ * an f32 bias) apply either in their store (C and z written once, nothing read back); any
+ * other kernel, or a panel GEMM that cannot take it, is followed by clt_op_bias_add and
  * clt_op_act_forward_alpha, or clt_op_act_backward_alpha in place. */
 struct clt_gemm_epilogue {
     const clt_tensor *bias;  /* N elements, f32, f16 or bf16; NULL: none */
@@ -339,11 +340,17 @@ bool clt__conv_wide(const clt_device_info *dev);
 void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* batchnorm */
 struct clt_gemm_choice;
 /* The program a GEMM choice's kernels live in: "act_fn,gemm_panel" for the panel family (its
- * epilogue applies activations), else "gemm". */
-const char *clt__gemm_program(const struct clt_gemm_choice *c);
-/* bias: the panel family's epilogue bias dtype (GEMM_BIAS_DTYPE), or -1 for none. */
+ * epilogue applies activations), "act_fn,gemm" for a direct kernel with the fused epilogue
+ * (epi), else "gemm". */
+const char *clt__gemm_program(const struct clt_gemm_choice *c, bool epi);
+/* bias: the epilogue bias's dtype (panel: GEMM_BIAS_DTYPE; direct: f32 only), or -1 for none;
+ * epi: a direct kernel with the fused epilogue (GEMM_EPI; the panel family always has it). */
 void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_trans ta,
-                    clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd, int bias);
+                    clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd, int bias, bool epi);
+/* Whether a GEMM choice's kernel applies the fused epilogue in its store for layout (ta, tb):
+ * the panel family in every layout; the direct kernel's f32 outer- and dot-product forms (kb 0)
+ * in the layouts linear layers run it in (NT forward, NN input gradient). */
+bool clt__gemm_fuses_epilogue(const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb);
 /* Whether a GEMM choice's kernel reads and writes 16-bit storage (cl/gemm.cl's GEMM_MIXED): the
  * packed direct kernel, the tiled one and the panel family. */
 bool clt__gemm_takes_16bit(const struct clt_gemm_choice *c);

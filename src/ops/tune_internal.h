@@ -190,7 +190,8 @@ struct clt__gemm_key {
     struct clt_gemm_choice c;
     int ta, tb, a, b, cd;
     int part; /* panel: 0 the micro-kernel, 1 and 2 the pack kernels of A and B; else 0 */
-    int bias; /* panel: the epilogue bias's dtype, -1 none */
+    int bias; /* the epilogue bias's dtype, -1 none */
+    int epi;  /* direct: the program with the fused epilogue (GEMM_EPI) */
 };
 #define CLT__GEMM_SLOTS 16
 struct clt__gemm_slot {

@@ -42,13 +42,20 @@ void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype d
                  (int)b, (int)dy);
 }
 
-const char *clt__gemm_program(const struct clt_gemm_choice *c)
+const char *clt__gemm_program(const struct clt_gemm_choice *c, bool epi)
 {
-    return c->kernel == CLT_GEMM_PANEL ? "act_fn,gemm_panel" : "gemm";
+    return c->kernel == CLT_GEMM_PANEL ? "act_fn,gemm_panel" : epi ? "act_fn,gemm" : "gemm";
+}
+
+bool clt__gemm_fuses_epilogue(const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb)
+{
+    (void)tb;
+    if (c->kernel == CLT_GEMM_PANEL) return true;
+    return c->kernel == CLT_GEMM_DIRECT && c->kb == 0 && !ta; /* NN and NT */
 }
 
 void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_trans ta,
-                    clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd, int bias)
+                    clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd, int bias, bool epi)
 {
     bool tiled = c->kernel == CLT_GEMM_TILED;
     int len;
@@ -73,7 +80,9 @@ void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_tr
                         " -DGEMM_A_DTYPE=%d -DGEMM_B_DTYPE=%d -DGEMM_C_DTYPE=%d", (int)a, (int)b,
                         (int)cd);
     if (len > 0 && (size_t)len < n && bias >= 0 && c->kernel == CLT_GEMM_PANEL)
-        snprintf(dst + len, n - (size_t)len, " -DGEMM_BIAS=1 -DGEMM_BIAS_DTYPE=%d", bias);
+        len += snprintf(dst + len, n - (size_t)len, " -DGEMM_BIAS=1 -DGEMM_BIAS_DTYPE=%d", bias);
+    if (len > 0 && (size_t)len < n && epi && c->kernel == CLT_GEMM_DIRECT)
+        snprintf(dst + len, n - (size_t)len, " -DGEMM_EPI=1 -DGEMM_BIAS=%d", bias >= 0);
 }
 
 /* ---- every variant ------------------------------------------------------------------------- */
@@ -182,13 +191,23 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
     for (int c = 0; c < nc; c++)
         for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
             for (int t = 0; t < (clt__gemm_takes_16bit(&choices[c]) ? nt : 1); t++) {
-                clt__opts_gemm(o, sizeof o, &choices[c], (clt_trans)(l >> 1), (clt_trans)(l & 1),
-                               triples[t][0], triples[t][1], triples[t][2], -1);
-                fn(clt__gemm_program(&choices[c]), o, user);
-                /* a linear layer's forward (NT) with its bias fused, stored as its weight */
-                if (choices[c].kernel != CLT_GEMM_PANEL || l != CLT_GEMM_NT) continue;
-                clt__opts_gemm(o, sizeof o, &choices[c], CLT_NO_TRANS, CLT_TRANS, triples[t][0],
-                               triples[t][1], triples[t][2], (int)triples[t][1]);
-                fn(clt__gemm_program(&choices[c]), o, user);
+                const clt_trans ta = (clt_trans)(l >> 1), tb = (clt_trans)(l & 1);
+                clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, triples[t][0], triples[t][1],
+                               triples[t][2], -1, false);
+                fn(clt__gemm_program(&choices[c], false), o, user);
+                if (choices[c].kernel == CLT_GEMM_PANEL) {
+                    /* a linear layer's forward (NT) with its bias fused, stored as its weight */
+                    if (l != CLT_GEMM_NT) continue;
+                    clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, triples[t][0],
+                                   triples[t][1], triples[t][2], (int)triples[t][1], false);
+                    fn(clt__gemm_program(&choices[c], false), o, user);
+                } else if (clt__gemm_fuses_epilogue(&choices[c], ta, tb)) {
+                    /* the direct kernel with the epilogue, without and with an f32 bias */
+                    for (int bias = -1; bias <= (int)CLT_DTYPE_F32; bias++) {
+                        clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, triples[t][0],
+                                       triples[t][1], triples[t][2], bias, true);
+                        fn(clt__gemm_program(&choices[c], true), o, user);
+                    }
+                }
             }
 }

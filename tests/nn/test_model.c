@@ -1769,8 +1769,11 @@ END_TEST
  * whose backward reads their output, in the forward only gelu, silu and leakyrelu with a
  * negative slope. The outputs and gradients match the layers apart (CLTRAIN_FUSE=0) within the
  * fp32 tolerances (atol 1e-5, rtol 1e-4: exp in vector lanes may round differently), with the
- * built-in GEMM choice (the epilogue by kernels after the GEMM) and with the panel family for
- * every layout (the epilogue in the GEMM's store), a second backward accumulating included. */
+ * built-in GEMM choice (on a CPU the direct kernels, with the epilogue in their store; on a GPU
+ * kernels after the GEMM) and with the panel family for every layout (the epilogue in the
+ * GEMM's store), a second backward accumulating included. The layer after an activation takes
+ * its gradient on in its input-gradient GEMM (fused) or leaves it to the activation's own
+ * backward (apart). */
 START_TEST(test_fused_linear_act)
 {
     clt_ctx *ctx = tc_ctx();

@@ -410,7 +410,9 @@ END_TEST
 
 /* The epilogue (clt_op_gemm_epilogue): C = act(x W^T + bias) and z = x W^T + bias, for every
  * activation and none, with and without a bias and z, C stored f32, f16 or bf16, through the
- * panel family's store and the built-in choice (a GEMM, then the bias and activation kernels),
+ * panel family's store, the built-in choice (the direct dot-product kernel's store in f32; with
+ * 16-bit storage a GEMM, then the bias and activation kernels) and the direct outer-product
+ * kernel (its vector store),
  * against a float64 reference: the GEMM tolerance of gemm_bias for z, carried through the
  * activation (|act'| <= 1.13) plus the activation kernels' 1e-5 + 1e-4 |ref|, plus the
  * roundings of a 16-bit C (2^-8 |ref| each for bf16, 2^-11 for f16): of y, and of x W^T and z
@@ -428,10 +430,14 @@ START_TEST(test_gemm_epilogue)
     const size_t nshapes = tc_size(3, 1), ndts = tc_size(3, 2);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = ctx_with_gemm(NULL);
-    struct clt_tune t, panel;
+    struct clt_tune t, panel, outer;
+    static const char *const pass_name[] = {"panel", "built-in", "outer"};
     nt_panel_tunes(ctx, &t, &panel);
-    for (int pass = 0; pass < 2; pass++) {
-        TC_OK(ctx, clt_ctx_set_tune(ctx, pass ? &t : &panel));
+    outer = t;
+    const struct clt_gemm_choice oc = CLT_GEMM_CHOICE_DIRECT(4, 32, 16, 0, 1, 1);
+    outer.gemm[CLT_GEMM_NT][CLT_GEMM_SMALL] = outer.gemm[CLT_GEMM_NT][CLT_GEMM_LARGE] = oc;
+    for (int pass = 0; pass < 3; pass++) {
+        TC_OK(ctx, clt_ctx_set_tune(ctx, pass == 2 ? &outer : pass ? &t : &panel));
         for (size_t s = 0; s < nshapes; s++) {
             size_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], rows = M + 2;
             float *a = xalloc(M * K, sizeof *a), *b = xalloc(N * K, sizeof *b);
@@ -517,7 +523,7 @@ START_TEST(test_gemm_epilogue)
                                                           zg == EPI_SENTINEL,
                                                       "epilogue (%s) act %d z %d %s %zux%zux%zu "
                                                       "wrote row %zu of C or z: %g, %g",
-                                                      pass ? "built-in" : "panel", act, withz,
+                                                      pass_name[pass], act, withz,
                                                       clt_dtype_name(cd), M, N, K, m, g, zg);
                                         if (m >= M) continue;
                                     }
@@ -540,7 +546,7 @@ START_TEST(test_gemm_epilogue)
                                                   "epilogue (%s) act %d bias %d z %d %s "
                                                   "%zux%zux%zu C[%zu, %zu] = %.9g: reference "
                                                   "%.9g, unfused %.9g",
-                                                  pass ? "built-in" : "panel", act, withb, withz,
+                                                  pass_name[pass], act, withb, withz,
                                                   clt_dtype_name(cd), M, N, K, m, n, g, y,
                                                   want[i]);
                                     if (!withz) continue;
@@ -550,7 +556,7 @@ START_TEST(test_gemm_epilogue)
                                                        memcmp(&zg, &wz[i], 4) == 0),
                                                   "epilogue (%s) act %d %s z[%zu, %zu] = %.9g: "
                                                   "reference %.9g, unfused %.9g",
-                                                  pass ? "built-in" : "panel", act,
+                                                  pass_name[pass], act,
                                                   clt_dtype_name(cd), m, n, zg, v, wz[i]);
                                 }
                             for (size_t i = 0; i < rows * N; i++) got[i] = EPI_SENTINEL;
