@@ -449,7 +449,8 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
     } else {
         for (int k = 0; k < K; k++) GEMM_OUTER_STEP(ta, tb, 0);
     }
-    if (m0 + GEMM_TM <= M && n0 + GEMM_TN <= N) {
+    const bool full = m0 + GEMM_TM <= M && n0 + GEMM_TN <= N;
+    if (full && (!GEMM_EPI || e.act < 0)) { /* the bias at most: the store unrolled */
 #pragma unroll
         for (int i = 0; i < GEMM_TM; i++) {
             global float *crow = c + (size_t)(m0 + i) * ldc;
@@ -463,6 +464,27 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
                 VSTORE(v, crow + ncol[j]);
             }
         }
+#if GEMM_EPI
+    } else if (full) {
+        /* An activation: through private memory, by vectors in loops that are not unrolled
+         * (its code once: unrolled, exp and tanh in every vector outgrow what GPU compilers
+         * unroll, as in gemm_panel.cl's store). */
+        float t[GEMM_TM * GEMM_TN];
+#pragma unroll
+        for (int i = 0; i < GEMM_TM; i++)
+#pragma unroll
+            for (int j = 0; j < NV; j++) VSTORE(acc[i][j], t + i * GEMM_TN + j * GEMM_VW);
+#pragma unroll 1
+        for (int i = 0; i < GEMM_TM; i++) {
+            global float *crow = c + (size_t)(m0 + i) * ldc;
+#pragma unroll 1
+            for (int j = 0; j < NV; j++) {
+                floatv v = alpha * VLOAD(t + i * GEMM_TN + j * GEMM_VW);
+                if (beta != 0.0f) v = fma((floatv)(beta), VLOAD(crow + ncol[j]), v);
+                VSTORE(gemm_epiv(v, m0 + i, ncol[j], ldc, &e), crow + ncol[j]);
+            }
+        }
+#endif
     } else {
         /* The edge: through private memory, element by element, in loops kept rolled (small
          * code: this runs once per work-item at most). */
