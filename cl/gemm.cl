@@ -458,22 +458,24 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
             for (int j = 0; j < NV; j++) {
                 floatv v = alpha * acc[i][j];
                 if (beta != 0.0f) v = fma((floatv)(beta), VLOAD(crow + ncol[j]), v);
-#if GEMM_EPI
-                v = gemm_epiv(v, m0 + i, ncol[j], ldc, &e);
+#if GEMM_BIAS
+                v += VLOAD(e.bias + ncol[j]);
 #endif
                 VSTORE(v, crow + ncol[j]);
             }
         }
+        return;
+    }
+    /* Otherwise through private memory, in loops kept rolled: the edge runs once per work-item
+     * at most, and an activation's code unrolled (exp and tanh in every vector) outgrows what
+     * GPU compilers unroll, as in gemm_panel.cl's store. */
+    float t[GEMM_TM * GEMM_TN];
+#pragma unroll
+    for (int i = 0; i < GEMM_TM; i++)
+#pragma unroll
+        for (int j = 0; j < NV; j++) VSTORE(acc[i][j], t + i * GEMM_TN + j * GEMM_VW);
 #if GEMM_EPI
-    } else if (full) {
-        /* An activation: through private memory, by vectors in loops that are not unrolled
-         * (its code once: unrolled, exp and tanh in every vector outgrow what GPU compilers
-         * unroll, as in gemm_panel.cl's store). */
-        float t[GEMM_TM * GEMM_TN];
-#pragma unroll
-        for (int i = 0; i < GEMM_TM; i++)
-#pragma unroll
-            for (int j = 0; j < NV; j++) VSTORE(acc[i][j], t + i * GEMM_TN + j * GEMM_VW);
+    if (full) { /* an activation: by vectors */
 #pragma unroll 1
         for (int i = 0; i < GEMM_TM; i++) {
             global float *crow = c + (size_t)(m0 + i) * ldc;
@@ -484,27 +486,20 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
                 VSTORE(gemm_epiv(v, m0 + i, ncol[j], ldc, &e), crow + ncol[j]);
             }
         }
+        return;
+    }
 #endif
-    } else {
-        /* The edge: through private memory, element by element, in loops kept rolled (small
-         * code: this runs once per work-item at most). */
-        float t[GEMM_TM * GEMM_TN];
-#pragma unroll
-        for (int i = 0; i < GEMM_TM; i++)
-#pragma unroll
-            for (int j = 0; j < NV; j++) VSTORE(acc[i][j], t + i * GEMM_TN + j * GEMM_VW);
+    /* the edge: element by element */
 #pragma unroll 1
-        for (int i = 0; i < GEMM_TM && m0 + i < M; i++) {
+    for (int i = 0; i < GEMM_TM && m0 + i < M; i++) {
 #pragma unroll 1
-            for (int j = 0; j < NV; j++) {
-                const int first = n0 + j * GEMM_VW;
-                const int start = small ? first : min(first, N - GEMM_VW);
+        for (int j = 0; j < NV; j++) {
+            const int first = n0 + j * GEMM_VW;
+            const int start = small ? first : min(first, N - GEMM_VW);
 #pragma unroll 1
-                for (int l = 0; l < GEMM_VW; l++) {
-                    const int n = start + l;
-                    if (n >= first && n < N)
-                        GEMM_STORE1(m0 + i, n, t[i * GEMM_TN + j * GEMM_VW + l]);
-                }
+            for (int l = 0; l < GEMM_VW; l++) {
+                const int n = start + l;
+                if (n >= first && n < N) GEMM_STORE1(m0 + i, n, t[i * GEMM_TN + j * GEMM_VW + l]);
             }
         }
     }

@@ -176,12 +176,16 @@ static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_tra
     cl_int lda = (cl_int)(ta ? M : K), ldb = (cl_int)(tb ? K : N), ldc = (cl_int)N;
     cl_ulong ao = clt_tensor_offset(A), bo = clt_tensor_offset(B), co = clt_tensor_offset(C);
     cl_mem am = clt_tensor_mem(A), bm = clt_tensor_mem(B), cm = clt_tensor_mem(C);
-    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(iM), CLT__ARG(iN), CLT__ARG(iK), CLT__ARG(alpha),
-                      CLT__ARG(am), CLT__ARG(ao), CLT__ARG(lda), CLT__ARG(bm), CLT__ARG(bo),
-                      CLT__ARG(ldb), CLT__ARG(beta), CLT__ARG(cm), CLT__ARG(co), CLT__ARG(ldc)));
-    if (e) {
+    /* cl/gemm.cl's GEMM_ARGS */
+    const struct clt__arg args[] = {CLT__ARG(iM),  CLT__ARG(iN),  CLT__ARG(iK),   CLT__ARG(alpha),
+                                    CLT__ARG(am),  CLT__ARG(ao),  CLT__ARG(lda),  CLT__ARG(bm),
+                                    CLT__ARG(bo),  CLT__ARG(ldb), CLT__ARG(beta), CLT__ARG(cm),
+                                    CLT__ARG(co),  CLT__ARG(ldc)};
+    const size_t nargs = sizeof args / sizeof *args;
+    CLT_TRY(clt__set_args(ctx, k, 0, args, nargs));
+    if (e) { /* then its GEMM_EPI_ARGS */
         const struct epi_args x = epi_args(e, cm);
-        CLT_TRY(CLT__ARGS_AT(ctx, k, 14, CLT__ARG(x.bias), CLT__ARG(x.bias_off),
+        CLT_TRY(CLT__ARGS_AT(ctx, k, (cl_uint)nargs, CLT__ARG(x.bias), CLT__ARG(x.bias_off),
                              CLT__ARG(x.act), CLT__ARG(x.slope), CLT__ARG(x.z),
                              CLT__ARG(x.z_off), CLT__ARG(x.zmode)));
     }

@@ -331,6 +331,25 @@ static void nt_panel_tunes(clt_ctx *ctx, struct clt_tune *builtin, struct clt_tu
     panel->gemm[CLT_GEMM_NT][CLT_GEMM_SMALL] = panel->gemm[CLT_GEMM_NT][CLT_GEMM_LARGE] = pc;
 }
 
+/* x W^T (+ bias) when tb, else x W, in float64 for a (M x K) and b (N x K, or K x N), into
+ * sum[M * N], with check_gemm's bound for it in tol[M * N] (the bias one more term). */
+static void ref_product(const float *a, const float *b, const float *bias, int tb, size_t M,
+                        size_t N, size_t K, double *sum, double *tol)
+{
+    for (size_t m = 0; m < M; m++)
+        for (size_t n = 0; n < N; n++) {
+            double v = bias ? bias[n] : 0.0, sabs = bias ? fabs(bias[n]) : 0.0;
+            for (size_t k = 0; k < K; k++) {
+                double p = (double)a[m * K + k] * (double)(tb ? b[n * K + k] : b[k * N + n]);
+                v += p;
+                sabs += fabs(p);
+            }
+            sum[m * N + n] = v;
+            tol[m * N + n] =
+                1e-5 + 1e-4 * fabs(v) + 0x1p-23 * (double)(K + (bias != NULL)) * sabs;
+        }
+}
+
 /* clt_op_gemm_bias, a linear layer's forward (NT): with every NT choice the panel family (the
  * bias added in its store) and with the built-in tuning data (small products: another kernel,
  * then the bias kernel), on edge shapes: the same bits as clt_op_gemm followed by
@@ -350,9 +369,11 @@ START_TEST(test_gemm_bias)
             float *a = xalloc(M * K, sizeof *a), *b = xalloc(N * K, sizeof *b);
             float *bias = xalloc(N, sizeof *bias), *got = xalloc(rows * N, sizeof *got);
             float *want = xalloc(rows * N, sizeof *want);
+            double *sum = xalloc(M * N, sizeof *sum), *tol = xalloc(M * N, sizeof *tol);
             tc_fill_nonzero(&r, a, M * K, 0.05f, 1.0f);
             tc_fill_nonzero(&r, b, N * K, 0.05f, 1.0f);
             tc_fill_nonzero(&r, bias, N, 0.05f, 1.0f);
+            ref_product(a, b, bias, 1, M, N, K, sum, tol);
             for (size_t i = 0; i < rows * N; i++) got[i] = SENTINEL;
             clt_tensor *A = view_at(ctx, M * K, 3, NULL), *B = view_at(ctx, N * K, 5, NULL);
             clt_tensor *bt = view_at(ctx, N, 1, NULL), *C1 = NULL;
@@ -378,18 +399,12 @@ START_TEST(test_gemm_bias)
                                       K, m);
                         continue;
                     }
-                    double sum = bias[n], sabs = fabs(bias[n]);
-                    for (size_t k = 0; k < K; k++) {
-                        double p = (double)a[m * K + k] * (double)b[n * K + k];
-                        sum += p;
-                        sabs += fabs(p);
-                    }
-                    double tol = 1e-5 + 1e-4 * fabs(sum) + 0x1p-23 * (double)(K + 1) * sabs;
-                    ck_assert_msg(fabs(g - sum) <= tol && memcmp(&g, &want[m * N + n], 4) == 0,
+                    size_t i = m * N + n;
+                    ck_assert_msg(fabs(g - sum[i]) <= tol[i] && memcmp(&g, &want[i], 4) == 0,
                                   "gemm_bias (%s) %zux%zux%zu C[%zu, %zu] = %.9g: reference "
                                   "%.9g, unfused %.9g",
-                                  pass ? "built-in" : "panel", M, N, K, m, n, g, sum,
-                                  want[m * N + n]);
+                                  pass ? "built-in" : "panel", M, N, K, m, n, g, sum[i],
+                                  want[i]);
                 }
             clt_tensor_free(A);
             clt_tensor_free(B);
@@ -401,6 +416,8 @@ START_TEST(test_gemm_bias)
             free(bias);
             free(got);
             free(want);
+            free(sum);
+            free(tol);
         }
     }
     clt_ctx_free(ctx);
@@ -420,26 +437,47 @@ END_TEST
  * bits of the unfused pre-activation, and relu and leakyrelu those of the unfused output; rows
  * past M untouched. */
 #define EPI_SENTINEL 12288.0f /* exact in f16 and bf16 too */
+/* The epilogue tests' shapes, activation slopes (per clt_act) and C dtypes, with
+ * CLTRAIN_TEST_SMALL (oclgrind) the first shape, f32 and bf16, and no tanh, sigmoid or silu
+ * (every path of the store stays: the activation is a run-time argument). */
+static const size_t epi_shapes[][3] = {{7, 33, 27}, {1, 1, 1}, {37, 70, 300}};
+static const float epi_slopes[] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, -0.3f};
+static const clt_dtype epi_dtypes[] = {CLT_DTYPE_F32, CLT_DTYPE_BF16, CLT_DTYPE_F16};
+#define EPI_SHAPES tc_size(3, 1)
+#define EPI_DTYPES tc_size(3, 2)
+static bool epi_skip(int act)
+{
+    return tc_small() && (act == CLT_ACT_TANH || act == CLT_ACT_SIGMOID || act == CLT_ACT_SILU);
+}
+
+/* The relative rounding of a value stored in dtype d (0 for f32). */
+static double round16_of(clt_dtype d)
+{
+    return d == CLT_DTYPE_BF16 ? 0x1p-8 : d == CLT_DTYPE_F16 ? 0x1p-11 : 0.0;
+}
+
+/* The outer-product form of the direct kernel (its vector store), on layout l's products. */
+static struct clt_tune outer_tunes(const struct clt_tune *t, clt_gemm_layout l)
+{
+    struct clt_tune o = *t;
+    const struct clt_gemm_choice oc = CLT_GEMM_CHOICE_DIRECT(4, 32, 16, 0, 1, 1);
+    o.gemm[l][CLT_GEMM_SMALL] = o.gemm[l][CLT_GEMM_LARGE] = oc;
+    return o;
+}
+
 START_TEST(test_gemm_epilogue)
 {
-    static const size_t shapes[][3] = {{7, 33, 27}, {1, 1, 1}, {37, 70, 300}};
-    static const float slopes[] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, -0.3f}; /* per clt_act */
-    static const clt_dtype dts[] = {CLT_DTYPE_F32, CLT_DTYPE_BF16, CLT_DTYPE_F16};
-    /* CLTRAIN_TEST_SMALL (oclgrind): the first shape, f32 and bf16, no activation, relu,
-     * gelu and leakyrelu (every path of the store: the activation is a run-time argument) */
-    const size_t nshapes = tc_size(3, 1), ndts = tc_size(3, 2);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = ctx_with_gemm(NULL);
-    struct clt_tune t, panel, outer;
+    struct clt_tune t, panel;
     static const char *const pass_name[] = {"panel", "built-in", "outer"};
     nt_panel_tunes(ctx, &t, &panel);
-    outer = t;
-    const struct clt_gemm_choice oc = CLT_GEMM_CHOICE_DIRECT(4, 32, 16, 0, 1, 1);
-    outer.gemm[CLT_GEMM_NT][CLT_GEMM_SMALL] = outer.gemm[CLT_GEMM_NT][CLT_GEMM_LARGE] = oc;
+    const struct clt_tune outer = outer_tunes(&t, CLT_GEMM_NT);
     for (int pass = 0; pass < 3; pass++) {
         TC_OK(ctx, clt_ctx_set_tune(ctx, pass == 2 ? &outer : pass ? &t : &panel));
-        for (size_t s = 0; s < nshapes; s++) {
-            size_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], rows = M + 2;
+        for (size_t s = 0; s < EPI_SHAPES; s++) {
+            size_t M = epi_shapes[s][0], N = epi_shapes[s][1], K = epi_shapes[s][2];
+            size_t rows = M + 2;
             float *a = xalloc(M * K, sizeof *a), *b = xalloc(N * K, sizeof *b);
             float *bias = xalloc(N, sizeof *bias), *got = xalloc(rows * N, sizeof *got);
             float *gz = xalloc(rows * N, sizeof *gz), *want = xalloc(M * N, sizeof *want);
@@ -455,28 +493,13 @@ START_TEST(test_gemm_epilogue)
             tc_write(B, b);
             tc_write(bt, bias);
             for (int withb = 0; withb < 2; withb++) {
-                for (size_t m = 0; m < M; m++) /* x W^T (+ bias) in float64, and its bound */
-                    for (size_t n = 0; n < N; n++) {
-                        double v = withb ? bias[n] : 0.0, sabs = withb ? fabs(bias[n]) : 0.0;
-                        for (size_t k = 0; k < K; k++) {
-                            double p = (double)a[m * K + k] * (double)b[n * K + k];
-                            v += p;
-                            sabs += fabs(p);
-                        }
-                        sum[m * N + n] = v;
-                        tol[m * N + n] = 1e-5 + 1e-4 * fabs(v) + 0x1p-23 * (double)(K + 1) * sabs;
-                    }
+                ref_product(a, b, withb ? bias : NULL, 1, M, N, K, sum, tol);
                 for (int act = -1; act < CLT_ACT__COUNT; act++)
                     for (int withz = 0; withz < (act >= 0 ? 2 : 1); withz++)
-                        for (size_t d = 0; d < ndts; d++) {
-                            if (!withb && act < 0) continue; /* no epilogue */
-                            if (tc_small() && (act == CLT_ACT_TANH || act == CLT_ACT_SIGMOID ||
-                                               act == CLT_ACT_SILU))
-                                continue;
-                            clt_dtype cd = dts[d];
-                            double round16 = cd == CLT_DTYPE_BF16  ? 0x1p-8
-                                             : cd == CLT_DTYPE_F16 ? 0x1p-11
-                                                                   : 0.0;
+                        for (size_t d = 0; d < EPI_DTYPES; d++) {
+                            if ((!withb && act < 0) || epi_skip(act)) continue; /* (none) */
+                            clt_dtype cd = epi_dtypes[d];
+                            double round16 = round16_of(cd);
                             size_t dims[2] = {rows, N}, md[2] = {M, N};
                             clt_tensor *C = NULL, *Z = NULL, *c32 = NULL, *z32 = NULL;
                             clt_tensor *ref = NULL, *refz = NULL;
@@ -491,7 +514,8 @@ START_TEST(test_gemm_epilogue)
                             TC_OK(ctx, clt_op_cast(Z, c32));
                             struct clt_gemm_epilogue e = {.bias = withb ? bt : NULL,
                                                           .act = act,
-                                                          .slope = act >= 0 ? slopes[act] : 0,
+                                                          .slope = act >= 0 ? epi_slopes[act]
+                                                                            : 0,
                                                           .z = withz ? Z : NULL};
                             TC_OK(ctx, clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_TRANS, M, N, K, A,
                                                             B, &e, C));
@@ -607,28 +631,27 @@ static double derivative_from_saved(int act, double slope, double s)
 
 /* The backward epilogue (clt_op_gemm_epilogue with `saved`): dx = (dy W) * act'(s), a linear
  * layer's input gradient taken on through the activation before it, NN as the layer runs it,
- * for every activation, C and s stored f32, f16 or bf16, through the panel family's store and
- * the built-in choice (the GEMM, then the activation's backward in place), against a float64
+ * for every activation, C and s stored f32, f16 or bf16, through the panel family's store, the
+ * built-in choice (with 16-bit storage the GEMM, then the activation's backward in place) and
+ * the direct outer-product kernel (its vector store), against a float64
  * reference from the saved values as stored: check_gemm's bound for the product carried
  * through |act'(s)| (plus a 16-bit C's rounding of the product on the unfused path), plus
  * 1e-5 + 1e-4 |ref| for the derivative's fp32 arithmetic and a 16-bit C's final rounding.
  * In f32, relu and leakyrelu give the bits of the unfused passes; rows past M untouched. */
 START_TEST(test_gemm_epilogue_backward)
 {
-    static const size_t shapes[][3] = {{7, 33, 27}, {1, 1, 1}, {37, 70, 300}};
-    static const float slopes[] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, -0.3f}; /* per clt_act */
-    static const clt_dtype dts[] = {CLT_DTYPE_F32, CLT_DTYPE_BF16, CLT_DTYPE_F16};
-    /* CLTRAIN_TEST_SMALL (oclgrind): the first shape, f32 and bf16 */
-    const size_t nshapes = tc_size(3, 1), ndts = tc_size(3, 2);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = ctx_with_gemm(NULL);
     struct clt_tune builtin = *clt_ctx_tune(ctx), panel = builtin;
     const struct clt_gemm_choice pc = CLT_GEMM_CHOICE_PANEL(3, 8, 4, 16, 2, 2);
     panel.gemm[CLT_GEMM_NN][CLT_GEMM_SMALL] = panel.gemm[CLT_GEMM_NN][CLT_GEMM_LARGE] = pc;
-    for (int pass = 0; pass < 2; pass++) {
-        TC_OK(ctx, clt_ctx_set_tune(ctx, pass ? &builtin : &panel));
-        for (size_t sh = 0; sh < nshapes; sh++) {
-            size_t M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2], rows = M + 2;
+    const struct clt_tune outer = outer_tunes(&builtin, CLT_GEMM_NN);
+    static const char *const pass_name[] = {"panel", "built-in", "outer"};
+    for (int pass = 0; pass < 3; pass++) {
+        TC_OK(ctx, clt_ctx_set_tune(ctx, pass == 2 ? &outer : pass ? &builtin : &panel));
+        for (size_t sh = 0; sh < EPI_SHAPES; sh++) {
+            size_t M = epi_shapes[sh][0], N = epi_shapes[sh][1], K = epi_shapes[sh][2];
+            size_t rows = M + 2;
             size_t dims[2] = {rows, N}, md[2] = {M, N};
             float *a = xalloc(M * K, sizeof *a), *b = xalloc(K * N, sizeof *b);
             float *sv = xalloc(rows * N, sizeof *sv), *got = xalloc(rows * N, sizeof *got);
@@ -639,26 +662,12 @@ START_TEST(test_gemm_epilogue_backward)
             clt_tensor *A = view_at(ctx, M * K, 3, NULL), *B = view_at(ctx, K * N, 5, NULL);
             tc_write(A, a);
             tc_write(B, b);
-            for (size_t m = 0; m < M; m++) /* dy W in float64, and check_gemm's bound */
-                for (size_t n = 0; n < N; n++) {
-                    double v = 0.0, sabs = 0.0;
-                    for (size_t k = 0; k < K; k++) {
-                        double q = (double)a[m * K + k] * (double)b[k * N + n];
-                        v += q;
-                        sabs += fabs(q);
-                    }
-                    sum[m * N + n] = v;
-                    tol[m * N + n] = 1e-5 + 1e-4 * fabs(v) + 0x1p-23 * (double)K * sabs;
-                }
+            ref_product(a, b, NULL, 0, M, N, K, sum, tol); /* dy W */
             for (int act = 0; act < CLT_ACT__COUNT; act++)
-                for (size_t d = 0; d < ndts; d++) {
-                    if (tc_small() && (act == CLT_ACT_TANH || act == CLT_ACT_SIGMOID ||
-                                       act == CLT_ACT_SILU))
-                        continue;
-                    clt_dtype cd = dts[d];
-                    double round16 = cd == CLT_DTYPE_BF16 ? 0x1p-8
-                                     : cd == CLT_DTYPE_F16 ? 0x1p-11
-                                                           : 0.0;
+                for (size_t d = 0; d < EPI_DTYPES; d++) {
+                    if (epi_skip(act)) continue;
+                    clt_dtype cd = epi_dtypes[d];
+                    double round16 = round16_of(cd);
                     clt_tensor *C = NULL, *S = NULL, *c32 = NULL, *ref = NULL;
                     TC_OK(ctx, clt_tensor_create(&C, ctx, cd, 2, dims, CLT_MEM_OTHER));
                     TC_OK(ctx, clt_tensor_create(&S, ctx, cd, 2, dims, CLT_MEM_OTHER));
@@ -674,7 +683,7 @@ START_TEST(test_gemm_epilogue_backward)
                     for (size_t i = 0; i < rows * N; i++) got[i] = EPI_SENTINEL;
                     tc_write(c32, got);
                     TC_OK(ctx, clt_op_cast(C, c32));
-                    const struct clt_gemm_epilogue e = {.act = act, .slope = slopes[act],
+                    const struct clt_gemm_epilogue e = {.act = act, .slope = epi_slopes[act],
                                                         .saved = S};
                     TC_OK(ctx, clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_NO_TRANS, M, N, K, A, B,
                                                     &e, C));
@@ -687,8 +696,8 @@ START_TEST(test_gemm_epilogue_backward)
                         TC_OK(ctx, clt_tensor_view(&sm, S, 0, 2, md));
                         TC_OK(ctx, clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, M, N, K, 1.0f, A, B,
                                                0.0f, ref));
-                        TC_OK(ctx, clt_op_act_backward_alpha((clt_act)act, slopes[act], ref, ref,
-                                                             sm, sm));
+                        TC_OK(ctx, clt_op_act_backward_alpha((clt_act)act, epi_slopes[act], ref,
+                                                             ref, sm, sm));
                         tc_read(ref, want);
                         clt_tensor_free(sm);
                     }
@@ -700,11 +709,11 @@ START_TEST(test_gemm_epilogue_backward)
                                 ck_assert_msg(g == EPI_SENTINEL,
                                               "backward epilogue (%s) act %d %s wrote row %zu: "
                                               "%g",
-                                              pass ? "built-in" : "panel", act,
-                                              clt_dtype_name(cd), m, g);
+                                              pass_name[pass], act, clt_dtype_name(cd), m,
+                                              g);
                                 continue;
                             }
-                            double dv = derivative_from_saved(act, slopes[act], sv[i]);
+                            double dv = derivative_from_saved(act, epi_slopes[act], sv[i]);
                             double y = sum[i] * dv;
                             double tc = fabs(dv) * (tol[i] + round16 * fabs(sum[i])) + 1e-5 +
                                         1e-4 * fabs(y) + round16 * fabs(y);
@@ -715,8 +724,8 @@ START_TEST(test_gemm_epilogue_backward)
                                           "backward epilogue (%s) act %d %s %zux%zux%zu "
                                           "C[%zu, %zu] = %.9g: reference %.9g (s %.9g), "
                                           "unfused %.9g",
-                                          pass ? "built-in" : "panel", act, clt_dtype_name(cd),
-                                          M, N, K, m, n, g, y, (double)sv[i],
+                                          pass_name[pass], act, clt_dtype_name(cd), M, N, K,
+                                          m, n, g, y, (double)sv[i],
                                           cd == CLT_DTYPE_F32 ? want[i] : 0.0f);
                         }
                     clt_tensor_free(C);
