@@ -208,21 +208,35 @@ static inline float gemm_epi1(float v, const int m, const int n, const int ldc,
     if (e->zmode == CLT_EPI_Z_STORE) *zp = v;
     return clt_act_fwd_float(e->act, v, e->slope);
 }
-#if GEMM_VW > 1
-CLT_ACT_DEFINE(floatv)
-/* The same for C[m, n .. n + GEMM_VW). */
-static inline floatv gemm_epiv(floatv v, const int m, const int n, const int ldc,
+/* The same for C[m, n .. n + EPI_W): the outer-product form stores vectors of GEMM_VW, the
+ * dot-product form pieces of its rows of 4 or 2 (an activation's code per piece, not per
+ * element). */
+#if !GEMM_VECK
+#define EPI_W GEMM_VW
+#elif GEMM_TN % 4 == 0
+#define EPI_W 4
+#elif GEMM_TN % 2 == 0
+#define EPI_W 2
+#else
+#define EPI_W 1
+#endif
+#if EPI_W > 1
+#define floate CLT__XCAT(float, EPI_W)
+#define ELOAD(p) CLT__XCAT(vload, EPI_W)(0, (p))
+#define ESTORE(v, p) CLT__XCAT(vstore, EPI_W)((v), 0, (p))
+CLT_ACT_DEFINE(floate)
+static inline floate gemm_epiv(floate v, const int m, const int n, const int ldc,
                                const struct gemm_epi *e)
 {
 #if GEMM_BIAS
-    v += VLOAD(e->bias + n);
+    v += ELOAD(e->bias + n);
 #endif
     if (e->act < 0) return v;
     global float *zp = e->z + (size_t)m * ldc + n;
     if (e->zmode == CLT_EPI_Z_GRAD)
-        return CLT__XCAT(clt_act_bwd_, floatv)(e->act, v, VLOAD(zp), e->slope);
-    if (e->zmode == CLT_EPI_Z_STORE) VSTORE(v, zp);
-    return CLT__XCAT(clt_act_fwd_, floatv)(e->act, v, e->slope);
+        return CLT__XCAT(clt_act_bwd_, floate)(e->act, v, ELOAD(zp), e->slope);
+    if (e->zmode == CLT_EPI_Z_STORE) ESTORE(v, zp);
+    return CLT__XCAT(clt_act_fwd_, floate)(e->act, v, e->slope);
 }
 #else
 #define gemm_epiv gemm_epi1
@@ -524,6 +538,11 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
 #pragma unroll
     for (int j = 0; j < GEMM_TN; j++) ncol[j] = min(n0 + j, N - 1);
     const int kv = K - K % GEMM_VW;
+    /* a whole tile, C not read, the bias at most */
+    bool full = m0 + GEMM_TM <= M && n0 + GEMM_TN <= N && beta == 0.0f;
+#if GEMM_EPI
+    full = full && e.act < 0;
+#endif
     for (int k = 0; k < kv; k += GEMM_VW) {
         floatv av[GEMM_TM], bv[GEMM_TN];
 #pragma unroll
@@ -539,23 +558,55 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
 #pragma unroll
             for (int j = 0; j < GEMM_TN; j++) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
     }
+    float t[GEMM_TM * GEMM_TN]; /* the sums */
 #pragma unroll
     for (int i = 0; i < GEMM_TM; i++) {
-        const int m = m0 + i;
-        float s[GEMM_TN];
 #pragma unroll
-        for (int j = 0; j < GEMM_TN; j++) s[j] = HSUM(acc[i][j]);
+        for (int j = 0; j < GEMM_TN; j++) t[i * GEMM_TN + j] = HSUM(acc[i][j]);
         for (int k = kv; k < K; k++) {
             const float av = GEMM_A(ta, mrow[i], k);
 #pragma unroll
-            for (int j = 0; j < GEMM_TN; j++) s[j] = fma(av, GEMM_B(tb, k, ncol[j]), s[j]);
-        }
-        if (m < M) {
-#pragma unroll
             for (int j = 0; j < GEMM_TN; j++)
-                if (n0 + j < N) GEMM_STORE1(m, n0 + j, s[j]);
+                t[i * GEMM_TN + j] = fma(av, GEMM_B(tb, k, ncol[j]), t[i * GEMM_TN + j]);
         }
     }
+    if (full) { /* straight-line: the compiler stores each row as a vector */
+#pragma unroll
+        for (int i = 0; i < GEMM_TM; i++) {
+            global float *crow = c + (size_t)(m0 + i) * ldc + n0;
+#pragma unroll
+            for (int j = 0; j < GEMM_TN; j++) {
+                float v = alpha * t[i * GEMM_TN + j];
+#if GEMM_BIAS
+                v += e.bias[n0 + j];
+#endif
+                crow[j] = v;
+            }
+        }
+        return;
+    }
+    /* Otherwise (C read, an activation, the edge) in loops kept rolled: the activation's code
+     * once, not in every element of an unrolled tile. */
+#if GEMM_EPI && EPI_W > 1
+    if (m0 + GEMM_TM <= M && n0 + GEMM_TN <= N) { /* a whole tile: by pieces of rows */
+#pragma unroll 1
+        for (int i = 0; i < GEMM_TM; i++) {
+            global float *crow = c + (size_t)(m0 + i) * ldc + n0;
+#pragma unroll 1
+            for (int q = 0; q < GEMM_TN; q += EPI_W) {
+                floate v = alpha * ELOAD(t + i * GEMM_TN + q);
+                if (beta != 0.0f) v = fma((floate)(beta), ELOAD(crow + q), v);
+                ESTORE(gemm_epiv(v, m0 + i, n0 + q, ldc, &e), crow + q);
+            }
+        }
+        return;
+    }
+#endif
+#pragma unroll 1
+    for (int i = 0; i < GEMM_TM && m0 + i < M; i++)
+#pragma unroll 1
+        for (int j = 0; j < GEMM_TN && n0 + j < N; j++)
+            GEMM_STORE1(m0 + i, n0 + j, t[i * GEMM_TN + j]);
 }
 #endif /* GEMM_VECK */
 

@@ -79,7 +79,7 @@ static const struct clt_gemm_choice variants[] = {
     PANEL_IA(6, 64, 16, 256, 8, 1),
     PANEL_IA(6, 16, 8, 256, 4, 4),
     /* dot products */
-    DIRECT(4, 4, 16, 1, 1, 1),
+    DIRECT(4, 4, 16, 1, 2, 4), /* in groups of 8: PoCL schedules each group alone */
     DIRECT(3, 6, 16, 1, 1, 1),
     DIRECT(2, 8, 16, 1, 1, 1),
     DIRECT(4, 4, 8, 1, 1, 1),
@@ -118,7 +118,8 @@ struct clt_gemm_choice clt_gemm_own_default(const clt_device_info *dev, clt_gemm
         /* Measured on PoCL 3.1, 2-core AVX-512 (BENCHMARKS.md, "GEMM GFLOP/s per shape" and
          * "The panel GEMM"): dot products for small NT, outer products in place for small NN
          * and TN; the panel family (operands packed once into the workspace) for large ones
-         * of every layout and for TT.
+         * of every layout and for TT. The dot products run in groups of 2 x 4 work-items (PoCL
+         * schedules each group alone: "Small NT products", BENCHMARKS.md).
          * Register blocks sized for 32 registers of 16 floats; a CPU with narrower native
          * vectors (AVX2: 16 of 8) gets blocks that fit its 16 registers. */
         cl_uint native = 16;
@@ -126,7 +127,7 @@ struct clt_gemm_choice clt_gemm_own_default(const clt_device_info *dev, clt_gemm
                                            sizeof native, &native, NULL) != CL_SUCCESS)
             native = 16;
         bool wide = native >= 16;
-        const struct clt_gemm_choice dot = DIRECT(3, 6, 16, 1, 1, 1),
+        const struct clt_gemm_choice dot = DIRECT(4, 4, 16, 1, 2, 4),
                                      outer = DIRECT(4, 64, 16, 0, 1, 1),
                                      panel = PANEL(12, 32, 16, 128, 4, 2),
                                      panel_ia = PANEL_IA(6, 64, 16, 256, 8, 1),

@@ -427,9 +427,9 @@ END_TEST
 
 /* The epilogue (clt_op_gemm_epilogue): C = act(x W^T + bias) and z = x W^T + bias, for every
  * activation and none, with and without a bias and z, C stored f32, f16 or bf16, through the
- * panel family's store, the built-in choice (the direct dot-product kernel's store in f32; with
- * 16-bit storage a GEMM, then the bias and activation kernels) and the direct outer-product
- * kernel (its vector store),
+ * panel family's store, the built-in choice (with 16-bit storage a GEMM, then the bias and
+ * activation kernels), the direct outer-product kernel (its vector store) and the direct
+ * dot-product kernel with 4 and 6 columns per work-item (its store by pieces of rows),
  * against a float64 reference: the GEMM tolerance of gemm_bias for z, carried through the
  * activation (|act'| <= 1.13) plus the activation kernels' 1e-5 + 1e-4 |ref|, plus the
  * roundings of a 16-bit C (2^-8 |ref| each for bf16, 2^-11 for f16): of y, and of x W^T and z
@@ -456,25 +456,32 @@ static double round16_of(clt_dtype d)
     return d == CLT_DTYPE_BF16 ? 0x1p-8 : d == CLT_DTYPE_F16 ? 0x1p-11 : 0.0;
 }
 
-/* The outer-product form of the direct kernel (its vector store), on layout l's products. */
-static struct clt_tune outer_tunes(const struct clt_tune *t, clt_gemm_layout l)
+/* t with choice c for layout l's products. */
+static struct clt_tune tunes_with(const struct clt_tune *t, clt_gemm_layout l,
+                                  struct clt_gemm_choice c)
 {
     struct clt_tune o = *t;
-    const struct clt_gemm_choice oc = CLT_GEMM_CHOICE_DIRECT(4, 32, 16, 0, 1, 1);
-    o.gemm[l][CLT_GEMM_SMALL] = o.gemm[l][CLT_GEMM_LARGE] = oc;
+    o.gemm[l][CLT_GEMM_SMALL] = o.gemm[l][CLT_GEMM_LARGE] = c;
     return o;
 }
+/* The direct kernel's outer-product form (its vector store) and its dot-product form (its
+ * store by pieces of 4 and 2 columns). */
+#define EPI_OUTER ((struct clt_gemm_choice)CLT_GEMM_CHOICE_DIRECT(4, 32, 16, 0, 1, 1))
+#define EPI_DOT4 ((struct clt_gemm_choice)CLT_GEMM_CHOICE_DIRECT(4, 4, 16, 1, 2, 4))
+#define EPI_DOT6 ((struct clt_gemm_choice)CLT_GEMM_CHOICE_DIRECT(3, 6, 16, 1, 1, 1))
 
 START_TEST(test_gemm_epilogue)
 {
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = ctx_with_gemm(NULL);
     struct clt_tune t, panel;
-    static const char *const pass_name[] = {"panel", "built-in", "outer"};
     nt_panel_tunes(ctx, &t, &panel);
-    const struct clt_tune outer = outer_tunes(&t, CLT_GEMM_NT);
-    for (int pass = 0; pass < 3; pass++) {
-        TC_OK(ctx, clt_ctx_set_tune(ctx, pass == 2 ? &outer : pass ? &t : &panel));
+    static const char *const pass_name[] = {"panel", "built-in", "outer", "dot 4", "dot 6"};
+    const struct clt_tune tunes[] = {panel, t, tunes_with(&t, CLT_GEMM_NT, EPI_OUTER),
+                                     tunes_with(&t, CLT_GEMM_NT, EPI_DOT4),
+                                     tunes_with(&t, CLT_GEMM_NT, EPI_DOT6)};
+    for (int pass = 0; pass < 5; pass++) {
+        TC_OK(ctx, clt_ctx_set_tune(ctx, &tunes[pass]));
         for (size_t s = 0; s < EPI_SHAPES; s++) {
             size_t M = epi_shapes[s][0], N = epi_shapes[s][1], K = epi_shapes[s][2];
             size_t rows = M + 2;
@@ -645,7 +652,7 @@ START_TEST(test_gemm_epilogue_backward)
     struct clt_tune builtin = *clt_ctx_tune(ctx), panel = builtin;
     const struct clt_gemm_choice pc = CLT_GEMM_CHOICE_PANEL(3, 8, 4, 16, 2, 2);
     panel.gemm[CLT_GEMM_NN][CLT_GEMM_SMALL] = panel.gemm[CLT_GEMM_NN][CLT_GEMM_LARGE] = pc;
-    const struct clt_tune outer = outer_tunes(&builtin, CLT_GEMM_NN);
+    const struct clt_tune outer = tunes_with(&builtin, CLT_GEMM_NN, EPI_OUTER);
     static const char *const pass_name[] = {"panel", "built-in", "outer"};
     for (int pass = 0; pass < 3; pass++) {
         TC_OK(ctx, clt_ctx_set_tune(ctx, pass == 2 ? &outer : pass ? &builtin : &panel));
