@@ -24,9 +24,10 @@
  * and keeps its partial sums in a private f32 array rather than in C) and the tiled kernel
  * (it converts while staging) take 16-bit operands; the host picks one of them. With every
  * dtype f32 the code is the same as before.
- * Fused epilogue (GEMM_EPI 1, the direct kernel's f32 outer- and dot-product forms, which store
- * each element of C once): the kernels take the epilogue's arguments after C's and apply it as
- * they store, as cl/gemm_panel.cl's store does: the bias per column (GEMM_BIAS), then with
+ * Fused epilogue (GEMM_EPI 1: the tiled kernel, any dtypes, and the direct kernel's f32 outer-
+ * and dot-product forms, each of which stores every element of C once): the kernels take the
+ * epilogue's arguments after C's and apply it as they store, as cl/gemm_panel.cl's store does:
+ * the bias per column (GEMM_BIAS, stored as GEMM_BIAS_DTYPE; f32 in the direct forms), then with
  * act >= 0 (act_fn.cl's codes, a run-time argument) either act(v), keeping v in z first
  * (zmode CLT_EPI_Z_STORE: a linear layer's forward), or v * act'(.) from z's values (zmode
  * CLT_EPI_Z_GRAD: its input gradient through the activation before it). */
@@ -113,10 +114,14 @@ typedef CLT_TYPE(GEMM_C_DTYPE) gemm_c_t;
 #define GEMM_EPI 0
 #endif
 #ifndef GEMM_BIAS
-#define GEMM_BIAS 0 /* GEMM_EPI: add bias[n] (f32) to column n */
+#define GEMM_BIAS 0 /* GEMM_EPI: add bias[n] (storage GEMM_BIAS_DTYPE) to column n */
 #endif
-#if GEMM_EPI && (GEMM_TILED || GEMM_MIXED || (!GEMM_VECK && GEMM_KB > 0))
-#error "GEMM_EPI is for the direct kernel's f32 outer- and dot-product forms"
+#ifndef GEMM_BIAS_DTYPE
+#define GEMM_BIAS_DTYPE CLT_F32
+#endif
+#if GEMM_EPI && !GEMM_TILED &&                                                                  \
+    (GEMM_MIXED || GEMM_BIAS_DTYPE != CLT_F32 || (!GEMM_VECK && GEMM_KB > 0))
+#error "GEMM_EPI is for the tiled kernel and the direct kernel's f32 outer- and dot-product forms"
 #endif
 
 /* The kernels' pointers are `restrict`; the helpers' parameters are not: once a helper with
@@ -131,16 +136,17 @@ typedef CLT_TYPE(GEMM_C_DTYPE) gemm_c_t;
 #define GEMM_PASS M, N, K, alpha, a + a_off, lda, b + b_off, ldb, beta, c + c_off, ldc
 
 /* The fused epilogue's arguments (GEMM_EPI), after C's, and what the helpers get of them. */
+typedef CLT_TYPE(GEMM_BIAS_DTYPE) gemm_bias_t;
 struct gemm_epi {
-    global const float *bias; /* GEMM_BIAS */
-    global float *z;          /* laid out as C; zmode 0: unused */
+    global const gemm_bias_t *bias; /* GEMM_BIAS */
+    global gemm_c_t *z;             /* laid out as C, and stored as C; zmode 0: unused */
     int act, zmode;
     float slope;
 };
 #if GEMM_EPI
 #define GEMM_EPI_ARGS                                                                             \
-    , global const float *restrict bias, const ulong bias_off, const int act, const float slope, \
-        global float *restrict z, const ulong z_off, const int zmode
+    , global const gemm_bias_t *restrict bias, const ulong bias_off, const int act,              \
+        const float slope, global gemm_c_t *restrict z, const ulong z_off, const int zmode
 #define GEMM_EPI_PASS , (struct gemm_epi){bias + bias_off, z + z_off, act, zmode, slope}
 #else
 #define GEMM_EPI_ARGS
@@ -152,6 +158,24 @@ struct gemm_epi {
     ((ta) ? GEMM_LA(a, (size_t)(k) * lda + (m)) : GEMM_LA(a, (size_t)(m) * lda + (k)))
 #define GEMM_B(tb, k, n)                                                                          \
     ((tb) ? GEMM_LB(b, (size_t)(n) * ldb + (k)) : GEMM_LB(b, (size_t)(k) * ldb + (n)))
+
+#if GEMM_EPI
+CLT_ACT_DEFINE(float)
+/* v, C[m, n]'s complete value, through the epilogue e (C's leading dimension ldc). */
+static inline float gemm_epi1(float v, const int m, const int n, const int ldc,
+                              const struct gemm_epi *e)
+{
+#if GEMM_BIAS
+    v += CLT_LOAD(GEMM_BIAS_DTYPE, e->bias, n);
+#endif
+    if (e->act < 0) return v;
+    const size_t i = (size_t)m * ldc + n;
+    if (e->zmode == CLT_EPI_Z_GRAD)
+        return clt_act_bwd_float(e->act, v, GEMM_LC(e->z, i), e->slope);
+    if (e->zmode == CLT_EPI_Z_STORE) GEMM_SC(e->z, i, v);
+    return clt_act_fwd_float(e->act, v, e->slope);
+}
+#endif
 
 /* C[m, n] = alpha * v + beta * C[m, n], without reading C when beta == 0 (then through the
  * epilogue e, with GEMM_EPI). */
@@ -194,20 +218,6 @@ typedef float floatv;
 #define NV (GEMM_TN / GEMM_VW) /* vectors per row of the block (GEMM_VECK 0) */
 
 #if GEMM_EPI
-CLT_ACT_DEFINE(float)
-/* v, C[m, n]'s complete value, through the epilogue e (C's leading dimension ldc). */
-static inline float gemm_epi1(float v, const int m, const int n, const int ldc,
-                              const struct gemm_epi *e)
-{
-#if GEMM_BIAS
-    v += e->bias[n];
-#endif
-    if (e->act < 0) return v;
-    global float *zp = e->z + (size_t)m * ldc + n;
-    if (e->zmode == CLT_EPI_Z_GRAD) return clt_act_bwd_float(e->act, v, *zp, e->slope);
-    if (e->zmode == CLT_EPI_Z_STORE) *zp = v;
-    return clt_act_fwd_float(e->act, v, e->slope);
-}
 /* The same for C[m, n .. n + EPI_W): the outer-product form stores vectors of GEMM_VW, the
  * dot-product form pieces of its rows of 4 or 2 (an activation's code per piece, not per
  * element). */
@@ -538,8 +548,8 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
 #pragma unroll
     for (int j = 0; j < GEMM_TN; j++) ncol[j] = min(n0 + j, N - 1);
     const int kv = K - K % GEMM_VW;
-    /* a whole tile, C not read, the bias at most */
-    bool full = m0 + GEMM_TM <= M && n0 + GEMM_TN <= N && beta == 0.0f;
+    /* a whole tile, the bias at most */
+    bool full = m0 + GEMM_TM <= M && n0 + GEMM_TN <= N;
 #if GEMM_EPI
     full = full && e.act < 0;
 #endif
@@ -577,6 +587,7 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
 #pragma unroll
             for (int j = 0; j < GEMM_TN; j++) {
                 float v = alpha * t[i * GEMM_TN + j];
+                if (beta != 0.0f) v = fma(beta, crow[j], v);
 #if GEMM_BIAS
                 v += e.bias[n0 + j];
 #endif
@@ -585,8 +596,8 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
         }
         return;
     }
-    /* Otherwise (C read, an activation, the edge) in loops kept rolled: the activation's code
-     * once, not in every element of an unrolled tile. */
+    /* Otherwise (an activation, the edge) in loops kept rolled: the activation's code once, not
+     * in every element of an unrolled tile. */
 #if GEMM_EPI && EPI_W > 1
     if (m0 + GEMM_TM <= M && n0 + GEMM_TN <= N) { /* a whole tile: by pieces of rows */
 #pragma unroll 1
@@ -710,9 +721,10 @@ static inline void gemm_stage(const int ta, const int tb, const int M, const int
 static inline void gemm_tiled(const int ta, const int tb, const int M, const int N, const int K,
                        const float alpha, global const gemm_a_t *a, const int lda,
                        global const gemm_b_t *b, const int ldb, const float beta,
-                       global gemm_c_t *c, const int ldc, local float *as,
-                       local float *bs)
+                       global gemm_c_t *c, const int ldc, const struct gemm_epi e,
+                       local float *as, local float *bs)
 {
+    (void)e; /* used with GEMM_EPI */
     const int ln = (int)get_local_id(0), lm = (int)get_local_id(1), tid = lm * GEMM_WGN + ln;
     const int mt0 = (int)get_group_id(1) * MT, nt0 = (int)get_group_id(0) * NT;
     float acc[GEMM_TM][GEMM_TN];
@@ -744,6 +756,25 @@ static inline void gemm_tiled(const int ta, const int tb, const int M, const int
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     /* Item (ln, lm) holds rows lm + i * WGM and columns ln + j * WGN of the tile. */
+#if GEMM_EPI
+    /* The epilogue through private memory in loops kept rolled: its activation's code once,
+     * not in every element of an unrolled tile (more than GPU compilers unroll). */
+    float t[GEMM_TM * GEMM_TN];
+#pragma unroll
+    for (int i = 0; i < GEMM_TM; i++)
+#pragma unroll
+        for (int j = 0; j < GEMM_TN; j++) t[i * GEMM_TN + j] = acc[i][j];
+#pragma unroll 1
+    for (int i = 0; i < GEMM_TM; i++) {
+        const int m = mt0 + lm + i * GEMM_WGM;
+#pragma unroll 1
+        for (int j = 0; j < GEMM_TN && m < M; j++) {
+            const int n = nt0 + ln + j * GEMM_WGN;
+            if (n < N) GEMM_STORE1(m, n, t[i * GEMM_TN + j]);
+        }
+    }
+    return;
+#endif
 #pragma unroll
     for (int i = 0; i < GEMM_TM; i++) {
         const int m = mt0 + lm + i * GEMM_WGM;
@@ -760,10 +791,11 @@ static inline void gemm_tiled(const int ta, const int tb, const int M, const int
 /* Launched over (ceil(N / NT) * GEMM_WGN, ceil(M / MT) * GEMM_WGM) items in work-groups of
  * exactly (GEMM_WGN, GEMM_WGM). */
 #define GEMM_TILED_KERNEL(name, ta, tb)                                                           \
-    kernel __attribute__((reqd_work_group_size(GEMM_WGN, GEMM_WGM, 1))) void name(GEMM_ARGS)      \
+    kernel __attribute__((reqd_work_group_size(GEMM_WGN, GEMM_WGM, 1))) void name(              \
+        GEMM_ARGS GEMM_EPI_ARGS)                                                                  \
     {                                                                                             \
         local float as[2 * AS], bs[2 * BS]; /* two slices each: double buffering */               \
-        gemm_tiled(ta, tb, GEMM_PASS, as, bs);                                                    \
+        gemm_tiled(ta, tb, GEMM_PASS GEMM_EPI_PASS, as, bs);                                      \
     }
 #if GEMM_HAS(0, 0)
 GEMM_TILED_KERNEL(gemm_tiled_nn, 0, 0)

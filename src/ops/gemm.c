@@ -154,8 +154,8 @@ static struct epi_args epi_args(const struct clt_gemm_epilogue *e, cl_mem any)
 }
 
 /* cl/gemm.cl with the choice's defines, and with e (NULL: none) in its store, which the caller
- * has checked the choice takes (clt__gemm_fuses_epilogue, an f32 bias); every argument fits an
- * int (checked by the caller). */
+ * has checked the choice takes (clt__gemm_fuses_epilogue; the direct forms an f32 bias); every
+ * argument fits an int (checked by the caller). */
 static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb,
                           size_t M, size_t N, size_t K, float alpha, const clt_tensor *A,
                           const clt_tensor *B, float beta, clt_tensor *C,
@@ -479,7 +479,7 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
     /* the epilogue in the kernel's store where it takes it (the direct kernels an f32 bias
      * only), else kernels after it */
     const bool fused = e && fits && clt__gemm_fuses_epilogue(c, ta, tb) &&
-                       (c->kernel == CLT_GEMM_PANEL || !e->bias ||
+                       (c->kernel != CLT_GEMM_DIRECT || !e->bias ||
                         clt_tensor_dtype(e->bias) == CLT_DTYPE_F32);
     if (e && !fused) {
         CLT_TRY(gemm(c, ta, tb, M, N, K, alpha, A, B, beta, e->z ? e->z : C, NULL));

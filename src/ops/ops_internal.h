@@ -340,16 +340,18 @@ bool clt__conv_wide(const clt_device_info *dev);
 void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* batchnorm */
 struct clt_gemm_choice;
 /* The program a GEMM choice's kernels live in: "act_fn,gemm_panel" for the panel family (its
- * epilogue applies activations), "act_fn,gemm" for a direct kernel with the fused epilogue
- * (epi), else "gemm". */
+ * epilogue applies activations), "act_fn,gemm" for a direct or tiled kernel with the fused
+ * epilogue (epi), else "gemm". */
 const char *clt__gemm_program(const struct clt_gemm_choice *c, bool epi);
-/* bias: the epilogue bias's dtype (panel: GEMM_BIAS_DTYPE; direct: f32 only), or -1 for none;
- * epi: a direct kernel with the fused epilogue (GEMM_EPI; the panel family always has it). */
+/* bias: the epilogue bias's dtype (panel, tiled: GEMM_BIAS_DTYPE; direct: f32 only), or -1 for
+ * none; epi: a direct or tiled kernel with the fused epilogue (GEMM_EPI; the panel family
+ * always has it). */
 void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_trans ta,
                     clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd, int bias, bool epi);
 /* Whether a GEMM choice's kernel applies the fused epilogue in its store for layout (ta, tb):
- * the panel family in every layout; the direct kernel's f32 outer- and dot-product forms (kb 0)
- * in the layouts linear layers run it in (NT forward, NN input gradient). */
+ * the panel family in every layout; in the layouts linear layers run it in (NT forward, NN input
+ * gradient) also the tiled kernel (a bias of any float dtype) and the direct kernel's f32 outer-
+ * and dot-product forms (kb 0, an f32 bias). */
 bool clt__gemm_fuses_epilogue(const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb);
 /* Whether a GEMM choice's kernel reads and writes 16-bit storage (cl/gemm.cl's GEMM_MIXED): the
  * packed direct kernel, the tiled one and the panel family. */

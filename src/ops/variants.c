@@ -51,6 +51,7 @@ bool clt__gemm_fuses_epilogue(const struct clt_gemm_choice *c, clt_trans ta, clt
 {
     (void)tb;
     if (c->kernel == CLT_GEMM_PANEL) return true;
+    if (c->kernel == CLT_GEMM_TILED) return !ta; /* NN and NT: fewer programs to check */
     return c->kernel == CLT_GEMM_DIRECT && c->kb == 0 && !ta; /* NN and NT */
 }
 
@@ -83,6 +84,9 @@ void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_tr
         len += snprintf(dst + len, n - (size_t)len, " -DGEMM_BIAS=1 -DGEMM_BIAS_DTYPE=%d", bias);
     if (len > 0 && (size_t)len < n && epi && c->kernel == CLT_GEMM_DIRECT)
         snprintf(dst + len, n - (size_t)len, " -DGEMM_EPI=1 -DGEMM_BIAS=%d", bias >= 0);
+    if (len > 0 && (size_t)len < n && epi && tiled)
+        snprintf(dst + len, n - (size_t)len, " -DGEMM_EPI=1 -DGEMM_BIAS=%d -DGEMM_BIAS_DTYPE=%d",
+                 bias >= 0, bias >= 0 ? bias : (int)CLT_DTYPE_F32);
 }
 
 /* ---- every variant ------------------------------------------------------------------------- */
@@ -202,8 +206,12 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
                                    triples[t][1], triples[t][2], (int)triples[t][1], false);
                     fn(clt__gemm_program(&choices[c], false), o, user);
                 } else if (clt__gemm_fuses_epilogue(&choices[c], ta, tb)) {
-                    /* the direct kernel with the epilogue, without and with an f32 bias */
-                    for (int bias = -1; bias <= (int)CLT_DTYPE_F32; bias++) {
+                    /* the direct kernel with the epilogue, without and with an f32 bias; the
+                     * tiled one also with a bias stored as the weight */
+                    const int wb = (int)triples[t][1];
+                    const bool tiled = choices[c].kernel == CLT_GEMM_TILED;
+                    for (int bias = -1; bias <= (tiled ? wb : (int)CLT_DTYPE_F32); bias++) {
+                        if (bias > (int)CLT_DTYPE_F32 && bias != wb) continue;
                         clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, triples[t][0],
                                        triples[t][1], triples[t][2], bias, true);
                         fn(clt__gemm_program(&choices[c], true), o, user);

@@ -428,8 +428,9 @@ END_TEST
 /* The epilogue (clt_op_gemm_epilogue): C = act(x W^T + bias) and z = x W^T + bias, for every
  * activation and none, with and without a bias and z, C stored f32, f16 or bf16, through the
  * panel family's store, the built-in choice (with 16-bit storage a GEMM, then the bias and
- * activation kernels), the direct outer-product kernel (its vector store) and the direct
- * dot-product kernel with 4 and 6 columns per work-item (its store by pieces of rows),
+ * activation kernels), the direct outer-product kernel (its vector store), the direct
+ * dot-product kernel with 4 and 6 columns per work-item (its store by pieces of rows) and the
+ * tiled kernel (GPUs' 16-bit GEMM, here also with 16-bit C),
  * against a float64 reference: the GEMM tolerance of gemm_bias for z, carried through the
  * activation (|act'| <= 1.13) plus the activation kernels' 1e-5 + 1e-4 |ref|, plus the
  * roundings of a 16-bit C (2^-8 |ref| each for bf16, 2^-11 for f16): of y, and of x W^T and z
@@ -464,11 +465,12 @@ static struct clt_tune tunes_with(const struct clt_tune *t, clt_gemm_layout l,
     o.gemm[l][CLT_GEMM_SMALL] = o.gemm[l][CLT_GEMM_LARGE] = c;
     return o;
 }
-/* The direct kernel's outer-product form (its vector store) and its dot-product form (its
- * store by pieces of 4 and 2 columns). */
+/* The direct kernel's outer-product form (its vector store), its dot-product form (its store
+ * by pieces of 4 and 2 columns), and the tiled kernel (GPUs' 16-bit GEMM: any dtypes). */
 #define EPI_OUTER ((struct clt_gemm_choice)CLT_GEMM_CHOICE_DIRECT(4, 32, 16, 0, 1, 1))
 #define EPI_DOT4 ((struct clt_gemm_choice)CLT_GEMM_CHOICE_DIRECT(4, 4, 16, 1, 2, 4))
 #define EPI_DOT6 ((struct clt_gemm_choice)CLT_GEMM_CHOICE_DIRECT(3, 6, 16, 1, 1, 1))
+#define EPI_TILED ((struct clt_gemm_choice)CLT_GEMM_CHOICE_TILED(4, 4, 2, 2, 8))
 
 START_TEST(test_gemm_epilogue)
 {
@@ -476,11 +478,15 @@ START_TEST(test_gemm_epilogue)
     clt_ctx *ctx = ctx_with_gemm(NULL);
     struct clt_tune t, panel;
     nt_panel_tunes(ctx, &t, &panel);
-    static const char *const pass_name[] = {"panel", "built-in", "outer", "dot 4", "dot 6"};
-    const struct clt_tune tunes[] = {panel, t, tunes_with(&t, CLT_GEMM_NT, EPI_OUTER),
+    static const char *const pass_name[] = {"panel", "built-in", "outer", "dot 4", "dot 6",
+                                            "tiled"};
+    const struct clt_tune tunes[] = {panel,
+                                     t,
+                                     tunes_with(&t, CLT_GEMM_NT, EPI_OUTER),
                                      tunes_with(&t, CLT_GEMM_NT, EPI_DOT4),
-                                     tunes_with(&t, CLT_GEMM_NT, EPI_DOT6)};
-    for (int pass = 0; pass < 5; pass++) {
+                                     tunes_with(&t, CLT_GEMM_NT, EPI_DOT6),
+                                     tunes_with(&t, CLT_GEMM_NT, EPI_TILED)};
+    for (int pass = 0; pass < 6; pass++) {
         TC_OK(ctx, clt_ctx_set_tune(ctx, &tunes[pass]));
         for (size_t s = 0; s < EPI_SHAPES; s++) {
             size_t M = epi_shapes[s][0], N = epi_shapes[s][1], K = epi_shapes[s][2];
@@ -493,12 +499,18 @@ START_TEST(test_gemm_epilogue)
             tc_fill_nonzero(&r, a, M * K, 0.05f, 1.0f);
             tc_fill_nonzero(&r, b, N * K, 0.05f, 1.0f);
             tc_fill_nonzero(&r, bias, N, 0.05f, 1.0f);
+            /* multiples of 1/64: the same values stored f32, f16 or bf16 (as C) */
+            for (size_t n = 0; n < N; n++) bias[n] = roundf(bias[n] * 64.0f) / 64.0f;
             for (size_t i = 0; i < rows * N; i++) got[i] = EPI_SENTINEL;
             clt_tensor *A = view_at(ctx, M * K, 3, NULL), *B = view_at(ctx, N * K, 5, NULL);
-            clt_tensor *bt = view_at(ctx, N, 1, NULL);
+            clt_tensor *bt = view_at(ctx, N, 1, NULL), *bias_as[3] = {bt, NULL, NULL};
             tc_write(A, a);
             tc_write(B, b);
             tc_write(bt, bias);
+            for (clt_dtype d = CLT_DTYPE_F16; d <= CLT_DTYPE_BF16; d++) {
+                TC_OK(ctx, clt_tensor_create(&bias_as[d], ctx, d, 1, &N, CLT_MEM_OTHER));
+                TC_OK(ctx, clt_op_cast(bias_as[d], bt));
+            }
             for (int withb = 0; withb < 2; withb++) {
                 ref_product(a, b, withb ? bias : NULL, 1, M, N, K, sum, tol);
                 for (int act = -1; act < CLT_ACT__COUNT; act++)
@@ -519,7 +531,7 @@ START_TEST(test_gemm_epilogue)
                             tc_write(c32, got); /* sentinels, cast into C and Z */
                             TC_OK(ctx, clt_op_cast(C, c32));
                             TC_OK(ctx, clt_op_cast(Z, c32));
-                            struct clt_gemm_epilogue e = {.bias = withb ? bt : NULL,
+                            struct clt_gemm_epilogue e = {.bias = withb ? bias_as[cd] : NULL,
                                                           .act = act,
                                                           .slope = act >= 0 ? epi_slopes[act]
                                                                             : 0,
@@ -602,6 +614,8 @@ START_TEST(test_gemm_epilogue)
             clt_tensor_free(A);
             clt_tensor_free(B);
             clt_tensor_free(bt);
+            clt_tensor_free(bias_as[CLT_DTYPE_F16]);
+            clt_tensor_free(bias_as[CLT_DTYPE_BF16]);
             free(a);
             free(b);
             free(bias);
@@ -639,8 +653,8 @@ static double derivative_from_saved(int act, double slope, double s)
 /* The backward epilogue (clt_op_gemm_epilogue with `saved`): dx = (dy W) * act'(s), a linear
  * layer's input gradient taken on through the activation before it, NN as the layer runs it,
  * for every activation, C and s stored f32, f16 or bf16, through the panel family's store, the
- * built-in choice (with 16-bit storage the GEMM, then the activation's backward in place) and
- * the direct outer-product kernel (its vector store), against a float64
+ * built-in choice (with 16-bit storage the GEMM, then the activation's backward in place), the
+ * direct outer-product kernel (its vector store) and the tiled kernel, against a float64
  * reference from the saved values as stored: check_gemm's bound for the product carried
  * through |act'(s)| (plus a 16-bit C's rounding of the product on the unfused path), plus
  * 1e-5 + 1e-4 |ref| for the derivative's fp32 arithmetic and a 16-bit C's final rounding.
@@ -652,10 +666,11 @@ START_TEST(test_gemm_epilogue_backward)
     struct clt_tune builtin = *clt_ctx_tune(ctx), panel = builtin;
     const struct clt_gemm_choice pc = CLT_GEMM_CHOICE_PANEL(3, 8, 4, 16, 2, 2);
     panel.gemm[CLT_GEMM_NN][CLT_GEMM_SMALL] = panel.gemm[CLT_GEMM_NN][CLT_GEMM_LARGE] = pc;
-    const struct clt_tune outer = tunes_with(&builtin, CLT_GEMM_NN, EPI_OUTER);
-    static const char *const pass_name[] = {"panel", "built-in", "outer"};
-    for (int pass = 0; pass < 3; pass++) {
-        TC_OK(ctx, clt_ctx_set_tune(ctx, pass == 2 ? &outer : pass ? &builtin : &panel));
+    static const char *const pass_name[] = {"panel", "built-in", "outer", "tiled"};
+    const struct clt_tune tunes[] = {panel, builtin, tunes_with(&builtin, CLT_GEMM_NN, EPI_OUTER),
+                                     tunes_with(&builtin, CLT_GEMM_NN, EPI_TILED)};
+    for (int pass = 0; pass < 4; pass++) {
+        TC_OK(ctx, clt_ctx_set_tune(ctx, &tunes[pass]));
         for (size_t sh = 0; sh < EPI_SHAPES; sh++) {
             size_t M = epi_shapes[sh][0], N = epi_shapes[sh][1], K = epi_shapes[sh][2];
             size_t rows = M + 2;
