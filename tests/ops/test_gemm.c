@@ -486,7 +486,7 @@ START_TEST(test_gemm_epilogue)
                                      tunes_with(&t, CLT_GEMM_NT, EPI_DOT4),
                                      tunes_with(&t, CLT_GEMM_NT, EPI_DOT6),
                                      tunes_with(&t, CLT_GEMM_NT, EPI_TILED)};
-    for (int pass = 0; pass < 6; pass++) {
+    for (size_t pass = 0; pass < sizeof tunes / sizeof *tunes; pass++) {
         TC_OK(ctx, clt_ctx_set_tune(ctx, &tunes[pass]));
         for (size_t s = 0; s < EPI_SHAPES; s++) {
             size_t M = epi_shapes[s][0], N = epi_shapes[s][1], K = epi_shapes[s][2];
@@ -669,7 +669,7 @@ START_TEST(test_gemm_epilogue_backward)
     static const char *const pass_name[] = {"panel", "built-in", "outer", "tiled"};
     const struct clt_tune tunes[] = {panel, builtin, tunes_with(&builtin, CLT_GEMM_NN, EPI_OUTER),
                                      tunes_with(&builtin, CLT_GEMM_NN, EPI_TILED)};
-    for (int pass = 0; pass < 4; pass++) {
+    for (size_t pass = 0; pass < sizeof tunes / sizeof *tunes; pass++) {
         TC_OK(ctx, clt_ctx_set_tune(ctx, &tunes[pass]));
         for (size_t sh = 0; sh < EPI_SHAPES; sh++) {
             size_t M = epi_shapes[sh][0], N = epi_shapes[sh][1], K = epi_shapes[sh][2];
