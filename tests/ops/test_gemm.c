@@ -430,7 +430,8 @@ END_TEST
  * panel family's store, the built-in choice (with 16-bit storage a GEMM, then the bias and
  * activation kernels), the direct outer-product kernel (its vector store), the direct
  * dot-product kernel with 4 and 6 columns per work-item (its store by pieces of rows) and the
- * tiled kernel (GPUs' 16-bit GEMM, here also with 16-bit C),
+ * tiled kernel (GPUs' 16-bit GEMM, here also with 16-bit C); with a 16-bit C the bias is stored
+ * in C's dtype too, as a 16-bit model stores it (multiples of 1/64: the same values),
  * against a float64 reference: the GEMM tolerance of gemm_bias for z, carried through the
  * activation (|act'| <= 1.13) plus the activation kernels' 1e-5 + 1e-4 |ref|, plus the
  * roundings of a 16-bit C (2^-8 |ref| each for bf16, 2^-11 for f16): of y, and of x W^T and z
