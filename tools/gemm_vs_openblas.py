@@ -8,7 +8,11 @@ it (transposed operands as transposed views, so numpy passes the transpose flags
 nothing; each timing ~0.1 s or longer). Both sides keep the best of N timings, and the pair
 runs R rounds in turn (the best of each side over the rounds), so that a noisy moment of a
 shared machine falls on both alike. Prints, per shape, OpenBLAS's GFLOP/s, the best own
-variant's and the ratio, then the ratio over each layout's total time.
+variant's, the ratio, and the bound: the ratio of a kernel that ran at the best own rate of
+the whole table after the device's launch floor (cltrain-tune's 1x1x1 product back to back),
+i.e. OpenBLAS's time over floor + flop / best rate; a bound below 0.9 marks a shape that the
+launch alone keeps from 0.9. Then the ratio over each layout's total time, and the shapes
+below 0.9.
 
 usage: tools/gemm_vs_openblas.py [BUILD_DIR] [--repeats N] [--rounds R]
        (default: build, 3 repeats, 2 rounds)
@@ -42,16 +46,21 @@ def parse_args(argv):
 
 
 def run_tuner(tune, repeats):
-    """The tuner's sections: {layout: (shapes [(M, N, K)], {variant: [GFLOP/s per shape]})}."""
+    """The tuner's sections: {layout: (shapes [(M, N, K)], {variant: [GFLOP/s per shape]})},
+    and its launch floor per layout: {layout: seconds per call of a 1x1x1 product}."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [tune, "--device", os.environ.get("CLTRAIN_DEVICE", "cpu"), "--quick", "--min",
                "--repeats", str(repeats), "--output", os.path.join(tmp, "tune.json")]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    sections, layout = {}, None
+    sections, floors, layout = {}, {}, None
     for line in out.splitlines():
         m = re.match(r"^(NT|NN|TN):", line)
         if m:
             layout = m.group(1)
+            continue
+        m = re.match(r"^launch floor: ([0-9.]+) us", line)
+        if m and layout:
+            floors[layout] = float(m.group(1)) * 1e-6
             continue
         if line.startswith("variant \\ M x N x K") and layout:
             shapes = [tuple(int(x) for x in s.split("x")) for s in line.split()[7:-2]]
@@ -69,7 +78,9 @@ def run_tuner(tune, repeats):
                 rows[" ".join(cells[:-n - 1])] = rates
     if not sections:
         sys.exit("gemm_vs_openblas: no table in cltrain-tune's output:\n" + out)
-    return out.splitlines()[0], sections
+    if set(floors) != set(sections):
+        sys.exit("gemm_vs_openblas: no launch floor for every layout in cltrain-tune's output")
+    return out.splitlines()[0], sections, floors
 
 
 def openblas_rates(sections, repeats):
@@ -108,10 +119,11 @@ def main():
                  "python3-numpy; run it with /usr/bin/python3)")
     print(f"{time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}; numpy {np.__version__}; "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
-    head, sections = run_tuner(tune, repeats)
+    head, sections, floors = run_tuner(tune, repeats)
     blas = openblas_rates(sections, repeats)
     for _ in range(rounds - 1):  # the best of each side over the rounds
-        _, more = run_tuner(tune, repeats)
+        _, more, more_floors = run_tuner(tune, repeats)
+        floors = {layout: min(t, more_floors[layout]) for layout, t in floors.items()}
         for layout, (_, rows) in more.items():
             mine = sections[layout][1]
             for v, rates in rows.items():
@@ -119,7 +131,13 @@ def main():
         for key, rate in openblas_rates(sections, repeats).items():
             blas[key] = max(blas[key], rate)
     print(head + f"; the best of {rounds} rounds")
-    print(f"{'layout':6} {'M x N x K':>16} {'OpenBLAS':>9} {'own best':>9} {'ratio':>6}  variant")
+    print("launch floor (a 1x1x1 product back to back): " +
+          ", ".join(f"{layout} {t * 1e6:.2f} us" for layout, t in floors.items()))
+    print(f"{'layout':6} {'M x N x K':>16} {'OpenBLAS':>9} {'own best':>9} {'ratio':>6} "
+          f"{'bound':>6}  variant")
+    low = []
+    peak = max(r for _, rows in sections.values() for v, rates in rows.items()
+               if not v.startswith("clblast") for r in rates) * 1e9
     for layout, (shapes, rows) in sections.items():
         t_blas = t_own = 0.0
         for s, (M, N, K) in enumerate(shapes):
@@ -130,10 +148,17 @@ def main():
             flop = 2.0 * M * N * K
             t_blas += flop / blas_rate
             t_own += flop / best
+            bound = flop / (blas_rate * 1e9) / (floors[layout] + flop / peak)
             print(f"{layout:6} {f'{M}x{N}x{K}':>16} {blas_rate:9.1f} {best:9.1f} "
-                  f"{best / blas_rate:6.2f}  {variant}")
+                  f"{best / blas_rate:6.2f} {bound:6.2f}  {variant}")
+            if best / blas_rate < 0.9:
+                low.append((f"{layout} {M}x{N}x{K}", bound))
         print(f"{layout}: the shapes' total time, OpenBLAS / best own: {t_blas / t_own:.2f}")
-
+    if not low:
+        print("every shape at 0.9 of OpenBLAS or above")
+    for shape, bound in low:
+        print(f"below 0.9: {shape}" + (f" (held by the launch floor: at most {bound:.2f})"
+                                       if bound < 0.9 else ""))
 
 if __name__ == "__main__":
     main()

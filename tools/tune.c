@@ -223,6 +223,19 @@ static void make_shapes(bool quick, struct shape shapes[3][MAX_SHAPES], int coun
 
 static const struct clt_gemm_choice clblast = {.kernel = CLT_GEMM_CLBLAST};
 
+/* Seconds per call of c on shape s: calibrated batches, the median (or best) of r->repeats.
+ * Negative on failure. */
+static double time_one(struct run *r, const struct clt_gemm_choice *c, const struct shape *s)
+{
+    double t[64];
+    int calls = calibrate(r, c, s), reps = r->repeats < 64 ? r->repeats : 64;
+    if (calls < 0) return -1;
+    for (int i = 0; i < reps; i++)
+        if ((t[i] = time_batch(r, c, s, calls)) < 0) return -1;
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    return r->use_min ? t[0] : t[reps / 2];
+}
+
 /* The candidates on one shape: CLBlast's result as the reference, every candidate still ok[]
  * checked against it, then timed in rounds into times[c * MAX_SHAPES + s]. 0, or 1 after an OpenCL
  * failure (r->ctx's message), 2 out of host memory (both printed by the caller). */
@@ -338,11 +351,21 @@ static int tune_layout(struct run *r, const struct clt_gemm_choice *vars, int nv
         for (int s = 0; s < nshape; s++)
             times[c * MAX_SHAPES + s] = -1;
     bool *ok = calloc((size_t)nvar + 1, sizeof *ok);
-    if (!ok) return 3;
+    if (!ok) return 2;
     for (int c = 0; c <= nvar; c++)
         ok[c] = c == 0 || (all ? clt_gemm_choice_check(&vars[c - 1], dev, NULL, 0) == CLT_OK
                                : clt_gemm_variant_applies(&vars[c - 1], l, dev));
-    printf("\n%s\n%-52s", roles[l], "variant \\ M x N x K");
+    /* What any shape costs at least: a 1x1x1 product's calls back to back (the launch, the
+     * driver's scheduling and an almost empty kernel). tools/gemm_vs_openblas.py reads it. */
+    const struct shape one = {.layout = l, .M = 1, .N = 1, .K = 1};
+    const struct clt_gemm_choice small = clt_gemm_own_default(dev, l, CLT_GEMM_SMALL);
+    double floor_s = time_one(r, &small, &one);
+    if (floor_s < 0) {
+        free(ok);
+        return 1;
+    }
+    printf("\n%s\nlaunch floor: %.2f us per call (1x1x1 back to back)\n%-52s", roles[l],
+           floor_s * 1e6, "variant \\ M x N x K");
     for (int s = 0; s < nshape; s++) {
         char dims[32];
         snprintf(dims, sizeof dims, "%zux%zux%zu", sh[s].M, sh[s].N, sh[s].K);
@@ -357,19 +380,6 @@ static int tune_layout(struct run *r, const struct clt_gemm_choice *vars, int nv
     free(ok);
     fflush(stdout);
     return fail;
-}
-
-/* Seconds per call of c on shape s: calibrated batches, the median (or best) of r->repeats.
- * Negative on failure. */
-static double time_one(struct run *r, const struct clt_gemm_choice *c, const struct shape *s)
-{
-    double t[64];
-    int calls = calibrate(r, c, s), reps = r->repeats < 64 ? r->repeats : 64;
-    if (calls < 0) return -1;
-    for (int i = 0; i < reps; i++)
-        if ((t[i] = time_batch(r, c, s, calls)) < 0) return -1;
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    return r->use_min ? t[0] : t[reps / 2];
 }
 
 /* CLBlast's Xgemm (the kernel of its larger GEMMs) over the large shapes of every layout:

@@ -322,14 +322,22 @@ START_TEST(test_panel_edges)
 }
 END_TEST
 
-/* ctx's tuning data in *builtin, and in *panel the same with every NT GEMM on a small panel
- * choice (whose store runs a linear layer's epilogue). */
-static void nt_panel_tunes(clt_ctx *ctx, struct clt_tune *builtin, struct clt_tune *panel)
+/* t with choice c for layout l's products. */
+static struct clt_tune tunes_with(const struct clt_tune *t, clt_gemm_layout l,
+                                  struct clt_gemm_choice c)
 {
-    const struct clt_gemm_choice pc = CLT_GEMM_CHOICE_PANEL(3, 8, 4, 16, 2, 2);
-    *builtin = *panel = *clt_ctx_tune(ctx);
-    panel->gemm[CLT_GEMM_NT][CLT_GEMM_SMALL] = panel->gemm[CLT_GEMM_NT][CLT_GEMM_LARGE] = pc;
+    struct clt_tune o = *t;
+    o.gemm[l][CLT_GEMM_SMALL] = o.gemm[l][CLT_GEMM_LARGE] = c;
+    return o;
 }
+/* The choices whose stores the epilogue tests run: a small panel choice (the packed family),
+ * the direct kernel's outer-product form (its vector store), its dot-product form (its store
+ * by pieces of 4 and 2 columns), and the tiled kernel (GPUs' 16-bit GEMM: any dtypes). */
+#define EPI_PANEL ((struct clt_gemm_choice)CLT_GEMM_CHOICE_PANEL(3, 8, 4, 16, 2, 2))
+#define EPI_OUTER ((struct clt_gemm_choice)CLT_GEMM_CHOICE_DIRECT(4, 32, 16, 0, 1, 1))
+#define EPI_DOT4 ((struct clt_gemm_choice)CLT_GEMM_CHOICE_DIRECT(4, 4, 16, 1, 2, 4))
+#define EPI_DOT6 ((struct clt_gemm_choice)CLT_GEMM_CHOICE_DIRECT(3, 6, 16, 1, 1, 1))
+#define EPI_TILED ((struct clt_gemm_choice)CLT_GEMM_CHOICE_TILED(4, 4, 2, 2, 8))
 
 /* x W^T (+ bias) when tb, else x W, in float64 for a (M x K) and b (N x K, or K x N), into
  * sum[M * N], with check_gemm's bound for it in tol[M * N] (the bias one more term). */
@@ -360,8 +368,7 @@ START_TEST(test_gemm_bias)
     static const size_t shapes[][3] = {{1, 1, 1}, {5, 17, 33}, {37, 70, 300}, {13, 129, 7}};
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = ctx_with_gemm(NULL);
-    struct clt_tune t, panel;
-    nt_panel_tunes(ctx, &t, &panel);
+    const struct clt_tune t = *clt_ctx_tune(ctx), panel = tunes_with(&t, CLT_GEMM_NT, EPI_PANEL);
     for (int pass = 0; pass < 2; pass++) {
         TC_OK(ctx, clt_ctx_set_tune(ctx, pass ? &t : &panel));
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
@@ -458,30 +465,15 @@ static double round16_of(clt_dtype d)
     return d == CLT_DTYPE_BF16 ? 0x1p-8 : d == CLT_DTYPE_F16 ? 0x1p-11 : 0.0;
 }
 
-/* t with choice c for layout l's products. */
-static struct clt_tune tunes_with(const struct clt_tune *t, clt_gemm_layout l,
-                                  struct clt_gemm_choice c)
-{
-    struct clt_tune o = *t;
-    o.gemm[l][CLT_GEMM_SMALL] = o.gemm[l][CLT_GEMM_LARGE] = c;
-    return o;
-}
-/* The direct kernel's outer-product form (its vector store), its dot-product form (its store
- * by pieces of 4 and 2 columns), and the tiled kernel (GPUs' 16-bit GEMM: any dtypes). */
-#define EPI_OUTER ((struct clt_gemm_choice)CLT_GEMM_CHOICE_DIRECT(4, 32, 16, 0, 1, 1))
-#define EPI_DOT4 ((struct clt_gemm_choice)CLT_GEMM_CHOICE_DIRECT(4, 4, 16, 1, 2, 4))
-#define EPI_DOT6 ((struct clt_gemm_choice)CLT_GEMM_CHOICE_DIRECT(3, 6, 16, 1, 1, 1))
-#define EPI_TILED ((struct clt_gemm_choice)CLT_GEMM_CHOICE_TILED(4, 4, 2, 2, 8))
 
 START_TEST(test_gemm_epilogue)
 {
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = ctx_with_gemm(NULL);
-    struct clt_tune t, panel;
-    nt_panel_tunes(ctx, &t, &panel);
+    const struct clt_tune t = *clt_ctx_tune(ctx);
     static const char *const pass_name[] = {"panel", "built-in", "outer", "dot 4", "dot 6",
                                             "tiled"};
-    const struct clt_tune tunes[] = {panel,
+    const struct clt_tune tunes[] = {tunes_with(&t, CLT_GEMM_NT, EPI_PANEL),
                                      t,
                                      tunes_with(&t, CLT_GEMM_NT, EPI_OUTER),
                                      tunes_with(&t, CLT_GEMM_NT, EPI_DOT4),
@@ -664,11 +656,10 @@ START_TEST(test_gemm_epilogue_backward)
 {
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = ctx_with_gemm(NULL);
-    struct clt_tune builtin = *clt_ctx_tune(ctx), panel = builtin;
-    const struct clt_gemm_choice pc = CLT_GEMM_CHOICE_PANEL(3, 8, 4, 16, 2, 2);
-    panel.gemm[CLT_GEMM_NN][CLT_GEMM_SMALL] = panel.gemm[CLT_GEMM_NN][CLT_GEMM_LARGE] = pc;
+    const struct clt_tune builtin = *clt_ctx_tune(ctx);
     static const char *const pass_name[] = {"panel", "built-in", "outer", "tiled"};
-    const struct clt_tune tunes[] = {panel, builtin, tunes_with(&builtin, CLT_GEMM_NN, EPI_OUTER),
+    const struct clt_tune tunes[] = {tunes_with(&builtin, CLT_GEMM_NN, EPI_PANEL), builtin,
+                                     tunes_with(&builtin, CLT_GEMM_NN, EPI_OUTER),
                                      tunes_with(&builtin, CLT_GEMM_NN, EPI_TILED)};
     for (size_t pass = 0; pass < sizeof tunes / sizeof *tunes; pass++) {
         TC_OK(ctx, clt_ctx_set_tune(ctx, &tunes[pass]));
