@@ -1,23 +1,21 @@
 #!/usr/bin/env python3
 """cltrain's GEMM beside OpenBLAS sgemm on this machine's CPU, shape by shape.
 
-Runs `cltrain-tune --quick --min` on the CPU device (the MLP and CNN presets' training shapes,
-every own variant; its tuning file goes to a temporary path, the user's is left alone), reads
-its table, and times OpenBLAS sgemm through numpy on the same shapes and layouts right after
-it (transposed operands as transposed views, so numpy passes the transpose flags and copies
-nothing; each timing ~0.1 s or longer). Both sides keep the best of N timings, and the pair
-runs R rounds in turn (the best of each side over the rounds), so that a noisy moment of a
-shared machine falls on both alike. Prints, per shape, OpenBLAS's GFLOP/s, the best own
-variant's, the ratio, and the bound: the ratio of a kernel that ran at the best own rate of
-the whole table after the device's launch floor (cltrain-tune's 1x1x1 product back to back),
-i.e. OpenBLAS's time over floor + flop / best rate; a bound below 0.9 marks a shape that the
-launch alone keeps from 0.9. Then the ratio over each layout's total time, and the shapes
-below 0.9.
+Runs `cltrain-tune --quick --min --openblas LIB` on the CPU device (the MLP and CNN presets'
+training shapes, every own variant; its tuning file goes to a temporary path, the user's is
+left alone). The tuner times OpenBLAS's cblas_sgemm on the host with the same operands in the
+same rounds as the variants, shape by shape, so that a noisy moment of a shared machine falls
+on both alike; this script runs it R times and keeps each side's best. Prints, per shape,
+OpenBLAS's GFLOP/s, the best own variant's, the ratio, and the bound: the ratio of a kernel
+that ran at the best own rate of the whole table after the device's launch floor (the
+tuner's 1x1x1 product back to back), i.e. OpenBLAS's time over floor + flop / best rate; a
+bound below 0.9 marks a shape that the launch alone keeps from 0.9. Then the ratio over each
+layout's total time, and the shapes below 0.9.
 
 usage: tools/gemm_vs_openblas.py [BUILD_DIR] [--repeats N] [--rounds R]
        (default: build, 3 repeats, 2 rounds)
-numpy's BLAS must be OpenBLAS (Debian: python3-numpy with libopenblas0-pthread); set
-OPENBLAS_CORETYPE where OpenBLAS misdetects the CPU (e.g. Haswell on AMD Zen 3).
+OPENBLAS_LIB names the library (default libopenblas.so.0: Debian's libopenblas0-pthread);
+set OPENBLAS_CORETYPE where OpenBLAS misdetects the CPU (e.g. Haswell on AMD Zen 3).
 """
 import os
 import re
@@ -25,6 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+OWN_KINDS = ("direct", "packed", "panel", "tiled")  # cltrain's own variants, not CLBlast
+BLAS_ROW = "openblas cblas_sgemm (host)"
 
 
 def parse_args(argv):
@@ -50,8 +51,12 @@ def run_tuner(tune, repeats):
     and its launch floor per layout: {layout: seconds per call of a 1x1x1 product}."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [tune, "--device", os.environ.get("CLTRAIN_DEVICE", "cpu"), "--quick", "--min",
-               "--repeats", str(repeats), "--output", os.path.join(tmp, "tune.json")]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+               "--repeats", str(repeats), "--output", os.path.join(tmp, "tune.json"),
+               "--openblas", os.environ.get("OPENBLAS_LIB", "libopenblas.so.0")]
+        run = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)  # its stderr shows
+        if run.returncode != 0:
+            sys.exit(f"gemm_vs_openblas: {' '.join(cmd)} failed (exit {run.returncode})")
+        out = run.stdout
     sections, floors, layout = {}, {}, None
     for line in out.splitlines():
         m = re.match(r"^(NT|NN|TN):", line)
@@ -78,33 +83,12 @@ def run_tuner(tune, repeats):
                 rows[" ".join(cells[:-n - 1])] = rates
     if not sections:
         sys.exit("gemm_vs_openblas: no table in cltrain-tune's output:\n" + out)
+    if any(BLAS_ROW not in rows for _, rows in sections.values()):
+        sys.exit("gemm_vs_openblas: OpenBLAS did not run on every shape (cltrain-tune's "
+                 "messages above)")
     if set(floors) != set(sections):
         sys.exit("gemm_vs_openblas: no launch floor for every layout in cltrain-tune's output")
     return out.splitlines()[0], sections, floors
-
-
-def openblas_rates(sections, repeats):
-    import numpy as np
-    rng = np.random.default_rng(1)
-    rates = {}
-    for layout, (shapes, _) in sections.items():
-        ta, tb = layout[0] == "T", layout[1] == "T"
-        for (M, N, K) in shapes:
-            a = rng.standard_normal((K, M) if ta else (M, K), dtype=np.float32)
-            b = rng.standard_normal((N, K) if tb else (K, N), dtype=np.float32)
-            A, B = (a.T if ta else a), (b.T if tb else b)
-            c = np.empty((M, N), dtype=np.float32)
-            np.matmul(A, B, out=c)
-            flop = 2.0 * M * N * K
-            reps = max(1, int(2e8 / flop))  # ~0.1 s per timing at 2 GFLOP/s and up
-            best = 0.0
-            for _ in range(repeats):
-                t = time.perf_counter()
-                for _ in range(reps):
-                    np.matmul(A, B, out=c)
-                best = max(best, flop * reps / (time.perf_counter() - t) / 1e9)
-            rates[(layout, M, N, K)] = best
-    return rates
 
 
 def main():
@@ -112,15 +96,10 @@ def main():
     tune = os.path.join(build, "tools", "cltrain-tune")
     if not os.access(tune, os.X_OK):
         sys.exit(f"gemm_vs_openblas: no {tune}; build first (tools/setup.sh {build})")
-    try:
-        import numpy as np
-    except ImportError:
-        sys.exit("gemm_vs_openblas: this python has no numpy (Debian: apt-get install "
-                 "python3-numpy; run it with /usr/bin/python3)")
-    print(f"{time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}; numpy {np.__version__}; "
+    print(f"{time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}; "
+          f"OPENBLAS_LIB={os.environ.get('OPENBLAS_LIB', '(unset)')}; "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
     head, sections, floors = run_tuner(tune, repeats)
-    blas = openblas_rates(sections, repeats)
     for _ in range(rounds - 1):  # the best of each side over the rounds
         _, more, more_floors = run_tuner(tune, repeats)
         floors = {layout: min(t, more_floors[layout]) for layout, t in floors.items()}
@@ -128,23 +107,20 @@ def main():
             mine = sections[layout][1]
             for v, rates in rows.items():
                 mine[v] = [max(x, y) for x, y in zip(mine.get(v, rates), rates)]
-        for key, rate in openblas_rates(sections, repeats).items():
-            blas[key] = max(blas[key], rate)
     print(head + f"; the best of {rounds} rounds")
     print("launch floor (a 1x1x1 product back to back): " +
           ", ".join(f"{layout} {t * 1e6:.2f} us" for layout, t in floors.items()))
     print(f"{'layout':6} {'M x N x K':>16} {'OpenBLAS':>9} {'own best':>9} {'ratio':>6} "
           f"{'bound':>6}  variant")
     low = []
-    peak = max(r for _, rows in sections.values() for v, rates in rows.items()
-               if not v.startswith("clblast") for r in rates) * 1e9
+    own = {layout: {v: rates for v, rates in rows.items() if v.split()[0] in OWN_KINDS}
+           for layout, (_, rows) in sections.items()}
+    peak = max(r for rows in own.values() for rates in rows.values() for r in rates) * 1e9
     for layout, (shapes, rows) in sections.items():
         t_blas = t_own = 0.0
         for s, (M, N, K) in enumerate(shapes):
-            key = (layout, M, N, K)
-            blas_rate = blas[key]
-            own = [(r[s], v) for v, r in rows.items() if not v.startswith("clblast")]
-            best, variant = max(own)
+            blas_rate = rows[BLAS_ROW][s]
+            best, variant = max((r[s], v) for v, r in own[layout].items())
             flop = 2.0 * M * N * K
             t_blas += flop / blas_rate
             t_own += flop / best

@@ -4,11 +4,14 @@
  * layout (least total time over the shapes) to the device's tuning file, which ctxs read at
  * creation. With --clblast it also tunes CLBlast's Xgemm kernel parameters
  * (CLBlastOverrideParameters).
+ * With --openblas it also times OpenBLAS's cblas_sgemm on the host beside them, in the same
+ * rounds (tools/gemm_vs_openblas.py reads that row).
  * usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] [--layout L]
- *                     [--repeats N] [--min] [--variant SPEC]... [--clblast] */
+ *                     [--repeats N] [--min] [--variant SPEC]... [--clblast] [--openblas LIB] */
 #include "ops/tune_internal.h"
 #include "cltrain/cltrain.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,14 @@ struct shape {
     size_t M, N, K;
 };
 
+#define MAX_SHAPES 24 /* per layout */
+
+/* CBLAS's cblas_sgemm and the values of its enums this tool passes */
+typedef void blas_sgemm_fn(int order, int ta, int tb, int M, int N, int K, float alpha,
+                           const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                           int ldc);
+enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
+
 struct run {
     clt_ctx *ctx;
     clt_tensor *A, *B, *C;
@@ -27,6 +38,12 @@ struct run {
     int repeats;
     bool use_min;    /* report the fastest repeat instead of the median */
     double min_time; /* seconds each timed repeat runs at least */
+    /* --openblas: cblas_sgemm on host copies of A and B (the tensors' contents), timed in the
+     * same rounds as the candidates, seconds per call per shape of the layout (< 0: none) */
+    blas_sgemm_fn *sgemm;
+    const float *ha, *hb;
+    float *hc;
+    double blas_time[MAX_SHAPES];
 };
 
 static double now_s(void)
@@ -78,8 +95,26 @@ static double time_batch(struct run *r, const struct clt_gemm_choice *c, const s
     return (now_s() - t0) / calls;
 }
 
-/* Runs c once over a NaN-poisoned C (beta 0) and compares with r->ref:
- * max |got - ref| <= 1e-4 * max |ref| (the two differ only in summation order). */
+/* Whether got[count] is CLBlast's result r->ref: max |got - ref| <= 1e-4 * max |ref| (the two
+ * differ only in summation order); if not, why. */
+static bool near_ref(const struct run *r, const float *got, size_t count, char *why, size_t n)
+{
+    double maxref = 0, maxdiff = 0;
+    size_t worst = 0;
+    for (size_t i = 0; i < count; i++) {
+        double d = fabs((double)got[i] - (double)r->ref[i]);
+        if (fabs(r->ref[i]) > maxref) maxref = fabs(r->ref[i]);
+        if (!(d <= maxdiff)) { /* NaN counts as the worst */
+            maxdiff = isnan(d) ? INFINITY : d;
+            worst = i;
+        }
+    }
+    if (maxdiff <= 1e-4 * maxref) return true;
+    snprintf(why, n, "element %zu: got %g, CLBlast %g", worst, got[worst], r->ref[worst]);
+    return false;
+}
+
+/* Runs c once over a NaN-poisoned C (beta 0) and compares with r->ref. */
 static bool check_choice(struct run *r, const struct clt_gemm_choice *c, const struct shape *s,
                          char *why, size_t n)
 {
@@ -91,26 +126,14 @@ static bool check_choice(struct run *r, const struct clt_gemm_choice *c, const s
         snprintf(why, n, "%s", clt_ctx_errmsg(r->ctx));
         return false;
     }
-    double maxref = 0, maxdiff = 0;
-    size_t worst = 0;
-    for (size_t i = 0; i < count; i++) {
-        double d = fabs((double)r->got[i] - (double)r->ref[i]);
-        if (fabs(r->ref[i]) > maxref) maxref = fabs(r->ref[i]);
-        if (!(d <= maxdiff)) { /* NaN counts as the worst */
-            maxdiff = isnan(d) ? INFINITY : d;
-            worst = i;
-        }
-    }
-    if (maxdiff <= 1e-4 * maxref) return true;
-    snprintf(why, n, "element %zu: got %g, CLBlast %g", worst, r->got[worst], r->ref[worst]);
-    return false;
+    return near_ref(r, r->got, count, why, n);
 }
 
 static int usage(FILE *f, int rc)
 {
     fprintf(f, "usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] "
                "[--layout L]\n                    [--repeats N] [--min] [--variant SPEC]... "
-               "[--clblast]\n"
+               "[--clblast]\n                    [--openblas LIB]\n"
                "  --device SEL   auto, gpu, cpu, accelerator, N, P:D or part of a name\n"
                "  --output FILE  where to write (default: $CLTRAIN_TUNE_FILE, else the device's\n"
                "                 file in the program cache dir)\n"
@@ -125,13 +148,16 @@ static int usage(FILE *f, int rc)
                "  --clblast      also tune CLBlast's Xgemm kernel (its parameters through\n"
                "                 CLBlastOverrideParameters, each candidate checked) on the\n"
                "                 large shapes; the winner goes to the file if it beats\n"
-               "                 CLBlast's database\n");
+               "                 CLBlast's database\n"
+               "  --openblas LIB also time cblas_sgemm from the OpenBLAS library LIB (e.g.\n"
+               "                 libopenblas.so.0) on the host, in the same rounds as the\n"
+               "                 variants: a row of the table, never a choice\n");
     return rc;
 }
 
 /* The flags of cltrain-tune. */
 struct tune_args {
-    const char *device, *output, *only;
+    const char *device, *output, *only, *openblas;
     bool quick, all, use_min, clblast;
     int repeats;
     struct clt_gemm_choice given[32];
@@ -169,6 +195,8 @@ static int parse_args(int argc, char **argv, struct tune_args *a)
             a->quick = true;
         else if (strcmp(argv[i], "--clblast") == 0)
             a->clblast = true;
+        else if (strcmp(argv[i], "--openblas") == 0 && i + 1 < argc)
+            a->openblas = argv[++i];
         else if (strcmp(argv[i], "--all") == 0)
             a->all = true;
         else if (strcmp(argv[i], "--help") == 0)
@@ -180,8 +208,6 @@ static int parse_args(int argc, char **argv, struct tune_args *a)
     }
     return -1;
 }
-
-#define MAX_SHAPES 24 /* per layout */
 
 /* The presets' GEMMs per layout (shapes[0]: NT, [1]: NN, [2]: TN) into count[layout]: the MLP
  * presets' linear layers (forward NT, dx NN, dW TN), and the convolutions of the cnn preset
@@ -222,6 +248,49 @@ static void make_shapes(bool quick, struct shape shapes[3][MAX_SHAPES], int coun
 }
 
 static const struct clt_gemm_choice clblast = {.kernel = CLT_GEMM_CLBLAST};
+
+static void blas_call(struct run *r, const struct shape *s)
+{
+    bool ta = s->layout == CLT_GEMM_TN || s->layout == CLT_GEMM_TT;
+    bool tb = s->layout == CLT_GEMM_NT || s->layout == CLT_GEMM_TT;
+    r->sgemm(CBLAS_ROW_MAJOR, ta ? CBLAS_TRANS : CBLAS_NO_TRANS, tb ? CBLAS_TRANS : CBLAS_NO_TRANS,
+             (int)s->M, (int)s->N, (int)s->K, 1.0f, r->ha, (int)(ta ? s->M : s->K), r->hb,
+             (int)(tb ? s->K : s->N), 0.0f, r->hc, (int)s->N);
+}
+
+/* OpenBLAS's warm-up call, checked against r->ref (a mismatch is printed: 0 calls), then how
+ * many calls make a batch of at least r->min_time. */
+static int blas_calibrate(struct run *r, const struct shape *s)
+{
+    char why[256];
+    size_t count = s->M * s->N;
+    for (size_t i = 0; i < count; i++)
+        r->hc[i] = NAN;
+    blas_call(r, s);
+    if (!near_ref(r, r->hc, count, why, sizeof why)) {
+        fprintf(stderr, "cltrain-tune: OpenBLAS at %s %zux%zux%zu differs: %s\n",
+                clt_gemm_layout_name(s->layout), s->M, s->N, s->K, why);
+        return 0;
+    }
+    double t0 = now_s();
+    blas_call(r, s);
+    double one = now_s() - t0;
+    int calls = one >= r->min_time ? 1 : (int)ceil(r->min_time / (one > 1e-6 ? one : 1e-6));
+    return calls > 1000 ? 1000 : calls;
+}
+
+/* Seconds per OpenBLAS call over one batch of `calls`; then a pause of 0.2 s, in which its
+ * threads stop spinning (OpenBLAS's workers busy-wait about 2^28 cycles after a call) and
+ * leave the cores to the next candidate. */
+static double blas_batch(struct run *r, const struct shape *s, int calls)
+{
+    double t0 = now_s();
+    for (int j = 0; j < calls; j++)
+        blas_call(r, s);
+    double t = (now_s() - t0) / calls;
+    nanosleep(&(struct timespec){.tv_nsec = 200000000}, NULL);
+    return t;
+}
 
 /* Seconds per call of c on shape s: calibrated batches, the median (or best) of r->repeats.
  * Negative on failure. */
@@ -271,11 +340,20 @@ static int time_shape(struct run *r, const struct clt_gemm_choice *vars, int nva
         if (calls[c] < 0) ok[c] = c == 0; /* CLBlast stays the reference */
     }
     int reps = r->repeats < 64 ? r->repeats : 64;
-    for (int i = 0; i < reps; i++)
+    int blas_calls = r->sgemm ? blas_calibrate(r, &sh[s]) : 0;
+    double blas[64];
+    for (int i = 0; i < reps; i++) {
         for (int c = 0; c <= nvar; c++)
             if (calls[c] > 0)
                 samples[c * 64 + i] =
                     time_batch(r, c == 0 ? &clblast : &vars[c - 1], &sh[s], calls[c]);
+        if (blas_calls > 0) blas[i] = blas_batch(r, &sh[s], blas_calls); /* last: its pause */
+    }
+    r->blas_time[s] = -1;
+    if (blas_calls > 0) {
+        qsort(blas, (size_t)reps, sizeof *blas, cmp_double);
+        r->blas_time[s] = r->use_min ? blas[0] : blas[reps / 2];
+    }
     for (int c = 0; c <= nvar; c++) {
         if (calls[c] <= 0) continue;
         double *t = samples + c * 64;
@@ -338,6 +416,23 @@ static void pick_best(const struct clt_gemm_choice *vars, int nvar, clt_gemm_lay
     }
 }
 
+/* The row of OpenBLAS's GFLOP/s (--openblas), "-" where it did not run. */
+static void print_blas_row(const struct run *r, const struct shape *sh, int nshape)
+{
+    double total = 0;
+    printf("%-52s", "openblas cblas_sgemm (host)");
+    for (int s = 0; s < nshape; s++) {
+        double t = r->blas_time[s];
+        if (t > 0) {
+            printf(" %13.1f", 2e-9 * (double)sh[s].M * (double)sh[s].N * (double)sh[s].K / t);
+            total += t;
+        } else {
+            printf(" %13s", "-");
+        }
+    }
+    printf(" %9.2f\n", total * 1e3);
+}
+
 /* One layout: its header, every candidate on every shape, the table and the choice. 0, or
  * what time_shape returns on failure. */
 static int tune_layout(struct run *r, const struct clt_gemm_choice *vars, int nvar, bool all,
@@ -376,6 +471,7 @@ static int tune_layout(struct run *r, const struct clt_gemm_choice *vars, int nv
     int fail = 0;
     for (int s = 0; s < nshape && !fail; s++)
         fail = time_shape(r, vars, nvar, sh, s, ok, times);
+    if (!fail && r->sgemm) print_blas_row(r, sh, nshape);
     if (!fail) pick_best(vars, nvar, l, sh, nshape, ok, times, tune);
     free(ok);
     fflush(stdout);
@@ -494,10 +590,23 @@ int main(int argc, char **argv)
             if (sh->M * sh->N > max_c) max_c = sh->M * sh->N;
         }
 
+    void *blas_lib = NULL;
+    if (a.openblas) {
+        blas_lib = dlopen(a.openblas, RTLD_NOW | RTLD_LOCAL);
+        void *f = blas_lib ? dlsym(blas_lib, "cblas_sgemm") : NULL;
+        if (!f) {
+            fprintf(stderr, "cltrain-tune: --openblas %s: %s\n", a.openblas,
+                    blas_lib ? "has no cblas_sgemm" : dlerror());
+            if (blas_lib) dlclose(blas_lib);
+            return 2;
+        }
+        memcpy(&r.sgemm, &f, sizeof r.sgemm); /* POSIX: a data pointer that holds a function */
+    }
     struct clt_ctx_params cp = clt_ctx_default_params();
     cp.device = a.device;
     if (clt_ctx_create(&r.ctx, &cp) != CLT_OK) {
         fprintf(stderr, "cltrain-tune: %s\n", clt_last_errmsg());
+        if (blas_lib) dlclose(blas_lib);
         return 1;
     }
     const clt_device_info *dev = clt_ctx_device(r.ctx);
@@ -514,7 +623,8 @@ int main(int argc, char **argv)
     r.got = malloc(max_c * sizeof *r.got);
     host = malloc(big * sizeof *host);
     times = malloc((size_t)(nvar + 1) * MAX_SHAPES * sizeof *times);
-    if (!r.ref || !r.got || !host || !times) {
+    r.hc = r.sgemm ? malloc(max_c * sizeof *r.hc) : NULL;
+    if (!r.ref || !r.got || !host || !times || (r.sgemm && !r.hc)) {
         fprintf(stderr, "cltrain-tune: out of host memory\n");
         goto done;
     }
@@ -530,6 +640,8 @@ int main(int argc, char **argv)
     if (clt_tensor_write(r.A, host, true, NULL) != CLT_OK ||
         clt_tensor_write(r.B, host + (big - max_b) / 2, true, NULL) != CLT_OK)
         goto cl_fail;
+    r.ha = host; /* OpenBLAS's operands: the same values */
+    r.hb = host + (big - max_b) / 2;
 
     printf("cltrain-tune on [%d] %s (%s, driver %s): GFLOP/s, %s of %d\n", dev->index,
            dev->device_name, dev->platform_version, dev->driver_version,
@@ -561,5 +673,7 @@ done:
     free(r.got);
     free(host);
     free(times);
+    free(r.hc);
+    if (blas_lib) dlclose(blas_lib);
     return rc;
 }
