@@ -219,7 +219,7 @@ typedef float floatv;
 
 #if GEMM_VECK && (GEMM_VW == 16 || GEMM_VW == 8)
 /* The dot-product form's sums of GEMM_HTREE vectors at once: HSUM of each x[i] (the same
- * additions in the same order), lane 4 b + j of the result holding x[b + GEMM_HTREE / 4 j]'s.
+ * additions in the same order), lane 4 b + j of the result holding x[b + GEMM_HTREE / 4 * j]'s.
  * A tree of pairs, each level adding two shuffles of two vectors: halves, then 128-bit blocks
  * (16 wide), then pairs and single lanes within the blocks, one shuffle instruction each on
  * AVX-512 and AVX2: 45 operations for 16 sums (21 for 8), where reducing each vector alone
@@ -627,7 +627,7 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
     const int ntree = GEMM_TM * GEMM_TN / GEMM_HTREE * GEMM_HTREE;
 #pragma unroll
     for (int g = 0; g < ntree; g += GEMM_HTREE) {
-        floatv x[GEMM_HTREE]; /* lane 4 b + j of the tree's result is x[b + GEMM_HTREE / 4 j] */
+        floatv x[GEMM_HTREE]; /* lane 4 b + j of the tree's result is x[b + GEMM_HTREE / 4 * j] */
 #pragma unroll
         for (int f = 0; f < GEMM_HTREE; f++)
             x[f / 4 + GEMM_HTREE / 4 * (f % 4)] = acc[(g + f) / GEMM_TN][(g + f) % GEMM_TN];
