@@ -68,6 +68,13 @@ static clt_status call(struct run *r, const struct clt_gemm_choice *c, const str
                             s->N, s->K, 1.0f, r->A, r->B, beta, r->C);
 }
 
+/* How many calls of `one` seconds make a timed batch of at least r->min_time (1 to 1000). */
+static int batch_calls(const struct run *r, double one)
+{
+    int calls = one >= r->min_time ? 1 : (int)ceil(r->min_time / (one > 1e-6 ? one : 1e-6));
+    return calls > 1000 ? 1000 : calls;
+}
+
 /* A warm-up call (it compiles), then one timed call: how many calls make a timed batch of at
  * least r->min_time. Negative on failure. */
 static int calibrate(struct run *r, const struct clt_gemm_choice *c, const struct shape *s)
@@ -77,9 +84,7 @@ static int calibrate(struct run *r, const struct clt_gemm_choice *c, const struc
     double t0 = now_s();
     if (call(r, c, s, 0.0f) != CLT_OK || clt_ctx_finish(r->ctx, CLT_WAIT_TIMING) != CLT_OK)
         return -1;
-    double one = now_s() - t0;
-    int calls = one >= r->min_time ? 1 : (int)ceil(r->min_time / (one > 1e-6 ? one : 1e-6));
-    return calls > 1000 ? 1000 : calls;
+    return batch_calls(r, now_s() - t0);
 }
 
 /* Seconds per call over one batch of `calls`, the queue finished before each clock read.
@@ -274,9 +279,7 @@ static int blas_calibrate(struct run *r, const struct shape *s)
     }
     double t0 = now_s();
     blas_call(r, s);
-    double one = now_s() - t0;
-    int calls = one >= r->min_time ? 1 : (int)ceil(r->min_time / (one > 1e-6 ? one : 1e-6));
-    return calls > 1000 ? 1000 : calls;
+    return batch_calls(r, now_s() - t0);
 }
 
 /* Seconds per OpenBLAS call over one batch of `calls`; then a pause of 0.2 s, in which its
