@@ -369,8 +369,34 @@ static int time_shape(struct run *r, const struct clt_gemm_choice *vars, int nva
     return 0;
 }
 
-/* The table of GFLOP/s, with each candidate's total time per size class, and the fastest
- * candidate per size class written into tune->gemm[l]. */
+/* One row of the table: its name, GFLOP/s per shape ("-" where t[s] <= 0: not run) and the
+ * total ms of the shapes that ran. */
+static void print_row(const char *name, const double *t, const struct shape *sh, int nshape)
+{
+    double total = 0;
+    printf("%-52s", name);
+    for (int s = 0; s < nshape; s++) {
+        if (t[s] > 0) {
+            printf(" %13.1f", 2e-9 * (double)sh[s].M * (double)sh[s].N * (double)sh[s].K / t[s]);
+            total += t[s];
+        } else {
+            printf(" %13s", "-");
+        }
+    }
+    printf(" %9.2f\n", total * 1e3);
+}
+
+/* Whether candidate c (0: CLBlast) ran on every shape. */
+static bool timed_all(const bool *ok, const double *times, int c, int nshape)
+{
+    bool timed = ok[c];
+    for (int s = 0; s < nshape && timed; s++)
+        timed = times[c * MAX_SHAPES + s] > 0;
+    return timed;
+}
+
+/* The fastest candidate per size class (the least total time over that class's shapes), written
+ * into tune->gemm[l] and printed. */
 static void pick_best(const struct clt_gemm_choice *vars, int nvar, clt_gemm_layout l,
                       const struct shape *sh, int nshape, const bool *ok, const double *times,
                       struct clt_tune *tune)
@@ -385,21 +411,13 @@ static void pick_best(const struct clt_gemm_choice *vars, int nvar, clt_gemm_lay
         flop[z] += 2.0 * macs;
     }
     for (int c = 0; c <= nvar; c++) {
-        bool timed = ok[c];
-        for (int s = 0; s < nshape && timed; s++)
-            timed = times[c * MAX_SHAPES + s] > 0;
-        if (!timed) continue;
-        char name[96];
+        if (!timed_all(ok, times, c, nshape)) continue;
         double total[CLT_GEMM__SIZES] = {0, 0};
-        clt_gemm_choice_format(c == 0 ? &clblast : &vars[c - 1], name, sizeof name);
-        printf("%-52s", name);
         for (int s = 0; s < nshape; s++) {
-            double t = times[c * MAX_SHAPES + s];
             double macs = (double)sh[s].M * (double)sh[s].N * (double)sh[s].K;
-            total[macs >= (double)tune->gemm_large_macs ? CLT_GEMM_LARGE : CLT_GEMM_SMALL] += t;
-            printf(" %13.1f", 2e-9 * macs / t);
+            total[macs >= (double)tune->gemm_large_macs ? CLT_GEMM_LARGE : CLT_GEMM_SMALL] +=
+                times[c * MAX_SHAPES + s];
         }
-        printf(" %9.2f\n", (total[0] + total[1]) * 1e3);
         for (int z = 0; z < CLT_GEMM__SIZES; z++)
             if (present[z] && (best[z] < 0 || total[z] < best_total[z])) {
                 best[z] = c;
@@ -417,23 +435,6 @@ static void pick_best(const struct clt_gemm_choice *vars, int nvar, clt_gemm_lay
                z == CLT_GEMM_LARGE ? ">=" : "<", (unsigned long long)tune->gemm_large_macs, name,
                tune->gemm_gflops[l][z]);
     }
-}
-
-/* The row of OpenBLAS's GFLOP/s (--openblas), "-" where it did not run. */
-static void print_blas_row(const struct run *r, const struct shape *sh, int nshape)
-{
-    double total = 0;
-    printf("%-52s", "openblas cblas_sgemm (host)");
-    for (int s = 0; s < nshape; s++) {
-        double t = r->blas_time[s];
-        if (t > 0) {
-            printf(" %13.1f", 2e-9 * (double)sh[s].M * (double)sh[s].N * (double)sh[s].K / t);
-            total += t;
-        } else {
-            printf(" %13s", "-");
-        }
-    }
-    printf(" %9.2f\n", total * 1e3);
 }
 
 /* One layout: its header, every candidate on every shape, the table and the choice. 0, or
@@ -474,7 +475,13 @@ static int tune_layout(struct run *r, const struct clt_gemm_choice *vars, int nv
     int fail = 0;
     for (int s = 0; s < nshape && !fail; s++)
         fail = time_shape(r, vars, nvar, sh, s, ok, times);
-    if (!fail && r->sgemm) print_blas_row(r, sh, nshape);
+    for (int c = 0; c <= nvar && !fail; c++) {
+        if (!timed_all(ok, times, c, nshape)) continue;
+        char name[96];
+        clt_gemm_choice_format(c == 0 ? &clblast : &vars[c - 1], name, sizeof name);
+        print_row(name, &times[c * MAX_SHAPES], sh, nshape);
+    }
+    if (!fail && r->sgemm) print_row("openblas cblas_sgemm (host)", r->blas_time, sh, nshape);
     if (!fail) pick_best(vars, nvar, l, sh, nshape, ok, times, tune);
     free(ok);
     fflush(stdout);

@@ -82,9 +82,8 @@ void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_tr
                         (int)cd);
     if (len > 0 && (size_t)len < n && bias >= 0 && c->kernel == CLT_GEMM_PANEL)
         len += snprintf(dst + len, n - (size_t)len, " -DGEMM_BIAS=1 -DGEMM_BIAS_DTYPE=%d", bias);
-    if (len > 0 && (size_t)len < n && epi && c->kernel == CLT_GEMM_DIRECT)
-        snprintf(dst + len, n - (size_t)len, " -DGEMM_EPI=1 -DGEMM_BIAS=%d", bias >= 0);
-    if (len > 0 && (size_t)len < n && epi && tiled)
+    /* the direct and tiled kernels' epilogue (the direct kernel's bias is f32) */
+    if (len > 0 && (size_t)len < n && epi && c->kernel != CLT_GEMM_PANEL)
         snprintf(dst + len, n - (size_t)len, " -DGEMM_EPI=1 -DGEMM_BIAS=%d -DGEMM_BIAS_DTYPE=%d",
                  bias >= 0, bias >= 0 ? bias : (int)CLT_DTYPE_F32);
 }
@@ -210,10 +209,11 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
                      * tiled one also with a bias stored as the weight */
                     const int wb = (int)triples[t][1];
                     const bool tiled = choices[c].kernel == CLT_GEMM_TILED;
-                    for (int bias = -1; bias <= (tiled ? wb : (int)CLT_DTYPE_F32); bias++) {
-                        if (bias > (int)CLT_DTYPE_F32 && bias != wb) continue;
+                    const int biases[] = {-1, (int)CLT_DTYPE_F32, wb};
+                    const int nbias = tiled && wb != (int)CLT_DTYPE_F32 ? 3 : 2;
+                    for (int i = 0; i < nbias; i++) {
                         clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, triples[t][0],
-                                       triples[t][1], triples[t][2], bias, true);
+                                       triples[t][1], triples[t][2], biases[i], true);
                         fn(clt__gemm_program(&choices[c], true), o, user);
                     }
                 }
