@@ -6,10 +6,11 @@
 #endif
 #define X_T CLT_TYPE(X_DTYPE)
 
-/* y (B, F) = x[idx[b], :] * scale + shift; x (N, F); idx (B) i32. Range (ceil(F / 16), B):
- * work-item (fb, b) converts features 16 fb .. 16 fb + 15 of row b as one vector (the last block
- * of a row element by element). One work-item per element, with a 64-bit division for its row,
- * moved 0.3 G elements/s on PoCL: 14 % of an MLP-S step. */
+/* y (B, F) = x[idx[b], :] * scale + shift; x (N, F); idx (B) i32. Range (W, B): work-item
+ * (i, b) converts the blocks i, i + W, i + 2 W, ... of 16 features of row b, each as one vector
+ * (a last partial block element by element). The host picks W: a work-item per block on a GPU
+ * (neighbouring items read neighbouring bytes), one per row on a CPU, where PoCL's loop over the
+ * items of a work-group costs more than the loop here. */
 #if X_DTYPE == CLT_F32
 #define GATHER_VLOAD16(p, i) vload16(0, (p) + (i))
 #else /* u8 (the program is also built for the i32 labels' gather) */
@@ -19,17 +20,16 @@ kernel void gather_rows(global float *y, ulong y_off, const global X_T *x, ulong
                         const global int *idx, ulong idx_off, ulong B, ulong F,
                         const global float *scale, const global float *shift)
 {
-    const ulong f0 = get_global_id(0) * 16, b = get_global_id(1);
-    if (f0 >= F || b >= B) return;
+    const ulong b = get_global_id(1), step = get_global_size(0) * 16;
+    if (b >= B) return;
     const global X_T *src = x + x_off + (ulong)idx[idx_off + b] * F;
     global float *dst = y + y_off + b * F;
-    if (f0 + 16 <= F) {
-        vstore16(fma(GATHER_VLOAD16(src, f0), vload16(0, scale + f0),
-                     vload16(0, shift + f0)),
-                 0, dst + f0);
-        return;
-    }
-    for (ulong f = f0; f < F; f++) dst[f] = fma(CLT_LOAD(X_DTYPE, src, f), scale[f], shift[f]);
+    ulong f0 = get_global_id(0) * 16;
+    for (; f0 + 16 <= F; f0 += step)
+        vstore16(fma(GATHER_VLOAD16(src, f0), vload16(0, scale + f0), vload16(0, shift + f0)), 0,
+                 dst + f0);
+    for (ulong f = f0; f < F && f < f0 + 16; f++)
+        dst[f] = fma(CLT_LOAD(X_DTYPE, src, f), scale[f], shift[f]);
 }
 
 /* y (B) = x[idx[b]] for i32 or f32 values (labels, targets) */

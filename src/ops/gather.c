@@ -6,8 +6,20 @@
 
 #include <stdio.h>
 
+/* gather_rows on a CPU: one work-item per row (PoCL's loop over a work-group's items costs more
+ * than the kernel's loop over a row's blocks), this many rows per work-group. MLP-S's batches
+ * (128 random rows of Fashion-MNIST's 784 u8 features), PoCL on 2 cores: 63-76 us with an item
+ * per block of 16 features and a group per row, 44-48 us this way (BENCHMARKS.md). */
+#define GATHER_CPU_GROUP_ROWS 16
+
 clt_status clt_op_gather_rows(clt_tensor *y, const clt_tensor *x, const clt_tensor *idx,
                               const clt_tensor *scale, const clt_tensor *shift)
+{
+    return clt__op_gather_rows_items(y, x, idx, scale, shift, 0);
+}
+
+clt_status clt__op_gather_rows_items(clt_tensor *y, const clt_tensor *x, const clt_tensor *idx,
+                                     const clt_tensor *scale, const clt_tensor *shift, size_t items)
 {
     clt_status st = CLT_OK;
     clt_ctx *ctx = clt_tensor_ctx(y);
@@ -38,9 +50,16 @@ clt_status clt_op_gather_rows(clt_tensor *y, const clt_tensor *x, const clt_tens
         CLT_FAIL(ctx, CLT_ERR_SHAPE, "gather_rows: scale and shift must not be views");
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(im),
                       CLT__ARG(io), CLT__ARG(B), CLT__ARG(F), CLT__ARG(sm), CLT__ARG(hm)));
-    /* a work-item per 16 features of a row (cl/gather.cl); PoCL, MLP-S's 128 x 784: 153 us in
-     * groups of one item, 70 in a group per row */
-    CLT_TRY(clt__launch_rows(ctx, k, (size_t)(F + 15) / 16, (size_t)B, "gather_rows"));
+    const size_t blocks = (size_t)(F + 15) / 16;
+    if (items == 0) items = clt_ctx_device(ctx)->type == CLT_DEVICE_CPU ? 1 : blocks;
+    if (items >= blocks) { /* an item per block of 16 features (cl/gather.cl) */
+        CLT_TRY(clt__launch_rows(ctx, k, blocks, (size_t)B, "gather_rows"));
+    } else {
+        const size_t rows = items == 1 ? GATHER_CPU_GROUP_ROWS : 1,
+                     global[2] = {items, ((size_t)B + rows - 1) / rows * rows},
+                     local[2] = {items, rows};
+        CLT_TRY(clt__enqueue_nd(ctx, k, 2, global, local, "gather_rows"));
+    }
 fail:
     return st;
 }

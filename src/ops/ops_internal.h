@@ -221,6 +221,11 @@ clt_status clt_op_amp_update(clt_tensor *state, float growth, float backoff, int
  * device). */
 clt_status clt_op_gather_rows(clt_tensor *y, const clt_tensor *x, const clt_tensor *idx,
                               const clt_tensor *scale, const clt_tensor *shift);
+/* The same with `items` work-items per row, each converting every items-th block of 16 features
+ * (0: the device's choice, one on a CPU and one per block elsewhere). Tests take each form. */
+clt_status clt__op_gather_rows_items(clt_tensor *y, const clt_tensor *x, const clt_tensor *idx,
+                                     const clt_tensor *scale, const clt_tensor *shift,
+                                     size_t items);
 /* y (B) = x[idx[b]] for i32 or f32 x (N) (labels, targets); idx (B) i32. */
 clt_status clt_op_gather(clt_tensor *y, const clt_tensor *x, const clt_tensor *idx);
 

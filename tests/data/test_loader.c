@@ -937,8 +937,9 @@ END_TEST
 
 /* clt_op_gather_rows, the resident loader's batch assembly, against the host on fresh random
  * rows, indices (repeats included), scales and shifts: u8 and f32 sources, rows that are and are
- * not whole vectors of 16 features; y poisoned first. Exact: y = fma(x, scale, shift) rounds
- * once, as fmaf does. */
+ * not whole vectors of 16 features, with the device's choice of work-items per row and with 1, 2
+ * and one per block of 16 features (a GPU's form); y poisoned first. Exact: y = fma(x, scale,
+ * shift) rounds once, as fmaf does. */
 START_TEST(test_gather_rows)
 {
     tc_rng r = tc_rng_for(__func__);
@@ -946,53 +947,55 @@ START_TEST(test_gather_rows)
     const size_t N = 9, B = 6, Fs[] = {5, 16, 37, 48};
     const clt_dtype ds[] = {CLT_DTYPE_U8, CLT_DTYPE_F32};
     for (size_t di = 0; di < 2; di++)
-        for (size_t fi = 0; fi < sizeof Fs / sizeof *Fs; fi++) {
-            const size_t F = Fs[fi], xd[2] = {N, F}, yd[2] = {B, F};
-            uint8_t *xu = malloc(N * F);
-            float *xf = malloc(N * F * sizeof *xf), *sc = malloc(F * sizeof *sc),
-                  *sh = malloc(F * sizeof *sh), *got = malloc(B * F * sizeof *got);
-            int32_t idx[6];
-            ck_assert(xu && xf && sc && sh && got);
-            tc_fill_bytes(&r, xu, N * F);
-            tc_fill_nonzero(&r, xf, N * F, 0.05f, 4.0f);
-            tc_fill_nonzero(&r, sc, F, 0.01f, 2.0f);
-            tc_fill_nonzero(&r, sh, F, 0.01f, 2.0f);
-            for (size_t b = 0; b < B; b++) idx[b] = (int32_t)(tc_u32(&r) % N);
-            clt_tensor *x = NULL, *y = NULL;
-            TC_OK(ctx, clt_tensor_create(&x, ctx, ds[di], 2, xd, CLT_MEM_OTHER));
-            TC_OK(ctx, clt_tensor_create(&y, ctx, CLT_DTYPE_F32, 2, yd, CLT_MEM_OTHER));
-            clt_tensor *it = tc_tensor(ctx, CLT_DTYPE_I32, B),
-                       *st = tc_tensor(ctx, CLT_DTYPE_F32, F),
-                       *ht = tc_tensor(ctx, CLT_DTYPE_F32, F);
-            tc_write(x, ds[di] == CLT_DTYPE_U8 ? (const void *)xu : (const void *)xf);
-            tc_write(it, idx);
-            tc_write(st, sc);
-            tc_write(ht, sh);
-            tc_poison(y);
-            TC_OK(ctx, clt_op_gather_rows(y, x, it, st, ht));
-            tc_read(y, got);
-            for (size_t b = 0; b < B; b++)
-                for (size_t f = 0; f < F; f++) {
-                    const size_t at = (size_t)idx[b] * F + f;
-                    const float v = ds[di] == CLT_DTYPE_U8 ? (float)xu[at] : xf[at],
-                                want = fmaf(v, sc[f], sh[f]), g = got[b * F + f];
-                    ck_assert_msg(memcmp(&g, &want, sizeof g) == 0,
-                                  "gather_rows %s F %zu: y[%zu, %zu] = %.9g, expected %.9g; seed "
-                                  "%llu",
-                                  clt_dtype_name(ds[di]), F, b, f, (double)g, (double)want,
-                                  (unsigned long long)r.seed);
-                }
-            clt_tensor_free(x);
-            clt_tensor_free(y);
-            clt_tensor_free(it);
-            clt_tensor_free(st);
-            clt_tensor_free(ht);
-            free(xu);
-            free(xf);
-            free(sc);
-            free(sh);
-            free(got);
-        }
+        for (size_t fi = 0; fi < sizeof Fs / sizeof *Fs; fi++)
+            for (size_t items = 0; items <= 3; items++) { /* 3: one per block */
+                const size_t F = Fs[fi], xd[2] = {N, F}, yd[2] = {B, F};
+                uint8_t *xu = malloc(N * F);
+                float *xf = malloc(N * F * sizeof *xf), *sc = malloc(F * sizeof *sc),
+                      *sh = malloc(F * sizeof *sh), *got = malloc(B * F * sizeof *got);
+                int32_t idx[6];
+                ck_assert(xu && xf && sc && sh && got);
+                tc_fill_bytes(&r, xu, N * F);
+                tc_fill_nonzero(&r, xf, N * F, 0.05f, 4.0f);
+                tc_fill_nonzero(&r, sc, F, 0.01f, 2.0f);
+                tc_fill_nonzero(&r, sh, F, 0.01f, 2.0f);
+                for (size_t b = 0; b < B; b++) idx[b] = (int32_t)(tc_u32(&r) % N);
+                clt_tensor *x = NULL, *y = NULL;
+                TC_OK(ctx, clt_tensor_create(&x, ctx, ds[di], 2, xd, CLT_MEM_OTHER));
+                TC_OK(ctx, clt_tensor_create(&y, ctx, CLT_DTYPE_F32, 2, yd, CLT_MEM_OTHER));
+                clt_tensor *it = tc_tensor(ctx, CLT_DTYPE_I32, B),
+                           *st = tc_tensor(ctx, CLT_DTYPE_F32, F),
+                           *ht = tc_tensor(ctx, CLT_DTYPE_F32, F);
+                tc_write(x, ds[di] == CLT_DTYPE_U8 ? (const void *)xu : (const void *)xf);
+                tc_write(it, idx);
+                tc_write(st, sc);
+                tc_write(ht, sh);
+                tc_poison(y);
+                const size_t n_items = items < 3 ? items : (F + 15) / 16;
+                TC_OK(ctx, clt__op_gather_rows_items(y, x, it, st, ht, n_items));
+                tc_read(y, got);
+                for (size_t b = 0; b < B; b++)
+                    for (size_t f = 0; f < F; f++) {
+                        const size_t at = (size_t)idx[b] * F + f;
+                        const float v = ds[di] == CLT_DTYPE_U8 ? (float)xu[at] : xf[at],
+                                    want = fmaf(v, sc[f], sh[f]), g = got[b * F + f];
+                        ck_assert_msg(memcmp(&g, &want, sizeof g) == 0,
+                                      "gather_rows %s F %zu items %zu: y[%zu, %zu] = %.9g, "
+                                      "expected %.9g; seed %llu",
+                                      clt_dtype_name(ds[di]), F, n_items, b, f, (double)g,
+                                      (double)want, (unsigned long long)r.seed);
+                    }
+                clt_tensor_free(x);
+                clt_tensor_free(y);
+                clt_tensor_free(it);
+                clt_tensor_free(st);
+                clt_tensor_free(ht);
+                free(xu);
+                free(xf);
+                free(sc);
+                free(sh);
+                free(got);
+            }
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }
