@@ -84,24 +84,25 @@ kernel void softmax_xent_forward(const global float *logits, ulong lg_off,
                 const bool ok = lab >= 0 && (uint)lab < N;
                 float m = z[0];
                 for (uint j = 1; j < N; j++) m = fmax(m, z[j]);
+                /* what reads z comes first: the exponentials go to g, which may be z */
+                const float dl = ok ? z[lab] - m : NAN;
+                if (want_correct) correct = ok && clt_row_argmax(z, N) == (uint)lab ? 1.0f : 0.0f;
+                global float *g = dlogits + dl_off + b * N;
                 float s = 0.0f, dsum = 0.0f;
                 for (uint j = 0; j < N; j++) {
-                    const float d = z[j] - m;
-                    s += exp(d);
+                    const float d = z[j] - m, e = exp(d);
+                    s += e;
                     dsum += d;
+                    if (want_grad) g[j] = e;
                 }
                 const float lse = log(s);
-                const float dl = ok ? z[lab] - m : NAN;
                 loss = lse - (1.0f - eps) * dl - eps * (dsum / (float)N);
-                if (want_correct) correct = ok && clt_row_argmax(z, N) == (uint)lab ? 1.0f : 0.0f;
                 if (want_grad) {
-                    global float *g = dlogits + dl_off + b * N;
                     const float q_off = eps / (float)N, q_on = q_off + (1.0f - eps);
                     const float inv_s = 1.0f / s;
                     for (uint j = 0; j < N; j++) {
-                        const float p = exp(z[j] - m) * inv_s;
                         const float q = (int)j == lab ? q_on : q_off;
-                        g[j] = ok ? grad_scale * (p - q) : NAN;
+                        g[j] = ok ? grad_scale * (g[j] * inv_s - q) : NAN;
                     }
                 }
             }
