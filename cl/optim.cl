@@ -6,7 +6,11 @@
  * The *_amp variants serve fp16 loss scaling (cl/amp.cl's state: [1] found_inf, [3] skipped
  * steps): they change nothing when found_inf is set, and count steps without the skipped ones
  * (SGD's first step, Adam's t), which only the device knows; Adam's bias corrections are then
- * computed on the device in f32 (-expm1(t * log(beta)), accurate to a few ulps). */
+ * computed on the device in f32 (-expm1(t * log(beta)), accurate to a few ulps).
+ * The program is built with -cl-denorms-are-zero (src/ops/ops_internal.h, CLT__OPTS_OPTIM):
+ * the moments decay into subnormals where gradients are tiny or zero, and CPUs compute with
+ * subnormals through microcode assists (Adam 20 times slower on PoCL when all are). A device
+ * may flush them to zero; the values lost are below 1.2e-38. */
 
 /* param (n) -= lr * (grad + wd * param) */
 kernel void sgd_step(global float *param, ulong p_off, const global float *grad, ulong g_off,

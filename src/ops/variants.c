@@ -181,7 +181,7 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
     fn("input", "", user);
     fn("amp", "", user);
     fn("rng,augment", "", user);
-    fn("optim", "", user);
+    fn("optim", CLT__OPTS_OPTIM, user);
 
     clt_dtype triples[16][3]; /* [0] is all-f32 */
     int nt = mixed_triples(triples);
