@@ -475,14 +475,16 @@ static int tune_layout(struct run *r, const struct clt_gemm_choice *vars, int nv
     int fail = 0;
     for (int s = 0; s < nshape && !fail; s++)
         fail = time_shape(r, vars, nvar, sh, s, ok, times);
-    for (int c = 0; c <= nvar && !fail; c++) {
-        if (!timed_all(ok, times, c, nshape)) continue;
-        char name[96];
-        clt_gemm_choice_format(c == 0 ? &clblast : &vars[c - 1], name, sizeof name);
-        print_row(name, &times[c * MAX_SHAPES], sh, nshape);
+    if (!fail) { /* the table, OpenBLAS's row last, then the choice */
+        for (int c = 0; c <= nvar; c++) {
+            if (!timed_all(ok, times, c, nshape)) continue;
+            char name[96];
+            clt_gemm_choice_format(c == 0 ? &clblast : &vars[c - 1], name, sizeof name);
+            print_row(name, &times[c * MAX_SHAPES], sh, nshape);
+        }
+        if (r->sgemm) print_row("openblas cblas_sgemm (host)", r->blas_time, sh, nshape);
+        pick_best(vars, nvar, l, sh, nshape, ok, times, tune);
     }
-    if (!fail && r->sgemm) print_row("openblas cblas_sgemm (host)", r->blas_time, sh, nshape);
-    if (!fail) pick_best(vars, nvar, l, sh, nshape, ok, times, tune);
     free(ok);
     fflush(stdout);
     return fail;

@@ -19,7 +19,7 @@ static const char *const amp_names[] = {"amp_scale", "amp_unscale", "amp_update"
 /* The ctx's kernel `which` of cl/amp.cl, built on first use. */
 static clt_status amp_kernel(clt_ctx *ctx, int which, cl_kernel *k)
 {
-    return clt__kernel_by_index(ctx, CLT__K_AMP, which, "amp", amp_names, k);
+    return clt__kernel_by_index(ctx, CLT__K_AMP, which, "amp", NULL, amp_names, k);
 }
 
 /* x (f32) and the state: one item per element of x. */

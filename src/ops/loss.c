@@ -36,7 +36,7 @@ static const char *const loss_names[] = {"softmax_xent_forward", "mse_forward", 
 /* The ctx's kernel `which` of cl/loss.cl, built on first use. */
 static clt_status loss_kernel(clt_ctx *ctx, int which, cl_kernel *k)
 {
-    return clt__kernel_by_index(ctx, CLT__K_LOSS, which, "loss", loss_names, k);
+    return clt__kernel_by_index(ctx, CLT__K_LOSS, which, "loss", NULL, loss_names, k);
 }
 
 clt_status clt_op_softmax_xent(const clt_tensor *logits, const clt_tensor *labels, float smoothing,

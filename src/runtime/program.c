@@ -424,11 +424,11 @@ cl_kernel *clt__kernel_slot(clt_ctx *ctx, clt__kernel_id id, int variant)
 }
 
 clt_status clt__kernel_by_index(clt_ctx *ctx, clt__kernel_id id, int which, const char *files,
-                                const char *const *names, cl_kernel *k)
+                                const char *options, const char *const *names, cl_kernel *k)
 {
     cl_kernel *slot = clt__kernel_slot(ctx, id, which);
     if (!*slot) {
-        clt_status st = clt__kernel(ctx, files, NULL, names[which], slot);
+        clt_status st = clt__kernel(ctx, files, options, names[which], slot);
         if (st != CLT_OK) return st;
     }
     *k = *slot;

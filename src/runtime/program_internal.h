@@ -144,9 +144,9 @@ enum { /* each id's first slot in the table, and the table's length */
 };
 /* The ctx's slot of kernel `id`, variant `variant` (asserted below the id's count). */
 cl_kernel *clt__kernel_slot(clt_ctx *ctx, clt__kernel_id id, int variant);
-/* For programs built without options whose kernels are numbered by a name table: kernel
- * names[which] of program `files`, from slot (id, which), built on first use. */
+/* For programs built with fixed options (NULL: none) whose kernels are numbered by a name table:
+ * kernel names[which] of program `files`, from slot (id, which), built on first use. */
 clt_status clt__kernel_by_index(clt_ctx *ctx, clt__kernel_id id, int which, const char *files,
-                                const char *const *names, cl_kernel *k);
+                                const char *options, const char *const *names, cl_kernel *k);
 
 #endif

@@ -312,13 +312,8 @@ static const char *const optim_kernels[] = {"sgd_step",         "sgd_step_amp",
 /* The ctx's update kernel `which`, built on first use (CLT__OPTS_OPTIM: subnormals may flush). */
 static clt_status optim_kernel(clt_ctx *ctx, int which, cl_kernel *k)
 {
-    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_OPTIM, which);
-    if (!*slot) {
-        clt_status st = clt__kernel(ctx, "optim", CLT__OPTS_OPTIM, optim_kernels[which], slot);
-        if (st != CLT_OK) return st;
-    }
-    *k = *slot;
-    return CLT_OK;
+    return clt__kernel_by_index(ctx, CLT__K_OPTIM, which, "optim", CLT__OPTS_OPTIM, optim_kernels,
+                                k);
 }
 
 /* Sets the arguments every update kernel starts with: the parameters, the gradients and each
