@@ -62,14 +62,14 @@ declare -A max_len=([safetensors]=8192 [checkpoint]=8192 [idx]=4096 [csv]=4096 [
                     [tune]=4096 [kernel_cache]=1024)
 work="$build/fuzz-work"
 rm -rf "$work"
-failed=()
-for t in "${targets[@]}"; do
-  exe="$build/tests/fuzz/fuzz_$t"
-  seeds="tests/fuzz/corpus/$t"
-  log="$work/$t.log"
+
+# fuzz_one TARGET: one harness over its corpus; prints its lines in one write when it ends, and
+# leaves $work/TARGET.clean when it found nothing (a harness without it failed)
+fuzz_one() {
+  local t=$1 exe="$build/tests/fuzz/fuzz_$1" seeds="tests/fuzz/corpus/$1" log="$work/$1.log"
+  local start status=0 runs files repro msg
   mkdir -p "$work/corpus/$t" "$work/artifacts/$t"
   start=$(date +%s)
-  status=0
   if ((seconds == 0)); then
     # Replay: each committed file once, in a stable order.
     mapfile -t files < <(find "$seeds" -type f | LC_ALL=C sort)
@@ -82,19 +82,33 @@ for t in "${targets[@]}"; do
   fi
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
   if ((status != 0)); then
-    failed+=("$t")
-    echo "fuzz: $t FAILED (exit $status, $(( $(date +%s) - start )) s); log $log"
-    grep -E '^(==[0-9]+==ERROR|SUMMARY|    #[0-9]+ )' "$log" | head -30 || true
     shopt -s nullglob
     repro=("$work/artifacts/$t"/*)
     shopt -u nullglob
     # Replay writes no artifact: the reproducer is the corpus file that was running.
     ((${#repro[@]})) || mapfile -t repro < <(sed -n 's/^Running: //p' "$log" | tail -1)
-    for a in "${repro[@]}"; do echo "fuzz: reproducer $a (run: $exe $a)"; done
+    msg=$({
+      echo "fuzz: $t FAILED (exit $status, $(($(date +%s) - start)) s); log $log"
+      grep -E '^(==[0-9]+==ERROR|SUMMARY|    #[0-9]+ )' "$log" | head -30 || true
+      for a in "${repro[@]}"; do echo "fuzz: reproducer $a (run: $exe $a)"; done
+    })
+    printf '%s\n' "$msg"
   else
-    echo "fuzz: $t ok ($(( $(date +%s) - start )) s${runs:+, $runs inputs}, $(find "$seeds" -type f | wc -l) seeds)"
+    touch "$work/$t.clean"
+    echo "fuzz: $t ok ($(($(date +%s) - start)) s${runs:+, $runs inputs}," \
+      "$(find "$seeds" -type f | wc -l) seeds)"
   fi
+}
+
+# libFuzzer's time limit is wall time: the harnesses run side by side, one per core.
+jobs_max=$(nproc)
+for t in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+  fuzz_one "$t" &
 done
+wait
+failed=()
+for t in "${targets[@]}"; do [ -e "$work/$t.clean" ] || failed+=("$t"); done
 if ((${#failed[@]})); then
   echo "fuzz: findings in ${failed[*]}; see the reproducers above and the header of tools/fuzz.sh"
   exit 1

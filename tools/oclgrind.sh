@@ -34,8 +34,13 @@
 # write of size 4 at global memory address ..." in the kernel fill, while the test program and
 # cltrain both exited 0.
 #
+# oclgrind simulates mostly on one thread, so the runs go side by side: as many at once as the
+# machine has cores (CLTRAIN_OCLGRIND_JOBS overrides), the longest programs first. Each run
+# prints its line when it ends; the summary at the end keeps the order of the list below.
+#
 # The kernel cache is a fresh folder in BUILD_DIR/oclgrind, which also keeps every run's output
-# (PROFILE/NAME.out) and oclgrind log (PROFILE/NAME.log). Times are on 2 cores.
+# (PROFILE/NAME.out), oclgrind log (PROFILE/NAME.log) and result (PROFILE/NAME.result: ok or
+# FAIL, a tab, the summary line). Times are on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -50,9 +55,11 @@ if ! command -v oclgrind >/dev/null; then
 fi
 tools/setup.sh "$build" -Dwerror=true -Dbuildtype=debugoptimized >/dev/null
 
-programs=(elementwise cast tensor runtime activation linear_ops loss dropout input optim gemm amp
-          conv pool batchnorm augment
-          model train memory checkpoint loader)
+# the longest first (under oclgrind: gemm 3 min, amp 2, model 1.5, conv and train 1), so that
+# the side-by-side runs end together
+programs=(gemm amp model conv train memory loader batchnorm augment
+          elementwise cast tensor runtime activation linear_ops loss dropout input optim pool
+          checkpoint)
 parts=("$@")
 ((${#parts[@]})) || parts=("${programs[@]}" cli)
 
@@ -65,8 +72,12 @@ export CLTRAIN_TESTS_DIR="$PWD/tests" CLTRAIN_BIN="$PWD/$build/src/cli/cltrain"
 unset CLTRAIN_GEMM CLTRAIN_TUNE_FILE CLTRAIN_MAX_MEMORY CLTRAIN_LOADER_FAIL_AT
 [ -z "${CLTRAIN_KERNEL_DIR:-}" ] || echo "oclgrind: cl/ sources from $CLTRAIN_KERNEL_DIR"
 
-failed=0
-summary=()
+jobs_max=${CLTRAIN_OCLGRIND_JOBS:-$(nproc)}
+if ! [[ $jobs_max =~ ^[1-9][0-9]*$ ]]; then
+  echo "oclgrind: CLTRAIN_OCLGRIND_JOBS=\"$jobs_max\": expected a positive count" >&2
+  exit 2
+fi
+results=() # every run's result file, in the order of the list
 
 # The API errors a test program provokes on purpose ("function error" per report, sorted).
 declare -A expected_api=(
@@ -84,8 +95,14 @@ api_reports() {
        open && $1 == "Error:" { print f " " $2; open = 0 }' "$1" | sort
 }
 
-# run PROFILE NAME TIMEOUT COMMAND...: runs COMMAND under oclgrind, prints one line, and counts
-# a failure unless it exited 0 with no report (but NAME's expected_api).
+# result FILE WHY SUMMARY_LINE: writes a run's result (ok unless WHY says why not)
+result() {
+  printf '%s\t%s\n' "$([ -z "$2" ] && echo ok || echo FAIL)" "$3" > "$1"
+}
+
+# run PROFILE NAME TIMEOUT COMMAND...: runs COMMAND under oclgrind, prints one line (and the
+# first lines of the output and log on a failure), and writes PROFILE/NAME.result: a failure
+# unless it exited 0 with no report (but NAME's expected_api).
 run() {
   local profile=$1 name=$2 limit=$3
   shift 3
@@ -119,16 +136,28 @@ run() {
   elif [ "$api" != "$want" ]; then
     why="API errors reported: \"$(echo $api)\"; expected: \"$(echo $want)\""
   fi
-  summary+=("$(printf '%-8s %-30s %6s %6s  %s' "$profile" "$name" "$secs" "$cpu" "${why:-ok}")")
+  result "$dir/$name.result" "$why" \
+    "$(printf '%-8s %-30s %6s %6s  %s' "$profile" "$name" "$secs" "$cpu" "${why:-ok}")"
   if [ -n "$why" ]; then
-    failed=$((failed + 1))
-    echo "oclgrind: FAIL: $profile $name: $why ($secs s; output $out, log $log)" >&2
-    grep -m5 -e ":F:" -e ":E:" "$out" >&2 || true
-    grep -m2 -A3 -e "OCLGRIND FATAL ERROR" -e "Oclgrind - OpenCL runtime error" "$out" >&2 || true
-    [ ! -s "$log" ] || head -n 12 "$log" >&2
+    # one write, so that the side-by-side runs' lines do not interleave with it
+    printf '%s\n' "$({
+      echo "oclgrind: FAIL: $profile $name: $why ($secs s; output $out, log $log)"
+      grep -m5 -e ":F:" -e ":E:" "$out" || true
+      grep -m2 -A3 -e "OCLGRIND FATAL ERROR" -e "Oclgrind - OpenCL runtime error" "$out" || true
+      [ ! -s "$log" ] || head -n 12 "$log"
+    })" >&2
   else
     echo "oclgrind: $profile $name ok ($secs s)"
   fi
+}
+
+# spawn RESULT_FILE COMMAND...: runs COMMAND in the background once fewer than jobs_max runs
+# are under way; RESULT_FILE is what it writes
+spawn() {
+  results+=("$1")
+  shift
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+  "$@" &
 }
 
 # 96 training and 32 test rows of 8 features in [-1, 1); the class (column 0) from 3 of them
@@ -143,45 +172,68 @@ for split in train:96:1 test:32:2; do
       > "$data/$name.csv"
 done
 
-# cli PROFILE: the tiny training in every precision x loader x GEMM path
+# cli_pair PROFILE PRECISION GEMM: the tiny training with both loaders, one after the other, and
+# their checkpoints compared
+cli_pair() {
+  local profile=$1 p=$2 g=$3 l
+  for l in resident streaming; do
+    local extra=()
+    [ "$p" != fp16 ] || extra=(--accumulate 2)
+    CLTRAIN_GEMM=$g run "$profile" "cli-$p-$l-$g" 120 "$CLTRAIN_BIN" train \
+      --data "csv:$data/train.csv,$data/test.csv" --label-column 0 --epochs 1 \
+      --batch-size 16 --model "linear 16, relu, dropout 0.1, linear 3" --precision "$p" \
+      --loader "$l" --save "$work/$profile/cli-$p-$l-$g.safetensors" "${extra[@]}"
+  done
+  # the same batches from both loaders: the same weights and optimizer state, bit for bit
+  local a="$work/$profile/cli-$p-resident-$g" b="$work/$profile/cli-$p-streaming-$g" why=""
+  if ! cmp -s "$a.safetensors" "$b.safetensors"; then
+    why="resident and streaming checkpoints differ (epoch lines: \"$(grep -h \
+      "^epoch 1/1" "$a.out" "$b.out" | cut -d, -f1-2 | tr '\n' ' ')\")"
+    echo "oclgrind: FAIL: $profile cli $p $g: $why" >&2
+  fi
+  result "$work/$profile/cli-$p-$g.result" "$why" \
+    "$(printf '%-8s %-30s %6s %6s  %s' "$profile" "cli-$p-$g (both loaders)" "" "" "${why:-same}")"
+}
+
+# cli PROFILE: the tiny training in every precision x GEMM path (x loader, in cli_pair)
 cli() {
-  local profile=$1 p l g
+  local profile=$1 p g
   for p in fp32 bf16 fp16; do
     for g in clblast own; do
-      for l in resident streaming; do
-        local extra=()
-        [ "$p" != fp16 ] || extra=(--accumulate 2)
-        CLTRAIN_GEMM=$g run "$profile" "cli-$p-$l-$g" 120 "$CLTRAIN_BIN" train \
-          --data "csv:$data/train.csv,$data/test.csv" --label-column 0 --epochs 1 \
-          --batch-size 16 --model "linear 16, relu, dropout 0.1, linear 3" --precision "$p" \
-          --loader "$l" --save "$work/$profile/cli-$p-$l-$g.safetensors" "${extra[@]}"
-      done
-      # the same batches from both loaders: the same weights and optimizer state, bit for bit
-      local a="$work/$profile/cli-$p-resident-$g" b="$work/$profile/cli-$p-streaming-$g"
-      if ! cmp -s "$a.safetensors" "$b.safetensors"; then
-        local why="resident and streaming checkpoints differ (epoch lines: \"$(grep -h \
-          "^epoch 1/1" "$a.out" "$b.out" | cut -d, -f1-2 | tr '\n' ' ')\")"
-        failed=$((failed + 1))
-        summary+=("$(printf '%-8s %-30s %6s %6s  %s' "$profile" "cli-$p-$g" "" "" "$why")")
-        echo "oclgrind: FAIL: $profile cli $p $g: $why" >&2
-      fi
+      results+=("$work/$profile/cli-$p-resident-$g.result"
+                "$work/$profile/cli-$p-streaming-$g.result")
+      spawn "$work/$profile/cli-$p-$g.result" cli_pair "$profile" "$p" "$g"
     done
   done
 }
 
 stage_start=$(date +%s)
-for profile in default small; do
-  for part in "${parts[@]}"; do
+for part in "${parts[@]}"; do
+  for profile in default small; do
+    mkdir -p "$work/$profile"
     if [ "$part" = cli ]; then
       cli "$profile"
     elif [ -x "$build/tests/test_$part" ]; then
-      run "$profile" "test_$part" 300 "$build/tests/test_$part"
+      spawn "$work/$profile/test_$part.result" run "$profile" "test_$part" 300 \
+        "$build/tests/test_$part"
     else
       echo "oclgrind: no test program $build/tests/test_$part" >&2
       exit 2
     fi
   done
 done
-printf '%s\n' "oclgrind: summary (profile, run, wall s, CPU s, result):" "${summary[@]}"
-echo "oclgrind: $failed failure(s) in $(( $(date +%s) - stage_start )) s"
+wait
+failed=0
+echo "oclgrind: summary (profile, run, wall s, CPU s, result):"
+for r in "${results[@]}"; do
+  if [ ! -s "$r" ]; then
+    failed=$((failed + 1))
+    echo "${r#"$work/"}: no result (the run ended before writing it)"
+    continue
+  fi
+  IFS=$'\t' read -r verdict line < "$r"
+  [ "$verdict" = ok ] || failed=$((failed + 1))
+  echo "$line"
+done
+echo "oclgrind: $failed failure(s) in $(($(date +%s) - stage_start)) s ($jobs_max runs at a time)"
 [ "$failed" -eq 0 ]
