@@ -30,7 +30,10 @@
  * the bias per column (GEMM_BIAS, stored as GEMM_BIAS_DTYPE; f32 in the direct forms), then with
  * act >= 0 (act_fn.cl's codes, a run-time argument) either act(v), keeping v in z first
  * (zmode CLT_EPI_Z_STORE: a linear layer's forward), or v * act'(.) from z's values (zmode
- * CLT_EPI_Z_GRAD: its input gradient through the activation before it). */
+ * CLT_EPI_Z_GRAD: its input gradient through the activation before it). The outer-product form
+ * also sums the rows of op(A) (sums_on, a run-time argument; the work-items of the first column
+ * block, k in order, after their product): in layout TN, with A = dy, a linear layer's bias
+ * gradient beside its weight gradient. */
 
 #ifndef GEMM_TILED
 #define GEMM_TILED 0 /* 0: direct kernel, 1: local-memory tiled kernel */
@@ -142,15 +145,22 @@ struct gemm_epi {
     global gemm_c_t *z;             /* laid out as C, and stored as C; zmode 0: unused */
     int act, zmode;
     float slope;
+    global float *sums; /* sums_on: sums[m] = sums_beta * sums[m] + sum_k op(A)[m, k] */
+    float sums_beta;
+    int sums_on;
 };
 #if GEMM_EPI
 #define GEMM_EPI_ARGS                                                                             \
     , global const gemm_bias_t *restrict bias, const ulong bias_off, const int act,              \
-        const float slope, global gemm_c_t *restrict z, const ulong z_off, const int zmode
-#define GEMM_EPI_PASS , (struct gemm_epi){bias + bias_off, z + z_off, act, zmode, slope}
+        const float slope, global gemm_c_t *restrict z, const ulong z_off, const int zmode,      \
+        global float *restrict sums, const ulong sums_off, const float sums_beta,                \
+        const int sums_on
+#define GEMM_EPI_PASS                                                                             \
+    , (struct gemm_epi){bias + bias_off, z + z_off, act, zmode, slope, sums + sums_off,           \
+                        sums_beta, sums_on}
 #else
 #define GEMM_EPI_ARGS
-#define GEMM_EPI_PASS , (struct gemm_epi){0, 0, -1, 0, 0.0f}
+#define GEMM_EPI_PASS , (struct gemm_epi){0, 0, -1, 0, 0.0f, 0, 0.0f, 0}
 #endif
 
 /* Element (m, k) of op(A) and (k, n) of op(B) for a layout known at compile time. */
@@ -527,6 +537,31 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
     } else {
         for (int k = 0; k < K; k++) GEMM_OUTER_STEP(ta, tb, 0);
     }
+#if GEMM_EPI
+    /* The rows' sums: a pass of their own over the same rows, from m0 (mrow[] kept live past
+     * the loop above made it 30 % slower on PoCL, for every work-item; the sums in that loop
+     * too, 5x for theirs). */
+    if (e.sums_on && n0 == 0) {
+        float rsum[GEMM_TM];
+#pragma unroll
+        for (int i = 0; i < GEMM_TM; i++) rsum[i] = 0.0f;
+        const int rows = min(GEMM_TM, M - m0);
+        if (rows == GEMM_TM) {
+            for (int k = 0; k < K; k++)
+#pragma unroll
+                for (int i = 0; i < GEMM_TM; i++) rsum[i] += GEMM_A(ta, m0 + i, k);
+        } else {
+            for (int k = 0; k < K; k++)
+#pragma unroll 1
+                for (int i = 0; i < rows; i++) rsum[i] += GEMM_A(ta, m0 + i, k);
+        }
+#pragma unroll 1
+        for (int i = 0; i < GEMM_TM && m0 + i < M; i++) {
+            global float *s = e.sums + m0 + i;
+            *s = e.sums_beta == 0.0f ? rsum[i] : e.sums_beta * *s + rsum[i];
+        }
+    }
+#endif
     const bool full = m0 + GEMM_TM <= M && n0 + GEMM_TN <= N;
     if (full && (!GEMM_EPI || e.act < 0)) { /* the bias at most: the store unrolled */
 #pragma unroll

@@ -136,21 +136,26 @@ static clt_status own_kernel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_
  * bias or z not given is `any` buffer. zmode: 0, or cl/act_fn.cl's CLT_EPI_Z_STORE (1: z keeps
  * the pre-activation) or CLT_EPI_Z_GRAD (2: z holds what the activation's backward reads). */
 struct epi_args {
-    cl_mem bias, z;
-    cl_ulong bias_off, z_off;
-    cl_int act, zmode;
-    float slope;
+    cl_mem bias, z, sums;
+    cl_ulong bias_off, z_off, sums_off;
+    cl_int act, zmode, sums_on;
+    float slope, sums_beta;
 };
 static struct epi_args epi_args(const struct clt_gemm_epilogue *e, cl_mem any)
 {
     const clt_tensor *z = !e || e->act < 0 ? NULL : e->saved ? e->saved : e->z;
+    const clt_tensor *sums = e ? e->sums : NULL;
     return (struct epi_args){.bias = e && e->bias ? clt_tensor_mem(e->bias) : any,
                              .bias_off = e && e->bias ? clt_tensor_offset(e->bias) : 0,
                              .z = z ? clt_tensor_mem(z) : any,
                              .z_off = z ? clt_tensor_offset(z) : 0,
+                             .sums = sums ? clt_tensor_mem(sums) : any,
+                             .sums_off = sums ? clt_tensor_offset(sums) : 0,
                              .act = e ? e->act : -1,
                              .zmode = !z ? 0 : e->saved ? 2 : 1,
-                             .slope = e ? e->slope : 0.0f};
+                             .sums_on = sums != NULL,
+                             .slope = e ? e->slope : 0.0f,
+                             .sums_beta = sums ? e->sums_beta : 0.0f};
 }
 
 /* cl/gemm.cl with the choice's defines, and with e (NULL: none) in its store, which the caller
@@ -187,7 +192,9 @@ static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_tra
         const struct epi_args x = epi_args(e, cm);
         CLT_TRY(CLT__ARGS_AT(ctx, k, (cl_uint)nargs, CLT__ARG(x.bias), CLT__ARG(x.bias_off),
                              CLT__ARG(x.act), CLT__ARG(x.slope), CLT__ARG(x.z),
-                             CLT__ARG(x.z_off), CLT__ARG(x.zmode)));
+                             CLT__ARG(x.z_off), CLT__ARG(x.zmode), CLT__ARG(x.sums),
+                             CLT__ARG(x.sums_off), CLT__ARG(x.sums_beta),
+                             CLT__ARG(x.sums_on)));
     }
 
     size_t global[2], local[2];
@@ -397,12 +404,21 @@ static clt_status first_rows(clt_tensor *t, size_t M, size_t N, clt_tensor **row
 }
 
 /* The epilogue e by kernels of its own, for GEMMs without it in their store: the product is
- * in e->z when given (then C = act(z)), else in C (the backward form: in place). */
-static clt_status unfused_epilogue(clt_tensor *C, size_t M, size_t N,
-                                   const struct clt_gemm_epilogue *e)
+ * in e->z when given (then C = act(z)), else in C (the backward form: in place). The sums
+ * (layout TN) are A's (K, M) column sums. */
+static clt_status unfused_epilogue(clt_tensor *C, size_t M, size_t N, size_t K,
+                                   const clt_tensor *A, const struct clt_gemm_epilogue *e)
 {
     clt_status st = CLT_OK;
     clt_tensor *c = NULL, *z = NULL, *sv = NULL;
+    if (e->sums) { /* as rows of M, whatever A's shape */
+        clt_tensor *a = NULL;
+        const size_t dims[2] = {K, M};
+        CLT_TRY(clt_tensor_view(&a, A, 0, 2, dims));
+        st = clt_op_bias_grad(e->sums, a, e->sums_beta);
+        clt_tensor_free(a);
+        return st;
+    }
     CLT_TRY(first_rows(C, M, N, &c));
     if (e->saved) { /* the backward form */
         const clt_tensor *s = e->saved;
@@ -477,13 +493,15 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
         }
     }
     /* the epilogue in the kernel's store where it takes it (the direct kernels an f32 bias
-     * only), else kernels after it */
-    const bool fused = e && fits && clt__gemm_fuses_epilogue(c, ta, tb) &&
-                       (c->kernel != CLT_GEMM_DIRECT || !e->bias ||
-                        clt_tensor_dtype(e->bias) == CLT_DTYPE_F32);
+     * only), the sums in its loop; else kernels after it */
+    const bool fused = e && fits &&
+                       (e->sums ? clt__gemm_sums_in_loop(c)
+                                : clt__gemm_fuses_epilogue(c, ta, tb) &&
+                                      (c->kernel != CLT_GEMM_DIRECT || !e->bias ||
+                                       clt_tensor_dtype(e->bias) == CLT_DTYPE_F32));
     if (e && !fused) {
         CLT_TRY(gemm(c, ta, tb, M, N, K, alpha, A, B, beta, e->z ? e->z : C, NULL));
-        CLT_TRY(unfused_epilogue(C, M, N, e));
+        CLT_TRY(unfused_epilogue(C, M, N, K, A, e));
     } else if (c->kernel == CLT_GEMM_CLBLAST || !fits) {
         if (K == 0)
             CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "gemm: K = 0 with M=%zu, N=%zu beyond int range", M,
@@ -496,7 +514,7 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
             fallback = clt__gemm_mixed_choice(&ctx->dev);
             CLT_TRY(run_own(ctx, &fallback, ta, tb, M, N, K, alpha, A, B, beta,
                             e && e->z ? e->z : C, NULL));
-            if (e) CLT_TRY(unfused_epilogue(C, M, N, e));
+            if (e) CLT_TRY(unfused_epilogue(C, M, N, K, A, e));
         }
     } else {
         CLT_TRY(run_own(ctx, c, ta, tb, M, N, K, alpha, A, B, beta, C, e));
@@ -558,6 +576,25 @@ clt_status clt_op_gemm_epilogue(clt_trans ta, clt_trans tb, size_t M, size_t N, 
                      clt_dtype_name(clt_tensor_dtype(C)), M, N);
     }
     st = gemm(NULL, ta, tb, M, N, K, 1.0f, A, B, 0.0f, C, e);
+fail:
+    return st;
+}
+
+clt_status clt_op_gemm_tn_sums(size_t M, size_t N, size_t K, float alpha, const clt_tensor *A,
+                               const clt_tensor *B, float beta, clt_tensor *C, clt_tensor *sums,
+                               float sums_beta)
+{
+    clt_status st = CLT_OK;
+    clt_ctx *ctx = clt_tensor_ctx(C);
+    CLT_ASSERT(A && B && sums);
+    CLT_TRY(clt_tensor_same_ctx(C, sums));
+    if (clt_tensor_dtype(sums) != CLT_DTYPE_F32 || clt_tensor_numel(sums) != M)
+        CLT_FAIL(ctx, CLT_ERR_SHAPE,
+                 "gemm: the sums must be f32 with %zu elements, got %s with %zu", M,
+                 clt_dtype_name(clt_tensor_dtype(sums)), clt_tensor_numel(sums));
+    const struct clt_gemm_epilogue e = {.act = -1, .sums = sums, .sums_beta = sums_beta};
+    if (N == 0 && M > 0) return unfused_epilogue(C, M, N, K, A, &e); /* sums alone */
+    st = gemm(NULL, CLT_TRANS, CLT_NO_TRANS, M, N, K, alpha, A, B, beta, C, &e);
 fail:
     return st;
 }

@@ -57,12 +57,22 @@ struct clt_gemm_epilogue {
     const clt_tensor *saved; /* the backward form: what act's backward reads, another tensor of
                                 C's dtype and at least M x N elements, laid out as C; only with
                                 an activation, and neither a bias nor z. NULL: the forward */
+    clt_tensor *sums;        /* set by clt_op_gemm_tn_sums only (alone: none of the above) */
+    float sums_beta;
 };
 /* C = epilogue(op(A) op(B)), with CLT_ERR_SHAPE or CLT_ERR_INVALID_ARG for an epilogue that
  * breaks the rules above. */
 clt_status clt_op_gemm_epilogue(clt_trans ta, clt_trans tb, size_t M, size_t N, size_t K,
                                 const clt_tensor *A, const clt_tensor *B,
                                 const struct clt_gemm_epilogue *e, clt_tensor *C);
+/* A linear layer's weight and bias gradients at once: C = alpha * A^T B + beta * C (layout TN:
+ * A stored (K, M), B (K, N)) and sums = sums_beta * sums + A's column sums (M elements, f32; 0
+ * overwrites, as clt_op_bias_grad). The direct kernel's f32 outer-product form (kb 0) adds them
+ * up, k in order, in the work-items of its first column block after their product (a launch
+ * less); any other kernel is followed by clt_op_bias_grad (another order of the same sums). */
+clt_status clt_op_gemm_tn_sums(size_t M, size_t N, size_t K, float alpha, const clt_tensor *A,
+                               const clt_tensor *B, float beta, clt_tensor *C, clt_tensor *sums,
+                               float sums_beta);
 
 /* ---- neural-network layers (cl/activation.cl, cl/linear.cl, cl/loss.cl, cl/dropout.cl,
  * cl/input.cl; wrappers in src/ops/activation.c, linear.c, loss.c, dropout.c, input.c) -------
@@ -364,6 +374,9 @@ void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_tr
  * gradient) also the tiled kernel (a bias of any float dtype) and the direct kernel's f32 outer-
  * and dot-product forms (kb 0, an f32 bias). */
 bool clt__gemm_fuses_epilogue(const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb);
+/* Whether a GEMM choice's kernel sums op(A)'s rows as it multiplies (clt_op_gemm_tn_sums): the
+ * direct kernel's f32 outer-product form (kb 0), with the epilogue. */
+bool clt__gemm_sums_in_loop(const struct clt_gemm_choice *c);
 /* Whether a GEMM choice's kernel reads and writes 16-bit storage (cl/gemm.cl's GEMM_MIXED): the
  * packed direct kernel, the tiled one and the panel family. */
 bool clt__gemm_takes_16bit(const struct clt_gemm_choice *c);

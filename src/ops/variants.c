@@ -55,6 +55,11 @@ bool clt__gemm_fuses_epilogue(const struct clt_gemm_choice *c, clt_trans ta, clt
     return c->kernel == CLT_GEMM_DIRECT && c->kb == 0 && !ta; /* NN and NT */
 }
 
+bool clt__gemm_sums_in_loop(const struct clt_gemm_choice *c)
+{
+    return c->kernel == CLT_GEMM_DIRECT && c->kb == 0 && !c->veck;
+}
+
 void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_trans ta,
                     clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd, int bias, bool epi)
 {
@@ -204,6 +209,11 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
                     clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, triples[t][0],
                                    triples[t][1], triples[t][2], (int)triples[t][1], false);
                     fn(clt__gemm_program(&choices[c], false), o, user);
+                } else if (l == CLT_GEMM_TN && clt__gemm_sums_in_loop(&choices[c])) {
+                    /* a linear layer's weight gradient with its bias gradient's sums */
+                    clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, CLT_DTYPE_F32, CLT_DTYPE_F32,
+                                   CLT_DTYPE_F32, -1, true);
+                    fn(clt__gemm_program(&choices[c], true), o, user);
                 } else if (clt__gemm_fuses_epilogue(&choices[c], ta, tb)) {
                     /* the direct kernel with the epilogue, without and with an f32 bias; the
                      * tiled one also with a bias stored as the weight */

@@ -643,6 +643,129 @@ static double derivative_from_saved(int act, double slope, double s)
     }
 }
 
+
+/* clt_op_gemm_tn_sums, a linear layer's weight and bias gradients: C = alpha A^T B + beta C and
+ * sums = sums_beta sums + A's column sums, through the direct outer-product kernel (the sums in
+ * its k loop: the small form, N < 16, and the vector one), the panel family, the tiled kernel
+ * and the built-in choice (those three: clt_op_bias_grad after the GEMM), with beta 0 over
+ * NaN-poisoned C and sums and with beta 1, sums_beta 0.5 accumulating; edge shapes, K = 0
+ * included. C has the bits of clt_op_gemm with the same choice; C and the sums against float64
+ * within check_gemm's bound (the sums: K-term sums of |a|); the guards around both untouched. */
+START_TEST(test_gemm_tn_sums)
+{
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = ctx_with_gemm(NULL);
+    const struct clt_tune builtin = *clt_ctx_tune(ctx);
+    static const char *const pass_name[] = {"outer", "built-in", "panel", "tiled"};
+    const struct clt_tune tunes[] = {tunes_with(&builtin, CLT_GEMM_TN, EPI_OUTER), builtin,
+                                     tunes_with(&builtin, CLT_GEMM_TN, EPI_PANEL),
+                                     tunes_with(&builtin, CLT_GEMM_TN, EPI_TILED)};
+    static const size_t shapes[][3] = {{7, 33, 27}, {37, 5, 300}, {1, 1, 1}, {5, 9, 0},
+                                       {70, 100, 129}};
+    const size_t nshapes = tc_size(5, 3);
+    for (size_t pass = 0; pass < sizeof tunes / sizeof *tunes; pass++) {
+        TC_OK(ctx, clt_ctx_set_tune(ctx, &tunes[pass]));
+        for (size_t sh = 0; sh < nshapes; sh++)
+            for (int acc = 0; acc < 2; acc++) {
+                const size_t M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
+                const float alpha = acc ? 1.0f : 0.75f, beta = acc ? 1.0f : 0.0f,
+                            sbeta = acc ? 0.5f : 0.0f;
+                float *a = xalloc(K * M, sizeof *a), *b = xalloc(K * N, sizeof *b);
+                float *c0 = xalloc(M * N + 2 * GUARD, sizeof *c0);
+                float *s0 = xalloc(M + 2 * GUARD, sizeof *s0);
+                float *got = xalloc(M * N + 2 * GUARD, sizeof *got);
+                float *gots = xalloc(M + 2 * GUARD, sizeof *gots);
+                float *want = xalloc(M * N + 2 * GUARD, sizeof *want);
+                tc_fill_nonzero(&r, a, K * M, 0.05f, 1.0f);
+                tc_fill_nonzero(&r, b, K * N, 0.05f, 1.0f);
+                tc_fill_nonzero(&r, c0 + GUARD, M * N, 0.05f, 1.0f);
+                tc_fill_nonzero(&r, s0 + GUARD, M, 0.05f, 1.0f);
+                for (size_t i = 0; i < GUARD; i++) {
+                    c0[i] = c0[GUARD + M * N + i] = SENTINEL;
+                    s0[i] = s0[GUARD + M + i] = SENTINEL;
+                }
+                if (!acc) { /* beta 0 reads neither */
+                    for (size_t i = 0; i < M * N; i++) c0[GUARD + i] = NAN;
+                    for (size_t i = 0; i < M; i++) s0[GUARD + i] = NAN;
+                }
+                clt_tensor *cbase = NULL, *sbase = NULL, *c2base = NULL;
+                clt_tensor *A = view_at(ctx, K * M, 3, NULL), *B = view_at(ctx, K * N, 5, NULL);
+                clt_tensor *C = view_at(ctx, M * N, GUARD, &cbase);
+                clt_tensor *S = view_at(ctx, M, GUARD, &sbase);
+                clt_tensor *C2 = view_at(ctx, M * N, GUARD, &c2base);
+                tc_write(A, a);
+                tc_write(B, b);
+                tc_write(cbase, c0);
+                tc_write(c2base, c0);
+                tc_write(sbase, s0);
+                TC_OK(ctx, clt_op_gemm_tn_sums(M, N, K, alpha, A, B, beta, C, S, sbeta));
+                TC_OK(ctx, clt_op_gemm(CLT_TRANS, CLT_NO_TRANS, M, N, K, alpha, A, B, beta, C2));
+                tc_read(cbase, got);
+                tc_read(sbase, gots);
+                tc_read(c2base, want);
+                const char *tag = pass_name[pass];
+                for (size_t i = 0; i < GUARD; i++)
+                    ck_assert_msg(got[i] == SENTINEL && got[GUARD + M * N + i] == SENTINEL &&
+                                      gots[i] == SENTINEL && gots[GUARD + M + i] == SENTINEL,
+                                  "tn_sums (%s) %zux%zux%zu: wrote outside C or the sums", tag,
+                                  M, N, K);
+                for (size_t m = 0; m < M; m++) {
+                    double sum = 0, sabs = 0;
+                    for (size_t k = 0; k < K; k++) {
+                        sum += a[k * M + m];
+                        sabs += fabs((double)a[k * M + m]);
+                    }
+                    const double old = acc ? (double)s0[GUARD + m] : 0.0;
+                    const double ref = (double)sbeta * old + sum;
+                    const double tol = 1e-5 + 1e-4 * fabs(ref) +
+                                       0x1p-23 * ((double)K * sabs + 2.0 * fabs(sbeta * old));
+                    const double g = gots[GUARD + m];
+                    ck_assert_msg(fabs(g - ref) <= tol,
+                                  "tn_sums (%s) %zux%zux%zu acc %d: sums[%zu] = %.9g, reference "
+                                  "%.9g (tolerance %.3g)",
+                                  tag, M, N, K, acc, m, g, ref, tol);
+                    for (size_t n = 0; n < N; n++) {
+                        double p = 0, pabs = 0;
+                        for (size_t k = 0; k < K; k++) {
+                            const double t = (double)a[k * M + m] * (double)b[k * N + n];
+                            p += t;
+                            pabs += fabs(t);
+                        }
+                        const size_t i = GUARD + m * N + n;
+                        const double cold = acc ? (double)c0[i] : 0.0;
+                        const double cref = (double)alpha * p + (double)beta * cold;
+                        const double ctol = 1e-5 + 1e-4 * fabs(cref) +
+                                            0x1p-23 * ((double)K * fabs((double)alpha) * pabs +
+                                                       2.0 * fabs((double)beta * cold));
+                        ck_assert_msg(fabs(got[i] - cref) <= ctol &&
+                                          memcmp(&got[i], &want[i], sizeof got[i]) == 0,
+                                      "tn_sums (%s) %zux%zux%zu acc %d: C[%zu, %zu] = %.9g, "
+                                      "reference %.9g (tolerance %.3g), clt_op_gemm %.9g",
+                                      tag, M, N, K, acc, m, n, got[i], cref, ctol, want[i]);
+                    }
+                }
+                clt_tensor_free(A);
+                clt_tensor_free(B);
+                clt_tensor_free(C);
+                clt_tensor_free(S);
+                clt_tensor_free(C2);
+                clt_tensor_free(cbase);
+                clt_tensor_free(sbase);
+                clt_tensor_free(c2base);
+                free(a);
+                free(b);
+                free(c0);
+                free(s0);
+                free(got);
+                free(gots);
+                free(want);
+            }
+    }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 /* The backward epilogue (clt_op_gemm_epilogue with `saved`): dx = (dy W) * act'(s), a linear
  * layer's input gradient taken on through the activation before it, NN as the layer runs it,
  * for every activation, C and s stored f32, f16 or bf16, through the panel family's store, the
@@ -1105,6 +1228,17 @@ START_TEST(test_argument_checks)
                          CLT_ERR_SHAPE);
         ck_assert(tc_contains(clt_ctx_errmsg(ctx), "saved must be"));
     }
+    /* the weight gradient's sums: f32, one per row of C */
+    clt_tensor *s3 = tc_tensor(ctx, CLT_DTYPE_F32, 3), *h3 = tc_tensor(ctx, CLT_DTYPE_I32, 3);
+    TC_OK(ctx, clt_op_gemm_tn_sums(3, 3, 4, 1, A, B, 0, C, s3, 0));
+    clt_tensor *bad_sums[] = {S8, h3};
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_int_eq(clt_op_gemm_tn_sums(3, 3, 4, 1, A, B, 0, C, bad_sums[i], 0),
+                         CLT_ERR_SHAPE);
+        ck_assert(tc_contains(clt_ctx_errmsg(ctx), "sums must be f32 with 3 elements"));
+    }
+    clt_tensor_free(s3);
+    clt_tensor_free(h3);
     TC_OK(ctx, clt_ctx_finish(ctx, CLT_WAIT_SETUP));
     clt_tensor_free(S);
     clt_tensor_free(S8);
@@ -1133,6 +1267,7 @@ int main(void)
                  {"gemm_bias", test_gemm_bias},
                  {"gemm_epilogue", test_gemm_epilogue},
                  {"gemm_epilogue_backward", test_gemm_epilogue_backward},
+                 {"gemm_tn_sums", test_gemm_tn_sums},
                  {"xgemm_params", test_xgemm_params},
                  {"tunedb", test_tunedb},
                  {"files", test_tune_files}};

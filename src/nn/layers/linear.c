@@ -129,9 +129,12 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
         CLT_TRY(clt_op_act_backward_alpha(A->kind->act, A->spec.alpha, A->y, dy, NULL, L->y));
         dy = A->y;
     }
-    if (L->dw[1]) CLT_TRY(clt_op_bias_grad(L->dw[1], dy, p->beta));
-    CLT_TRY(clt_op_gemm(CLT_TRANS, CLT_NO_TRANS, L->out_n, L->in_n, p->B, 1.0f, dy, L->x, p->beta,
-                        L->dw[0]));
+    if (L->dw[1]) /* the bias gradient (dy's column sums) in the same GEMM where it can */
+        CLT_TRY(clt_op_gemm_tn_sums(L->out_n, L->in_n, p->B, 1.0f, dy, L->x, p->beta, L->dw[0],
+                                    L->dw[1], p->beta));
+    else
+        CLT_TRY(clt_op_gemm(CLT_TRANS, CLT_NO_TRANS, L->out_n, L->in_n, p->B, 1.0f, dy, L->x,
+                            p->beta, L->dw[0]));
     if (need_dx) CLT_TRY(input_grad(L, dx, dy, p));
 fail:
     return st;
