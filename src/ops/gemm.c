@@ -493,9 +493,9 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
         }
     }
     /* the epilogue in the kernel's store where it takes it (the direct kernels an f32 bias
-     * only), the sums in its loop; else kernels after it */
+     * only), the sums in the kernel; else kernels after it */
     const bool fused = e && fits &&
-                       (e->sums ? clt__gemm_sums_in_loop(c)
+                       (e->sums ? clt__gemm_sums_in_kernel(c)
                                 : clt__gemm_fuses_epilogue(c, ta, tb) &&
                                       (c->kernel != CLT_GEMM_DIRECT || !e->bias ||
                                        clt_tensor_dtype(e->bias) == CLT_DTYPE_F32));

@@ -374,9 +374,9 @@ void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_tr
  * gradient) also the tiled kernel (a bias of any float dtype) and the direct kernel's f32 outer-
  * and dot-product forms (kb 0, an f32 bias). */
 bool clt__gemm_fuses_epilogue(const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb);
-/* Whether a GEMM choice's kernel sums op(A)'s rows as it multiplies (clt_op_gemm_tn_sums): the
- * direct kernel's f32 outer-product form (kb 0), with the epilogue. */
-bool clt__gemm_sums_in_loop(const struct clt_gemm_choice *c);
+/* Whether a GEMM choice's kernel sums op(A)'s rows itself, after its product
+ * (clt_op_gemm_tn_sums): the direct kernel's f32 outer-product form (kb 0), with the epilogue. */
+bool clt__gemm_sums_in_kernel(const struct clt_gemm_choice *c);
 /* Whether a GEMM choice's kernel reads and writes 16-bit storage (cl/gemm.cl's GEMM_MIXED): the
  * packed direct kernel, the tiled one and the panel family. */
 bool clt__gemm_takes_16bit(const struct clt_gemm_choice *c);

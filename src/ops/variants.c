@@ -55,7 +55,7 @@ bool clt__gemm_fuses_epilogue(const struct clt_gemm_choice *c, clt_trans ta, clt
     return c->kernel == CLT_GEMM_DIRECT && c->kb == 0 && !ta; /* NN and NT */
 }
 
-bool clt__gemm_sums_in_loop(const struct clt_gemm_choice *c)
+bool clt__gemm_sums_in_kernel(const struct clt_gemm_choice *c)
 {
     return c->kernel == CLT_GEMM_DIRECT && c->kb == 0 && !c->veck;
 }
@@ -209,7 +209,7 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
                     clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, triples[t][0],
                                    triples[t][1], triples[t][2], (int)triples[t][1], false);
                     fn(clt__gemm_program(&choices[c], false), o, user);
-                } else if (l == CLT_GEMM_TN && clt__gemm_sums_in_loop(&choices[c])) {
+                } else if (l == CLT_GEMM_TN && clt__gemm_sums_in_kernel(&choices[c])) {
                     /* a linear layer's weight gradient with its bias gradient's sums */
                     clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, CLT_DTYPE_F32, CLT_DTYPE_F32,
                                    CLT_DTYPE_F32, -1, true);
