@@ -26,11 +26,12 @@
  * dtype f32 the code is the same as before.
  * Fused epilogue (GEMM_EPI 1: the tiled kernel, any dtypes, and the direct kernel's f32 outer-
  * and dot-product forms, each of which stores every element of C once): the kernels take the
- * epilogue's arguments after C's and apply it as they store, as cl/gemm_panel.cl's store does:
- * the bias per column (GEMM_BIAS, stored as GEMM_BIAS_DTYPE; f32 in the direct forms), then with
- * act >= 0 (act_fn.cl's codes, a run-time argument) either act(v), keeping v in z first
- * (zmode CLT_EPI_Z_STORE: a linear layer's forward), or v * act'(.) from z's values (zmode
- * CLT_EPI_Z_GRAD: its input gradient through the activation before it). The outer-product form
+ * epilogue's buffers after C's (its scalars in GEMM_ARGS' vectors) and apply it as they store,
+ * as cl/gemm_panel.cl's store does: the bias per column (GEMM_BIAS, stored as GEMM_BIAS_DTYPE;
+ * f32 in the direct forms), then with act >= 0 (act_fn.cl's codes, a run-time argument) either
+ * act(v), keeping v in z first (zmode CLT_EPI_Z_STORE: a linear layer's forward), or
+ * v * act'(.) from z's values (zmode CLT_EPI_Z_GRAD: its input gradient through the activation
+ * before it). The outer-product form
  * also sums the rows of op(A) (sums_on, a run-time argument; the work-items of the first column
  * block, k in order, after their product): in layout TN, with A = dy, a linear layer's bias
  * gradient beside its weight gradient. */
@@ -131,14 +132,19 @@ typedef CLT_TYPE(GEMM_C_DTYPE) gemm_c_t;
  * restrict parameters is inlined, clang emits llvm.experimental.noalias.scope.decl, which
  * Oclgrind 21.10 cannot run (every direct GEMM kernel failed to be created there), and the
  * pointers the helpers get are the kernels' own, so nothing is lost (PoCL GFLOP/s unchanged). */
+/* The scalars travel in three vectors, the same in every kernel of this file: a launch on PoCL
+ * costs about 0.1 us per argument, a vector counting as one (14 ints: 1.5 us; one int16: 0.1).
+ *   gd (int16): M, N, K, lda, ldb, ldc, then the epilogue's act, zmode, sums_on
+ *   gs (float4): alpha, beta, then the epilogue's slope, sums_beta
+ *   go (ulong8): the element offsets of a, b, c, then of the epilogue's bias, z, sums
+ * Without GEMM_EPI the epilogue's slots are unused. src/ops/gemm.c's gemm_params fills them. */
 #define GEMM_ARGS                                                                                 \
-    const int M, const int N, const int K, const float alpha, global const gemm_a_t *restrict a,  \
-        const ulong a_off, const int lda, global const gemm_b_t *restrict b, const ulong b_off,   \
-        const int ldb, const float beta, global gemm_c_t *restrict c, const ulong c_off,          \
-        const int ldc
-#define GEMM_PASS M, N, K, alpha, a + a_off, lda, b + b_off, ldb, beta, c + c_off, ldc
+    const int16 gd, const float4 gs, const ulong8 go, global const gemm_a_t *restrict a,         \
+        global const gemm_b_t *restrict b, global gemm_c_t *restrict c
+#define GEMM_PASS                                                                                 \
+    gd.s0, gd.s1, gd.s2, gs.s0, a + go.s0, gd.s3, b + go.s1, gd.s4, gs.s1, c + go.s2, gd.s5
 
-/* The fused epilogue's arguments (GEMM_EPI), after C's, and what the helpers get of them. */
+/* The fused epilogue's buffers (GEMM_EPI), after C's, and what the helpers get of them. */
 typedef CLT_TYPE(GEMM_BIAS_DTYPE) gemm_bias_t;
 struct gemm_epi {
     global const gemm_bias_t *bias; /* GEMM_BIAS */
@@ -151,13 +157,10 @@ struct gemm_epi {
 };
 #if GEMM_EPI
 #define GEMM_EPI_ARGS                                                                             \
-    , global const gemm_bias_t *restrict bias, const ulong bias_off, const int act,              \
-        const float slope, global gemm_c_t *restrict z, const ulong z_off, const int zmode,      \
-        global float *restrict sums, const ulong sums_off, const float sums_beta,                \
-        const int sums_on
+    , global const gemm_bias_t *restrict bias, global gemm_c_t *restrict z,                      \
+        global float *restrict sums
 #define GEMM_EPI_PASS                                                                             \
-    , (struct gemm_epi){bias + bias_off, z + z_off, act, zmode, slope, sums + sums_off,           \
-                        sums_beta, sums_on}
+    , (struct gemm_epi){bias + go.s3, z + go.s4, gd.s6, gd.s7, gs.s2, sums + go.s5, gs.s3, gd.s8}
 #else
 #define GEMM_EPI_ARGS
 #define GEMM_EPI_PASS , (struct gemm_epi){0, 0, -1, 0, 0.0f, 0, 0.0f, 0}

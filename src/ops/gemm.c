@@ -177,25 +177,19 @@ static clt_status run_own(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_tra
     CLT_TRY(own_kernel(ctx, c, ta, tb, clt_tensor_dtype(A), clt_tensor_dtype(B),
                        clt_tensor_dtype(C), bias, e != NULL, 0, name, &k));
 
-    cl_int iM = (cl_int)M, iN = (cl_int)N, iK = (cl_int)K;
-    cl_int lda = (cl_int)(ta ? M : K), ldb = (cl_int)(tb ? K : N), ldc = (cl_int)N;
-    cl_ulong ao = clt_tensor_offset(A), bo = clt_tensor_offset(B), co = clt_tensor_offset(C);
+    /* cl/gemm.cl's GEMM_ARGS: the scalars in three vectors, then the buffers (GEMM_EPI_ARGS
+     * after them with e) */
+    const cl_int lda = (cl_int)(ta ? M : K), ldb = (cl_int)(tb ? K : N), ldc = (cl_int)N;
     cl_mem am = clt_tensor_mem(A), bm = clt_tensor_mem(B), cm = clt_tensor_mem(C);
-    /* cl/gemm.cl's GEMM_ARGS */
-    const struct clt__arg args[] = {CLT__ARG(iM),  CLT__ARG(iN),  CLT__ARG(iK),   CLT__ARG(alpha),
-                                    CLT__ARG(am),  CLT__ARG(ao),  CLT__ARG(lda),  CLT__ARG(bm),
-                                    CLT__ARG(bo),  CLT__ARG(ldb), CLT__ARG(beta), CLT__ARG(cm),
-                                    CLT__ARG(co),  CLT__ARG(ldc)};
-    const size_t nargs = sizeof args / sizeof *args;
-    CLT_TRY(clt__set_args(ctx, k, 0, args, nargs));
-    if (e) { /* then its GEMM_EPI_ARGS */
-        const struct epi_args x = epi_args(e, cm);
-        CLT_TRY(CLT__ARGS_AT(ctx, k, (cl_uint)nargs, CLT__ARG(x.bias), CLT__ARG(x.bias_off),
-                             CLT__ARG(x.act), CLT__ARG(x.slope), CLT__ARG(x.z),
-                             CLT__ARG(x.z_off), CLT__ARG(x.zmode), CLT__ARG(x.sums),
-                             CLT__ARG(x.sums_off), CLT__ARG(x.sums_beta),
-                             CLT__ARG(x.sums_on)));
-    }
+    const struct epi_args x = epi_args(e, cm);
+    cl_int16 gd = {{(cl_int)M, (cl_int)N, (cl_int)K, lda, ldb, ldc, x.act, x.zmode, x.sums_on}};
+    cl_float4 gs = {{alpha, beta, x.slope, x.sums_beta}};
+    cl_ulong8 go = {{clt_tensor_offset(A), clt_tensor_offset(B), clt_tensor_offset(C), x.bias_off,
+                     x.z_off, x.sums_off}};
+    const struct clt__arg args[] = {
+        CLT__ARG(gd),     CLT__ARG(gs), CLT__ARG(go), CLT__ARG(am), CLT__ARG(bm), CLT__ARG(cm),
+        CLT__ARG(x.bias), CLT__ARG(x.z), CLT__ARG(x.sums)};
+    CLT_TRY(clt__set_args(ctx, k, 0, args, e ? 9 : 6));
 
     size_t global[2], local[2];
     if (tiled) {
