@@ -5,9 +5,11 @@
  * creation. With --clblast it also tunes CLBlast's Xgemm kernel parameters
  * (CLBlastOverrideParameters).
  * With --openblas it also times OpenBLAS's cblas_sgemm on the host beside them, in the same
- * rounds (tools/gemm_vs_openblas.py reads that row).
+ * rounds (tools/gemm_vs_openblas.py reads that row). With --shape it times the shapes given
+ * instead of the presets' (a model's own, or 4096^3 for a device's peak).
  * usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] [--layout L]
- *                     [--repeats N] [--min] [--variant SPEC]... [--clblast] [--openblas LIB] */
+ *                     [--repeats N] [--min] [--variant SPEC]... [--shape MxNxK]...
+ *                     [--clblast] [--openblas LIB] */
 #include "ops/tune_internal.h"
 #include "cltrain/cltrain.h"
 
@@ -138,7 +140,7 @@ static int usage(FILE *f, int rc)
 {
     fprintf(f, "usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] "
                "[--layout L]\n                    [--repeats N] [--min] [--variant SPEC]... "
-               "[--clblast]\n                    [--openblas LIB]\n"
+               "[--shape MxNxK]...\n                    [--clblast] [--openblas LIB]\n"
                "  --device SEL   auto, gpu, cpu, accelerator, N, P:D or part of a name\n"
                "  --output FILE  where to write (default: $CLTRAIN_TUNE_FILE, else the device's\n"
                "                 file in the program cache dir)\n"
@@ -150,6 +152,9 @@ static int usage(FILE *f, int rc)
                "  --min          rank by the fastest repeat, not the median (noisy machines)\n"
                "  --variant SPEC time SPEC (e.g. \"direct tm8 tn32 vw16 veck0 mdim0 wg4x1\")\n"
                "                 instead of the built-in table; repeatable\n"
+               "  --shape MxNxK  time C (M x N) = op(A) (M x K) op(B) (K x N) in every layout\n"
+               "                 instead of the presets' shapes (e.g. 4096x4096x4096); the\n"
+               "                 choice written then fits these; repeatable\n"
                "  --clblast      also tune CLBlast's Xgemm kernel (its parameters through\n"
                "                 CLBlastOverrideParameters, each candidate checked) on the\n"
                "                 large shapes; the winner goes to the file if it beats\n"
@@ -167,7 +172,25 @@ struct tune_args {
     int repeats;
     struct clt_gemm_choice given[32];
     int ngiven;
+    struct shape shapes[MAX_SHAPES]; /* --shape, layout unset */
+    int nshapes;
 };
+
+/* "MxNxK" into *out: each size 1 to 2^20, each operand at most 2^28 elements. */
+static bool parse_shape(const char *text, struct shape *out)
+{
+    unsigned long m, n, k;
+    int end = 0;
+    if (sscanf(text, "%lux%lux%lu%n", &m, &n, &k, &end) != 3 || text[end] != '\0' ||
+        text[0] == '-' || strchr(text, ' '))
+        return false;
+    const unsigned long lim = 1ul << 20, elems = 1ul << 28;
+    if (m < 1 || n < 1 || k < 1 || m > lim || n > lim || k > lim || m * k > elems ||
+        k * n > elems || m * n > elems)
+        return false;
+    *out = (struct shape){.M = m, .N = n, .K = k};
+    return true;
+}
 
 /* Parses argv into *a; returns -1 to go on, else the exit code (after --help or an error). */
 static int parse_args(int argc, char **argv, struct tune_args *a)
@@ -194,6 +217,19 @@ static int parse_args(int argc, char **argv, struct tune_args *a)
                 return 2;
             }
             a->ngiven++;
+        } else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
+            ++i;
+            if (a->nshapes == MAX_SHAPES || !parse_shape(argv[i], &a->shapes[a->nshapes])) {
+                if (a->nshapes == MAX_SHAPES)
+                    fprintf(stderr, "cltrain-tune: --shape: at most %d\n", MAX_SHAPES);
+                else
+                    fprintf(stderr,
+                            "cltrain-tune: --shape: expected MxNxK, sizes 1 to 1048576 and at "
+                            "most 2^28 elements per operand (e.g. 4096x4096x4096), got \"%s\"\n",
+                            argv[i]);
+                return 2;
+            }
+            a->nshapes++;
         } else if (strcmp(argv[i], "--output") == 0 && i + 1 < argc)
             a->output = argv[++i];
         else if (strcmp(argv[i], "--quick") == 0)
@@ -570,6 +606,14 @@ int main(int argc, char **argv)
     struct shape shapes[3][MAX_SHAPES];
     int nshape[3];
     make_shapes(a.quick, shapes, nshape);
+    if (a.nshapes) /* --shape: these in every layout */
+        for (int l = 0; l < 3; l++) {
+            nshape[l] = a.nshapes;
+            for (int i = 0; i < a.nshapes; i++) {
+                shapes[l][i] = a.shapes[i];
+                shapes[l][i].layout = layouts[l];
+            }
+        }
     bool all = a.all;
     int nvar = 0;
     rc = 1;

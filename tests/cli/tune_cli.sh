@@ -1,0 +1,50 @@
+#!/bin/sh
+# cltrain-tune from the command line: --shape times the shapes given instead of the presets'
+# (one variant besides CLBlast, one repeat: seconds on PoCL), prints them in its table, checks
+# each result against CLBlast's, and writes the tuning file with the choice; a bad --shape, a
+# bad --repeats or an unknown flag exits 2 with one line naming it and writes no file. Needs
+# CLTRAIN_TUNE_BIN (meson test).
+set -eu
+
+fail() {
+    echo "tune_cli: FAIL: $*" >&2
+    exit 1
+}
+
+[ -n "${CLTRAIN_TUNE_BIN:-}" ] || fail "CLTRAIN_TUNE_BIN is not set (run through meson test)"
+[ -x "$CLTRAIN_TUNE_BIN" ] || fail "CLTRAIN_TUNE_BIN=$CLTRAIN_TUNE_BIN is not an executable"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+variant="direct tm4 tn64 vw16 veck0 mdim0 wg1x1"
+set +e
+"$CLTRAIN_TUNE_BIN" --shape 33x7x5 --shape 127x1x33 --layout NN --variant "$variant" \
+    --repeats 1 --output "$tmp/tune.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || fail "--shape run: exit $rc: $(cat "$tmp/err")"
+grep -q '33x7x5 *127x1x33 *total ms' "$tmp/out" || fail "the table has not the shapes given"
+grep -q "^$variant " "$tmp/out" || fail "no row for $variant (a result off CLBlast's is dropped)"
+grep -q "^-> NN small.*: $variant," "$tmp/out" || fail "the choice is not $variant"
+[ -s "$tmp/tune.json" ] || fail "no tuning file written"
+python3 - "$tmp/tune.json" <<'EOF' || fail "the tuning file does not hold the choice"
+import json, sys
+small = json.load(open(sys.argv[1]))["gemm"]["NN"]["small"]
+assert (small["kernel"], small["tm"], small["tn"], small["vw"]) == ("direct", 4, 64, 16), small
+EOF
+
+# bad flags: exit 2, one line naming the flag, no file
+for args in "--shape 0x4x4" "--shape 4x4" "--shape 4x4x4x" "--shape 4x4x4q" "--shape 4x-4x4" \
+    "--shape 2000000x1x1" "--shape 20000x20000x1" "--repeats 0" "--bogus"; do
+    set +e
+    # shellcheck disable=SC2086
+    "$CLTRAIN_TUNE_BIN" $args --output "$tmp/bad.json" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    set -e
+    [ "$rc" -eq 2 ] || fail "$args: exit $rc, expected 2"
+    flag=${args%% *}
+    head -n 1 "$tmp/err" | grep -q -- "$flag" || fail "$args: the error does not name $flag"
+    [ ! -e "$tmp/bad.json" ] || fail "$args: a file was written"
+done
+echo "tune_cli: ok"
