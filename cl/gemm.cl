@@ -559,7 +559,7 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
                 for (int i = 0; i < rows; i++) rsum[i] += GEMM_A(ta, m0 + i, k);
         }
 #pragma unroll 1
-        for (int i = 0; i < GEMM_TM && m0 + i < M; i++) {
+        for (int i = 0; i < rows; i++) {
             global float *s = e.sums + m0 + i;
             *s = e.sums_beta == 0.0f ? rsum[i] : e.sums_beta * *s + rsum[i];
         }
