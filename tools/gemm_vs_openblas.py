@@ -10,7 +10,8 @@ OpenBLAS's GFLOP/s, the best own variant's, the ratio, and the bound: the ratio 
 that ran at the best own rate of the whole table after the device's launch floor (the
 tuner's 1x1x1 product back to back), i.e. OpenBLAS's time over floor + flop / best rate; a
 bound below 0.9 marks a shape that the launch alone keeps from 0.9. Then the ratio over each
-layout's total time, and the shapes below 0.9.
+layout's total time, the shapes below 0.9 with their MFLOP, and how many of the shapes of at
+least 1 MFLOP are below 0.9 (on PoCL the smaller ones are held there by the launch).
 
 usage: tools/gemm_vs_openblas.py [BUILD_DIR] [--repeats N] [--rounds R]
        (default: build, 3 repeats, 2 rounds)
@@ -112,7 +113,7 @@ def main():
           ", ".join(f"{layout} {t * 1e6:.2f} us" for layout, t in floors.items()))
     print(f"{'layout':6} {'M x N x K':>16} {'OpenBLAS':>9} {'own best':>9} {'ratio':>6} "
           f"{'bound':>6}  variant")
-    low = []
+    low, big, big_low = [], 0, 0  # big: shapes of at least 1 MFLOP
     own = {layout: {v: rates for v, rates in rows.items() if v.split()[0] in OWN_KINDS}
            for layout, (_, rows) in sections.items()}
     peak = max(r for rows in own.values() for rates in rows.values() for r in rates) * 1e9
@@ -127,14 +128,17 @@ def main():
             bound = flop / (blas_rate * 1e9) / (floors[layout] + flop / peak)
             print(f"{layout:6} {f'{M}x{N}x{K}':>16} {blas_rate:9.1f} {best:9.1f} "
                   f"{best / blas_rate:6.2f} {bound:6.2f}  {variant}")
+            big += flop >= 1e6
             if best / blas_rate < 0.9:
-                low.append((f"{layout} {M}x{N}x{K}", bound))
+                low.append((f"{layout} {M}x{N}x{K}", bound, flop))
+                big_low += flop >= 1e6
         print(f"{layout}: the shapes' total time, OpenBLAS / best own: {t_blas / t_own:.2f}")
     if not low:
         print("every shape at 0.9 of OpenBLAS or above")
-    for shape, bound in low:
-        print(f"below 0.9: {shape}" + (f" (held by the launch floor: at most {bound:.2f})"
-                                       if bound < 0.9 else ""))
+    for shape, bound, flop in low:
+        print(f"below 0.9: {shape}, {flop / 1e6:.2f} MFLOP" +
+              (f" (held by the launch floor: at most {bound:.2f})" if bound < 0.9 else ""))
+    print(f"shapes of at least 1 MFLOP below 0.9: {big_low} of {big}")
 
 if __name__ == "__main__":
     main()
