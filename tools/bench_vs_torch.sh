@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# cltrain against PyTorch on this machine's CPU, alternating: each round runs
-# tools/torch_bench.py (PyTorch, every thread), then `cltrain bench` on the same models on the
-# CPU device: CNN-S (the cnn preset at batch 128), CNN-M (its 64/128-channel variant at batch
+# cltrain against PyTorch on this machine's CPU (or GPU), alternating: each round runs
+# tools/torch_bench.py (PyTorch, every thread), then `cltrain bench` on the same models on
+# cltrain's device: CNN-S (the cnn preset at batch 128), CNN-M (its 64/128-channel variant at batch
 # 256), MLP-S (the mlp preset, 784-256-128-10, batch 128), MLP-M (784-1024-1024-10, batch 512).
 # Prints every round and, per model, the medians and their ratio. Alternating rounds keep a
 # machine whose speed drifts (shared cores) from favouring either side.
@@ -11,7 +11,7 @@
 # PyTorch comes from $PYTHON (default python3; Debian: python3-torch); set OPENBLAS_CORETYPE
 # for its OpenBLAS where it misdetects the CPU (Haswell on AMD Zen 3, SkylakeX on AVX-512
 # Xeons). CLTRAIN_DEVICE picks cltrain's device (default cpu: the comparison is on the same
-# cores).
+# cores) and TORCH_DEVICE PyTorch's (default cpu); on a GPU: CLTRAIN_DEVICE=gpu TORCH_DEVICE=cuda.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -45,7 +45,7 @@ bench() { # NAME -> cltrain's steps/s on it
     esac
 }
 
-echo "$(date -u +%Y-%m-%dT%H:%MZ), cltrain on: $("$bin" devices --device "$device" 2>/dev/null | grep -m1 '^\* [0-9]' | tr -s ' ')"
+echo "$(date -u +%Y-%m-%dT%H:%MZ), PyTorch on: ${TORCH_DEVICE:-cpu}, cltrain on: $("$bin" devices --device "$device" 2>/dev/null | grep -m1 '^\* [0-9]' | tr -s ' ')"
 for r in $(seq "$rounds"); do
     # shellcheck disable=SC2086
     "$py" tools/torch_bench.py 8 $models | while read -r name rate _; do echo "torch $name $rate"; done >>"$out"

@@ -359,17 +359,20 @@ struct step_bench {
     clt_optim_kind kind;
     long batch, steps, warmup, features, classes, repeats;
     size_t shape[3]; /* one input sample's shape; all 0: flat (features) */
+    clt_dtype precision; /* the model's storage: f32, or bf16 / f16 (mixed precision) */
 };
 
 enum { NBATCH = 8 }; /* distinct batches the timed steps cycle through */
 
 /* The model, its optimizer, NBATCH batches of random inputs (x) and labels (y) on the device,
- * the gradient of the output and the loss sum: what step_bench_run uses. */
+ * the gradient of the output and the loss sum, and with f16 the loss scaler: what
+ * step_bench_run uses. */
 struct step_state {
     clt_ctx *ctx;
     clt_spec spec;
     clt_model *m;
     clt_optim *opt;
+    clt_scaler *scaler;
     clt_tensor *x, *y, *dout, *loss;
 };
 
@@ -379,6 +382,7 @@ static void step_state_free(struct step_state *s)
     clt_tensor_free(s->y);
     clt_tensor_free(s->dout);
     clt_tensor_free(s->loss);
+    clt_scaler_free(s->scaler);
     clt_optim_free(s->opt);
     clt_model_free(s->m);
     clt_spec_free(&s->spec);
@@ -403,6 +407,7 @@ static int step_state_create(struct step_state *s, const struct step_bench *o)
     }
     struct clt_model_params mp = clt_model_default_params();
     mp.max_batch = B;
+    mp.precision = o->precision;
     memcpy(mp.input_shape, o->shape, sizeof mp.input_shape);
     struct clt_optim_params op = clt_optim_default_params(o->kind);
     size_t xd[2] = {NBATCH * B, F}, yd = NBATCH * B, dd[2] = {B, N};
@@ -422,7 +427,8 @@ static int step_state_create(struct step_state *s, const struct step_bench *o)
             CLT_OK ||
         clt_tensor_zeros(&s->loss, s->ctx, CLT_DTYPE_F32, 1, &one, CLT_MEM_WORKSPACE) != CLT_OK ||
         clt_tensor_write(s->x, hx, true, NULL) != CLT_OK ||
-        clt_tensor_write(s->y, hy, true, NULL) != CLT_OK) {
+        clt_tensor_write(s->y, hy, true, NULL) != CLT_OK ||
+        (o->precision == CLT_DTYPE_F16 && clt_scaler_create(&s->scaler, s->ctx, NULL) != CLT_OK)) {
         cli_error("%s", clt_ctx_errmsg(s->ctx));
         goto done;
     }
@@ -434,7 +440,8 @@ done:
 }
 
 /* n training steps (forward, cross-entropy, backward, optimizer) over the NBATCH batches in
- * turn, enqueued without waiting. */
+ * turn, enqueued without waiting; in mixed precision as `cltrain train` steps (f16: the loss
+ * scaled, the update skipped on inf/NaN; then the 16-bit weights refreshed). */
 static clt_status step_bench_run(struct step_state *s, const struct step_bench *o, long n)
 {
     clt_status st = CLT_OK;
@@ -449,8 +456,10 @@ static clt_status step_bench_run(struct step_state *s, const struct step_bench *
         if (st == CLT_OK)
             st = clt_op_softmax_xent(out, yb, 0.0f, 1.0f, 1.0f / (float)B, s->dout, s->loss,
                                      NULL);
+        if (st == CLT_OK && s->scaler) st = clt_scaler_scale(s->scaler, s->dout);
         if (st == CLT_OK) st = clt_model_backward(s->m, s->dout, false);
-        if (st == CLT_OK) st = clt_optim_step(s->opt, clt_model_grads(s->m));
+        if (st == CLT_OK) st = clt_optim_step_scaled(s->opt, clt_model_grads(s->m), s->scaler);
+        if (st == CLT_OK) st = clt_model_sync_weights(s->m);
         clt_tensor_free(xb);
         clt_tensor_free(yb);
         xb = yb = NULL;
@@ -497,12 +506,12 @@ static int bench_steps(const struct step_bench *o)
         struct clt_mem_stats ms = clt_ctx_mem_stats(s.ctx);
         char peak[32];
         clt_format_bytes(ms.peak, peak, sizeof peak);
-        printf("bench on [%d] %s: model %zu-%s, batch %zu, %s: %.1f steps/s, %.0f samples/s "
-               "(median of %ld x %ld steps after %ld warm-up; min %.1f, max %.1f steps/s); peak "
-               "device memory %s\n",
+        printf("bench on [%d] %s: model %zu-%s, batch %zu, %s, precision %s: %.1f steps/s, "
+               "%.0f samples/s (median of %ld x %ld steps after %ld warm-up; min %.1f, max %.1f "
+               "steps/s); peak device memory %s\n",
                clt_ctx_device(s.ctx)->index, clt_ctx_device(s.ctx)->device_name,
                (size_t)o->features, text ? text : o->model, (size_t)o->batch,
-               clt_optim_kind_name(o->kind), rates[nrep / 2],
+               clt_optim_kind_name(o->kind), cli_precision_name(o->precision), rates[nrep / 2],
                rates[nrep / 2] * (double)o->batch, nrep, o->steps, o->warmup, rates[0],
                rates[nrep - 1], peak);
         free(text);
@@ -514,7 +523,7 @@ static int bench_steps(const struct step_bench *o)
 int cli_bench(int argc, char **argv)
 {
     const char *model = "mlp", *device = NULL, *optimizer = "adam", *data = NULL,
-               *loader = "all", *shape_text = NULL;
+               *loader = "all", *shape_text = NULL, *precision = "fp32";
     long batch = 128, steps = 200, warmup = 10, features = 784, classes = 10, repeats = 3,
          epochs = 1, log_every = 100, prefetch = 3;
     bool no_pin = false, features_seen = false;
@@ -537,6 +546,8 @@ int cli_bench(int argc, char **argv)
          "one sample's shape C,H,W or T,C (1,28,28 unless --features is given)", NULL},
         {"classes", OPT_POS_INT, &classes, "output width (10)", NULL},
         {"optimizer", OPT_STR, &optimizer, "sgd, adam or adamw (adam)", NULL},
+        {"precision", OPT_STR, &precision,
+         "fp32 (default), bf16 or fp16 (mixed precision, as cltrain train)", NULL},
         {"device", OPT_STR, &device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
         {NULL, OPT_FLAG, NULL, NULL, NULL}};
     for (int i = 1; i < argc; i++)
@@ -556,7 +567,8 @@ int cli_bench(int argc, char **argv)
         return bench_data(&o);
     }
     struct step_bench o = {model, device, kind, batch, steps, warmup, features, classes, repeats,
-                           {0, 0, 0}};
+                           {0, 0, 0}, CLT_DTYPE_F32};
+    if (cli_parse_precision(precision, &o.precision) != CLI_OK) return CLI_USAGE;
     if (shape_text) {
         if (cli_parse_shape("input-shape", shape_text, o.shape) != CLI_OK) return CLI_USAGE;
         size_t n = o.shape[0] * o.shape[1] * (o.shape[2] ? o.shape[2] : 1);

@@ -144,3 +144,16 @@ void cli_print_options(FILE *f, const struct cli_opt *opts)
     for (const struct cli_opt *o = opts; o->name; o++)
         fprintf(f, "  --%-16s %s\n", o->name, o->help);
 }
+
+int cli_parse_precision(const char *v, clt_dtype *out)
+{
+    if (clt_dtype_parse(v, out) != CLT_OK ||
+        (*out != CLT_DTYPE_F32 && *out != CLT_DTYPE_F16 && *out != CLT_DTYPE_BF16))
+        return cli_usage_error("--precision %s: expected fp32, bf16 or fp16", v);
+    return CLI_OK;
+}
+
+const char *cli_precision_name(clt_dtype d)
+{
+    return d == CLT_DTYPE_F16 ? "fp16" : d == CLT_DTYPE_BF16 ? "bf16" : "fp32";
+}

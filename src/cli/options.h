@@ -2,6 +2,8 @@
 #ifndef CLTRAIN_CLI_OPTIONS_H
 #define CLTRAIN_CLI_OPTIONS_H
 
+#include "cltrain/tensor.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,5 +39,10 @@ int cli_parse_long(const char *name, const char *v, long lo, long hi, long *out)
 /* The shape of one sample, "C,H,W" or "T,C" (2 or 3 positive integers), into shape[3] (unused
  * entries 0); else prints "--NAME V: expected C,H,W or T,C ..." and returns CLI_USAGE. */
 int cli_parse_shape(const char *name, const char *v, size_t shape[3]);
+/* --precision: "fp32", "bf16" or "fp16" into *out (CLT_DTYPE_F32, _BF16, _F16); else prints
+ * "--precision V: expected fp32, bf16 or fp16" and returns CLI_USAGE. */
+int cli_parse_precision(const char *v, clt_dtype *out);
+/* The --precision name of a model storage dtype ("fp32", "bf16", "fp16"). */
+const char *cli_precision_name(clt_dtype d);
 
 #endif

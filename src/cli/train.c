@@ -588,9 +588,7 @@ static int make_optim_params(struct train_args *a)
     *op = clt_optim_default_params(kind);
     if (clt_optim_parse_schedule(a->schedule, &op->schedule) != CLT_OK)
         return cli_usage_error("%s", clt_last_errmsg());
-    if (clt_dtype_parse(a->precision, &a->prec) != CLT_OK ||
-        (a->prec != CLT_DTYPE_F32 && a->prec != CLT_DTYPE_F16 && a->prec != CLT_DTYPE_BF16))
-        return cli_usage_error("--precision %s: expected fp32, bf16 or fp16", a->precision);
+    if (cli_parse_precision(a->precision, &a->prec) != CLI_OK) return CLI_USAGE;
     if (a->lr_seen) op->lr = a->lr;
     if (a->wd_seen) op->weight_decay = a->weight_decay;
     op->momentum = a->momentum;
@@ -1016,7 +1014,7 @@ static void print_plan(const struct train_args *a, struct train_run *r)
                clt_augment_enabled(&a->aug) ? a->augment : "", r->spec_text,
                clt_tensor_numel(clt_model_params(m)), clt_optim_kind_name(a->op.kind),
                (double)a->op.lr, batch_text,
-               a->prec == CLT_DTYPE_F32 ? "fp32" : a->prec == CLT_DTYPE_F16 ? "fp16" : "bf16",
+               cli_precision_name(a->prec),
                mem, r->group ? " of replica 0" : "");
     fflush(stdout);
 }

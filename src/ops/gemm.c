@@ -367,10 +367,16 @@ bool clt__gemm_takes_16bit(const struct clt_gemm_choice *c)
 
 struct clt_gemm_choice clt__gemm_mixed_choice(const clt_device_info *dev)
 {
-    static const struct clt_gemm_choice small = CLT_GEMM_CHOICE_PACKED(4, 4, 4, 16, 1, 1);
+    /* Where the device's own choice is the panel family (CPUs), outer products over packed
+     * slices in the register blocks of the tuner's table for its vector width: not the panel
+     * family, as this is also its fallback for a 16-bit C too deep in K. (4 x 4 blocks of 4
+     * floats, used before, ran MLP-S's 16-bit products 4 to 17 times slower on AVX-512.) */
+    static const struct clt_gemm_choice packed16 = CLT_GEMM_CHOICE_PACKED(8, 32, 16, 64, 8, 2),
+                                        packed8 = CLT_GEMM_CHOICE_PACKED(6, 16, 8, 128, 4, 4),
+                                        small = CLT_GEMM_CHOICE_PACKED(4, 4, 4, 16, 1, 1);
     struct clt_gemm_choice c = clt_gemm_own_default(dev, CLT_GEMM_TT, CLT_GEMM_LARGE);
-    /* not the panel family: this is also its fallback for a 16-bit C too deep in K */
-    return clt__gemm_takes_16bit(&c) && c.kernel != CLT_GEMM_PANEL ? c : small;
+    if (c.kernel == CLT_GEMM_PANEL) return c.vw >= 16 ? packed16 : c.vw >= 8 ? packed8 : small;
+    return clt__gemm_takes_16bit(&c) ? c : small;
 }
 
 struct clt_gemm_choice clt__gemm_narrowed(const struct clt_gemm_choice *c, size_t N)

@@ -186,6 +186,8 @@ check_bad "batchnorm, relu before the first weighted layer in bf16" "layer 2 (re
 check_bad "CLTRAIN_GEMM=fast" 'CLTRAIN_GEMM="fast"' "expected own, clblast or auto" -- \
     env CLTRAIN_GEMM=fast "$CLTRAIN_BIN" train --steps 1 --batch-size 8 --save "$save" \
     --data "idx:$tmp/good" --model "$M"
+check_bad "bench --precision int8" "--precision int8" "expected fp32, bf16 or fp16" -- \
+    "$CLTRAIN_BIN" bench --precision int8 --steps 1
 check_bad "--classes 4x" "--classes 4x" "positive integer" -- \
     train --data "csv:$tmp/onebased.csv" --classes 4x --model "linear 4"
 check_bad "--classes 70000" "--classes 70000" "at most 65536" -- \

@@ -293,6 +293,13 @@ grep -q "^estimate at micro-batch 64, the next larger: " "$tmp/out" || fail "--m
 run "bench" "$CLTRAIN_BIN" bench --model "linear 32, relu, linear 10" --batch-size 16 --steps 5 \
     --warmup 1 --repeats 1
 grep -q "[0-9.]* steps/s" "$tmp/out" || fail "bench: no steps/s: $(cat "$tmp/out")"
+# mixed precision as training runs it (bf16; fp16 with the loss scaler)
+for p in bf16 fp16; do
+    run "bench --precision $p" "$CLTRAIN_BIN" bench --model "linear 32, relu, linear 10" \
+        --batch-size 16 --steps 5 --warmup 1 --repeats 1 --precision $p
+    grep -q "precision $p: [0-9.]* steps/s" "$tmp/out" ||
+        fail "bench --precision $p: $(cat "$tmp/out")"
+done
 # the loader benchmark runs every loader (its figures are not checked: no timed tests)
 run "bench --data" "$CLTRAIN_BIN" bench --data "idx:$tmp/idx" --model "$M" --batch-size 32 \
     --epochs 1 --warmup 2

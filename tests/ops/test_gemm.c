@@ -913,6 +913,20 @@ START_TEST(test_choice_parse_check)
     clt_device_info small = {.max_work_group = 64, .local_mem = 4096};
     ck_assert_int_eq(clt_gemm_choice_parse("tiled wg16x16 tm4 tn4 kb16", &c), CLT_OK);
     ck_assert_int_eq(clt_gemm_choice_check(&c, &small, NULL, 0), CLT_ERR_INVALID_ARG);
+    /* 16-bit operands where the chosen kernel reads f32 only: on a CPU (whose own large choice
+     * is the panel family) outer products over packed slices in a block of the tuner's table
+     * for its 16-float vectors (the 4 x 4 block of 4 floats it got once ran MLP-S's 16-bit
+     * products 4 to 17 times slower); on a GPU its tiled default */
+    clt_device_info cpu = {.type = CLT_DEVICE_CPU},
+                    gpu = {.type = CLT_DEVICE_GPU, .max_work_group = 1024, .local_mem = 49152};
+    c = clt__gemm_mixed_choice(&cpu);
+    ck_assert(clt__gemm_takes_16bit(&c) && c.kernel == CLT_GEMM_DIRECT && c.kb > 0);
+    ck_assert(c.vw == 16 && c.tm * c.bm >= 32 && c.tn * c.bn >= 32);
+    bool listed = false;
+    for (int i = 0; i < n; i++) listed = listed || memcmp(&v[i], &c, sizeof c) == 0;
+    ck_assert_msg(listed, "the CPU's 16-bit fallback is not in the tuner's table");
+    c = clt__gemm_mixed_choice(&gpu);
+    ck_assert_int_eq(c.kernel, CLT_GEMM_TILED);
 }
 END_TEST
 
