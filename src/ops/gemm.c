@@ -394,6 +394,13 @@ struct clt_gemm_choice clt__gemm_narrowed(const struct clt_gemm_choice *c, size_
     return n;
 }
 
+struct clt_gemm_choice clt__gemm_for_a(const struct clt_gemm_choice *c, clt_dtype a)
+{
+    struct clt_gemm_choice p = *c;
+    if (p.kernel == CLT_GEMM_PANEL && a != CLT_DTYPE_F32) p.ia = 0;
+    return p;
+}
+
 /* *rows = the first M rows of N of t: t itself when it has no more, else a new view. */
 static clt_status first_rows(clt_tensor *t, size_t M, size_t N, clt_tensor **rows)
 {
@@ -446,7 +453,7 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
 {
     clt_status st = CLT_OK;
     clt_ctx *ctx = clt_tensor_ctx(C);
-    struct clt_gemm_choice fallback, narrow;
+    struct clt_gemm_choice fallback, narrow, packed_a;
     char why[128];
     CLT_TRY(clt_tensor_same_ctx(C, A));
     CLT_TRY(clt_tensor_same_ctx(C, B));
@@ -491,6 +498,8 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
             fallback = clt__gemm_mixed_choice(&ctx->dev);
             c = &fallback;
         }
+        packed_a = clt__gemm_for_a(c, clt_tensor_dtype(A));
+        c = &packed_a;
     }
     /* the epilogue in the kernel's store where it takes it (the direct kernels an f32 bias
      * only), the sums in the kernel; else kernels after it */

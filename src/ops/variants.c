@@ -118,7 +118,8 @@ static int mixed_triples(clt_dtype out[][3])
 
 /* The GEMM choices a ctx on dev may use: the tuner's table (any of which a tuning file may name,
  * for any layout with --all), the built-in own defaults, the 16-bit fallback and their narrowed
- * forms (clt__gemm_narrowed), each once, if it fits dev. */
+ * forms (clt__gemm_narrowed) and forms for a 16-bit op(A) (clt__gemm_for_a), each once, if it
+ * fits dev. */
 static int gemm_choices(const clt_device_info *dev, struct clt_gemm_choice *out, int cap)
 {
     int nv = 0, n = 0;
@@ -136,6 +137,10 @@ static int gemm_choices(const clt_device_info *dev, struct clt_gemm_choice *out,
             struct clt_gemm_choice nw = clt__gemm_narrowed(&cand[i], (size_t)N);
             if (nw.tn != cand[i].tn) cand[nc++] = nw;
         }
+    for (int i = 0, base = nc; i < base && nc < (int)COUNT(cand); i++) {
+        struct clt_gemm_choice a16 = clt__gemm_for_a(&cand[i], CLT_DTYPE_BF16);
+        if (a16.ia != cand[i].ia) cand[nc++] = a16;
+    }
     for (int i = 0; i < nc && n < cap; i++) {
         if (cand[i].kernel == CLT_GEMM_CLBLAST) continue;
         if (clt_gemm_choice_check(&cand[i], dev, NULL, 0) != CLT_OK) continue;
@@ -200,6 +205,8 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
         for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
             for (int t = 0; t < (clt__gemm_takes_16bit(&choices[c]) ? nt : 1); t++) {
                 const clt_trans ta = (clt_trans)(l >> 1), tb = (clt_trans)(l & 1);
+                if (clt__gemm_for_a(&choices[c], triples[t][0]).ia != choices[c].ia)
+                    continue; /* never run: its packing form runs instead */
                 clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, triples[t][0], triples[t][1],
                                triples[t][2], -1, false);
                 fn(clt__gemm_program(&choices[c], false), o, user);
