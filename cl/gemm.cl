@@ -31,10 +31,9 @@
  * f32 in the direct forms), then with act >= 0 (act_fn.cl's codes, a run-time argument) either
  * act(v), keeping v in z first (zmode CLT_EPI_Z_STORE: a linear layer's forward), or
  * v * act'(.) from z's values (zmode CLT_EPI_Z_GRAD: its input gradient through the activation
- * before it). The outer-product form
- * also sums the rows of op(A) (sums_on, a run-time argument; the work-items of the first column
- * block, k in order, after their product): in layout TN, with A = dy, a linear layer's bias
- * gradient beside its weight gradient. */
+ * before it). The outer-product form also sums the rows of op(A) (sums_on, a run-time argument;
+ * the work-items of the first column block, k in order, after their product): in layout TN,
+ * with A = dy, a linear layer's bias gradient beside its weight gradient. */
 
 #ifndef GEMM_TILED
 #define GEMM_TILED 0 /* 0: direct kernel, 1: local-memory tiled kernel */
@@ -137,7 +136,7 @@ typedef CLT_TYPE(GEMM_C_DTYPE) gemm_c_t;
  *   gd (int16): M, N, K, lda, ldb, ldc, then the epilogue's act, zmode, sums_on
  *   gs (float4): alpha, beta, then the epilogue's slope, sums_beta
  *   go (ulong8): the element offsets of a, b, c, then of the epilogue's bias, z, sums
- * Without GEMM_EPI the epilogue's slots are unused. src/ops/gemm.c's gemm_params fills them. */
+ * Without GEMM_EPI the epilogue's slots are unused. src/ops/gemm.c's run_own fills them. */
 #define GEMM_ARGS                                                                                 \
     const int16 gd, const float4 gs, const ulong8 go, global const gemm_a_t *restrict a,         \
         global const gemm_b_t *restrict b, global gemm_c_t *restrict c
