@@ -370,7 +370,7 @@ struct clt_gemm_choice clt__gemm_mixed_choice(const clt_device_info *dev)
     /* Where the device's own choice is the panel family (CPUs), outer products over packed
      * slices in the register blocks of the tuner's table for its vector width: not the panel
      * family, as this is also its fallback for a 16-bit C too deep in K. (4 x 4 blocks of 4
-     * floats, used before, ran MLP-S's 16-bit products 4 to 17 times slower on AVX-512.) */
+     * floats, used before, ran MLP-S's 16-bit products 3 to 20 times slower on AVX-512.) */
     static const struct clt_gemm_choice packed16 = CLT_GEMM_CHOICE_PACKED(8, 32, 16, 64, 8, 2),
                                         packed8 = CLT_GEMM_CHOICE_PACKED(6, 16, 8, 128, 4, 4),
                                         small = CLT_GEMM_CHOICE_PACKED(4, 4, 4, 16, 1, 1);

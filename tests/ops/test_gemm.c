@@ -916,7 +916,7 @@ START_TEST(test_choice_parse_check)
     /* 16-bit operands where the chosen kernel reads f32 only: on a CPU (whose own large choice
      * is the panel family) outer products over packed slices in a block of the tuner's table
      * for its 16-float vectors (the 4 x 4 block of 4 floats it got once ran MLP-S's 16-bit
-     * products 4 to 17 times slower); on a GPU its tiled default */
+     * products 3 to 20 times slower); on a GPU its tiled default */
     clt_device_info cpu = {.type = CLT_DEVICE_CPU},
                     gpu = {.type = CLT_DEVICE_GPU, .max_work_group = 1024, .local_mem = 49152};
     c = clt__gemm_mixed_choice(&cpu);
