@@ -176,13 +176,14 @@ struct tune_args {
     int nshapes;
 };
 
-/* "MxNxK" into *out: each size 1 to 2^20, each operand at most 2^28 elements. */
+/* "MxNxK" (digits and x only) into *out: each size 1 to 2^20, each operand at most 2^28
+ * elements. */
 static bool parse_shape(const char *text, struct shape *out)
 {
     unsigned long m, n, k;
     int end = 0;
-    if (sscanf(text, "%lux%lux%lu%n", &m, &n, &k, &end) != 3 || text[end] != '\0' ||
-        text[0] == '-' || strchr(text, ' '))
+    if (text[strspn(text, "0123456789x")] != '\0' ||
+        sscanf(text, "%lux%lux%lu%n", &m, &n, &k, &end) != 3 || text[end] != '\0')
         return false;
     const unsigned long lim = 1ul << 20, elems = 1ul << 28;
     if (m < 1 || n < 1 || k < 1 || m > lim || n > lim || k > lim || m * k > elems ||
@@ -605,8 +606,9 @@ int main(int argc, char **argv)
     static const clt_gemm_layout layouts[] = {CLT_GEMM_NT, CLT_GEMM_NN, CLT_GEMM_TN};
     struct shape shapes[3][MAX_SHAPES];
     int nshape[3];
-    make_shapes(a.quick, shapes, nshape);
-    if (a.nshapes) /* --shape: these in every layout */
+    if (!a.nshapes)
+        make_shapes(a.quick, shapes, nshape);
+    else /* --shape: these in every layout */
         for (int l = 0; l < 3; l++) {
             nshape[l] = a.nshapes;
             for (int i = 0; i < a.nshapes; i++) {
