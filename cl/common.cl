@@ -58,6 +58,16 @@ static inline void clt_bf16_store(global ushort *p, ulong i, float v)
         const CLT__XCAT(uint, n) r = select((x + 0x7fffu + ((x >> 16) & 1u)) >> 16,               \
                                             (x >> 16) | 0x40u, (x & 0x7fffffffu) > 0x7f800000u);   \
         return CLT__XCAT(convert_ushort, n)(r);                                                    \
+    }                                                                                              \
+    /* v rounded at p[0 .. n): one vector store where p is aligned for it (PoCL ran a vstoren    \
+     * of computed ushorts element by element: a bf16 cast 1.5 times slower) */                  \
+    static inline void CLT__XCAT(clt_bf16_vstore, n)(CLT__XCAT(float, n) v, global ushort *p)    \
+    {                                                                                              \
+        const CLT__XCAT(ushort, n) r = CLT__XCAT(clt_bf16_round, n)(v);                          \
+        if ((size_t)p % sizeof r == 0)                                                             \
+            *(global CLT__XCAT(ushort, n) *)p = r;                                                 \
+        else                                                                                       \
+            CLT__XCAT(vstore, n)(r, 0, p);                                                         \
     }
 CLT__BF16_ROUND(2)
 CLT__BF16_ROUND(4)
@@ -69,7 +79,6 @@ CLT__BF16_ROUND(16)
     CLT__XCAT(as_float, n)(CLT__XCAT(convert_uint, n)(CLT__XCAT(vload, n)(0, (p) + (i))) << 16)
 #define CLT__VSTORE_0(n, v, p, i) CLT__XCAT(vstore, n)((v), 0, (p) + (i))
 #define CLT__VSTORE_1(n, v, p, i) CLT__XCAT(CLT__XCAT(vstore_half, n), _rte)((v), 0, (p) + (i))
-#define CLT__VSTORE_2(n, v, p, i)                                                                  \
-    CLT__XCAT(vstore, n)(CLT__XCAT(clt_bf16_round, n)(v), 0, (p) + (i))
+#define CLT__VSTORE_2(n, v, p, i) CLT__XCAT(clt_bf16_vstore, n)((v), (p) + (i))
 #define CLT_VLOAD(code, n, p, i) CLT__XCAT(CLT__VLOAD_, code)(n, p, i)
 #define CLT_VSTORE(code, n, v, p, i) CLT__XCAT(CLT__VSTORE_, code)(n, v, p, i)

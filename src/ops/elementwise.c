@@ -62,9 +62,9 @@ fail:
     return st;
 }
 
-/* Kernels of the form k(y, y_off, x, x_off, n[, alpha]). */
+/* Kernels of the form k(y, y_off, x, x_off, n[, alpha]), each work-item `per` elements. */
 static clt_status launch_yx(cl_kernel k, const clt_tensor *y, const clt_tensor *x,
-                            const float *alpha, const char *what)
+                            const float *alpha, size_t per, const char *what)
 {
     clt_status st = CLT_OK;
     clt_ctx *ctx = clt_tensor_ctx(y);
@@ -73,7 +73,7 @@ static clt_status launch_yx(cl_kernel k, const clt_tensor *y, const clt_tensor *
     CLT_TRY(
         CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(n)));
     if (alpha) CLT_TRY(CLT__ARGS_AT(ctx, k, 5, CLT__ARG(*alpha)));
-    CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, what));
+    CLT_TRY(clt__launch_1d(ctx, k, ((size_t)n + per - 1) / per, what));
 fail:
     return st;
 }
@@ -84,7 +84,7 @@ clt_status clt_op_copy(clt_tensor *dst, const clt_tensor *src)
     cl_kernel k;
     CLT_TRY(clt__check_pair(dst, src, true, "copy"));
     CLT_TRY(elementwise_kernel(dst, CLT__K_COPY, "copy", &k));
-    CLT_TRY(launch_yx(k, dst, src, NULL, "copy"));
+    CLT_TRY(launch_yx(k, dst, src, NULL, 1, "copy"));
 fail:
     return st;
 }
@@ -96,7 +96,7 @@ clt_status clt_op_scale(clt_tensor *y, const clt_tensor *x, float alpha)
     CLT_TRY(clt__check_pair(y, x, true, "scale"));
     CLT_TRY(need_float(y, "scale"));
     CLT_TRY(elementwise_kernel(y, CLT__K_SCALE, "scale", &k));
-    CLT_TRY(launch_yx(k, y, x, &alpha, "scale"));
+    CLT_TRY(launch_yx(k, y, x, &alpha, 1, "scale"));
 fail:
     return st;
 }
@@ -108,10 +108,12 @@ clt_status clt_op_axpy(clt_tensor *y, float alpha, const clt_tensor *x)
     CLT_TRY(clt__check_pair(y, x, true, "axpy"));
     CLT_TRY(need_float(y, "axpy"));
     CLT_TRY(elementwise_kernel(y, CLT__K_AXPY, "axpy", &k));
-    CLT_TRY(launch_yx(k, y, x, &alpha, "axpy"));
+    CLT_TRY(launch_yx(k, y, x, &alpha, 1, "axpy"));
 fail:
     return st;
 }
+
+#define CLT__CAST_V 16 /* elements per work-item of cl/cast.cl (CAST_V) */
 
 clt_status clt_op_cast(clt_tensor *dst, const clt_tensor *src)
 {
@@ -128,7 +130,7 @@ clt_status clt_op_cast(clt_tensor *dst, const clt_tensor *src)
         CLT_TRY(clt__kernel(clt_tensor_ctx(dst), "cast", opts, "cast", slot));
     }
     k = *slot;
-    CLT_TRY(launch_yx(k, dst, src, NULL, "cast"));
+    CLT_TRY(launch_yx(k, dst, src, NULL, CLT__CAST_V, "cast"));
 fail:
     return st;
 }
