@@ -24,16 +24,16 @@
  * and keeps its partial sums in a private f32 array rather than in C) and the tiled kernel
  * (it converts while staging) take 16-bit operands; the host picks one of them. With every
  * dtype f32 the code is the same as before.
- * Fused epilogue (GEMM_EPI 1: the tiled kernel, any dtypes, and the direct kernel's f32 outer-
- * and dot-product forms, each of which stores every element of C once): the kernels take the
+ * Fused epilogue (GEMM_EPI 1: the tiled kernel and the direct kernel's packed form, any dtypes,
+ * and the direct kernel's f32 outer- and dot-product forms): the kernels take the
  * epilogue's buffers after C's (its scalars in GEMM_ARGS' vectors) and apply it as they store,
  * as cl/gemm_panel.cl's store does: the bias per column (GEMM_BIAS, stored as GEMM_BIAS_DTYPE;
  * f32 in the direct forms), then with act >= 0 (act_fn.cl's codes, a run-time argument) either
  * act(v), keeping v in z first (zmode CLT_EPI_Z_STORE: a linear layer's forward), or
  * v * act'(.) from z's values (zmode CLT_EPI_Z_GRAD: its input gradient through the activation
- * before it). The outer-product form also sums the rows of op(A) (sums_on, a run-time argument;
- * the work-items of the first column block, k in order, after their product): in layout TN,
- * with A = dy, a linear layer's bias gradient beside its weight gradient. */
+ * before it). The outer-product forms also sum the rows of op(A) (sums_on, a run-time argument;
+ * the work-items of the first column block, k in order): in layout TN, with A = dy, a linear
+ * layer's bias gradient beside its weight gradient. */
 
 #ifndef GEMM_TILED
 #define GEMM_TILED 0 /* 0: direct kernel, 1: local-memory tiled kernel */
@@ -122,9 +122,8 @@ typedef CLT_TYPE(GEMM_C_DTYPE) gemm_c_t;
 #ifndef GEMM_BIAS_DTYPE
 #define GEMM_BIAS_DTYPE CLT_F32
 #endif
-#if GEMM_EPI && !GEMM_TILED &&                                                                  \
-    (GEMM_MIXED || GEMM_BIAS_DTYPE != CLT_F32 || (!GEMM_VECK && GEMM_KB > 0))
-#error "GEMM_EPI is for the tiled kernel and the direct kernel's f32 outer- and dot-product forms"
+#if GEMM_EPI && !GEMM_TILED && !GEMM_MIXED && GEMM_BIAS_DTYPE != CLT_F32
+#error "the direct kernel's epilogue takes a 16-bit bias with 16-bit operands only (packed form)"
 #endif
 
 /* The kernels' pointers are `restrict`; the helpers' parameters are not: once a helper with
@@ -305,13 +304,14 @@ static inline floate gemm_epiv(floate v, const int m, const int n, const int ldc
                                const struct gemm_epi *e)
 {
 #if GEMM_BIAS
-    v += ELOAD(e->bias + n);
+    v += CLT_VLOAD(GEMM_BIAS_DTYPE, EPI_W, e->bias, n);
 #endif
     if (e->act < 0) return v;
-    global float *zp = e->z + (size_t)m * ldc + n;
+    const size_t i = (size_t)m * ldc + n;
     if (e->zmode == CLT_EPI_Z_GRAD)
-        return CLT__XCAT(clt_act_bwd_, floate)(e->act, v, ELOAD(zp), e->slope);
-    if (e->zmode == CLT_EPI_Z_STORE) ESTORE(v, zp);
+        return CLT__XCAT(clt_act_bwd_, floate)(e->act, v, CLT_VLOAD(GEMM_C_DTYPE, EPI_W, e->z, i),
+                                               e->slope);
+    if (e->zmode == CLT_EPI_Z_STORE) CLT_VSTORE(GEMM_C_DTYPE, EPI_W, v, e->z, i);
     return CLT__XCAT(clt_act_fwd_, floate)(e->act, v, e->slope);
 }
 #else
@@ -356,15 +356,23 @@ static inline void gemm_direct_rows(const int m0, const int M, int mrow[GEMM_TM]
  * L1 whatever the leading dimensions, which matters when those are powers of two), then runs
  * the GEMM_TM x GEMM_TN register block over the GEMM_BM x GEMM_BN sub-blocks. Rows and
  * columns past the edge are clamped copies and never stored. C holds the partial sums between
- * slices: the first slice writes alpha * acc + beta * C, the later ones add alpha * acc. */
+ * slices: the first slice writes alpha * acc + beta * C, the later ones add alpha * acc, and
+ * the last one applies the epilogue (GEMM_EPI); 16-bit C keeps them in f32 and stores once.
+ * The rows' sums (sums_on) come from the packed slices of op(A), k in order as in the
+ * outer-product form (the same sums, bit for bit). */
 static inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
                         const float alpha, global const gemm_a_t *a, const int lda,
                         global const gemm_b_t *b, const int ldb, const float beta,
                         global gemm_c_t *c, const int ldc, const struct gemm_epi e)
 {
-    (void)e; /* no epilogue in this form */
+    (void)e; /* used with GEMM_EPI */
     int m0, n0;
     if (!gemm_direct_origin(M, N, MB, NB, &m0, &n0)) return;
+#if GEMM_EPI
+    const bool sums = e.sums_on && n0 == 0;
+    float rsum[MB];
+    for (int mm = 0; mm < MB; mm++) rsum[mm] = 0.0f;
+#endif
     float ap[GEMM_KB * MB]; /* ta ? [kk][mm] : [mm][kk] */
     float bp[GEMM_KB * NB]; /* [kk][nn] */
     /* Rows and columns to pack: the valid ones, rounded up to whole register blocks (the
@@ -394,6 +402,12 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
                 for (int kk = 0; kk < kn; kk++) ap[mm * GEMM_KB + kk] = GEMM_LA(row, kk);
             }
         }
+#if GEMM_EPI
+        if (sums)
+            for (int mm = 0; mm < mrows; mm++)
+                for (int kk = 0; kk < kn; kk++)
+                    rsum[mm] += ap[ta ? kk * MB + mm : mm * GEMM_KB + kk];
+#endif
         if (tb) {
             for (int nn = 0; nn < ncols; nn++) {
                 global const gemm_b_t *row = b + (size_t)min(n0 + nn, N - 1) * ldb + kc;
@@ -436,22 +450,20 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
                     }
                 }
 #if GEMM_MIXED
-                {
-                    float t[GEMM_TM * GEMM_TN];
+                float *cp = cacc + si * GEMM_TM * NB + sj * GEMM_TN;
 #pragma unroll
-                    for (int i = 0; i < GEMM_TM; i++)
+                for (int i = 0; i < GEMM_TM; i++)
 #pragma unroll
-                        for (int j = 0; j < NV; j++)
-                            VSTORE(acc[i][j], t + i * GEMM_TN + j * GEMM_VW);
-                    float *cp = cacc + si * GEMM_TM * NB + sj * GEMM_TN;
-                    for (int i = 0; i < GEMM_TM; i++)
-                        for (int j = 0; j < GEMM_TN; j++) cp[i * NB + j] += t[i * GEMM_TN + j];
-                }
+                    for (int j = 0; j < NV; j++)
+                        VSTORE(VLOAD(cp + i * NB + j * GEMM_VW) + acc[i][j],
+                               cp + i * NB + j * GEMM_VW);
 #else
                 /* the first slice applies beta (without reading C when it is 0), the later
-                 * ones accumulate */
+                 * ones accumulate, the last one through the epilogue */
                 const float bet = kc == 0 ? beta : 1.0f;
-                if (mb + GEMM_TM <= M && nb + GEMM_TN <= N) {
+                const bool epi = GEMM_EPI && kc + GEMM_KB >= K;
+                const bool full = mb + GEMM_TM <= M && nb + GEMM_TN <= N;
+                if (full && !epi) {
 #pragma unroll
                     for (int i = 0; i < GEMM_TM; i++) {
                         global float *crow = c + (size_t)(mb + i) * ldc + nb;
@@ -470,13 +482,31 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
 #pragma unroll
                         for (int j = 0; j < NV; j++)
                             VSTORE(acc[i][j], t + i * GEMM_TN + j * GEMM_VW);
+#if GEMM_EPI
+                    if (full) { /* the last slice: by vectors, in loops kept rolled */
+#pragma unroll 1
+                        for (int i = 0; i < GEMM_TM; i++) {
+                            global float *crow = c + (size_t)(mb + i) * ldc + nb;
+#pragma unroll 1
+                            for (int j = 0; j < NV; j++) {
+                                floatv v = alpha * VLOAD(t + i * GEMM_TN + j * GEMM_VW);
+                                if (bet != 0.0f)
+                                    v = fma((floatv)(bet), VLOAD(crow + j * GEMM_VW), v);
+                                VSTORE(gemm_epiv(v, mb + i, nb + j * GEMM_VW, ldc, &e),
+                                       crow + j * GEMM_VW);
+                            }
+                        }
+                        continue;
+                    }
+#endif
 #pragma unroll 1
                     for (int i = 0; i < GEMM_TM && mb + i < M; i++) {
                         global float *crow = c + (size_t)(mb + i) * ldc;
 #pragma unroll 1
                         for (int j = 0; j < GEMM_TN && nb + j < N; j++) {
-                            const float v = alpha * t[i * GEMM_TN + j];
-                            crow[nb + j] = bet == 0.0f ? v : fma(bet, crow[nb + j], v);
+                            float v = alpha * t[i * GEMM_TN + j];
+                            v = bet == 0.0f ? v : fma(bet, crow[nb + j], v);
+                            crow[nb + j] = epi ? GEMM_EPI1(mb + i, nb + j, v) : v;
                         }
                     }
                 }
@@ -485,9 +515,39 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
         }
     }
 #if GEMM_MIXED
-    for (int mm = 0; mm < MB && m0 + mm < M; mm++)
-        for (int nn = 0; nn < NB && n0 + nn < N; nn++)
-            GEMM_STORE1(m0 + mm, n0 + nn, cacc[mm * NB + nn]);
+    /* 16-bit C once, through the epilogue: whole register blocks by vectors, edges by elements
+     * (loops kept rolled, as the activation's code is in them) */
+#pragma unroll 1
+    for (int mm = 0; mm < MB && m0 + mm < M; mm++) {
+        const int m = m0 + mm;
+#pragma unroll 1
+        for (int nn = 0; nn < NB && n0 + nn < N; nn += GEMM_VW) {
+            const int n = n0 + nn;
+            const float *cp = cacc + mm * NB + nn;
+#if GEMM_VW > 1
+            if (n + GEMM_VW <= N) {
+                const size_t ci = (size_t)m * ldc + n;
+                floatv v = alpha * VLOAD(cp);
+                if (beta != 0.0f)
+                    v = fma((floatv)(beta), CLT_VLOAD(GEMM_C_DTYPE, GEMM_VW, c, ci), v);
+#if GEMM_EPI
+                v = gemm_epiv(v, m, n, ldc, &e);
+#endif
+                CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW, v, c, ci);
+                continue;
+            }
+#endif
+#pragma unroll 1
+            for (int l = 0; l < GEMM_VW && n + l < N; l++) GEMM_STORE1(m, n + l, cp[l]);
+        }
+    }
+#endif
+#if GEMM_EPI
+    if (sums)
+        for (int mm = 0; mm < MB && m0 + mm < M; mm++) {
+            global float *s = e.sums + m0 + mm;
+            *s = e.sums_beta == 0.0f ? rsum[mm] : e.sums_beta * *s + rsum[mm];
+        }
 #endif
 }
 

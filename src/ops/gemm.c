@@ -501,12 +501,12 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
         packed_a = clt__gemm_for_a(c, clt_tensor_dtype(A));
         c = &packed_a;
     }
-    /* the epilogue in the kernel's store where it takes it (the direct kernels an f32 bias
-     * only), the sums in the kernel; else kernels after it */
+    /* the epilogue in the kernel's store where it takes it (the direct kernels with f32
+     * operands an f32 bias only), the sums in the kernel; else kernels after it */
     const bool fused = e && fits &&
                        (e->sums ? clt__gemm_sums_in_kernel(c)
                                 : clt__gemm_fuses_epilogue(c, ta, tb) &&
-                                      (c->kernel != CLT_GEMM_DIRECT || !e->bias ||
+                                      (c->kernel != CLT_GEMM_DIRECT || mixed || !e->bias ||
                                        clt_tensor_dtype(e->bias) == CLT_DTYPE_F32));
     if (e && !fused) {
         CLT_TRY(gemm(c, ta, tb, M, N, K, alpha, A, B, beta, e->z ? e->z : C, NULL));

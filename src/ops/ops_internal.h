@@ -44,10 +44,11 @@ clt_status clt_op_gemm_bias(clt_trans ta, clt_trans tb, size_t M, size_t N, size
  * read). Or, with `saved`, of its backward through the activation before it: C = op(A) op(B)
  * * act'(.), the input gradient dy W taken on through the activation (act's backward from the
  * tensor it saved, clt_op_act_saved), so that no pass of its own reads it back. The panel
- * family and the direct kernels' f32 outer- and dot-product forms (in layouts NT and NN, with
- * an f32 bias) apply either in their store (C and z written once, nothing read back); any
- * other kernel, or a panel GEMM that cannot take it, is followed by clt_op_bias_add and
- * clt_op_act_forward_alpha, or clt_op_act_backward_alpha in place. */
+ * family, the tiled kernel and the direct kernel (in layouts NT and NN; with f32 operands an
+ * f32 bias, with 16-bit ones its packed form, the CPUs' 16-bit choice, any) apply either in
+ * their store (C and z written once, nothing read back); any other kernel, or a panel GEMM that
+ * cannot take it, is followed by clt_op_bias_add and clt_op_act_forward_alpha, or
+ * clt_op_act_backward_alpha in place. */
 struct clt_gemm_epilogue {
     const clt_tensor *bias;  /* N elements, f32, f16 or bf16; NULL: none */
     int act;                 /* a clt_act, or -1: none */
@@ -67,9 +68,10 @@ clt_status clt_op_gemm_epilogue(clt_trans ta, clt_trans tb, size_t M, size_t N, 
                                 const struct clt_gemm_epilogue *e, clt_tensor *C);
 /* A linear layer's weight and bias gradients at once: C = alpha * A^T B + beta * C (layout TN:
  * A stored (K, M), B (K, N)) and sums = sums_beta * sums + A's column sums (M elements, f32; 0
- * overwrites, as clt_op_bias_grad). The direct kernel's f32 outer-product form (kb 0) adds them
- * up, k in order, in the work-items of its first column block after their product (a launch
- * less); any other kernel is followed by clt_op_bias_grad (another order of the same sums). */
+ * overwrites, as clt_op_bias_grad). The direct kernel's outer-product forms (f32 unpacked, any
+ * dtype packed) add them up, k in order, in the work-items of their first column block (a
+ * launch less); any other kernel is followed by clt_op_bias_grad (another order of the same
+ * sums). */
 clt_status clt_op_gemm_tn_sums(size_t M, size_t N, size_t K, float alpha, const clt_tensor *A,
                                const clt_tensor *B, float beta, clt_tensor *C, clt_tensor *sums,
                                float sums_beta);

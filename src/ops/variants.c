@@ -52,12 +52,12 @@ bool clt__gemm_fuses_epilogue(const struct clt_gemm_choice *c, clt_trans ta, clt
     (void)tb;
     if (c->kernel == CLT_GEMM_PANEL) return true;
     if (c->kernel == CLT_GEMM_TILED) return !ta; /* NN and NT: fewer programs to check */
-    return c->kernel == CLT_GEMM_DIRECT && c->kb == 0 && !ta; /* NN and NT */
+    return c->kernel == CLT_GEMM_DIRECT && !ta;  /* NN and NT */
 }
 
 bool clt__gemm_sums_in_kernel(const struct clt_gemm_choice *c)
 {
-    return c->kernel == CLT_GEMM_DIRECT && c->kb == 0 && !c->veck;
+    return c->kernel == CLT_GEMM_DIRECT && !c->veck; /* the outer-product forms */
 }
 
 void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_trans ta,
@@ -218,16 +218,17 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
                     fn(clt__gemm_program(&choices[c], false), o, user);
                 } else if (l == CLT_GEMM_TN && clt__gemm_sums_in_kernel(&choices[c])) {
                     /* a linear layer's weight gradient with its bias gradient's sums */
-                    clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, CLT_DTYPE_F32, CLT_DTYPE_F32,
-                                   CLT_DTYPE_F32, -1, true);
+                    clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, triples[t][0], triples[t][1],
+                                   triples[t][2], -1, true);
                     fn(clt__gemm_program(&choices[c], true), o, user);
                 } else if (clt__gemm_fuses_epilogue(&choices[c], ta, tb)) {
                     /* the direct kernel with the epilogue, without and with an f32 bias; the
-                     * tiled one also with a bias stored as the weight */
+                     * tiled one and the direct one with 16-bit operands also with a bias
+                     * stored as the weight */
                     const int wb = (int)triples[t][1];
-                    const bool tiled = choices[c].kernel == CLT_GEMM_TILED;
+                    const bool any_bias = choices[c].kernel == CLT_GEMM_TILED || t > 0;
                     const int biases[] = {-1, (int)CLT_DTYPE_F32, wb};
-                    const int nbias = tiled && wb != (int)CLT_DTYPE_F32 ? 3 : 2;
+                    const int nbias = any_bias && wb != (int)CLT_DTYPE_F32 ? 3 : 2;
                     for (int i = 0; i < nbias; i++) {
                         clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, triples[t][0],
                                        triples[t][1], triples[t][2], biases[i], true);

@@ -338,6 +338,8 @@ static struct clt_tune tunes_with(const struct clt_tune *t, clt_gemm_layout l,
 #define EPI_DOT4 ((struct clt_gemm_choice)CLT_GEMM_CHOICE_DIRECT(4, 4, 16, 1, 2, 4))
 #define EPI_DOT6 ((struct clt_gemm_choice)CLT_GEMM_CHOICE_DIRECT(3, 6, 16, 1, 1, 1))
 #define EPI_TILED ((struct clt_gemm_choice)CLT_GEMM_CHOICE_TILED(4, 4, 2, 2, 8))
+/* the packed form in slices of 16 k: the epilogue in the last slice's store, edges in M and N */
+#define EPI_PACKED ((struct clt_gemm_choice)CLT_GEMM_CHOICE_PACKED(3, 8, 4, 16, 2, 2))
 
 /* x W^T (+ bias) when tb, else x W, in float64 for a (M x K) and b (N x K, or K x N), into
  * sum[M * N], with check_gemm's bound for it in tol[M * N] (the bias one more term). */
@@ -472,13 +474,14 @@ START_TEST(test_gemm_epilogue)
     clt_ctx *ctx = ctx_with_gemm(NULL);
     const struct clt_tune t = *clt_ctx_tune(ctx);
     static const char *const pass_name[] = {"panel", "built-in", "outer", "dot 4", "dot 6",
-                                            "tiled"};
+                                            "tiled", "packed"};
     const struct clt_tune tunes[] = {tunes_with(&t, CLT_GEMM_NT, EPI_PANEL),
                                      t,
                                      tunes_with(&t, CLT_GEMM_NT, EPI_OUTER),
                                      tunes_with(&t, CLT_GEMM_NT, EPI_DOT4),
                                      tunes_with(&t, CLT_GEMM_NT, EPI_DOT6),
-                                     tunes_with(&t, CLT_GEMM_NT, EPI_TILED)};
+                                     tunes_with(&t, CLT_GEMM_NT, EPI_TILED),
+                                     tunes_with(&t, CLT_GEMM_NT, EPI_PACKED)};
     for (size_t pass = 0; pass < sizeof tunes / sizeof *tunes; pass++) {
         TC_OK(ctx, clt_ctx_set_tune(ctx, &tunes[pass]));
         for (size_t s = 0; s < EPI_SHAPES; s++) {
@@ -646,20 +649,26 @@ static double derivative_from_saved(int act, double slope, double s)
 
 /* clt_op_gemm_tn_sums, a linear layer's weight and bias gradients: C = alpha A^T B + beta C and
  * sums = sums_beta sums + A's column sums, through the direct outer-product kernel (the sums in
- * its k loop: the small form, N < 16, and the vector one), the panel family, the tiled kernel
- * and the built-in choice (those three: clt_op_bias_grad after the GEMM), with beta 0 over
- * NaN-poisoned C and sums and with beta 1, sums_beta 0.5 accumulating; edge shapes, K = 0
- * included. C has the bits of clt_op_gemm with the same choice; C and the sums against float64
- * within check_gemm's bound (the sums: K-term sums of |a|); the guards around both untouched. */
+ * its k loop: the small form, N < 16, and the vector one), its packed form (the sums from its
+ * packed slices; also with A and B stored bf16, and so the built-in choice, which takes the
+ * packed form for 16-bit operands on CPUs), the panel family, the tiled kernel and the built-in
+ * choice (the last two: clt_op_bias_grad after the GEMM), with beta 0 over NaN-poisoned C and
+ * sums and with beta 1, sums_beta 0.5 accumulating; edge shapes, K = 0 included. C has the
+ * bits of clt_op_gemm with the same choice; C and the sums against float64 within check_gemm's
+ * bound (the sums: K-term sums of |a|); the guards around both untouched. */
 START_TEST(test_gemm_tn_sums)
 {
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = ctx_with_gemm(NULL);
     const struct clt_tune builtin = *clt_ctx_tune(ctx);
-    static const char *const pass_name[] = {"outer", "built-in", "panel", "tiled"};
+    static const char *const pass_name[] = {"outer",  "built-in",    "panel",        "tiled",
+                                            "packed", "packed bf16", "built-in bf16"};
     const struct clt_tune tunes[] = {tunes_with(&builtin, CLT_GEMM_TN, EPI_OUTER), builtin,
                                      tunes_with(&builtin, CLT_GEMM_TN, EPI_PANEL),
-                                     tunes_with(&builtin, CLT_GEMM_TN, EPI_TILED)};
+                                     tunes_with(&builtin, CLT_GEMM_TN, EPI_TILED),
+                                     tunes_with(&builtin, CLT_GEMM_TN, EPI_PACKED),
+                                     tunes_with(&builtin, CLT_GEMM_TN, EPI_PACKED), builtin};
+    const size_t first_bf16 = 5; /* A and B stored bf16 from this pass on */
     static const size_t shapes[][3] = {{7, 33, 27}, {37, 5, 300}, {1, 1, 1}, {5, 9, 0},
                                        {70, 100, 129}};
     const size_t nshapes = tc_size(5, 3);
@@ -676,10 +685,15 @@ START_TEST(test_gemm_tn_sums)
                 float *got = xalloc(M * N + 2 * GUARD, sizeof *got);
                 float *gots = xalloc(M + 2 * GUARD, sizeof *gots);
                 float *want = xalloc(M * N + 2 * GUARD, sizeof *want);
+                const bool bf16 = pass >= first_bf16;
                 tc_fill_nonzero(&r, a, K * M, 0.05f, 1.0f);
                 tc_fill_nonzero(&r, b, K * N, 0.05f, 1.0f);
                 tc_fill_nonzero(&r, c0 + GUARD, M * N, 0.05f, 1.0f);
                 tc_fill_nonzero(&r, s0 + GUARD, M, 0.05f, 1.0f);
+                if (bf16) { /* multiples of 1/64: exact in bf16 */
+                    for (size_t i = 0; i < K * M; i++) a[i] = roundf(a[i] * 64.0f) / 64.0f;
+                    for (size_t i = 0; i < K * N; i++) b[i] = roundf(b[i] * 64.0f) / 64.0f;
+                }
                 for (size_t i = 0; i < GUARD; i++) {
                     c0[i] = c0[GUARD + M * N + i] = SENTINEL;
                     s0[i] = s0[GUARD + M + i] = SENTINEL;
@@ -698,8 +712,20 @@ START_TEST(test_gemm_tn_sums)
                 tc_write(cbase, c0);
                 tc_write(c2base, c0);
                 tc_write(sbase, s0);
-                TC_OK(ctx, clt_op_gemm_tn_sums(M, N, K, alpha, A, B, beta, C, S, sbeta));
-                TC_OK(ctx, clt_op_gemm(CLT_TRANS, CLT_NO_TRANS, M, N, K, alpha, A, B, beta, C2));
+                clt_tensor *A16 = NULL, *B16 = NULL;
+                if (bf16) {
+                    size_t na = K * M, nb = K * N;
+                    TC_OK(ctx,
+                          clt_tensor_create(&A16, ctx, CLT_DTYPE_BF16, 1, &na, CLT_MEM_OTHER));
+                    TC_OK(ctx,
+                          clt_tensor_create(&B16, ctx, CLT_DTYPE_BF16, 1, &nb, CLT_MEM_OTHER));
+                    TC_OK(ctx, clt_op_cast(A16, A));
+                    TC_OK(ctx, clt_op_cast(B16, B));
+                }
+                const clt_tensor *Aop = bf16 ? A16 : A, *Bop = bf16 ? B16 : B;
+                TC_OK(ctx, clt_op_gemm_tn_sums(M, N, K, alpha, Aop, Bop, beta, C, S, sbeta));
+                TC_OK(ctx,
+                      clt_op_gemm(CLT_TRANS, CLT_NO_TRANS, M, N, K, alpha, Aop, Bop, beta, C2));
                 tc_read(cbase, got);
                 tc_read(sbase, gots);
                 tc_read(c2base, want);
@@ -746,6 +772,8 @@ START_TEST(test_gemm_tn_sums)
                 }
                 clt_tensor_free(A);
                 clt_tensor_free(B);
+                clt_tensor_free(A16);
+                clt_tensor_free(B16);
                 clt_tensor_free(C);
                 clt_tensor_free(S);
                 clt_tensor_free(C2);
@@ -780,10 +808,11 @@ START_TEST(test_gemm_epilogue_backward)
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = ctx_with_gemm(NULL);
     const struct clt_tune builtin = *clt_ctx_tune(ctx);
-    static const char *const pass_name[] = {"panel", "built-in", "outer", "tiled"};
+    static const char *const pass_name[] = {"panel", "built-in", "outer", "tiled", "packed"};
     const struct clt_tune tunes[] = {tunes_with(&builtin, CLT_GEMM_NN, EPI_PANEL), builtin,
                                      tunes_with(&builtin, CLT_GEMM_NN, EPI_OUTER),
-                                     tunes_with(&builtin, CLT_GEMM_NN, EPI_TILED)};
+                                     tunes_with(&builtin, CLT_GEMM_NN, EPI_TILED),
+                                     tunes_with(&builtin, CLT_GEMM_NN, EPI_PACKED)};
     for (size_t pass = 0; pass < sizeof tunes / sizeof *tunes; pass++) {
         TC_OK(ctx, clt_ctx_set_tune(ctx, &tunes[pass]));
         for (size_t sh = 0; sh < EPI_SHAPES; sh++) {
