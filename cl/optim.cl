@@ -1,6 +1,7 @@
 /* Optimizer updates over one flat f32 parameter tensor (src/train/optim.c): SGD, SGD with momentum
  * (dampening, Nesterov), Adam/AdamW. Tensors arrive as (buffer, offset in elements); each
- * work-item updates one element. The order of operations follows PyTorch's single-tensor
+ * work-item updates OPTIM_V consecutive elements, as one float16 where all of them are there
+ * (the last work-item's few one by one). The order of operations follows PyTorch's single-tensor
  * implementations (torch/optim/sgd.py, adam.py); scalars derived from the step count (bias
  * corrections, AdamW's decay factor) are computed on the host in double.
  * The *_amp variants serve fp16 loss scaling (cl/amp.cl's state: [1] found_inf, [3] skipped
@@ -10,81 +11,118 @@
  * The program is built with -cl-denorms-are-zero (src/ops/ops_internal.h, CLT__OPTS_OPTIM):
  * the moments decay into subnormals where gradients are tiny or zero, and CPUs compute with
  * subnormals through microcode assists (Adam 20 times slower on PoCL when all are). A device
- * may flush them to zero; the values lost are below 1.2e-38. */
+ * may flush them to zero; the values lost are below 1.2e-38.
+ * With -DCOPY_DTYPE (common.cl's code of f16 or bf16) every update kernel takes two more
+ * arguments, (copy, c_off), and also stores each updated parameter there, rounded as the cast
+ * kernel rounds: a 16-bit model's weights, refreshed in the same pass (clt_optim_set_copy).
+ * (One element per work-item, PoCL ran Adam with an f16 copy 2.4 times slower than Adam alone:
+ * vstore_half_rte one value at a time; by vectors, faster than Adam alone was.) */
+#define OPTIM_V 16 /* src/train/optim.c's CLT__OPTIM_V */
 
-/* param (n) -= lr * (grad + wd * param) */
-kernel void sgd_step(global float *param, ulong p_off, const global float *grad, ulong g_off,
-                     ulong n, float lr, float wd)
-{
-    ulong i = get_global_id(0);
-    if (i >= n) return;
-    float p = param[p_off + i], g = grad[g_off + i];
-    if (wd != 0.0f) g += wd * p;
-    param[p_off + i] = p - lr * g;
-}
+#ifdef COPY_DTYPE
+#define OPTIM_COPY_ARGS , global CLT_TYPE(COPY_DTYPE) *copy, ulong c_off
+#define OPTIM_COPY_V(v) CLT_VSTORE(COPY_DTYPE, OPTIM_V, (v), copy + c_off, i)
+#define OPTIM_COPY_1(v) CLT_STORE(COPY_DTYPE, copy + c_off, i, (v))
+#else
+#define OPTIM_COPY_ARGS
+#define OPTIM_COPY_V(v) ((void)0)
+#define OPTIM_COPY_1(v) ((void)0)
+#endif
+
+/* Runs BODY(T, LD, ST, COPY) over the work-item's elements i: T float16 with vector loads and
+ * stores where all OPTIM_V are there, else float, one element at a time. LD(p) is p[i] (p an
+ * operand's first element), ST(v, p) stores v there, COPY(v) stores v into the copy. */
+#define OPTIM_LD_V(p) vload16(0, (p) + i)
+#define OPTIM_ST_V(v, p) vstore16((v), 0, (p) + i)
+#define OPTIM_LD_1(p) ((p)[i])
+#define OPTIM_ST_1(v, p) ((p)[i] = (v))
+#define OPTIM_EACH(BODY)                                                                           \
+    do {                                                                                           \
+        const ulong i0 = get_global_id(0) * OPTIM_V;                                               \
+        if (i0 >= n) return;                                                                       \
+        if (n - i0 >= OPTIM_V) {                                                                   \
+            const ulong i = i0;                                                                    \
+            BODY(float16, OPTIM_LD_V, OPTIM_ST_V, OPTIM_COPY_V);                                   \
+        } else {                                                                                   \
+            for (ulong i = i0; i < n; i++) BODY(float, OPTIM_LD_1, OPTIM_ST_1, OPTIM_COPY_1);      \
+        }                                                                                          \
+    } while (0)
+
+/* param -= lr * (grad + wd * param) */
+#define SGD_BODY(T, LD, ST, COPY)                                                                  \
+    do {                                                                                           \
+        T p = LD(param + p_off), g = LD(grad + g_off);                                             \
+        if (wd != 0.0f) g += wd * p;                                                               \
+        p -= lr * g;                                                                               \
+        ST(p, param + p_off);                                                                      \
+        COPY(p);                                                                                   \
+    } while (0)
 
 /* SGD with momentum: g = grad + wd * param; buf = first ? g : momentum * buf + (1 - dampening)
- * * g; param -= lr * (nesterov ? g + momentum * buf : buf). All tensors (n). */
+ * * g; param -= lr * (nesterov ? g + momentum * buf : buf). */
+#define SGD_MOMENTUM_BODY(T, LD, ST, COPY)                                                         \
+    do {                                                                                           \
+        T p = LD(param + p_off), g = LD(grad + g_off);                                             \
+        if (wd != 0.0f) g += wd * p;                                                               \
+        const T b = first ? g : momentum * LD(buf + b_off) + one_minus_dampening * g;             \
+        ST(b, buf + b_off);                                                                        \
+        p -= lr * (nesterov ? g + momentum * b : b);                                               \
+        ST(p, param + p_off);                                                                      \
+        COPY(p);                                                                                   \
+    } while (0)
+
+/* Adam / AdamW: param *= decay (AdamW: 1 - lr * wd, else 1); g = grad + wd * param (Adam's L2,
+ * wd = 0 for AdamW); m = lerp(m, g, 1 - beta1); v = beta2 * v + (1 - beta2) * g * g;
+ * param -= step_size * m / (sqrt(v) / bc2_sqrt + eps) with step_size = lr / (1 - beta1^t) and
+ * bc2_sqrt = sqrt(1 - beta2^t). torch.lerp: start + w * (end - start) for w < 0.5, else
+ * end - (end - start) * (1 - w). */
+#define ADAM_BODY(T, LD, ST, COPY)                                                                 \
+    do {                                                                                           \
+        T p = LD(param + p_off), g = LD(grad + g_off);                                             \
+        if (decay != 1.0f) p *= decay;                                                             \
+        if (wd != 0.0f) g += wd * p;                                                               \
+        T m = LD(exp_avg + m_off), v = LD(exp_avg_sq + v_off);                                     \
+        m = one_minus_beta1 < 0.5f ? m + one_minus_beta1 * (g - m)                                 \
+                                   : g - (g - m) * (1.0f - one_minus_beta1);                       \
+        v = beta2 * v + one_minus_beta2 * (g * g);                                                 \
+        ST(m, exp_avg + m_off);                                                                    \
+        ST(v, exp_avg_sq + v_off);                                                                 \
+        const T denom = sqrt(v) / bc2_sqrt + eps;                                                  \
+        p -= step_size * (m / denom);                                                              \
+        ST(p, param + p_off);                                                                      \
+        COPY(p);                                                                                   \
+    } while (0)
+
+kernel void sgd_step(global float *param, ulong p_off, const global float *grad, ulong g_off,
+                     ulong n, float lr, float wd OPTIM_COPY_ARGS)
+{
+    OPTIM_EACH(SGD_BODY);
+}
+
 kernel void sgd_momentum_step(global float *param, ulong p_off, const global float *grad,
                               ulong g_off, global float *buf, ulong b_off, ulong n, float lr,
                               float wd, float momentum, float one_minus_dampening, int nesterov,
-                              int first)
+                              int first OPTIM_COPY_ARGS)
 {
-    ulong i = get_global_id(0);
-    if (i >= n) return;
-    float p = param[p_off + i], g = grad[g_off + i];
-    if (wd != 0.0f) g += wd * p;
-    float b = first ? g : momentum * buf[b_off + i] + one_minus_dampening * g;
-    buf[b_off + i] = b;
-    float d = nesterov ? g + momentum * b : b;
-    param[p_off + i] = p - lr * d;
+    OPTIM_EACH(SGD_MOMENTUM_BODY);
 }
 
-/* Adam / AdamW on element i: param *= decay (AdamW: 1 - lr * wd, else 1); g = grad + wd * param
- * (Adam's L2, wd = 0 for AdamW); m = lerp(m, g, 1 - beta1); v = beta2 * v + (1 - beta2) * g * g;
- * param -= step_size * m / (sqrt(v) / bc2_sqrt + eps) with step_size = lr / (1 - beta1^t) and
- * bc2_sqrt = sqrt(1 - beta2^t). */
-static inline void adam_update(global float *param, const global float *grad,
-                               global float *exp_avg, global float *exp_avg_sq, ulong i,
-                               float step_size, float bc2_sqrt, float one_minus_beta1,
-                               float beta2, float one_minus_beta2, float eps, float wd,
-                               float decay)
-{
-    float p = param[i], g = grad[i];
-    if (decay != 1.0f) p *= decay;
-    if (wd != 0.0f) g += wd * p;
-    float m = exp_avg[i], v = exp_avg_sq[i];
-    /* torch.lerp: start + w * (end - start) for w < 0.5, else end - (end - start) * (1 - w) */
-    m = one_minus_beta1 < 0.5f ? m + one_minus_beta1 * (g - m)
-                               : g - (g - m) * (1.0f - one_minus_beta1);
-    v = beta2 * v + one_minus_beta2 * (g * g);
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
-    float denom = sqrt(v) / bc2_sqrt + eps;
-    param[i] = p - step_size * (m / denom);
-}
-
-/* Adam / AdamW (adam_update) with the host's step_size and bc2_sqrt. All tensors (n). */
+/* Adam / AdamW with the host's step_size and bc2_sqrt. */
 kernel void adam_step(global float *param, ulong p_off, const global float *grad, ulong g_off,
                       global float *exp_avg, ulong m_off, global float *exp_avg_sq, ulong v_off,
                       ulong n, float step_size, float bc2_sqrt, float one_minus_beta1,
-                      float beta2, float one_minus_beta2, float eps, float wd, float decay)
+                      float beta2, float one_minus_beta2, float eps, float wd,
+                      float decay OPTIM_COPY_ARGS)
 {
-    ulong i = get_global_id(0);
-    if (i >= n) return;
-    adam_update(param + p_off, grad + g_off, exp_avg + m_off, exp_avg_sq + v_off, i, step_size,
-                bc2_sqrt, one_minus_beta1, beta2, one_minus_beta2, eps, wd, decay);
+    OPTIM_EACH(ADAM_BODY);
 }
 
 /* ---- loss-scaled variants ------------------------------------------------------------------- */
 kernel void sgd_step_amp(global float *param, ulong p_off, const global float *grad, ulong g_off,
-                         ulong n, float lr, float wd, const global int *amp)
+                         ulong n, float lr, float wd, const global int *amp OPTIM_COPY_ARGS)
 {
-    ulong i = get_global_id(0);
-    if (i >= n || amp[1] != 0) return;
-    float p = param[p_off + i], g = grad[g_off + i];
-    if (wd != 0.0f) g += wd * p;
-    param[p_off + i] = p - lr * g;
+    if (amp[1] != 0) return;
+    OPTIM_EACH(SGD_BODY);
 }
 
 /* `steps`: the optimizer steps attempted before this one; the first step taken is the one with
@@ -92,17 +130,12 @@ kernel void sgd_step_amp(global float *param, ulong p_off, const global float *g
 kernel void sgd_momentum_step_amp(global float *param, ulong p_off, const global float *grad,
                                   ulong g_off, global float *buf, ulong b_off, ulong n, float lr,
                                   float wd, float momentum, float one_minus_dampening,
-                                  int nesterov, long steps, const global int *amp)
+                                  int nesterov, long steps,
+                                  const global int *amp OPTIM_COPY_ARGS)
 {
-    ulong i = get_global_id(0);
-    if (i >= n || amp[1] != 0) return;
+    if (amp[1] != 0) return;
     const int first = steps - (long)amp[3] == 0;
-    float p = param[p_off + i], g = grad[g_off + i];
-    if (wd != 0.0f) g += wd * p;
-    float b = first ? g : momentum * buf[b_off + i] + one_minus_dampening * g;
-    buf[b_off + i] = b;
-    float d = nesterov ? g + momentum * b : b;
-    param[p_off + i] = p - lr * d;
+    OPTIM_EACH(SGD_MOMENTUM_BODY);
 }
 
 /* One item, before adam_step_amp: with t = steps + 1 - skipped, amp[4] = step_size =
@@ -122,11 +155,9 @@ kernel void adam_step_amp(global float *param, ulong p_off, const global float *
                           global float *exp_avg, ulong m_off, global float *exp_avg_sq,
                           ulong v_off, ulong n, float one_minus_beta1, float beta2,
                           float one_minus_beta2, float eps, float wd, float decay,
-                          const global int *amp)
+                          const global int *amp OPTIM_COPY_ARGS)
 {
-    ulong i = get_global_id(0);
-    if (i >= n || amp[1] != 0) return;
-    adam_update(param + p_off, grad + g_off, exp_avg + m_off, exp_avg_sq + v_off, i,
-                as_float(amp[4]), as_float(amp[5]), one_minus_beta1, beta2, one_minus_beta2, eps,
-                wd, decay);
+    if (amp[1] != 0) return;
+    const float step_size = as_float(amp[4]), bc2_sqrt = as_float(amp[5]);
+    OPTIM_EACH(ADAM_BODY);
 }

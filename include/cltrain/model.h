@@ -99,8 +99,9 @@ CLT_API clt_dtype clt_model_precision(const clt_model *m); /* params->precision 
 CLT_API clt_tensor *clt_model_weights(const clt_model *m);
 /* Mixed precision: refreshes the 16-bit copy from the f32 master parameters (one cast launch,
  * enqueued, no host wait). Call it after every change to the parameters made outside the
- * model (an optimizer step, clt_tensor_write on clt_model_params); clt_model_create and
- * clt_model_write_params call it themselves. A no-op in f32. */
+ * model (an optimizer step, unless the optimizer stores the copy itself: clt_optim_set_copy;
+ * clt_tensor_write on clt_model_params); clt_model_create and clt_model_write_params call it
+ * themselves. A no-op in f32. */
 CLT_API clt_status clt_model_sync_weights(clt_model *m);
 /* Adds the device bytes clt_model_create would allocate for these arguments (max_batch from
  * params) to by_category[CLT_MEM__COUNT], per category, as the allocator counts them; the

@@ -120,6 +120,15 @@ CLT_API clt_tensor *clt_optim_state(const clt_optim *o, int i, const char **name
 CLT_API const struct clt_optim_params *clt_optim_get_params(const clt_optim *o);
 /* The parameter tensor given to clt_optim_create (not owned). */
 CLT_API clt_tensor *clt_optim_params_tensor(const clt_optim *o);
+/* Makes every later step also store the updated parameters into `copy` (f16 or bf16, as many
+ * elements as the parameters, same ctx; not owned: it must outlive the optimizer or be
+ * replaced first), rounded to nearest even as clt_op_cast rounds, in the update's own launch: a
+ * mixed-precision model's 16-bit weights (clt_model_weights) kept current without a cast pass
+ * (clt_model_sync_weights) after each step. A skipped loss-scaled step leaves it unchanged, as
+ * the parameters. It is refreshed only by steps: after writing the parameters otherwise, sync
+ * it yourself. NULL: no copy (the default). Statuses: CLT_ERR_DEVICE_MISMATCH, CLT_ERR_SHAPE
+ * (dtype or length; the copy is then unchanged). Not thread-safe (per ctx). */
+CLT_API clt_status clt_optim_set_copy(clt_optim *o, clt_tensor *copy);
 
 /* Frees the optimizer and its state (not params), without a host wait: the device keeps what
  * enqueued work still uses. Accepts NULL. */

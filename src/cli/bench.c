@@ -428,7 +428,9 @@ static int step_state_create(struct step_state *s, const struct step_bench *o)
         clt_tensor_zeros(&s->loss, s->ctx, CLT_DTYPE_F32, 1, &one, CLT_MEM_WORKSPACE) != CLT_OK ||
         clt_tensor_write(s->x, hx, true, NULL) != CLT_OK ||
         clt_tensor_write(s->y, hy, true, NULL) != CLT_OK ||
-        (o->precision == CLT_DTYPE_F16 && clt_scaler_create(&s->scaler, s->ctx, NULL) != CLT_OK)) {
+        (o->precision == CLT_DTYPE_F16 && clt_scaler_create(&s->scaler, s->ctx, NULL) != CLT_OK) ||
+        (clt_model_weights(s->m) != clt_model_params(s->m) && /* the 16-bit weights */
+         clt_optim_set_copy(s->opt, clt_model_weights(s->m)) != CLT_OK)) {
         cli_error("%s", clt_ctx_errmsg(s->ctx));
         goto done;
     }
@@ -441,7 +443,7 @@ done:
 
 /* n training steps (forward, cross-entropy, backward, optimizer) over the NBATCH batches in
  * turn, enqueued without waiting; in mixed precision as `cltrain train` steps (f16: the loss
- * scaled, the update skipped on inf/NaN; then the 16-bit weights refreshed). */
+ * scaled, the update skipped on inf/NaN; the update refreshes the 16-bit weights). */
 static clt_status step_bench_run(struct step_state *s, const struct step_bench *o, long n)
 {
     clt_status st = CLT_OK;
@@ -459,7 +461,6 @@ static clt_status step_bench_run(struct step_state *s, const struct step_bench *
         if (st == CLT_OK && s->scaler) st = clt_scaler_scale(s->scaler, s->dout);
         if (st == CLT_OK) st = clt_model_backward(s->m, s->dout, false);
         if (st == CLT_OK) st = clt_optim_step_scaled(s->opt, clt_model_grads(s->m), s->scaler);
-        if (st == CLT_OK) st = clt_model_sync_weights(s->m);
         clt_tensor_free(xb);
         clt_tensor_free(yb);
         xb = yb = NULL;

@@ -354,6 +354,9 @@ bool clt__is_float(clt_dtype d);
  * parameters whose states are all subnormal, 2.8-3.5 ms a step without this option and 0.14-0.16
  * ms with it (BENCHMARKS.md). */
 #define CLT__OPTS_OPTIM "-cl-denorms-are-zero"
+/* optim, its update kernels also storing a copy of the parameters in `copy` (f16, bf16; f32:
+ * none, CLT__OPTS_OPTIM alone) */
+void clt__opts_optim(char *dst, size_t n, clt_dtype copy);
 void clt__opts_dtype(char *dst, size_t n, clt_dtype x);                  /* -DX_DTYPE */
 void clt__opts_cast(char *dst, size_t n, clt_dtype src, clt_dtype dstd); /* cast */
 void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype dy);

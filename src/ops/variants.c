@@ -31,6 +31,14 @@ void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g)
     snprintf(dst, n, "-DX_DTYPE=%d -DG_DTYPE=%d", (int)x, (int)g);
 }
 
+void clt__opts_optim(char *dst, size_t n, clt_dtype copy)
+{
+    if (copy == CLT_DTYPE_F32)
+        snprintf(dst, n, "%s", CLT__OPTS_OPTIM);
+    else
+        snprintf(dst, n, "%s -DCOPY_DTYPE=%d", CLT__OPTS_OPTIM, (int)copy);
+}
+
 void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype dy)
 {
     int len = snprintf(dst, n, "-DCLT_BIAS_COLS=%d -DCLT_BIAS_VECS=%d", CLT__BIAS_COLS,
@@ -191,7 +199,10 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
     fn("input", "", user);
     fn("amp", "", user);
     fn("rng,augment", "", user);
-    fn("optim", CLT__OPTS_OPTIM, user);
+    for (size_t i = 0; i < COUNT(float_dtypes); i++) {
+        clt__opts_optim(o, sizeof o, float_dtypes[i]);
+        fn("optim", o, user);
+    }
 
     clt_dtype triples[16][3]; /* [0] is all-f32 */
     int nt = mixed_triples(triples);

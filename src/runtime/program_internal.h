@@ -125,7 +125,7 @@ clt_status clt__set_args(clt_ctx *ctx, cl_kernel k, cl_uint first, const struct 
     X(LOSS, 5)                       /* loss.c: one per kernel */                                  \
     X(INPUT, 1)                                                                                    \
     X(AMP, 3)                                                                                      \
-    X(OPTIM, 7)                      /* optim.c: one per kernel */                                 \
+    X(OPTIM, 3 * 7)                  /* optim.c: copy (none, f16, bf16), then kernel */            \
     X(CONV, 8 * 3 * 3)               /* conv.c: kernel, source and destination float dtype */      \
     X(POOL, 2 * 2 * 3)               /* pool.c: max or avg, direction, float dtype */              \
     X(AUGMENT, 1)                    /* augment.c: f32 batches */                                  \

@@ -24,6 +24,7 @@ struct clt_optim {
     clt_tensor *state[2];
     int nstate;
     long steps;
+    clt_tensor *copy; /* clt_optim_set_copy's 16-bit copy of params, or NULL; not owned */
 };
 
 static const char *const kind_names[] = {"sgd", "adam", "adamw"};
@@ -302,6 +303,28 @@ clt_tensor *clt_optim_params_tensor(const clt_optim *o)
     return o->params;
 }
 
+clt_status clt_optim_set_copy(clt_optim *o, clt_tensor *copy)
+{
+    clt_status st = CLT_OK;
+    CLT_ASSERT(o);
+    clt_ctx *ctx = clt_tensor_ctx(o->params);
+    if (copy) {
+        CLT_TRY(clt_tensor_same_ctx(o->params, copy));
+        const clt_dtype d = clt_tensor_dtype(copy);
+        if (d != CLT_DTYPE_F16 && d != CLT_DTYPE_BF16)
+            CLT_FAIL(ctx, CLT_ERR_SHAPE,
+                     "optimizer: the parameters' copy must be f16 or bf16, got %s",
+                     clt_dtype_name(d));
+        if (clt_tensor_numel(copy) != clt_tensor_numel(o->params))
+            CLT_FAIL(ctx, CLT_ERR_SHAPE,
+                     "optimizer: the parameters' copy has %zu elements, the parameters %zu",
+                     clt_tensor_numel(copy), clt_tensor_numel(o->params));
+    }
+    o->copy = copy;
+fail:
+    return st;
+}
+
 /* The update kernels of cl/optim.cl, by slot (CLT__K_OPTIM). */
 enum { SGD, SGD_AMP, SGD_MOMENTUM, SGD_MOMENTUM_AMP, ADAM_AMP_PREPARE, ADAM_AMP, ADAM };
 static const char *const optim_kernels[] = {"sgd_step",         "sgd_step_amp",
@@ -309,11 +332,23 @@ static const char *const optim_kernels[] = {"sgd_step",         "sgd_step_amp",
                                             "adam_amp_prepare",  "adam_step_amp",
                                             "adam_step"};
 
-/* The ctx's update kernel `which`, built on first use (CLT__OPTS_OPTIM: subnormals may flush). */
-static clt_status optim_kernel(clt_ctx *ctx, int which, cl_kernel *k)
+#define OPTIM_KERNELS ((int)(sizeof optim_kernels / sizeof *optim_kernels))
+#define CLT__OPTIM_V 16 /* elements per work-item of the update kernels (cl/optim.cl's OPTIM_V) */
+
+/* The ctx's update kernel `which`, storing a copy of the parameters in dtype `copy` too (f32:
+ * none), built on first use (clt__opts_optim: subnormals may flush). */
+static clt_status optim_kernel(clt_ctx *ctx, int which, clt_dtype copy, cl_kernel *k)
 {
-    return clt__kernel_by_index(ctx, CLT__K_OPTIM, which, "optim", CLT__OPTS_OPTIM, optim_kernels,
-                                k);
+    const int variant = copy == CLT_DTYPE_F16 ? 1 : copy == CLT_DTYPE_BF16 ? 2 : 0;
+    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_OPTIM, variant * OPTIM_KERNELS + which);
+    if (!*slot) {
+        char opts[64];
+        clt__opts_optim(opts, sizeof opts, copy);
+        clt_status st = clt__kernel(ctx, "optim", opts, optim_kernels[which], slot);
+        if (st != CLT_OK) return st;
+    }
+    *k = *slot;
+    return CLT_OK;
 }
 
 /* Sets the arguments every update kernel starts with: the parameters, the gradients and each
@@ -349,7 +384,8 @@ static clt_status step(clt_optim *o, const clt_tensor *grads, const clt_tensor *
     const struct clt_optim_params *p = &o->p;
     clt_ctx *ctx = clt_tensor_ctx(o->params);
     cl_kernel k;
-    cl_uint i; /* the first hyper-parameter's index */
+    cl_uint i, end; /* the first hyper-parameter's index, and the index after the last */
+    const clt_dtype copy = o->copy ? clt_tensor_dtype(o->copy) : CLT_DTYPE_F32;
     const char *what = p->kind == CLT_OPTIM_SGD ? "sgd step" : "adam step";
     CLT_TRY(clt__check_pair(o->params, grads, true, what));
 
@@ -358,19 +394,21 @@ static clt_status step(clt_optim *o, const clt_tensor *grads, const clt_tensor *
     const float lr_f = (float)lr, wd = p->weight_decay;
 
     if (p->kind == CLT_OPTIM_SGD && o->nstate == 0) {
-        CLT_TRY(optim_kernel(ctx, amp ? SGD_AMP : SGD, &k));
+        CLT_TRY(optim_kernel(ctx, amp ? SGD_AMP : SGD, copy, &k));
         CLT_TRY(set_tensor_args(ctx, k, o, grads, &i));
         CLT_TRY(CLT__ARGS_AT(ctx, k, i, CLT__ARG(lr_f), CLT__ARG(wd)));
         if (amp) CLT_TRY(CLT__ARGS_AT(ctx, k, i + 2, CLT__ARG(am)));
+        end = i + (amp ? 3 : 2);
     } else if (p->kind == CLT_OPTIM_SGD) {
         const float mom = p->momentum, one_minus_damp = (float)(1.0 - (double)p->dampening);
         const cl_int nesterov = p->nesterov, first = o->steps == 0;
-        CLT_TRY(optim_kernel(ctx, amp ? SGD_MOMENTUM_AMP : SGD_MOMENTUM, &k));
+        CLT_TRY(optim_kernel(ctx, amp ? SGD_MOMENTUM_AMP : SGD_MOMENTUM, copy, &k));
         CLT_TRY(set_tensor_args(ctx, k, o, grads, &i));
         CLT_TRY(CLT__ARGS_AT(ctx, k, i, CLT__ARG(lr_f), CLT__ARG(wd), CLT__ARG(mom),
                              CLT__ARG(one_minus_damp), CLT__ARG(nesterov)));
         if (amp) CLT_TRY(CLT__ARGS_AT(ctx, k, i + 5, CLT__ARG(steps_l), CLT__ARG(am)));
         else CLT_TRY(CLT__ARGS_AT(ctx, k, i + 5, CLT__ARG(first)));
+        end = i + (amp ? 7 : 6);
     } else if (amp) {
         const bool adamw = p->kind == CLT_OPTIM_ADAMW;
         const float log_b1 = p->beta1 > 0 ? (float)log((double)p->beta1) : -INFINITY,
@@ -379,15 +417,16 @@ static clt_status step(clt_optim *o, const clt_tensor *grads, const clt_tensor *
                     one_minus_b2 = (float)(1.0 - p->beta2), eps = p->eps;
         const float l2 = adamw ? 0.0f : wd;
         const float decay = adamw ? (float)(1.0 - lr * (double)wd) : 1.0f;
-        CLT_TRY(optim_kernel(ctx, ADAM_AMP_PREPARE, &k));
+        CLT_TRY(optim_kernel(ctx, ADAM_AMP_PREPARE, CLT_DTYPE_F32, &k));
         CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(am), CLT__ARG(lr_f), CLT__ARG(log_b1),
                           CLT__ARG(log_b2), CLT__ARG(steps_l)));
         CLT_TRY(clt__launch_1d(ctx, k, 1, "adam prepare"));
-        CLT_TRY(optim_kernel(ctx, ADAM_AMP, &k));
+        CLT_TRY(optim_kernel(ctx, ADAM_AMP, copy, &k));
         CLT_TRY(set_tensor_args(ctx, k, o, grads, &i));
         CLT_TRY(CLT__ARGS_AT(ctx, k, i, CLT__ARG(one_minus_b1), CLT__ARG(beta2),
                              CLT__ARG(one_minus_b2), CLT__ARG(eps), CLT__ARG(l2),
                              CLT__ARG(decay), CLT__ARG(am)));
+        end = i + 7;
     } else {
         const double t = (double)o->steps + 1.0, b1 = p->beta1, b2 = p->beta2;
         const bool adamw = p->kind == CLT_OPTIM_ADAMW;
@@ -397,13 +436,19 @@ static clt_status step(clt_optim *o, const clt_tensor *grads, const clt_tensor *
                     one_minus_b2 = (float)(1.0 - b2), eps = p->eps;
         const float l2 = adamw ? 0.0f : wd;
         const float decay = adamw ? (float)(1.0 - lr * (double)wd) : 1.0f;
-        CLT_TRY(optim_kernel(ctx, ADAM, &k));
+        CLT_TRY(optim_kernel(ctx, ADAM, copy, &k));
         CLT_TRY(set_tensor_args(ctx, k, o, grads, &i));
         CLT_TRY(CLT__ARGS_AT(ctx, k, i, CLT__ARG(step_size), CLT__ARG(bc2_sqrt),
                              CLT__ARG(one_minus_b1), CLT__ARG(beta2), CLT__ARG(one_minus_b2),
                              CLT__ARG(eps), CLT__ARG(l2), CLT__ARG(decay)));
+        end = i + 8;
     }
-    CLT_TRY(clt__launch_1d(ctx, k, n, what));
+    if (o->copy) { /* cl/optim.cl's OPTIM_COPY_ARGS, after the kernel's own */
+        cl_mem cm = clt_tensor_mem(o->copy);
+        cl_ulong co = clt_tensor_offset(o->copy);
+        CLT_TRY(CLT__ARGS_AT(ctx, k, end, CLT__ARG(cm), CLT__ARG(co)));
+    }
+    CLT_TRY(clt__launch_1d(ctx, k, (n + CLT__OPTIM_V - 1) / CLT__OPTIM_V, what));
     o->steps++;
 fail:
     return st;

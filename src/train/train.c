@@ -358,6 +358,8 @@ clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *t
     t->p = *p;
     /* The model lives on its device already: the optimizer's state is born there. */
     CLT_TRY(clt_optim_create(&t->optim, clt_model_params(model), &p->optim));
+    if (clt_model_weights(model) != clt_model_params(model)) /* mixed precision */
+        CLT_TRY(clt_optim_set_copy(t->optim, clt_model_weights(model)));
     if (clt_model_precision(model) == CLT_DTYPE_F16)
         CLT_TRY(clt_scaler_create(&t->scaler, ctx, NULL));
     size_t n = clt_loader_count(train), N = clt_model_outputs(model), one = 1;
@@ -691,8 +693,8 @@ static clt_status train_step(clt_trainer *t, int epoch, long s, size_t *samples)
     }
     if (t->comm) CLT_TRY(reduce_grads(t, have_grad));
     CLT_ASSERT(have_grad || t->comm); /* alone, every step has samples */
+    /* (and the 16-bit weights of mixed precision: the optimizer's copy) */
     CLT_TRY(clt_optim_step_scaled(t->optim, clt_model_grads(t->model), t->scaler));
-    CLT_TRY(clt_model_sync_weights(t->model)); /* the 16-bit copy (mixed precision) */
     *samples = n;
 fail:
     clt_tensor_free(dout);

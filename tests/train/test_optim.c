@@ -579,6 +579,129 @@ START_TEST(test_device_mismatch)
 }
 END_TEST
 
+/* clt_optim_set_copy: for plain SGD, SGD with momentum, Adam and AdamW, each through
+ * clt_optim_step and through clt_optim_step_scaled (the loss-scaled kernels, a step with an
+ * inf gradient among them), with an f16 and a bf16 copy (a view between poisoned guards): after
+ * every step the parameters have the bits of an optimizer without a copy, and the copy the bits
+ * of clt_op_cast of them (a skipped step changes neither); the guards untouched; then NULL
+ * stops the copy. The copy's checks: dtype, length and ctx. */
+START_TEST(test_copy)
+{
+    clt_ctx *ctx = tc_ctx(), *other = tc_ctx();
+    tc_rng rng = tc_rng_for(__func__);
+    const size_t n = 1000, off = 5, total = n + 2 * off;
+    const clt_optim_kind kinds[] = {CLT_OPTIM_SGD, CLT_OPTIM_SGD, CLT_OPTIM_ADAM, CLT_OPTIM_ADAMW};
+    float *hp = malloc(n * sizeof *hp), *hg = malloc(n * sizeof *hg);
+    float *got = malloc(n * sizeof *got), *want = malloc(n * sizeof *want);
+    uint16_t *c16 = malloc(total * sizeof *c16), *w16 = malloc(n * sizeof *w16);
+    ck_assert(hp && hg && got && want && c16 && w16);
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+        for (clt_dtype d = CLT_DTYPE_F16; d <= CLT_DTYPE_BF16; d++)
+            for (int scaled = 0; scaled < 2; scaled++) {
+                struct clt_optim_params q = clt_optim_default_params(kinds[k]);
+                q.lr = 0.01f;
+                if (k == 1) q.momentum = 0.9f;
+                clt_tensor *pa = make_1d(ctx, n, CLT_MEM_PARAMS),
+                           *pb = make_1d(ctx, n, CLT_MEM_PARAMS);
+                clt_tensor *g = make_1d(ctx, n, CLT_MEM_GRADS);
+                clt_tensor *cbase = tc_tensor(ctx, d, total), *copy = NULL,
+                           *ref = tc_tensor(ctx, d, n);
+                TC_OK(ctx, clt_tensor_view(&copy, cbase, off, 1, &n));
+                tc_poison(cbase);
+                tc_fill_nonzero(&rng, hp, n, 0.1f, 2.0f);
+                tc_write(pa, hp);
+                tc_write(pb, hp);
+                clt_optim *a = NULL, *b = NULL;
+                clt_scaler *sa = NULL, *sb = NULL;
+                TC_OK(ctx, clt_optim_create(&a, pa, &q));
+                TC_OK(ctx, clt_optim_create(&b, pb, &q));
+                if (scaled) {
+                    TC_OK(ctx, clt_scaler_create(&sa, ctx, NULL));
+                    TC_OK(ctx, clt_scaler_create(&sb, ctx, NULL));
+                }
+                TC_OK(ctx, clt_optim_set_copy(a, copy));
+                for (int step = 0; step < 4; step++) {
+                    const bool skip = scaled && step == 2;
+                    tc_fill_nonzero(&rng, hg, n, 0.01f, 2.0f);
+                    if (skip) hg[417] = INFINITY;
+                    tc_read(copy, w16); /* what a skipped step must leave */
+                    tc_write(g, hg);
+                    TC_OK(ctx, clt_optim_step_scaled(a, g, sa));
+                    tc_write(g, hg);
+                    TC_OK(ctx, clt_optim_step_scaled(b, g, sb));
+                    tc_read(pa, got);
+                    tc_read(pb, want);
+                    ck_assert_msg(memcmp(got, want, n * sizeof *got) == 0,
+                                  "copy: %s %s scaled %d step %d: the parameters differ from "
+                                  "an optimizer's without a copy",
+                                  clt_optim_kind_name(kinds[k]), clt_dtype_name(d), scaled, step);
+                    if (!skip) {
+                        TC_OK(ctx, clt_op_cast(ref, pa));
+                        tc_read(ref, w16);
+                    }
+                    tc_read(cbase, c16);
+                    for (size_t i = 0; i < total; i++) {
+                        const bool in = i >= off && i < off + n;
+                        const unsigned w = in ? w16[i - off] : 0xffffu;
+                        ck_assert_msg(c16[i] == w,
+                                      "copy: %s %s scaled %d step %d: element %zu = 0x%04x, "
+                                      "expected 0x%04x",
+                                      clt_optim_kind_name(kinds[k]), clt_dtype_name(d), scaled,
+                                      step, i, c16[i], w);
+                    }
+                }
+                /* NULL: the next step leaves the copy as it was */
+                TC_OK(ctx, clt_optim_set_copy(a, NULL));
+                tc_write(g, hg);
+                TC_OK(ctx, clt_optim_step_scaled(a, g, sa));
+                uint16_t *after = malloc(total * sizeof *after);
+                ck_assert(after);
+                tc_read(cbase, after);
+                ck_assert_mem_eq(after, c16, total * sizeof *after);
+                free(after);
+                clt_optim_free(a);
+                clt_optim_free(b);
+                clt_scaler_free(sa);
+                clt_scaler_free(sb);
+                clt_tensor_free(copy);
+                clt_tensor_free(cbase);
+                clt_tensor_free(ref);
+                clt_tensor_free(pa);
+                clt_tensor_free(pb);
+                clt_tensor_free(g);
+            }
+    /* the copy's checks */
+    struct clt_optim_params q = clt_optim_default_params(CLT_OPTIM_ADAM);
+    clt_tensor *params = make_1d(ctx, 17, CLT_MEM_PARAMS), *f32 = make_1d(ctx, 17, CLT_MEM_OTHER);
+    clt_tensor *short16 = tc_tensor(ctx, CLT_DTYPE_BF16, 16);
+    clt_tensor *elsewhere = tc_tensor(other, CLT_DTYPE_BF16, 17),
+               *good = tc_tensor(ctx, CLT_DTYPE_F16, 17);
+    clt_optim *o = NULL;
+    TC_OK(ctx, clt_optim_create(&o, params, &q));
+    ck_assert_int_eq(clt_optim_set_copy(o, f32), CLT_ERR_SHAPE);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "f16 or bf16"));
+    ck_assert_int_eq(clt_optim_set_copy(o, short16), CLT_ERR_SHAPE);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "16 elements"));
+    ck_assert_int_eq(clt_optim_set_copy(o, elsewhere), CLT_ERR_DEVICE_MISMATCH);
+    TC_OK(ctx, clt_optim_set_copy(o, good));
+    clt_optim_free(o);
+    clt_tensor_free(params);
+    clt_tensor_free(f32);
+    clt_tensor_free(short16);
+    clt_tensor_free(elsewhere);
+    clt_tensor_free(good);
+    free(hp);
+    free(hg);
+    free(got);
+    free(want);
+    free(c16);
+    free(w16);
+    clt_ctx_free(ctx);
+    clt_ctx_free(other);
+    tc_assert_no_live();
+}
+END_TEST
+
 START_TEST(test_accounting)
 {
     clt_ctx *ctx = tc_ctx();
@@ -704,6 +827,7 @@ int main(void)
     tcase_add_test(tc, test_invalid_params);
     tcase_add_test(tc, test_parse_defaults_describe);
     tcase_add_test(tc, test_device_mismatch);
+    tcase_add_test(tc, test_copy);
     tcase_add_test(tc, test_accounting);
     tcase_add_test(tc, test_resume_and_no_waits);
     suite_add_tcase(suite, tc);
