@@ -6,10 +6,12 @@
  * (CLBlastOverrideParameters).
  * With --openblas it also times OpenBLAS's cblas_sgemm on the host beside them, in the same
  * rounds (tools/gemm_vs_openblas.py reads that row). With --shape it times the shapes given
- * instead of the presets' (a model's own, or 4096^3 for a device's peak).
+ * instead of the presets' (a model's own, or 4096^3 for a device's peak). With --dtype bf16 or
+ * f16 it tunes the choices for 16-bit operands (mixed precision) instead, among the variants
+ * that take them, and keeps the f32 choices of the existing file.
  * usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] [--layout L]
  *                     [--repeats N] [--min] [--variant SPEC]... [--shape MxNxK]...
- *                     [--clblast] [--openblas LIB] */
+ *                     [--dtype D] [--clblast] [--openblas LIB] */
 #include "ops/tune_internal.h"
 #include "cltrain/cltrain.h"
 
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct shape {
     clt_gemm_layout layout;
@@ -36,6 +39,11 @@ enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
 struct run {
     clt_ctx *ctx;
     clt_tensor *A, *B, *C;
+    /* --dtype bf16 or f16: A and B in that dtype, and C too except in layout TN (a weight
+     * gradient, f32 in training); A, B hold the same values in f32 for CLBlast's reference */
+    clt_dtype dtype;
+    clt_tensor *A16, *B16, *C16;
+    double tol; /* near_ref's bound, relative to max |ref|: C's rounding and order */
     float *ref, *got;
     int repeats;
     bool use_min;    /* report the fastest repeat instead of the median */
@@ -61,13 +69,27 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static clt_status call(struct run *r, const struct clt_gemm_choice *c, const struct shape *s,
-                       float beta)
+/* The C a shape's product goes to: 16-bit except a 16-bit run's layout TN. */
+static clt_tensor *c_of(const struct run *r, const struct shape *s)
+{
+    return r->dtype != CLT_DTYPE_F32 && s->layout != CLT_GEMM_TN ? r->C16 : r->C;
+}
+
+static clt_status gemm_on(const struct clt_gemm_choice *c, const struct shape *s, float beta,
+                          const clt_tensor *A, const clt_tensor *B, clt_tensor *C)
 {
     bool ta = s->layout == CLT_GEMM_TN || s->layout == CLT_GEMM_TT;
     bool tb = s->layout == CLT_GEMM_NT || s->layout == CLT_GEMM_TT;
     return clt_op_gemm_with(c, ta ? CLT_TRANS : CLT_NO_TRANS, tb ? CLT_TRANS : CLT_NO_TRANS, s->M,
-                            s->N, s->K, 1.0f, r->A, r->B, beta, r->C);
+                            s->N, s->K, 1.0f, A, B, beta, C);
+}
+
+/* One product with choice c on the run's operands (16-bit ones with --dtype). */
+static clt_status call(struct run *r, const struct clt_gemm_choice *c, const struct shape *s,
+                       float beta)
+{
+    if (r->dtype == CLT_DTYPE_F32) return gemm_on(c, s, beta, r->A, r->B, r->C);
+    return gemm_on(c, s, beta, r->A16, r->B16, c_of(r, s));
 }
 
 /* How many calls of `one` seconds make a timed batch of at least r->min_time (1 to 1000). */
@@ -102,8 +124,9 @@ static double time_batch(struct run *r, const struct clt_gemm_choice *c, const s
     return (now_s() - t0) / calls;
 }
 
-/* Whether got[count] is CLBlast's result r->ref: max |got - ref| <= 1e-4 * max |ref| (the two
- * differ only in summation order); if not, why. */
+/* Whether got[count] is CLBlast's result r->ref: max |got - ref| <= r->tol * max |ref| (1e-4 in
+ * f32, where the two differ only in summation order; a 16-bit C's rounding on top); if not,
+ * why. */
 static bool near_ref(const struct run *r, const float *got, size_t count, char *why, size_t n)
 {
     double maxref = 0, maxdiff = 0;
@@ -116,7 +139,7 @@ static bool near_ref(const struct run *r, const float *got, size_t count, char *
             worst = i;
         }
     }
-    if (maxdiff <= 1e-4 * maxref) return true;
+    if (maxdiff <= r->tol * maxref) return true;
     snprintf(why, n, "element %zu: got %g, CLBlast %g", worst, got[worst], r->ref[worst]);
     return false;
 }
@@ -126,9 +149,12 @@ static bool check_choice(struct run *r, const struct clt_gemm_choice *c, const s
                          char *why, size_t n)
 {
     size_t count = s->M * s->N;
+    clt_tensor *C = c_of(r, s); /* a 16-bit C through r->C, cast both ways */
     for (size_t i = 0; i < count; i++)
         r->got[i] = NAN;
-    if (clt_tensor_write(r->C, r->got, true, NULL) != CLT_OK || call(r, c, s, 0.0f) != CLT_OK ||
+    if (clt_tensor_write(r->C, r->got, true, NULL) != CLT_OK ||
+        (C != r->C && clt_op_cast(C, r->C) != CLT_OK) || call(r, c, s, 0.0f) != CLT_OK ||
+        (C != r->C && clt_op_cast(r->C, C) != CLT_OK) ||
         clt_tensor_read(r->C, r->got, true, NULL) != CLT_OK) {
         snprintf(why, n, "%s", clt_ctx_errmsg(r->ctx));
         return false;
@@ -140,7 +166,7 @@ static int usage(FILE *f, int rc)
 {
     fprintf(f, "usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] "
                "[--layout L]\n                    [--repeats N] [--min] [--variant SPEC]... "
-               "[--shape MxNxK]...\n                    [--clblast] [--openblas LIB]\n"
+               "[--shape MxNxK]...\n                    [--dtype D] [--clblast] [--openblas LIB]\n"
                "  --device SEL   auto, gpu, cpu, accelerator, N, P:D or part of a name\n"
                "  --output FILE  where to write (default: $CLTRAIN_TUNE_FILE, else the device's\n"
                "                 file in the program cache dir)\n"
@@ -155,6 +181,10 @@ static int usage(FILE *f, int rc)
                "  --shape MxNxK  time C (M x N) = op(A) (M x K) op(B) (K x N) in every layout\n"
                "                 instead of the presets' shapes (e.g. 4096x4096x4096); the\n"
                "                 choice written then fits these; repeatable\n"
+               "  --dtype D      the operands' storage: f32 (default; the 16-bit choices then\n"
+               "                 follow the f32 ones), or bf16 or f16: the choices for 16-bit\n"
+               "                 operands (mixed precision), among the variants that take\n"
+               "                 them, beside the f32 choices of the existing file\n"
                "  --clblast      also tune CLBlast's Xgemm kernel (its parameters through\n"
                "                 CLBlastOverrideParameters, each candidate checked) on the\n"
                "                 large shapes; the winner goes to the file if it beats\n"
@@ -168,6 +198,7 @@ static int usage(FILE *f, int rc)
 /* The flags of cltrain-tune. */
 struct tune_args {
     const char *device, *output, *only, *openblas;
+    clt_dtype dtype; /* --dtype: f32 (0) unless given */
     bool quick, all, use_min, clblast;
     int repeats;
     struct clt_gemm_choice given[32];
@@ -233,7 +264,20 @@ static int parse_args(int argc, char **argv, struct tune_args *a)
             a->nshapes++;
         } else if (strcmp(argv[i], "--output") == 0 && i + 1 < argc)
             a->output = argv[++i];
-        else if (strcmp(argv[i], "--quick") == 0)
+        else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
+            ++i;
+            if (strcmp(argv[i], "f32") == 0 || strcmp(argv[i], "fp32") == 0)
+                a->dtype = CLT_DTYPE_F32;
+            else if (strcmp(argv[i], "bf16") == 0)
+                a->dtype = CLT_DTYPE_BF16;
+            else if (strcmp(argv[i], "f16") == 0 || strcmp(argv[i], "fp16") == 0)
+                a->dtype = CLT_DTYPE_F16;
+            else {
+                fprintf(stderr, "cltrain-tune: --dtype: expected f32, bf16 or f16, got \"%s\"\n",
+                        argv[i]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--quick") == 0)
             a->quick = true;
         else if (strcmp(argv[i], "--clblast") == 0)
             a->clblast = true;
@@ -352,7 +396,7 @@ static int time_shape(struct run *r, const struct clt_gemm_choice *vars, int nva
                       const struct shape *sh, int s, bool *ok, double *times)
 {
     char why[512];
-    if (call(r, &clblast, &sh[s], 0.0f) != CLT_OK ||
+    if (gemm_on(&clblast, &sh[s], 0.0f, r->A, r->B, r->C) != CLT_OK ||
         clt_tensor_read(r->C, r->ref, true, NULL) != CLT_OK)
         return 1;
     /* Check every candidate, then time them in rounds (one batch of each per round), so that
@@ -433,10 +477,10 @@ static bool timed_all(const bool *ok, const double *times, int c, int nshape)
 }
 
 /* The fastest candidate per size class (the least total time over that class's shapes), written
- * into tune->gemm[l] and printed. */
+ * into tune->gemm[l] (b16: gemm16[l]) and printed. */
 static void pick_best(const struct clt_gemm_choice *vars, int nvar, clt_gemm_layout l,
                       const struct shape *sh, int nshape, const bool *ok, const double *times,
-                      struct clt_tune *tune)
+                      bool b16, struct clt_tune *tune)
 {
     int best[CLT_GEMM__SIZES] = {-1, -1};
     double best_total[CLT_GEMM__SIZES] = {0, 0}, flop[CLT_GEMM__SIZES] = {0, 0};
@@ -463,14 +507,16 @@ static void pick_best(const struct clt_gemm_choice *vars, int nvar, clt_gemm_lay
     }
     for (int z = 0; z < CLT_GEMM__SIZES; z++) {
         if (best[z] < 0) continue; /* no shape of this class: keep the default */
-        tune->gemm[l][z] = best[z] == 0 ? clblast : vars[best[z] - 1];
-        tune->gemm_gflops[l][z] = flop[z] / best_total[z] * 1e-9;
+        struct clt_gemm_choice *c = b16 ? &tune->gemm16[l][z] : &tune->gemm[l][z];
+        double *gflops = b16 ? &tune->gemm16_gflops[l][z] : &tune->gemm_gflops[l][z];
+        *c = best[z] == 0 ? clblast : vars[best[z] - 1];
+        *gflops = flop[z] / best_total[z] * 1e-9;
         char name[96];
-        clt_gemm_choice_format(&tune->gemm[l][z], name, sizeof name);
-        printf("-> %s %s (M*N*K %s %llu): %s, %.1f GFLOP/s over those shapes\n",
-               clt_gemm_layout_name(l), clt_gemm_size_name((clt_gemm_size)z),
+        clt_gemm_choice_format(c, name, sizeof name);
+        printf("-> %s %s%s (M*N*K %s %llu): %s, %.1f GFLOP/s over those shapes\n",
+               clt_gemm_layout_name(l), clt_gemm_size_name((clt_gemm_size)z), b16 ? " 16-bit" : "",
                z == CLT_GEMM_LARGE ? ">=" : "<", (unsigned long long)tune->gemm_large_macs, name,
-               tune->gemm_gflops[l][z]);
+               *gflops);
     }
 }
 
@@ -488,13 +534,20 @@ static int tune_layout(struct run *r, const struct clt_gemm_choice *vars, int nv
             times[c * MAX_SHAPES + s] = -1;
     bool *ok = calloc((size_t)nvar + 1, sizeof *ok);
     if (!ok) return 2;
+    /* CLBlast: the reference, and a candidate in f32 only; 16-bit: the variants that take it,
+     * each as it runs with a 16-bit A (clt__gemm_for_a: not the forms that never do) */
+    const bool b16 = r->dtype != CLT_DTYPE_F32;
     for (int c = 0; c <= nvar; c++)
-        ok[c] = c == 0 || (all ? clt_gemm_choice_check(&vars[c - 1], dev, NULL, 0) == CLT_OK
-                               : clt_gemm_variant_applies(&vars[c - 1], l, dev));
+        ok[c] = c == 0 ? !b16
+                       : (!b16 || (clt__gemm_takes_16bit(&vars[c - 1]) &&
+                                   clt__gemm_for_a(&vars[c - 1], r->dtype).ia == vars[c - 1].ia)) &&
+                             (all ? clt_gemm_choice_check(&vars[c - 1], dev, NULL, 0) == CLT_OK
+                                  : clt_gemm_variant_applies(&vars[c - 1], l, dev));
     /* What any shape costs at least: a 1x1x1 product's calls back to back (the launch, the
      * driver's scheduling and an almost empty kernel). tools/gemm_vs_openblas.py reads it. */
     const struct shape one = {.layout = l, .M = 1, .N = 1, .K = 1};
-    const struct clt_gemm_choice small = clt_gemm_own_default(dev, l, CLT_GEMM_SMALL);
+    const struct clt_gemm_choice small = b16 ? clt__gemm_mixed_choice(dev)
+                                             : clt_gemm_own_default(dev, l, CLT_GEMM_SMALL);
     double floor_s = time_one(r, &small, &one);
     if (floor_s < 0) {
         free(ok);
@@ -520,7 +573,7 @@ static int tune_layout(struct run *r, const struct clt_gemm_choice *vars, int nv
             print_row(name, &times[c * MAX_SHAPES], sh, nshape);
         }
         if (r->sgemm) print_row("openblas cblas_sgemm (host)", r->blas_time, sh, nshape);
-        pick_best(vars, nvar, l, sh, nshape, ok, times, tune);
+        pick_best(vars, nvar, l, sh, nshape, ok, times, b16, tune);
     }
     free(ok);
     fflush(stdout);
@@ -630,11 +683,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "cltrain-tune: --layout: expected NT, NN or TN\n");
         return 2;
     }
+    if (a.dtype != CLT_DTYPE_F32 && a.clblast) {
+        fprintf(stderr, "cltrain-tune: --clblast tunes f32 products, not with --dtype %s\n",
+                clt_dtype_name(a.dtype));
+        return 2;
+    }
     struct run r = {.repeats = a.repeats ? a.repeats
                                : a.quick ? 3
                                          : 5,
                     .use_min = a.use_min,
-                    .min_time = a.quick ? 0.01 : 0.02};
+                    .min_time = a.quick ? 0.01 : 0.02,
+                    .dtype = a.dtype,
+                    /* 16-bit C: its rounding (2^-9 and 2^-12 of the value) and the order */
+                    .tol = a.dtype == CLT_DTYPE_BF16  ? 0x1p-7
+                           : a.dtype == CLT_DTYPE_F16 ? 0x1p-9
+                                                      : 1e-4};
     double *times = NULL;
     char path[4096];
     struct clt_tune tune;
@@ -675,6 +738,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "cltrain-tune: %s; pass --output\n", clt_ctx_errmsg(r.ctx));
         goto done;
     }
+    if (r.dtype != CLT_DTYPE_F32 && access(path, F_OK) == 0) { /* keep its f32 choices */
+        struct clt_tune t;
+        if (clt_tune_load(path, dev, &t) == CLT_OK) {
+            tune = t;
+            printf("keeping the f32 choices of %s\n", path);
+        } else {
+            printf("%s; the f32 choices written are the built-in ones\n", clt_last_errmsg());
+        }
+    }
     size_t big = max_a > max_b ? max_a : max_b;
     big = big > max_c ? big : max_c;
     r.ref = malloc(max_c * sizeof *r.ref);
@@ -698,12 +770,24 @@ int main(int argc, char **argv)
     if (clt_tensor_write(r.A, host, true, NULL) != CLT_OK ||
         clt_tensor_write(r.B, host + (big - max_b) / 2, true, NULL) != CLT_OK)
         goto cl_fail;
+    if (r.dtype != CLT_DTYPE_F32) { /* 16-bit operands, and their values in A and B */
+        if (clt_tensor_create(&r.A16, r.ctx, r.dtype, 1, &max_a, CLT_MEM_OTHER) != CLT_OK ||
+            clt_tensor_create(&r.B16, r.ctx, r.dtype, 1, &max_b, CLT_MEM_OTHER) != CLT_OK ||
+            clt_tensor_create(&r.C16, r.ctx, r.dtype, 1, &max_c, CLT_MEM_OTHER) != CLT_OK ||
+            clt_op_cast(r.A16, r.A) != CLT_OK || clt_op_cast(r.B16, r.B) != CLT_OK ||
+            clt_op_cast(r.A, r.A16) != CLT_OK || clt_op_cast(r.B, r.B16) != CLT_OK ||
+            clt_tensor_read(r.A, host, true, NULL) != CLT_OK)
+            goto cl_fail;
+        /* (OpenBLAS's operands: the rounded values too; B's overlap A's in host[]) */
+        if (clt_tensor_read(r.B, host + (big - max_b) / 2, true, NULL) != CLT_OK) goto cl_fail;
+    }
     r.ha = host; /* OpenBLAS's operands: the same values */
     r.hb = host + (big - max_b) / 2;
 
-    printf("cltrain-tune on [%d] %s (%s, driver %s): GFLOP/s, %s of %d\n", dev->index,
+    printf("cltrain-tune on [%d] %s (%s, driver %s): GFLOP/s, %s of %d%s%s\n", dev->index,
            dev->device_name, dev->platform_version, dev->driver_version,
-           r.use_min ? "best" : "median", r.repeats);
+           r.use_min ? "best" : "median", r.repeats, r.dtype != CLT_DTYPE_F32 ? ", operands " : "",
+           r.dtype != CLT_DTYPE_F32 ? clt_dtype_name(r.dtype) : "");
     for (int li = 0; li < 3; li++) {
         clt_gemm_layout l = layouts[li];
         if (a.only && strcmp(a.only, clt_gemm_layout_name(l)) != 0) continue;
@@ -713,6 +797,7 @@ int main(int argc, char **argv)
         if (fail) goto done;
     }
     if (a.clblast && tune_xgemm(&r, shapes, nshape, &tune) != 0) goto cl_fail;
+    if (r.dtype == CLT_DTYPE_F32) clt_tune_derive16(dev, &tune); /* they follow the new ones */
     if (clt_tune_save(path, &tune) != CLT_OK) {
         fprintf(stderr, "cltrain-tune: %s\n", clt_last_errmsg());
         goto done;
@@ -726,6 +811,9 @@ done:
     clt_tensor_free(r.A);
     clt_tensor_free(r.B);
     clt_tensor_free(r.C);
+    clt_tensor_free(r.A16);
+    clt_tensor_free(r.B16);
+    clt_tensor_free(r.C16);
     clt_ctx_free(r.ctx);
     free(r.ref);
     free(r.got);

@@ -465,12 +465,15 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
     if (c && clt_gemm_choice_check(c, &ctx->dev, why, sizeof why) != CLT_OK)
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "gemm: invalid kernel choice: %s", why);
     if (M == 0 || N == 0) return CLT_OK;
-    if (!c) {
+    bool mixed = clt_tensor_dtype(A) != CLT_DTYPE_F32 || clt_tensor_dtype(B) != CLT_DTYPE_F32 ||
+                 clt_tensor_dtype(C) != CLT_DTYPE_F32;
+    if (!c) { /* the tuning data's choice for the layout, size class and dtypes */
         struct clt__ops_ctx *o;
         CLT_TRY(clt__ops_ctx(ctx, &o));
         /* M * N * K in floating point: no overflow, and exact enough for a threshold */
         bool large = (double)M * (double)N * (double)K >= (double)o->tune.gemm_large_macs;
-        c = &o->tune.gemm[ta * 2 + tb][large ? CLT_GEMM_LARGE : CLT_GEMM_SMALL];
+        const int l = ta * 2 + tb, z = large ? CLT_GEMM_LARGE : CLT_GEMM_SMALL;
+        c = mixed ? &o->tune.gemm16[l][z] : &o->tune.gemm[l][z];
     }
     /* The own kernels index with ints; CLBlast rejects K = 0, where C = beta * C (and beta = 0
      * must give zeros even over NaN, which a scal would not). */
@@ -488,8 +491,6 @@ static clt_status gemm(const struct clt_gemm_choice *c, clt_trans ta, clt_trans 
     }
     narrow = clt__gemm_narrowed(c, N);
     c = &narrow;
-    bool mixed = clt_tensor_dtype(A) != CLT_DTYPE_F32 || clt_tensor_dtype(B) != CLT_DTYPE_F32 ||
-                 clt_tensor_dtype(C) != CLT_DTYPE_F32;
     if (mixed) {
         if (!fits)
             CLT_FAIL(ctx, CLT_ERR_UNSUPPORTED,

@@ -149,6 +149,21 @@ struct clt_gemm_choice clt_gemm_own_default(const clt_device_info *dev, clt_gemm
     return one;
 }
 
+/* gemm16[l][z] from gemm[l][z]: the f32 choice where it takes 16-bit operands, else the
+ * device's 16-bit fallback (what a file without "gemm16" means). */
+static void derive16(const clt_device_info *dev, struct clt_tune *t, int l, int z)
+{
+    t->gemm16[l][z] = clt__gemm_takes_16bit(&t->gemm[l][z]) ? t->gemm[l][z]
+                                                             : clt__gemm_mixed_choice(dev);
+    t->gemm16_gflops[l][z] = 0.0;
+}
+
+void clt_tune_derive16(const clt_device_info *dev, struct clt_tune *t)
+{
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
+        for (int z = 0; z < CLT_GEMM__SIZES; z++) derive16(dev, t, l, z);
+}
+
 static void builtin_defaults(const clt_device_info *dev, struct clt_tune *out)
 {
     memset(out, 0, sizeof *out);
@@ -160,6 +175,7 @@ static void builtin_defaults(const clt_device_info *dev, struct clt_tune *out)
             out->gemm[l][z] = dev->type == CLT_DEVICE_CPU
                                   ? clt_gemm_own_default(dev, (clt_gemm_layout)l, (clt_gemm_size)z)
                                   : clblast_choice;
+    clt_tune_derive16(dev, out);
     snprintf(out->source, sizeof out->source, "built-in");
 }
 
@@ -433,6 +449,50 @@ static clt_status parse_choice(const clt__json *o, const clt_device_info *dev,
     return clt_gemm_choice_check(c, dev, why, n);
 }
 
+/* A section of choices per layout and size class ("gemm" or "gemm16": {"NN": {"small":
+ * CHOICE, "large": CHOICE}, or one CHOICE for both, ...}) into choices and gflops, entries it
+ * does not give left as they are; `given` (if non-NULL) marks the ones it gives. b16: each must
+ * take 16-bit operands. The statuses of clt_tune_load. */
+static clt_status parse_section(const clt__json *sec, const char *name, const char *path,
+                                const clt_device_info *dev, bool b16,
+                                struct clt_gemm_choice choices[][CLT_GEMM__SIZES],
+                                double gflops[][CLT_GEMM__SIZES],
+                                bool given[][CLT_GEMM__SIZES])
+{
+    clt_status st = CLT_OK;
+    char why[128];
+    if (sec->type != CLT__JSON_OBJECT)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: \"%s\" must be an object", path, name);
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++) {
+        const char *lname = clt_gemm_layout_name((clt_gemm_layout)l);
+        const clt__json *e = clt__json_get(sec, lname);
+        if (!e) continue; /* keep the defaults */
+        if (e->type != CLT__JSON_OBJECT)
+            CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: %s %s must be an object", path,
+                     name, lname);
+        for (int z = 0; z < CLT_GEMM__SIZES; z++) {
+            /* {"small": CHOICE, "large": CHOICE}, or one CHOICE for both */
+            const clt__json *ez = clt__json_get(e, "kernel")
+                                      ? e
+                                      : clt__json_get(e, clt_gemm_size_name((clt_gemm_size)z));
+            if (!ez) continue;
+            const char *zname = clt_gemm_size_name((clt_gemm_size)z);
+            struct clt_gemm_choice c;
+            if (parse_choice(ez, dev, &c, &gflops[l][z], why, sizeof why) != CLT_OK)
+                CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: %s %s %s: %s", path, name, lname,
+                         zname, why);
+            if (b16 && !clt__gemm_takes_16bit(&c))
+                CLT_FAIL(NULL, CLT_ERR_FORMAT,
+                         "tuning file %s: %s %s %s: not a kernel that takes 16-bit operands",
+                         path, name, lname, zname);
+            choices[l][z] = c;
+            if (given) given[l][z] = true;
+        }
+    }
+fail:
+    return st;
+}
+
 /* The tuning data of text (a tuning file's content, `path` naming it in messages) over *base:
  * what the file gives replaces base's. The statuses of clt_tune_load. */
 static clt_status tune_parse(const char *text, size_t len, const char *path,
@@ -464,8 +524,6 @@ static clt_status tune_parse(const char *text, size_t len, const char *path,
         CLT_FAIL(NULL, CLT_ERR_UNSUPPORTED,
                  "tuning file %s is for \"%s\" (driver %s), not \"%s\" (driver %s)", path,
                  dname->str, drv->str, dev->device_name, dev->driver_version);
-    if (gemm && gemm->type != CLT__JSON_OBJECT)
-        CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: \"gemm\" must be an object", path);
     const clt__json *large = clt__json_get(root, "large_macs");
     if (large) {
         if (large->type != CLT__JSON_NUMBER || !large->is_int || large->integer < 1)
@@ -475,25 +533,15 @@ static clt_status tune_parse(const char *text, size_t len, const char *path,
                      path);
         t.gemm_large_macs = (uint64_t)large->integer;
     }
-    for (int l = 0; gemm && l < CLT_GEMM__LAYOUTS; l++) {
-        const char *lname = clt_gemm_layout_name((clt_gemm_layout)l);
-        const clt__json *e = clt__json_get(gemm, lname);
-        if (!e) continue; /* keep the defaults */
-        if (e->type != CLT__JSON_OBJECT)
-            CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: gemm %s must be an object", path,
-                     lname);
-        for (int z = 0; z < CLT_GEMM__SIZES; z++) {
-            /* {"small": CHOICE, "large": CHOICE}, or one CHOICE for both */
-            const clt__json *ez = clt__json_get(e, "kernel")
-                                      ? e
-                                      : clt__json_get(e, clt_gemm_size_name((clt_gemm_size)z));
-            if (!ez) continue;
-            if (parse_choice(ez, dev, &t.gemm[l][z], &t.gemm_gflops[l][z], why, sizeof why) !=
-                CLT_OK)
-                CLT_FAIL(NULL, CLT_ERR_FORMAT, "tuning file %s: gemm %s %s: %s", path, lname,
-                         clt_gemm_size_name((clt_gemm_size)z), why);
-        }
-    }
+    bool given[CLT_GEMM__LAYOUTS][CLT_GEMM__SIZES] = {{false}};
+    if (gemm) CLT_TRY(parse_section(gemm, "gemm", path, dev, false, t.gemm, t.gemm_gflops, given));
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++) /* a file without "gemm16" (older cltrain) */
+        for (int z = 0; z < CLT_GEMM__SIZES; z++)
+            if (given[l][z]) derive16(dev, &t, l, z);
+    const clt__json *gemm16 = clt__json_get(root, "gemm16");
+    if (gemm16)
+        CLT_TRY(parse_section(gemm16, "gemm16", path, dev, true, t.gemm16, t.gemm16_gflops,
+                              NULL));
     const clt__json *xg = clt__json_get(root, "clblast_xgemm");
     if (xg) { /* {"GEMMK": 0, "KREG": 1, ...}: every parameter */
         if (xg->type != CLT__JSON_OBJECT)
@@ -560,6 +608,37 @@ fail:
     return st;
 }
 
+/* ",\n  \"NAME\": {...}": a section of choices per layout and size class. */
+static void put_section(clt__json_buf *b, const char *name,
+                        const struct clt_gemm_choice choices[][CLT_GEMM__SIZES],
+                        const double gflops[][CLT_GEMM__SIZES])
+{
+    clt__json_buf_printf(b, ",\n  \"%s\": {", name);
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++) {
+        clt__json_buf_printf(b, "%s\n    \"%s\": {", l ? "," : "",
+                             clt_gemm_layout_name((clt_gemm_layout)l));
+        for (int z = 0; z < CLT_GEMM__SIZES; z++) {
+            const struct clt_gemm_choice *c = &choices[l][z];
+            clt__json_buf_printf(b, "%s\n      \"%s\": {\"kernel\": \"%s\"", z ? "," : "",
+                                 clt_gemm_size_name((clt_gemm_size)z),
+                                 clt_gemm_kernel_name(c->kernel));
+            if (c->kernel != CLT_GEMM_CLBLAST)
+                clt__json_buf_printf(b,
+                                     ", \"tm\": %d, \"tn\": %d, \"vw\": %d, \"veck\": %d, "
+                                     "\"mdim\": %d, \"wgm\": %d, \"wgn\": %d, \"kb\": %d, "
+                                     "\"bm\": %d, \"bn\": %d",
+                                     c->tm, c->tn, c->vw, c->veck, c->mdim, c->wgm, c->wgn, c->kb,
+                                     c->bm, c->bn);
+            if (c->kernel == CLT_GEMM_PANEL && c->ia) clt__json_buf_puts(b, ", \"ia\": 1");
+            if (gflops[l][z] > 0)
+                clt__json_buf_printf(b, ", \"gflops\": %.1f", gflops[l][z]);
+            clt__json_buf_puts(b, "}");
+        }
+        clt__json_buf_puts(b, "\n    }");
+    }
+    clt__json_buf_puts(b, "\n  }");
+}
+
 clt_status clt_tune_save(const char *path, const struct clt_tune *t)
 {
     clt_status st = CLT_OK;
@@ -570,31 +649,10 @@ clt_status clt_tune_save(const char *path, const struct clt_tune *t)
     clt__json_buf_string(&b, t->device_name, strlen(t->device_name));
     clt__json_buf_puts(&b, ",\n  \"driver\": ");
     clt__json_buf_string(&b, t->driver_version, strlen(t->driver_version));
-    clt__json_buf_printf(&b, ",\n  \"large_macs\": %llu,\n  \"gemm\": {",
+    clt__json_buf_printf(&b, ",\n  \"large_macs\": %llu",
                          (unsigned long long)t->gemm_large_macs);
-    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++) {
-        clt__json_buf_printf(&b, "%s\n    \"%s\": {", l ? "," : "",
-                             clt_gemm_layout_name((clt_gemm_layout)l));
-        for (int z = 0; z < CLT_GEMM__SIZES; z++) {
-            const struct clt_gemm_choice *c = &t->gemm[l][z];
-            clt__json_buf_printf(&b, "%s\n      \"%s\": {\"kernel\": \"%s\"", z ? "," : "",
-                                 clt_gemm_size_name((clt_gemm_size)z),
-                                 clt_gemm_kernel_name(c->kernel));
-            if (c->kernel != CLT_GEMM_CLBLAST)
-                clt__json_buf_printf(&b,
-                                     ", \"tm\": %d, \"tn\": %d, \"vw\": %d, \"veck\": %d, "
-                                     "\"mdim\": %d, \"wgm\": %d, \"wgn\": %d, \"kb\": %d, "
-                                     "\"bm\": %d, \"bn\": %d",
-                                     c->tm, c->tn, c->vw, c->veck, c->mdim, c->wgm, c->wgn, c->kb,
-                                     c->bm, c->bn);
-            if (c->kernel == CLT_GEMM_PANEL && c->ia) clt__json_buf_puts(&b, ", \"ia\": 1");
-            if (t->gemm_gflops[l][z] > 0)
-                clt__json_buf_printf(&b, ", \"gflops\": %.1f", t->gemm_gflops[l][z]);
-            clt__json_buf_puts(&b, "}");
-        }
-        clt__json_buf_puts(&b, "\n    }");
-    }
-    clt__json_buf_puts(&b, "\n  }");
+    put_section(&b, "gemm", t->gemm, t->gemm_gflops);
+    put_section(&b, "gemm16", t->gemm16, t->gemm16_gflops);
     if (t->xgemm.set) {
         clt__json_buf_puts(&b, ",\n  \"clblast_xgemm\": {");
         for (int i = 0; i < CLT_XGEMM_NPARAMS; i++)

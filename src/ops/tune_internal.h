@@ -6,7 +6,8 @@
  * the built-in defaults, which are correct on every device: cltrain's own direct kernel on CPU
  * devices (measured faster than CLBlast on PoCL), CLBlast elsewhere.
  * CLTRAIN_GEMM=own|clblast, read with the file, forces one path for every layout (own: the
- * tuned own kernel if the file has one, else the built-in own default for the device). */
+ * tuned own kernel if the file has one, else the built-in own default for the device); 16-bit
+ * operands always take the own kernels of the 16-bit choices (gemm16). */
 #ifndef CLTRAIN_TUNE_INTERNAL_H
 #define CLTRAIN_TUNE_INTERNAL_H
 
@@ -84,12 +85,20 @@ struct clt_tune {
     struct clt_gemm_choice gemm[CLT_GEMM__LAYOUTS][CLT_GEMM__SIZES];
     /* what the tuner measured over its shapes of each class (informational; 0: none) */
     double gemm_gflops[CLT_GEMM__LAYOUTS][CLT_GEMM__SIZES];
+    /* The same for 16-bit operands (mixed precision), always an own kernel that takes them
+     * (clt__gemm_takes_16bit): the file's "gemm16" (cltrain-tune --dtype), else its f32 choice
+     * where that takes them, else clt__gemm_mixed_choice. */
+    struct clt_gemm_choice gemm16[CLT_GEMM__LAYOUTS][CLT_GEMM__SIZES];
+    double gemm16_gflops[CLT_GEMM__LAYOUTS][CLT_GEMM__SIZES];
     struct clt_xgemm_params xgemm; /* CLBlast's Xgemm for this device, when set */
     char source[512]; /* where it came from: "built-in" or the file's path, plus any override */
 };
 
 /* The built-in defaults for a device. Thread-safe. */
 void clt_tune_defaults(const clt_device_info *dev, struct clt_tune *out);
+/* Sets every 16-bit choice (gemm16) from the f32 one, as for a file without "gemm16", and
+ * clears their GFLOP/s. Thread-safe. */
+void clt_tune_derive16(const clt_device_info *dev, struct clt_tune *t);
 /* The built-in own-kernel choice for a device, layout and size class (what CLTRAIN_GEMM=own
  * uses when the tuning data names CLBlast). Thread-safe. */
 struct clt_gemm_choice clt_gemm_own_default(const clt_device_info *dev, clt_gemm_layout l,

@@ -1022,6 +1022,10 @@ START_TEST(test_tune_files)
     ck_assert_int_eq(
         clt_gemm_choice_parse("direct tm1 tn2 vw2", &t.gemm[CLT_GEMM_NN][CLT_GEMM_SMALL]), CLT_OK);
     t.gemm_gflops[CLT_GEMM_NN][CLT_GEMM_LARGE] = 12.5;
+    ck_assert_int_eq(clt_gemm_choice_parse("direct tm4 tn8 vw4 kb32 bm2 bn2",
+                                           &t.gemm16[CLT_GEMM_NT][CLT_GEMM_SMALL]),
+                     CLT_OK);
+    t.gemm16_gflops[CLT_GEMM_NT][CLT_GEMM_SMALL] = 7.5;
     ck_assert_int_eq(clt_tune_save(path, &t), CLT_OK);
     clt_ctx_free(ctx);
 
@@ -1029,6 +1033,8 @@ START_TEST(test_tune_files)
     const struct clt_tune *got = clt_ctx_tune(ctx);
     ck_assert_str_eq(got->source, path);
     ck_assert(memcmp(got->gemm, t.gemm, sizeof t.gemm) == 0);
+    ck_assert(memcmp(got->gemm16, t.gemm16, sizeof t.gemm16) == 0); /* "gemm16" read back */
+    ck_assert(fabs(got->gemm16_gflops[CLT_GEMM_NT][CLT_GEMM_SMALL] - 7.5) < 1e-9);
     ck_assert(got->gemm_large_macs == 100000);
     ck_assert(fabs(got->gemm_gflops[CLT_GEMM_NN][CLT_GEMM_LARGE] - 12.5) < 1e-9);
     for (int l = 0; l < 4; l++) {
@@ -1078,6 +1084,32 @@ START_TEST(test_tune_files)
                   c->wgn == 2 && c->bm == 1 && c->bn == 1);
     }
     check_gemm(ctx, NULL, 1, 0, 33, 17, 9, 1.0f, 0.0f, &r, "one choice");
+    /* without "gemm16", the 16-bit choices follow the f32 ones where those take 16-bit
+     * operands (not this direct kb0 one: the device's 16-bit fallback) */
+    struct clt_gemm_choice fb = clt__gemm_mixed_choice(dev);
+    for (int z = 0; z < CLT_GEMM__SIZES; z++)
+        ck_assert(memcmp(&clt_ctx_tune(ctx)->gemm16[CLT_GEMM_TN][z], &fb, sizeof fb) == 0);
+    clt_ctx_free(ctx);
+    snprintf(text, sizeof text,
+             "{\"format\": \"cltrain-tune\", \"version\": 1, \"device\": \"%s\", \"driver\": "
+             "\"%s\", \"gemm\": {\"NN\": {\"kernel\": \"direct\", \"tm\": 2, \"tn\": 8, \"vw\": "
+             "4, \"veck\": 0, \"mdim\": 0, \"wgm\": 1, \"wgn\": 1, \"kb\": 16}}}",
+             dev->device_name, dev->driver_version);
+    ctx = ctx_with_file(path, text);
+    for (int z = 0; z < CLT_GEMM__SIZES; z++) {
+        const struct clt_gemm_choice *c = &clt_ctx_tune(ctx)->gemm16[CLT_GEMM_NN][z];
+        ck_assert(c->kernel == CLT_GEMM_DIRECT && c->tm == 2 && c->kb == 16);
+    }
+    clt_ctx_free(ctx);
+    /* a 16-bit choice that cannot take 16-bit operands: the file is ignored */
+    snprintf(text, sizeof text,
+             "{\"format\": \"cltrain-tune\", \"version\": 1, \"device\": \"%s\", \"driver\": "
+             "\"%s\", \"gemm16\": {\"NT\": {\"kernel\": \"clblast\"}}}",
+             dev->device_name, dev->driver_version);
+    ctx = ctx_with_file(path, text);
+    ck_assert(tc_contains(clt_ctx_tune(ctx)->source, "ignored"));
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "gemm16 NT small: not a kernel that takes"),
+                  "%s", clt_ctx_errmsg(ctx));
     clt_ctx_free(ctx);
     snprintf(text, sizeof text,
              "{\"format\": \"cltrain-tune\", \"version\": 1, \"device\": \"%s\", \"driver\": "
