@@ -6,23 +6,50 @@
  *   [2] growth tracker (clean steps since the last change of scale)   [3] skipped steps
  *   [4], [5] scratch for cl/optim.cl's adam_amp_prepare. */
 
+/* elements per work-item, by float16s where all are there (src/ops/amp.c's CLT__AMP_V) */
+#define AMP_V 64
+
 /* x (n) f32 *= scale, in place (the gradient of the loss before backward). */
 kernel void amp_scale(global float *x, ulong x_off, ulong n, const global int *state)
 {
-    const ulong i = get_global_id(0);
+    const ulong i = get_global_id(0) * AMP_V;
     if (i >= n) return;
-    x[x_off + i] *= as_float(state[0]);
+    global float *p = x + x_off + i;
+    const float s = as_float(state[0]);
+    if (n - i >= AMP_V) {
+        for (int k = 0; k < AMP_V; k += 16) vstore16(vload16(0, p + k) * s, 0, p + k);
+        return;
+    }
+    for (int j = 0; j < (int)(n - i); j++) p[j] *= s;
 }
 
 /* g (n) f32 *= 1 / scale, in place; found_inf = 1 if any result is not finite. Every item that
- * sees one writes the same value, so the race is benign. */
+ * sees one writes the same value, so the race is benign. (PoCL, 235k gradients: one element
+ * per work-item 111-123 us, 16 as a float16 89 us, 64 with one branch for them 47 us; the
+ * product alone takes 37.) */
 kernel void amp_unscale(global float *g, ulong g_off, ulong n, global int *state)
 {
-    const ulong i = get_global_id(0);
+    const ulong i = get_global_id(0) * AMP_V;
     if (i >= n) return;
-    const float v = g[g_off + i] * (1.0f / as_float(state[0]));
-    g[g_off + i] = v;
-    if (!isfinite(v)) state[1] = 1;
+    global float *p = g + g_off + i;
+    const float inv = 1.0f / as_float(state[0]);
+    bool bad = false;
+    if (n - i >= AMP_V) {
+        int16 inf = 0;
+        for (int k = 0; k < AMP_V; k += 16) {
+            const float16 v = vload16(0, p + k) * inv;
+            vstore16(v, 0, p + k);
+            inf |= !isfinite(v);
+        }
+        bad = any(inf);
+    } else {
+        for (int j = 0; j < (int)(n - i); j++) {
+            const float v = p[j] * inv;
+            p[j] = v;
+            bad = bad || !isfinite(v);
+        }
+    }
+    if (bad) state[1] = 1;
 }
 
 /* One item, after the optimizer step: GradScaler.update. On found_inf the scale is multiplied

@@ -22,7 +22,9 @@ static clt_status amp_kernel(clt_ctx *ctx, int which, cl_kernel *k)
     return clt__kernel_by_index(ctx, CLT__K_AMP, which, "amp", NULL, amp_names, k);
 }
 
-/* x (f32) and the state: one item per element of x. */
+#define CLT__AMP_V 64 /* elements per work-item of amp_scale and amp_unscale (cl/amp.cl's AMP_V) */
+
+/* x (f32) and the state: one item per AMP_V elements of x. */
 static clt_status run_xs(int which, clt_tensor *x, const clt_tensor *state)
 {
     clt_status st = CLT_OK;
@@ -38,7 +40,7 @@ static clt_status run_xs(int which, clt_tensor *x, const clt_tensor *state)
     CLT_ASSERT(clt_tensor_offset(state) == 0); /* the kernels index the state from 0 */
     CLT_TRY(amp_kernel(ctx, which, &k));
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(n), CLT__ARG(sm)));
-    CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, name));
+    CLT_TRY(clt__launch_1d(ctx, k, ((size_t)n + CLT__AMP_V - 1) / CLT__AMP_V, name));
 fail:
     return st;
 }
