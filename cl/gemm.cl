@@ -28,7 +28,7 @@
  * and the direct kernel's f32 outer- and dot-product forms): the kernels take the
  * epilogue's buffers after C's (its scalars in GEMM_ARGS' vectors) and apply it as they store,
  * as cl/gemm_panel.cl's store does: the bias per column (GEMM_BIAS, stored as GEMM_BIAS_DTYPE;
- * f32 in the direct forms), then with act >= 0 (act_fn.cl's codes, a run-time argument) either
+ * f32 in the direct kernel with f32 operands), then with act >= 0 (act_fn.cl's codes, a run-time argument) either
  * act(v), keeping v in z first (zmode CLT_EPI_Z_STORE: a linear layer's forward), or
  * v * act'(.) from z's values (zmode CLT_EPI_Z_GRAD: its input gradient through the activation
  * before it). The outer-product forms also sum the rows of op(A) (sums_on, a run-time argument;
@@ -357,7 +357,8 @@ static inline void gemm_direct_rows(const int m0, const int M, int mrow[GEMM_TM]
  * the GEMM_TM x GEMM_TN register block over the GEMM_BM x GEMM_BN sub-blocks. Rows and
  * columns past the edge are clamped copies and never stored. C holds the partial sums between
  * slices: the first slice writes alpha * acc + beta * C, the later ones add alpha * acc, and
- * the last one applies the epilogue (GEMM_EPI); 16-bit C keeps them in f32 and stores once.
+ * the last one applies the epilogue (GEMM_EPI); with 16-bit operands (GEMM_MIXED) they stay in
+ * f32 in private memory and C is stored once, through the epilogue.
  * The rows' sums (sums_on) come from the packed slices of op(A), k in order as in the
  * outer-product form (the same sums, bit for bit). */
 static inline void gemm_direct(const int ta, const int tb, const int M, const int N, const int K,
@@ -515,8 +516,8 @@ static inline void gemm_direct(const int ta, const int tb, const int M, const in
         }
     }
 #if GEMM_MIXED
-    /* 16-bit C once, through the epilogue: whole register blocks by vectors, edges by elements
-     * (loops kept rolled, as the activation's code is in them) */
+    /* C once, through the epilogue: whole vectors as vectors, the edge's by elements (loops
+     * kept rolled, as the activation's code is in them) */
 #pragma unroll 1
     for (int mm = 0; mm < MB && m0 + mm < M; mm++) {
         const int m = m0 + mm;
