@@ -85,8 +85,11 @@ C
 # shellcheck disable=SC2086 # the flags are words
 "$cc" -std=c11 -Wall -Wextra -Werror -o "$tmp/ctx" "$tmp/ctx.c" $flags
 export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-ldd "$tmp/ctx" | grep -q "libcltrain.so.0 => $libdir/" \
-    || { echo "install_check: ctx does not load the installed libcltrain"; ldd "$tmp/ctx"; exit 1; }
+# (ldd's output captured first: `ldd | grep -q` under pipefail failed when grep, done at the
+# first match, closed the pipe while ldd still wrote: SIGPIPE, a flaky failure)
+libs=$(ldd "$tmp/ctx")
+grep -q "libcltrain.so.0 => $libdir/" <<<"$libs" \
+    || { echo "install_check: ctx does not load the installed libcltrain"; echo "$libs"; exit 1; }
 "$tmp/ctx"
 # Each installed header compiles alone, so it includes only installed (public) headers.
 cflags=$(pkg-config --cflags cltrain)
