@@ -70,13 +70,15 @@ static const struct clt_gemm_choice variants[] = {
     PACKED(8, 32, 16, 64, 8, 2),
     PACKED(8, 32, 16, 128, 4, 2),
     PACKED(6, 16, 8, 128, 4, 4),
-    /* micro-tiles over operands packed into the workspace */
-    PANEL(8, 32, 16, 256, 4, 2),
-    PANEL(12, 32, 16, 256, 4, 2),
-    PANEL(6, 64, 16, 256, 8, 1),
+    /* micro-tiles over operands packed into the workspace; with 16-wide vectors the sums
+     * stay in registers over 1024 k (C read and written once per 1024: 3-8 % faster than
+     * per 256 on 2 AVX-512 cores, BENCHMARKS.md "The panel GEMM's K block") */
+    PANEL(8, 32, 16, 1024, 4, 2),
+    PANEL(12, 32, 16, 1024, 4, 2),
+    PANEL(6, 64, 16, 1024, 8, 1),
     PANEL(6, 16, 8, 256, 4, 4), /* AVX2-sized */
-    PANEL_IA(12, 32, 16, 256, 4, 2), /* op(A) read in place: no pass over it */
-    PANEL_IA(6, 64, 16, 256, 8, 1),
+    PANEL_IA(12, 32, 16, 1024, 4, 2), /* op(A) read in place: no pass over it */
+    PANEL_IA(6, 64, 16, 1024, 8, 1),
     PANEL_IA(6, 16, 8, 256, 4, 4),
     /* dot products */
     DIRECT(4, 4, 16, 1, 2, 4), /* in groups of 8: PoCL schedules each group alone */
@@ -129,8 +131,8 @@ struct clt_gemm_choice clt_gemm_own_default(const clt_device_info *dev, clt_gemm
         bool wide = native >= 16;
         const struct clt_gemm_choice dot = DIRECT(4, 4, 16, 1, 2, 4),
                                      outer = DIRECT(4, 64, 16, 0, 1, 1),
-                                     panel = PANEL(12, 32, 16, 128, 4, 2),
-                                     panel_ia = PANEL_IA(6, 64, 16, 256, 8, 1),
+                                     panel = PANEL(12, 32, 16, 1024, 4, 2),
+                                     panel_ia = PANEL_IA(6, 64, 16, 1024, 8, 1),
                                      dot8 = DIRECT(2, 4, 8, 1, 1, 1),
                                      outer8 = DIRECT(6, 16, 8, 0, 1, 1),
                                      panel8 = PANEL(6, 16, 8, 256, 4, 4);
