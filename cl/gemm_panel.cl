@@ -213,16 +213,19 @@ static inline void panel_store_act(global gemm_c_t *crow, global gemm_c_t *zrow,
     CLT_VSTORE(GEMM_C_DTYPE, GEMM_VW, ACT_FWDV(e->act, r, e->slope), crow, n);
 }
 
-/* Launched over (ceil(nq / GEMM_BN), ceil(np / GEMM_BM)) items: item (j, i) computes rows
- * [m0 + i * GEMM_BM * PANEL_MR, ...) and columns [n0 + j * GEMM_BN * PANEL_NR, ...) of C below
- * (mlim, nlim), from kc-deep panels in ws (np of A from ap_off, nq of B from bp_off).
+/* Launched over (ceil(nq / GEMM_BN), ceil(np / GEMM_BM)) items, or (ceil(np / GEMM_BM),
+ * ceil(nq / GEMM_BN)) when mfirst: item (j, i) computes rows [m0 + i * GEMM_BM * PANEL_MR, ...)
+ * and columns [n0 + j * GEMM_BN * PANEL_NR, ...) of C below (mlim, nlim), from kc-deep panels
+ * in ws (np of A from ap_off, nq of B from bp_off). Devices run items in the order of their
+ * linear ids, dimension 0 fastest: mfirst makes consecutive items share B's panels (each
+ * reads op(A)'s rows anew), else op(A)'s rows (each reads B's panels anew).
  * first: this is the first K chunk (beta applies; later chunks add); last: the last one (the
  * epilogue applies). z (ldc like C) is any buffer when zmode is 0, bias any when !GEMM_BIAS. */
 kernel void gemm_panel(const int mlim, const int nlim, const int kc, const float alpha,
                        global const float *restrict ws, const ulong ap_off, const ulong bp_off,
                        const float beta, global gemm_c_t *restrict c, const ulong c_off,
                        const int ldc, const int m0, const int n0, const int np, const int nq,
-                       const int first, const int last,
+                       const int mfirst, const int first, const int last,
                        global const CLT_TYPE(GEMM_BIAS_DTYPE) *restrict bias, const ulong bias_off,
                        global const gemm_a_t *restrict a, const ulong a_off, const int lda,
                        const int k0, const int act, const float slope,
@@ -235,7 +238,8 @@ kernel void gemm_panel(const int mlim, const int nlim, const int kc, const float
 #else
     global const float *ap = ws + ap_off; /* packed op(A); a, lda and k0 unused */
 #endif
-    const int pi = (int)get_global_id(1) * GEMM_BM, qj = (int)get_global_id(0) * GEMM_BN;
+    const int gm = (int)get_global_id(mfirst ? 0 : 1), gn = (int)get_global_id(mfirst ? 1 : 0);
+    const int pi = gm * GEMM_BM, qj = gn * GEMM_BN;
     if (pi >= np || qj >= nq) return;
     c += c_off;
 #if GEMM_C_DTYPE != CLT_F32

@@ -303,6 +303,15 @@ static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_t
     const cl_ulong bp_off = 0, ap_off = (cl_ulong)(nc * kc);
     cl_mem cm = clt_tensor_mem(C), am = clt_tensor_mem(A);
     cl_ulong co = clt_tensor_offset(C), ao = clt_tensor_offset(A);
+    /* The order of the micro-kernel's items (cl/gemm_panel.cl). Along N first, consecutive
+     * items share op(A)'s rows and each reads a B panel: while B's chunk stays in a core's
+     * cache, both operands come from memory once. A larger B is read again for every row of
+     * items, (M / (tm bm)) N K floats, while along M first op(A) is read again for every
+     * column of items, (N / (tn bn)) M K: fewer where an item is at least as wide (tn bn) as
+     * it is tall (tm bm). NT 512x1024x1024 on 2 AVX-512 cores: 330 -> 384 GFLOP/s
+     * (BENCHMARKS.md, "The order of the panel GEMM's items"). */
+    const int mfirst = nc * kc * sizeof(float) > CLT__PANEL_B_CACHED &&
+                       NR * (size_t)c->bn >= MR * (size_t)c->bm;
     for (size_t n0 = 0; n0 < N; n0 += nc) {
         const int in0 = (int)n0, nlim = (int)(n0 + nc < N ? n0 + nc : N);
         const int nq = (int)ceil_div((size_t)nlim - n0, NR);
@@ -321,13 +330,14 @@ static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_t
                                   CLT__ARG(alpha), CLT__ARG(r.ws), CLT__ARG(ap_off),
                                   CLT__ARG(bp_off), CLT__ARG(beta), CLT__ARG(cm), CLT__ARG(co),
                                   CLT__ARG(ldc), CLT__ARG(im0), CLT__ARG(in0), CLT__ARG(np),
-                                  CLT__ARG(nq), CLT__ARG(first), CLT__ARG(last),
+                                  CLT__ARG(nq), CLT__ARG(mfirst), CLT__ARG(first), CLT__ARG(last),
                                   CLT__ARG(x.bias), CLT__ARG(x.bias_off), CLT__ARG(am),
                                   CLT__ARG(ao), CLT__ARG(lda), CLT__ARG(ik0), CLT__ARG(x.act),
                                   CLT__ARG(x.slope), CLT__ARG(x.z), CLT__ARG(x.z_off),
                                   CLT__ARG(x.zmode)));
-                size_t global[2] = {ceil_div((size_t)nq, (size_t)c->bn),
-                                    ceil_div((size_t)np, (size_t)c->bm)};
+                const size_t items_n = ceil_div((size_t)nq, (size_t)c->bn),
+                             items_m = ceil_div((size_t)np, (size_t)c->bm);
+                size_t global[2] = {mfirst ? items_m : items_n, mfirst ? items_n : items_m};
                 size_t local[2] = {1, 1};
                 CLT_TRY(clt__enqueue_nd(ctx, r.micro, 2, global, local, "gemm_panel"));
             }

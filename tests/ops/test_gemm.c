@@ -293,8 +293,9 @@ END_TEST
 
 /* The panel family (packed and in-place op(A)) on every layout with each of M, N and K through
  * the edge sizes 1, 7, 33, 127 and 1000 (1000: several micro-tiles, work-items and cache
- * blocks, none whole), the others small and odd; beta 0 and 1 in turn. Under oclgrind the
- * sizes stop at 33. */
+ * blocks, none whole), the others small and odd; beta 0 and 1 in turn. Then M through the edge
+ * sizes with a B of more than CLT__PANEL_B_CACHED bytes, whose items run along M first. Under
+ * oclgrind the sizes stop at 33 and the large B is left out. */
 START_TEST(test_panel_edges)
 {
     static const size_t edges[] = {1, 7, 33, 127, 1000};
@@ -316,6 +317,11 @@ START_TEST(test_panel_edges)
                 check_gemm(ctx, choices[c], l >> 1, l & 1, x, 9, 7, 1.0f, beta, &r, tag);
                 check_gemm(ctx, choices[c], l >> 1, l & 1, 5, x, 11, 1.0f, beta, &r, tag);
                 check_gemm(ctx, choices[c], l >> 1, l & 1, 13, 3, x, 0.5f, beta, &r, tag);
+                if (tc_small()) continue;
+                /* B's 131 columns in 5 panels of 32 (tn), 1000 deep */
+                ck_assert(5 * 32 * 1000 * sizeof(float) > CLT__PANEL_B_CACHED);
+                snprintf(tag, sizeof tag, "panel%s edges, M first", c ? " ia1" : "");
+                check_gemm(ctx, choices[c], l >> 1, l & 1, x, 131, 1000, 1.0f, beta, &r, tag);
             }
     clt_ctx_free(ctx);
     tc_assert_no_live();
