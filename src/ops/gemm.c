@@ -231,16 +231,17 @@ struct panel_run {
 
 static clt_status panel_pack(struct panel_run *r, cl_kernel k, const clt_tensor *X, int ld,
                              int o0, int olim, int k0, int kc, size_t panel, cl_ulong off,
-                             const char *what)
+                             bool panels_first, const char *what)
 {
     clt_status st = CLT_OK;
     cl_mem xm = clt_tensor_mem(X);
     cl_ulong xo = clt_tensor_offset(X);
     CLT_TRY(CLT__ARGS(r->ctx, k, CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(ld), CLT__ARG(o0),
                       CLT__ARG(olim), CLT__ARG(k0), CLT__ARG(kc), CLT__ARG(r->ws), CLT__ARG(off)));
-    /* an item per PACK_KT k of a panel (cl/gemm_panel.cl) */
-    size_t global[2] = {ceil_div((size_t)kc, CLT__PANEL_PACK_KT),
-                        ceil_div((size_t)(olim - o0), panel)};
+    /* an item per PACK_KT k of a panel, panels along dimension 0 for A^T (cl/gemm_panel.cl) */
+    const size_t blocks = ceil_div((size_t)kc, CLT__PANEL_PACK_KT),
+                 panels = ceil_div((size_t)(olim - o0), panel);
+    size_t global[2] = {panels_first ? panels : blocks, panels_first ? blocks : panels};
     size_t local[2] = {1, 1};
     CLT_TRY(clt__enqueue_nd(r->ctx, k, 2, global, local, what));
 fail:
@@ -318,14 +319,14 @@ static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_t
         for (size_t k0 = 0; k0 < K; k0 += kc) {
             const int ik0 = (int)k0, kcur = (int)(k0 + kc < K ? kc : K - k0);
             const int first = k0 == 0, last = k0 + kc >= K;
-            CLT_TRY(panel_pack(&r, r.pack_b, B, ldb, in0, nlim, ik0, kcur, NR, bp_off,
+            CLT_TRY(panel_pack(&r, r.pack_b, B, ldb, in0, nlim, ik0, kcur, NR, bp_off, false,
                                "gemm_pack_b"));
             for (size_t m0 = 0; m0 < M; m0 += mc) {
                 const int im0 = (int)m0, mlim = (int)(m0 + mc < M ? m0 + mc : M);
                 const int np = (int)ceil_div((size_t)mlim - m0, MR);
                 if (!c->ia)
                     CLT_TRY(panel_pack(&r, r.pack_a, A, lda, im0, mlim, ik0, kcur, MR, ap_off,
-                                       "gemm_pack_a"));
+                                       ta == CLT_TRANS, "gemm_pack_a"));
                 CLT_TRY(CLT__ARGS(ctx, r.micro, CLT__ARG(mlim), CLT__ARG(nlim), CLT__ARG(kcur),
                                   CLT__ARG(alpha), CLT__ARG(r.ws), CLT__ARG(ap_off),
                                   CLT__ARG(bp_off), CLT__ARG(beta), CLT__ARG(cm), CLT__ARG(co),
