@@ -86,7 +86,7 @@ CLT_ACT_DEFINE(floatv)
  * panel's rows k .. k + kn (kn = PACK_KT but at the end of the chunk), one contiguous run of kn
  * * width floats. (A^T's panels are 6-12 floats of each of A's rows: items one after another
  * along M share the rows' cache lines, along K they left 40-60 of each 64 bytes for another
- * item later, TN 1024x784x512's pack 173 -> 139 us on PoCL.) Where the source holds a panel
+ * item later, TN 1024x784x512's pack 173 -> 144 us on PoCL.) Where the source holds a panel
  * row side by side (op(A) = A^T, op(B) = B), each k is a contiguous copy; where it holds the
  * panel's k side by side (op(A) = A, op(B) = B^T: the panel is the source transposed), each of
  * the panel's rows or columns is read PACK_KT at a time in one vector and the block is

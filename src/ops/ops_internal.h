@@ -349,9 +349,9 @@ bool clt__is_float(clt_dtype d);
 #define CLT__BIAS_COLS 16 /* columns per vector of linear.cl's kernels (CLT_BIAS_COLS) */
 #define CLT__PANEL_PACK_KT 16 /* k per work-item of gemm_panel.cl's pack kernels (PACK_KT) */
 /* Bytes of B's packed chunk that a CPU core's cache is taken to hold beside the rest of the
- * panel GEMM's work: above it the micro-kernel's items run along M first (src/ops/gemm.c). A
- * quarter to a half of the per-core L2 of current x86 cores (Zen 3 512 KiB, Sapphire Rapids
- * 2 MiB); OpenCL reports only the last level's size (PoCL: the L3). */
+ * panel GEMM's work: above it the micro-kernel's items run along M first (src/ops/gemm.c).
+ * A quarter of a recent Xeon core's 2 MiB L2, all of a Zen 3 core's 512 KiB (where L3 is
+ * near); OpenCL reports only the last level's size (PoCL: the L3). */
 #define CLT__PANEL_B_CACHED ((size_t)512 * 1024)
 /* optim: the update kernels may flush subnormal values to zero. Adam's second moment (an
  * average of squared gradients) and SGD's momentum decay into subnormals wherever gradients are
