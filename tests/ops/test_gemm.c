@@ -304,6 +304,11 @@ START_TEST(test_panel_edges)
     struct clt_gemm_choice inplace = packed;
     inplace.ia = 1;
     const struct clt_gemm_choice *choices[] = {&packed, &inplace};
+    /* the large B: 131 columns, 1000 deep, packed in whole panels of tn; M first also needs an
+     * item at least as wide as it is tall (src/ops/gemm.c's run_panel) */
+    const size_t wide_n = 131, deep_k = 1000, tn = (size_t)packed.tn;
+    ck_assert((wide_n + tn - 1) / tn * tn * deep_k * sizeof(float) > CLT__PANEL_B_CACHED);
+    ck_assert(packed.tn * packed.bn >= packed.tm * packed.bm);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = ctx_with_gemm(NULL);
     int i = 0;
@@ -318,10 +323,9 @@ START_TEST(test_panel_edges)
                 check_gemm(ctx, choices[c], l >> 1, l & 1, 5, x, 11, 1.0f, beta, &r, tag);
                 check_gemm(ctx, choices[c], l >> 1, l & 1, 13, 3, x, 0.5f, beta, &r, tag);
                 if (tc_small()) continue;
-                /* B's 131 columns in 5 panels of 32 (tn), 1000 deep */
-                ck_assert(5 * 32 * 1000 * sizeof(float) > CLT__PANEL_B_CACHED);
                 snprintf(tag, sizeof tag, "panel%s edges, M first", c ? " ia1" : "");
-                check_gemm(ctx, choices[c], l >> 1, l & 1, x, 131, 1000, 1.0f, beta, &r, tag);
+                check_gemm(ctx, choices[c], l >> 1, l & 1, x, wide_n, deep_k, 1.0f, beta, &r,
+                           tag);
             }
     clt_ctx_free(ctx);
     tc_assert_no_live();
