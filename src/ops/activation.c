@@ -30,25 +30,21 @@ static const struct {
 /* The slope clt_op_act_forward and clt_op_act_backward give leakyrelu (nn.LeakyReLU's). */
 #define ACT_DEFAULT_ALPHA 0.01f
 
-/* CLT__K_ACT (runtime/program_internal.h) has slots for 8 activations x 2 directions x
- * 3 float dtypes: raise it there when the 9th comes. */
-_Static_assert(CLT_ACT__COUNT <= 8, "CLT__K_ACT has slots for 8 activations");
-
 /* The ctx's kernel <activation>_<dir> for t's float dtype, built on first use. */
 static clt_status act_kernel(const clt_tensor *t, clt_act a, const char *dir, cl_kernel *k)
 {
     int backward = strcmp(dir, "backward") == 0;
-    cl_kernel *slot = clt__kernel_slot(clt_tensor_ctx(t), CLT__K_ACT,
-                                       ((int)a * 2 + backward) * 3 + (int)clt_tensor_dtype(t));
-    if (!*slot) {
+    cl_kernel *slot = NULL;
+    clt_status st = clt__op_slot(clt_tensor_ctx(t), CLT__OPF_activation,
+                                 ((int)a * 2 + backward) * 3 + (int)clt_tensor_dtype(t), &slot);
+    if (st == CLT_OK && !*slot) {
         char opts[32], name[32];
         clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(t));
         snprintf(name, sizeof name, "%s_%s", acts[a].name, dir);
-        clt_status st = clt__kernel(clt_tensor_ctx(t), "act_fn,activation", opts, name, slot);
-        if (st != CLT_OK) return st;
+        st = clt__kernel(clt_tensor_ctx(t), "act_fn,activation", opts, name, slot);
     }
-    *k = *slot;
-    return CLT_OK;
+    if (st == CLT_OK) *k = *slot;
+    return st;
 }
 
 static clt_status check_act(const clt_tensor *t, clt_act a, float alpha, const char *op)
@@ -138,3 +134,20 @@ clt_status clt_op_act_backward(clt_act a, clt_tensor *dx, const clt_tensor *dy, 
 {
     return clt_op_act_backward_alpha(a, ACT_DEFAULT_ALPHA, dx, dy, x, y);
 }
+
+static void activation_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
+{
+    (void)dev;
+    char o[32];
+    for (int d = 0; d < CLT__FLOAT_DTYPES; d++) {
+        clt__opts_dtype(o, sizeof o, (clt_dtype)d);
+        fn("act_fn,activation", o, user);
+    }
+}
+
+const struct clt__op_family clt__family_activation = {
+    .name = "activation",
+    .sources = "act_fn,activation",
+    .slots = CLT_ACT__COUNT * 2 * CLT__FLOAT_DTYPES, /* activation, direction, float dtype */
+    .variants = activation_variants,
+};

@@ -19,7 +19,7 @@ static const char *const amp_names[] = {"amp_scale", "amp_unscale", "amp_update"
 /* The ctx's kernel `which` of cl/amp.cl, built on first use. */
 static clt_status amp_kernel(clt_ctx *ctx, int which, cl_kernel *k)
 {
-    return clt__kernel_by_index(ctx, CLT__K_AMP, which, "amp", NULL, amp_names, k);
+    return clt__op_kernel_by_index(ctx, CLT__OPF_amp, which, NULL, amp_names, k);
 }
 
 #define CLT__AMP_V 64 /* elements per work-item of amp_scale and amp_unscale (cl/amp.cl's AMP_V) */
@@ -77,3 +77,16 @@ clt_status clt_op_amp_update(clt_tensor *state, float growth, float backoff, int
 fail:
     return st;
 }
+
+static void amp_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
+{
+    (void)dev;
+    fn("amp", "", user);
+}
+
+const struct clt__op_family clt__family_amp = {
+    .name = "amp",
+    .sources = "amp",
+    .slots = (int)(sizeof amp_names / sizeof *amp_names),
+    .variants = amp_variants,
+};

@@ -32,7 +32,8 @@ clt_status clt_op_augment(clt_tensor *y, const clt_tensor *x, const struct clt_a
     cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x), n = total, C = g->C, H = g->H,
              W = g->W, s = seed, str = stream, f = first;
     cl_int flip = g->flip, shift = g->shift, cutout = g->cutout;
-    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_AUGMENT, 0);
+    cl_kernel *slot = NULL;
+    CLT_TRY(clt__op_slot(ctx, CLT__OPF_augment, 0, &slot));
     if (!*slot) CLT_TRY(clt__kernel(ctx, "rng,augment", NULL, "augment_forward", slot));
     k = *slot;
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(n),
@@ -42,3 +43,16 @@ clt_status clt_op_augment(clt_tensor *y, const clt_tensor *x, const struct clt_a
 fail:
     return st;
 }
+
+static void augment_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
+{
+    (void)dev;
+    fn("rng,augment", "", user);
+}
+
+const struct clt__op_family clt__family_augment = {
+    .name = "augment",
+    .sources = "rng,augment",
+    .slots = 1, /* augment_forward, f32 batches */
+    .variants = augment_variants,
+};

@@ -35,15 +35,16 @@ static const char *const bn_names[BN__KERNELS] = {
  * built on first use. */
 static clt_status bn_kernel(clt_ctx *ctx, int which, clt_dtype xd, clt_dtype gd, cl_kernel *k)
 {
-    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_BATCHNORM, (which * 3 + (int)xd) * 3 + (int)gd);
-    if (!*slot) {
+    cl_kernel *slot = NULL;
+    clt_status st =
+        clt__op_slot(ctx, CLT__OPF_batchnorm, (which * 3 + (int)xd) * 3 + (int)gd, &slot);
+    if (st == CLT_OK && !*slot) {
         char opts[48];
         clt__opts_batchnorm(opts, sizeof opts, xd, gd);
-        clt_status st = clt__kernel(ctx, "batchnorm", opts, bn_names[which], slot);
-        if (st != CLT_OK) return st;
+        st = clt__kernel(ctx, "batchnorm", opts, bn_names[which], slot);
     }
-    *k = *slot;
-    return CLT_OK;
+    if (st == CLT_OK) *k = *slot;
+    return st;
 }
 
 /* Checks an f32 (len) tensor of x's ctx. */
@@ -279,3 +280,26 @@ clt_status clt_op_batchnorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_te
 fail:
     return st;
 }
+
+void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g)
+{
+    snprintf(dst, n, "-DX_DTYPE=%d -DG_DTYPE=%d", (int)x, (int)g);
+}
+
+static void batchnorm_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
+{
+    (void)dev;
+    char o[64];
+    for (int x = 0; x < CLT__FLOAT_DTYPES; x++)
+        for (int g = 0; g < CLT__FLOAT_DTYPES; g++) {
+            clt__opts_batchnorm(o, sizeof o, (clt_dtype)x, (clt_dtype)g);
+            fn("batchnorm", o, user);
+        }
+}
+
+const struct clt__op_family clt__family_batchnorm = {
+    .name = "batchnorm",
+    .sources = "batchnorm",
+    .slots = BN__KERNELS * CLT__FLOAT_DTYPES * CLT__FLOAT_DTYPES, /* kernel, x and dy dtypes */
+    .variants = batchnorm_variants,
+};

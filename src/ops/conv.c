@@ -42,6 +42,7 @@
 #include "runtime/profile_internal.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,15 +54,15 @@ static const char *const kernel_names[] = {
 
 static clt_status conv_kernel(clt_ctx *ctx, int which, clt_dtype src, clt_dtype dst, cl_kernel *k)
 {
-    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_CONV, which * 9 + (int)src * 3 + (int)dst);
-    if (!*slot) {
+    cl_kernel *slot = NULL;
+    clt_status st = clt__op_slot(ctx, CLT__OPF_conv, which * 9 + (int)src * 3 + (int)dst, &slot);
+    if (st == CLT_OK && !*slot) {
         char opts[128];
         clt__opts_conv(opts, sizeof opts, src, dst, clt__conv_wide(clt_ctx_device(ctx)));
-        clt_status st = clt__kernel(ctx, "conv", opts, kernel_names[which], slot);
-        if (st != CLT_OK) return st;
+        st = clt__kernel(ctx, "conv", opts, kernel_names[which], slot);
     }
-    *k = *slot;
-    return CLT_OK;
+    if (st == CLT_OK) *k = *slot;
+    return st;
 }
 
 /* A 3-D launch of n[0] x n[1] x n[2] work-items, each extent rounded up to the work-group's (the
@@ -593,3 +594,33 @@ fail:
     clt_tensor_free(wt);
     return st;
 }
+
+void clt__opts_conv(char *dst, size_t n, clt_dtype src, clt_dtype dstd, bool wide)
+{
+    int len = snprintf(dst, n, "-DSRC_DTYPE=%d -DDST_DTYPE=%d", (int)src, (int)dstd);
+    if (wide && len > 0 && (size_t)len < n) /* the implicit conv's AVX-512 block */
+        snprintf(dst + len, n - (size_t)len, " -DCONV_V=16 -DCONV_TM=12 -DCONV_DW_TO=8");
+}
+
+static void conv_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
+{
+    (void)dev;
+    char o[128];
+    for (int s = 0; s < CLT__FLOAT_DTYPES; s++)
+        for (int d = 0; d < CLT__FLOAT_DTYPES; d++) {
+            clt__opts_conv(o, sizeof o, (clt_dtype)s, (clt_dtype)d, false);
+            fn("conv", o, user);
+        }
+    /* the implicit forward (f32 only) with wide vectors */
+    clt__opts_conv(o, sizeof o, CLT_DTYPE_F32, CLT_DTYPE_F32, true);
+    fn("conv", o, user);
+}
+
+const struct clt__op_family clt__family_conv = {
+    .name = "conv",
+    .sources = "conv",
+    /* kernel, then the source and destination float dtypes */
+    .slots =
+        (int)(sizeof kernel_names / sizeof *kernel_names) * CLT__FLOAT_DTYPES * CLT__FLOAT_DTYPES,
+    .variants = conv_variants,
+};

@@ -24,8 +24,8 @@ static clt_status dropout(const char *op, const char *kernel, clt_tensor *y, con
              s = seed, str = stream;
     float scale = 1.0f / (1.0f - p);
     int backward = strcmp(kernel, "dropout_backward") == 0;
-    cl_kernel *slot =
-        clt__kernel_slot(ctx, CLT__K_DROPOUT, backward * 3 + (int)clt_tensor_dtype(y));
+    cl_kernel *slot = NULL;
+    CLT_TRY(clt__op_slot(ctx, CLT__OPF_dropout, backward * 3 + (int)clt_tensor_dtype(y), &slot));
     if (!*slot) {
         clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(y));
         CLT_TRY(clt__kernel(ctx, "rng,dropout", opts, kernel, slot));
@@ -49,3 +49,20 @@ clt_status clt_op_dropout_backward(clt_tensor *dx, const clt_tensor *dy, float p
 {
     return dropout("dropout_backward", "dropout_backward", dx, dy, p, seed, stream);
 }
+
+static void dropout_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
+{
+    (void)dev;
+    char o[32];
+    for (int d = 0; d < CLT__FLOAT_DTYPES; d++) {
+        clt__opts_dtype(o, sizeof o, (clt_dtype)d);
+        fn("rng,dropout", o, user);
+    }
+}
+
+const struct clt__op_family clt__family_dropout = {
+    .name = "dropout",
+    .sources = "rng,dropout",
+    .slots = 2 * CLT__FLOAT_DTYPES, /* direction, float dtype */
+    .variants = dropout_variants,
+};

@@ -1,5 +1,6 @@
-/* C wrappers of cl/elementwise.cl and cl/cast.cl: fill, copy, scale, axpy and casts. */
-#include "ops/ops_internal.h"
+/* C wrappers of cl/elementwise.cl (fill, copy, scale, axpy, by dtype), its op family, and the
+ * argument checks and launch form the ops share. */
+#include "ops/family_internal.h"
 
 #include "runtime/internal.h"
 #include "runtime/program_internal.h"
@@ -26,26 +27,48 @@ clt_status clt__check_pair(const clt_tensor *a, const clt_tensor *b, bool same_d
     return CLT_OK;
 }
 
-static clt_status need_float(const clt_tensor *t, const char *op)
+clt_status clt__need_float(const clt_tensor *t, const char *op)
 {
     if (clt__is_float(clt_tensor_dtype(t))) return CLT_OK;
     return clt__fail(clt_tensor_ctx(t), CLT_ERR_SHAPE, "%s: needs f32, f16 or bf16, got %s", op,
                      clt_dtype_name(clt_tensor_dtype(t)));
 }
 
-/* The ctx's kernel `name` (slot id) for t's dtype, built on first use. */
-static clt_status elementwise_kernel(const clt_tensor *t, clt__kernel_id id, const char *name,
-                                     cl_kernel *k)
+/* The family's kernels, each in one slot per dtype. */
+enum { FILL, COPY, SCALE, AXPY, ELEMENTWISE_KERNELS };
+static const char *const elementwise_names[] = {"fill", "copy", "scale", "axpy"};
+
+static void elementwise_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
 {
-    cl_kernel *slot = clt__kernel_slot(clt_tensor_ctx(t), id, (int)clt_tensor_dtype(t));
-    if (!*slot) {
+    (void)dev;
+    char o[32];
+    for (int d = 0; d < CLT_DTYPE__COUNT; d++) {
+        clt__opts_dtype(o, sizeof o, (clt_dtype)d);
+        fn("elementwise", o, user);
+    }
+}
+
+const struct clt__op_family clt__family_elementwise = {
+    .name = "elementwise",
+    .sources = "elementwise",
+    .slots = ELEMENTWISE_KERNELS * CLT_DTYPE__COUNT,
+    .variants = elementwise_variants,
+};
+
+/* The ctx's kernel `which` for t's dtype, built on first use. */
+static clt_status elementwise_kernel(const clt_tensor *t, int which, cl_kernel *k)
+{
+    clt_ctx *ctx = clt_tensor_ctx(t);
+    cl_kernel *slot = NULL;
+    clt_status st = clt__op_slot(ctx, CLT__OPF_elementwise,
+                                 which * CLT_DTYPE__COUNT + (int)clt_tensor_dtype(t), &slot);
+    if (st == CLT_OK && !*slot) {
         char opts[32];
         clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(t));
-        clt_status st = clt__kernel(clt_tensor_ctx(t), "elementwise", opts, name, slot);
-        if (st != CLT_OK) return st;
+        st = clt__kernel(ctx, "elementwise", opts, elementwise_names[which], slot);
     }
-    *k = *slot;
-    return CLT_OK;
+    if (st == CLT_OK) *k = *slot;
+    return st;
 }
 
 clt_status clt_op_fill(clt_tensor *x, float value)
@@ -55,16 +78,15 @@ clt_status clt_op_fill(clt_tensor *x, float value)
     cl_kernel k;
     cl_mem mem = clt_tensor_mem(x);
     cl_ulong off = clt_tensor_offset(x), n = clt_tensor_numel(x);
-    CLT_TRY(elementwise_kernel(x, CLT__K_FILL, "fill", &k));
+    CLT_TRY(elementwise_kernel(x, FILL, &k));
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(mem), CLT__ARG(off), CLT__ARG(n), CLT__ARG(value)));
     CLT_TRY(clt__launch_1d(ctx, k, (size_t)n, "fill"));
 fail:
     return st;
 }
 
-/* Kernels of the form k(y, y_off, x, x_off, n[, alpha]), each work-item `per` elements. */
-static clt_status launch_yx(cl_kernel k, const clt_tensor *y, const clt_tensor *x,
-                            const float *alpha, size_t per, const char *what)
+clt_status clt__launch_yx(cl_kernel k, const clt_tensor *y, const clt_tensor *x, const float *alpha,
+                          size_t per, const char *what)
 {
     clt_status st = CLT_OK;
     clt_ctx *ctx = clt_tensor_ctx(y);
@@ -83,8 +105,8 @@ clt_status clt_op_copy(clt_tensor *dst, const clt_tensor *src)
     clt_status st = CLT_OK;
     cl_kernel k;
     CLT_TRY(clt__check_pair(dst, src, true, "copy"));
-    CLT_TRY(elementwise_kernel(dst, CLT__K_COPY, "copy", &k));
-    CLT_TRY(launch_yx(k, dst, src, NULL, 1, "copy"));
+    CLT_TRY(elementwise_kernel(dst, COPY, &k));
+    CLT_TRY(clt__launch_yx(k, dst, src, NULL, 1, "copy"));
 fail:
     return st;
 }
@@ -94,9 +116,9 @@ clt_status clt_op_scale(clt_tensor *y, const clt_tensor *x, float alpha)
     clt_status st = CLT_OK;
     cl_kernel k;
     CLT_TRY(clt__check_pair(y, x, true, "scale"));
-    CLT_TRY(need_float(y, "scale"));
-    CLT_TRY(elementwise_kernel(y, CLT__K_SCALE, "scale", &k));
-    CLT_TRY(launch_yx(k, y, x, &alpha, 1, "scale"));
+    CLT_TRY(clt__need_float(y, "scale"));
+    CLT_TRY(elementwise_kernel(y, SCALE, &k));
+    CLT_TRY(clt__launch_yx(k, y, x, &alpha, 1, "scale"));
 fail:
     return st;
 }
@@ -106,31 +128,9 @@ clt_status clt_op_axpy(clt_tensor *y, float alpha, const clt_tensor *x)
     clt_status st = CLT_OK;
     cl_kernel k;
     CLT_TRY(clt__check_pair(y, x, true, "axpy"));
-    CLT_TRY(need_float(y, "axpy"));
-    CLT_TRY(elementwise_kernel(y, CLT__K_AXPY, "axpy", &k));
-    CLT_TRY(launch_yx(k, y, x, &alpha, 1, "axpy"));
-fail:
-    return st;
-}
-
-#define CLT__CAST_V 16 /* elements per work-item of cl/cast.cl (CAST_V) */
-
-clt_status clt_op_cast(clt_tensor *dst, const clt_tensor *src)
-{
-    clt_status st = CLT_OK;
-    cl_kernel k;
-    char opts[48];
-    CLT_TRY(clt__check_pair(dst, src, false, "cast"));
-    CLT_TRY(need_float(dst, "cast"));
-    CLT_TRY(need_float(src, "cast"));
-    cl_kernel *slot = clt__kernel_slot(clt_tensor_ctx(dst), CLT__K_CAST,
-                                       (int)clt_tensor_dtype(src) * 3 + (int)clt_tensor_dtype(dst));
-    if (!*slot) {
-        clt__opts_cast(opts, sizeof opts, clt_tensor_dtype(src), clt_tensor_dtype(dst));
-        CLT_TRY(clt__kernel(clt_tensor_ctx(dst), "cast", opts, "cast", slot));
-    }
-    k = *slot;
-    CLT_TRY(launch_yx(k, dst, src, NULL, CLT__CAST_V, "cast"));
+    CLT_TRY(clt__need_float(y, "axpy"));
+    CLT_TRY(elementwise_kernel(y, AXPY, &k));
+    CLT_TRY(clt__launch_yx(k, y, x, &alpha, 1, "axpy"));
 fail:
     return st;
 }

@@ -1,5 +1,5 @@
 /* C wrappers of cl/gather.cl: batch assembly from a data set resident on the device. */
-#include "ops/ops_internal.h"
+#include "ops/family_internal.h"
 
 #include "runtime/internal.h"
 #include "runtime/program_internal.h"
@@ -36,7 +36,8 @@ clt_status clt__op_gather_rows_items(clt_tensor *y, const clt_tensor *x, const c
         clt_tensor_numel(scale) != F || clt_tensor_numel(shift) != F)
         CLT_FAIL(ctx, CLT_ERR_SHAPE, "gather_rows: expected y f32 (B, F), x u8/f32 (N, F), idx "
                                      "i32 (B), scale and shift f32 (F)");
-    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_GATHER_ROWS, (int)xd);
+    cl_kernel *slot = NULL;
+    CLT_TRY(clt__op_slot(ctx, CLT__OPF_gather, (int)xd, &slot));
     if (!*slot) {
         clt__opts_dtype(opts, sizeof opts, xd);
         CLT_TRY(clt__kernel(ctx, "gather", opts, "gather_rows", slot));
@@ -78,7 +79,8 @@ clt_status clt_op_gather(clt_tensor *y, const clt_tensor *x, const clt_tensor *i
         clt_tensor_dtype(idx) != CLT_DTYPE_I32 || clt_tensor_numel(y) != B)
         CLT_FAIL(ctx, CLT_ERR_SHAPE, "gather: expected y (B) and x (N) of one dtype (i32 or f32) "
                                      "and idx i32 (B)");
-    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_GATHER, (int)d);
+    cl_kernel *slot = NULL;
+    CLT_TRY(clt__op_slot(ctx, CLT__OPF_gather, CLT_DTYPE__COUNT + (int)d, &slot));
     if (!*slot) {
         clt__opts_dtype(opts, sizeof opts, d);
         CLT_TRY(clt__kernel(ctx, "gather", opts, "gather", slot));
@@ -92,3 +94,21 @@ clt_status clt_op_gather(clt_tensor *y, const clt_tensor *x, const clt_tensor *i
 fail:
     return st;
 }
+
+static void gather_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
+{
+    (void)dev;
+    const clt_dtype gathered[] = {CLT_DTYPE_U8, CLT_DTYPE_F32, CLT_DTYPE_I32};
+    char o[32];
+    for (size_t i = 0; i < sizeof gathered / sizeof *gathered; i++) {
+        clt__opts_dtype(o, sizeof o, gathered[i]);
+        fn("gather", o, user);
+    }
+}
+
+const struct clt__op_family clt__family_gather = {
+    .name = "gather",
+    .sources = "gather",
+    .slots = 2 * CLT_DTYPE__COUNT, /* gather_rows, then gather, by the source's dtype */
+    .variants = gather_variants,
+};

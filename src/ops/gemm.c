@@ -636,3 +636,150 @@ clt_status clt_op_gemm_with(const struct clt_gemm_choice *c, clt_trans ta, clt_t
     CLT_ASSERT(c != NULL);
     return gemm(c, ta, tb, M, N, K, alpha, A, B, beta, C, NULL);
 }
+
+/* ---- the family: its programs ------------------------------------------------------------- */
+
+const char *clt__gemm_program(const struct clt_gemm_choice *c, bool epi)
+{
+    return c->kernel == CLT_GEMM_PANEL ? "act_fn,gemm_panel" : epi ? "act_fn,gemm" : "gemm";
+}
+
+bool clt__gemm_fuses_epilogue(const struct clt_gemm_choice *c, clt_trans ta, clt_trans tb)
+{
+    (void)tb;
+    if (c->kernel == CLT_GEMM_PANEL) return true;
+    if (c->kernel == CLT_GEMM_TILED) return !ta; /* NN and NT: fewer programs to check */
+    return c->kernel == CLT_GEMM_DIRECT && !ta;  /* NN and NT */
+}
+
+bool clt__gemm_sums_in_kernel(const struct clt_gemm_choice *c)
+{
+    return c->kernel == CLT_GEMM_DIRECT && !c->veck; /* the outer-product forms */
+}
+
+void clt__opts_gemm(char *dst, size_t n, const struct clt_gemm_choice *c, clt_trans ta,
+                    clt_trans tb, clt_dtype a, clt_dtype b, clt_dtype cd, int bias, bool epi)
+{
+    bool tiled = c->kernel == CLT_GEMM_TILED;
+    int len;
+    if (c->kernel == CLT_GEMM_PANEL)
+        len = snprintf(dst, n,
+                       "-DGEMM_TA=%d -DGEMM_TB=%d -DPANEL_MR=%d -DPANEL_NR=%d -DGEMM_VW=%d "
+                       "-DGEMM_KB=%d -DGEMM_BM=%d -DGEMM_BN=%d -DPANEL_IA=%d -DPACK_KT=%d",
+                       (int)ta, (int)tb, c->tm, c->tn, c->vw, c->kb, c->bm, c->bn, c->ia,
+                       CLT__PANEL_PACK_KT);
+    else
+        len = snprintf(
+            dst, n,
+            "-DGEMM_TA=%d -DGEMM_TB=%d -DGEMM_TILED=%d -DGEMM_TM=%d -DGEMM_TN=%d -DGEMM_VW=%d "
+            "-DGEMM_VECK=%d -DGEMM_MDIM=%d -DGEMM_WGM=%d -DGEMM_WGN=%d -DGEMM_KB=%d -DGEMM_BM=%d "
+            "-DGEMM_BN=%d",
+            (int)ta, (int)tb, tiled, c->tm, c->tn, tiled ? 1 : c->vw, tiled ? 0 : c->veck,
+            tiled ? 0 : c->mdim, c->wgm, c->wgn, c->kb, tiled ? 1 : c->bm, tiled ? 1 : c->bn);
+    /* all-f32 GEMMs have no dtype defines (the same programs as before 16-bit storage) */
+    if (len > 0 && (size_t)len < n &&
+        (a != CLT_DTYPE_F32 || b != CLT_DTYPE_F32 || cd != CLT_DTYPE_F32))
+        len += snprintf(dst + len, n - (size_t)len,
+                        " -DGEMM_A_DTYPE=%d -DGEMM_B_DTYPE=%d -DGEMM_C_DTYPE=%d", (int)a, (int)b,
+                        (int)cd);
+    if (len > 0 && (size_t)len < n && bias >= 0 && c->kernel == CLT_GEMM_PANEL)
+        len += snprintf(dst + len, n - (size_t)len, " -DGEMM_BIAS=1 -DGEMM_BIAS_DTYPE=%d", bias);
+    /* the direct and tiled kernels' epilogue (the direct kernel's bias is f32) */
+    if (len > 0 && (size_t)len < n && epi && c->kernel != CLT_GEMM_PANEL)
+        snprintf(dst + len, n - (size_t)len, " -DGEMM_EPI=1 -DGEMM_BIAS=%d -DGEMM_BIAS_DTYPE=%d",
+                 bias >= 0, bias >= 0 ? bias : (int)CLT_DTYPE_F32);
+}
+
+#define CAND_CAP 128
+
+/* The GEMM choices a ctx on dev may use: the tuner's table (any of which a tuning file may name,
+ * for any layout with --all), the built-in own defaults, the 16-bit fallback and their narrowed
+ * forms (clt__gemm_narrowed) and forms for a 16-bit op(A) (clt__gemm_for_a), each once, if it
+ * fits dev. */
+static int gemm_choices(const clt_device_info *dev, struct clt_gemm_choice *out, int cap)
+{
+    int nv = 0, n = 0;
+    const struct clt_gemm_choice *table = clt_gemm_variants(&nv);
+    struct clt_gemm_choice cand[CAND_CAP];
+    int nc = 0;
+    for (int i = 0; i < nv && nc < CAND_CAP; i++)
+        cand[nc++] = table[i];
+    for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
+        for (int z = 0; z < CLT_GEMM__SIZES && nc < CAND_CAP; z++)
+            cand[nc++] = clt_gemm_own_default(dev, (clt_gemm_layout)l, (clt_gemm_size)z);
+    if (nc < CAND_CAP) cand[nc++] = clt__gemm_mixed_choice(dev);
+    /* and what the dispatch narrows each of them to for narrow products */
+    for (int i = 0, base = nc; i < base; i++)
+        for (int N = cand[i].tn / 2; N >= 1 && nc < CAND_CAP; N /= 2) {
+            struct clt_gemm_choice nw = clt__gemm_narrowed(&cand[i], (size_t)N);
+            if (nw.tn != cand[i].tn) cand[nc++] = nw;
+        }
+    for (int i = 0, base = nc; i < base && nc < CAND_CAP; i++) {
+        struct clt_gemm_choice a16 = clt__gemm_for_a(&cand[i], CLT_DTYPE_BF16);
+        if (a16.ia != cand[i].ia) cand[nc++] = a16;
+    }
+    for (int i = 0; i < nc && n < cap; i++) {
+        if (cand[i].kernel == CLT_GEMM_CLBLAST) continue;
+        if (clt_gemm_choice_check(&cand[i], dev, NULL, 0) != CLT_OK) continue;
+        char a[256], b[256];
+        clt_gemm_choice_format(&cand[i], a, sizeof a);
+        bool seen = false;
+        for (int j = 0; j < n && !seen; j++) {
+            clt_gemm_choice_format(&out[j], b, sizeof b);
+            seen = strcmp(a, b) == 0;
+        }
+        if (!seen) out[n++] = cand[i];
+    }
+    return n;
+}
+
+static void gemm_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
+{
+    char o[512];
+    clt_dtype triples[16][3]; /* [0] is all-f32 */
+    int nt = clt__mixed_triples(triples);
+    struct clt_gemm_choice choices[128];
+    int nc = gemm_choices(dev, choices, (int)(sizeof choices / sizeof *choices));
+    for (int c = 0; c < nc; c++)
+        for (int l = 0; l < CLT_GEMM__LAYOUTS; l++)
+            for (int t = 0; t < (clt__gemm_takes_16bit(&choices[c]) ? nt : 1); t++) {
+                const clt_trans ta = (clt_trans)(l >> 1), tb = (clt_trans)(l & 1);
+                if (clt__gemm_for_a(&choices[c], triples[t][0]).ia != choices[c].ia)
+                    continue; /* never run: its packing form runs instead */
+                clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, triples[t][0], triples[t][1],
+                               triples[t][2], -1, false);
+                fn(clt__gemm_program(&choices[c], false), o, user);
+                if (choices[c].kernel == CLT_GEMM_PANEL) {
+                    /* a linear layer's forward (NT) with its bias fused, stored as its weight */
+                    if (l != CLT_GEMM_NT) continue;
+                    clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, triples[t][0], triples[t][1],
+                                   triples[t][2], (int)triples[t][1], false);
+                    fn(clt__gemm_program(&choices[c], false), o, user);
+                } else if (l == CLT_GEMM_TN && clt__gemm_sums_in_kernel(&choices[c])) {
+                    /* a linear layer's weight gradient with its bias gradient's sums */
+                    clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, triples[t][0], triples[t][1],
+                                   triples[t][2], -1, true);
+                    fn(clt__gemm_program(&choices[c], true), o, user);
+                } else if (clt__gemm_fuses_epilogue(&choices[c], ta, tb)) {
+                    /* the direct kernel with the epilogue, without and with an f32 bias; the
+                     * tiled one and the direct one with 16-bit operands also with a bias
+                     * stored as the weight */
+                    const int wb = (int)triples[t][1];
+                    const bool any_bias = choices[c].kernel == CLT_GEMM_TILED || t > 0;
+                    const int biases[] = {-1, (int)CLT_DTYPE_F32, wb};
+                    const int nbias = any_bias && wb != (int)CLT_DTYPE_F32 ? 3 : 2;
+                    for (int i = 0; i < nbias; i++) {
+                        clt__opts_gemm(o, sizeof o, &choices[c], ta, tb, triples[t][0],
+                                       triples[t][1], triples[t][2], biases[i], true);
+                        fn(clt__gemm_program(&choices[c], true), o, user);
+                    }
+                }
+            }
+}
+
+const struct clt__op_family clt__family_gemm = {
+    .name = "gemm",
+    .sources = "act_fn,gemm,gemm_panel",
+    .slots = 0, /* its kernels are keyed by their choice (struct clt__gemm_slot, the ops' state) */
+    .variants = gemm_variants,
+};

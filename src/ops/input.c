@@ -27,7 +27,8 @@ clt_status clt_op_u8_to_f32(clt_tensor *y, const clt_tensor *x_u8, const clt_ten
     cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x_u8),
              sco = clt_tensor_offset(scale), sho = clt_tensor_offset(shift), n = total;
     cl_uint f = (cl_uint)F;
-    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_INPUT, 0);
+    cl_kernel *slot = NULL;
+    CLT_TRY(clt__op_slot(ctx, CLT__OPF_input, 0, &slot));
     if (!*slot) CLT_TRY(clt__kernel(ctx, "input", NULL, "input_u8_to_f32", slot));
     k = *slot;
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(scm),
@@ -36,3 +37,16 @@ clt_status clt_op_u8_to_f32(clt_tensor *y, const clt_tensor *x_u8, const clt_ten
 fail:
     return st;
 }
+
+static void input_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
+{
+    (void)dev;
+    fn("input", "", user);
+}
+
+const struct clt__op_family clt__family_input = {
+    .name = "input",
+    .sources = "input",
+    .slots = 1, /* input_u8_to_f32 */
+    .variants = input_variants,
+};

@@ -14,16 +14,16 @@ static clt_status linear_kernel(clt_ctx *ctx, const char *name, clt_dtype y, clt
                                 clt_dtype dy, cl_kernel *k)
 {
     int backward = strcmp(name, "linear_backward_bias") == 0;
-    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_LINEAR,
-                                       backward * 27 + (int)y * 9 + (int)b * 3 + (int)dy);
-    if (!*slot) {
+    cl_kernel *slot = NULL;
+    clt_status st = clt__op_slot(ctx, CLT__OPF_linear,
+                                 backward * 27 + (int)y * 9 + (int)b * 3 + (int)dy, &slot);
+    if (st == CLT_OK && !*slot) {
         char opts[96];
         clt__opts_linear(opts, sizeof opts, y, b, dy);
-        clt_status st = clt__kernel(ctx, "linear", opts, name, slot);
-        if (st != CLT_OK) return st;
+        st = clt__kernel(ctx, "linear", opts, name, slot);
     }
-    *k = *slot;
-    return CLT_OK;
+    if (st == CLT_OK) *k = *slot;
+    return st;
 }
 
 /* OUT = numel(bias) and t's last dimension must equal it. */
@@ -88,3 +88,33 @@ clt_status clt_op_bias_grad(clt_tensor *db, const clt_tensor *dy, float beta)
 fail:
     return st;
 }
+
+void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype dy)
+{
+    int len = snprintf(dst, n, "-DCLT_BIAS_COLS=%d -DCLT_BIAS_VECS=%d", CLT__BIAS_COLS,
+                       CLT__BIAS_TILE / CLT__BIAS_COLS);
+    /* the f32 program has no dtype defines (the same program as before 16-bit storage) */
+    if (len > 0 && (size_t)len < n &&
+        (y != CLT_DTYPE_F32 || b != CLT_DTYPE_F32 || dy != CLT_DTYPE_F32))
+        snprintf(dst + len, n - (size_t)len, " -DY_DTYPE=%d -DB_DTYPE=%d -DDY_DTYPE=%d", (int)y,
+                 (int)b, (int)dy);
+}
+
+static void linear_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
+{
+    (void)dev;
+    clt_dtype triples[16][3];
+    char o[128];
+    for (int t = 0, nt = clt__mixed_triples(triples); t < nt; t++) {
+        clt__opts_linear(o, sizeof o, triples[t][0], triples[t][1], triples[t][2]);
+        fn("linear", o, user);
+    }
+}
+
+const struct clt__op_family clt__family_linear = {
+    .name = "linear",
+    .sources = "linear",
+    /* linear_bias_add and linear_backward_bias, then the y, b and dy float dtypes */
+    .slots = 2 * CLT__FLOAT_DTYPES * CLT__FLOAT_DTYPES * CLT__FLOAT_DTYPES,
+    .variants = linear_variants,
+};

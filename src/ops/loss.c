@@ -36,7 +36,7 @@ static const char *const loss_names[] = {"softmax_xent_forward", "mse_forward", 
 /* The ctx's kernel `which` of cl/loss.cl, built on first use. */
 static clt_status loss_kernel(clt_ctx *ctx, int which, cl_kernel *k)
 {
-    return clt__kernel_by_index(ctx, CLT__K_LOSS, which, "loss", NULL, loss_names, k);
+    return clt__op_kernel_by_index(ctx, CLT__OPF_loss, which, NULL, loss_names, k);
 }
 
 clt_status clt_op_softmax_xent(const clt_tensor *logits, const clt_tensor *labels, float smoothing,
@@ -168,3 +168,16 @@ clt_status clt_op_softmax(clt_tensor *out, const clt_tensor *x)
 fail:
     return st;
 }
+
+static void loss_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
+{
+    (void)dev;
+    fn("loss", "", user);
+}
+
+const struct clt__op_family clt__family_loss = {
+    .name = "loss",
+    .sources = "loss",
+    .slots = (int)(sizeof loss_names / sizeof *loss_names),
+    .variants = loss_variants,
+};

@@ -4,6 +4,7 @@
 #ifndef CLTRAIN_OPS_NN_INTERNAL_H
 #define CLTRAIN_OPS_NN_INTERNAL_H
 
+#include "ops/family_internal.h"
 #include "ops/ops_internal.h"
 
 #include "runtime/internal.h"

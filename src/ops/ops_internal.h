@@ -333,6 +333,24 @@ typedef void (*clt_program_variant_fn)(const char *files, const char *options, v
  * (`cltrain kernels --list`). dev may be synthetic (no OpenCL handles). Thread-safe. */
 void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user);
 
+/* ---- optimizer updates (src/ops/optim.c) --------------------------------------------------- */
+/* The update kernels of cl/optim.cl over flat (parameters, gradients, states): the optimizers of
+ * src/train launch them with their hyper-parameters (cl/optim.cl lists each one's arguments). */
+typedef enum clt__optim_kernel_id {
+    CLT__OPTIM_SGD,
+    CLT__OPTIM_SGD_AMP,
+    CLT__OPTIM_SGD_MOMENTUM,
+    CLT__OPTIM_SGD_MOMENTUM_AMP,
+    CLT__OPTIM_ADAM_AMP_PREPARE,
+    CLT__OPTIM_ADAM_AMP,
+    CLT__OPTIM_ADAM,
+    CLT__OPTIM__KERNELS
+} clt__optim_kernel_id;
+/* The ctx's update kernel `which`, storing a copy of the parameters in dtype `copy` too (f16,
+ * bf16; f32: none), built on first use (CLT__OPTS_OPTIM: subnormals may flush). */
+clt_status clt__optim_kernel(clt_ctx *ctx, clt__optim_kernel_id which, clt_dtype copy,
+                             cl_kernel *k);
+
 /* ---- shared by the ops' C wrappers ---------------------------------------------------- */
 
 #include <stdbool.h>
@@ -342,6 +360,11 @@ void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn
 clt_status clt__check_pair(const clt_tensor *a, const clt_tensor *b, bool same_dtype,
                            const char *op);
 bool clt__is_float(clt_dtype d);
+/* CLT_ERR_SHAPE naming op unless t is f32, f16 or bf16. */
+clt_status clt__need_float(const clt_tensor *t, const char *op);
+/* Enqueues k(y, y_off, x, x_off, n[, *alpha]) over y's n elements, `per` per work-item. */
+clt_status clt__launch_yx(cl_kernel k, const clt_tensor *y, const clt_tensor *x, const float *alpha,
+                          size_t per, const char *what);
 
 /* Program options, formatted here for the ops and for clt_ops_program_variants alike
  * (src/ops/variants.c), so the list of programs cannot drift from what the ops build. */
@@ -359,9 +382,6 @@ bool clt__is_float(clt_dtype d);
  * parameters whose states are all subnormal, 2.8-3.5 ms a step without this option and 0.14-0.16
  * ms with it (BENCHMARKS.md). */
 #define CLT__OPTS_OPTIM "-cl-denorms-are-zero"
-/* optim, its update kernels also storing a copy of the parameters in `copy` (f16, bf16; f32:
- * none, CLT__OPTS_OPTIM alone) */
-void clt__opts_optim(char *dst, size_t n, clt_dtype copy);
 void clt__opts_dtype(char *dst, size_t n, clt_dtype x);                  /* -DX_DTYPE */
 void clt__opts_cast(char *dst, size_t n, clt_dtype src, clt_dtype dstd); /* cast */
 void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype dy);

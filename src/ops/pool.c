@@ -14,17 +14,17 @@ static const char *const pool_names[CLT_POOL__COUNT] = {
 /* The ctx's kernel <pool>_<forward|backward> for t's float dtype, built on first use. */
 static clt_status pool_kernel(const clt_tensor *t, clt_pool p, int backward, cl_kernel *k)
 {
-    cl_kernel *slot = clt__kernel_slot(clt_tensor_ctx(t), CLT__K_POOL,
-                                       ((int)p * 2 + backward) * 3 + (int)clt_tensor_dtype(t));
-    if (!*slot) {
+    cl_kernel *slot = NULL;
+    clt_status st = clt__op_slot(clt_tensor_ctx(t), CLT__OPF_pool,
+                                 ((int)p * 2 + backward) * 3 + (int)clt_tensor_dtype(t), &slot);
+    if (st == CLT_OK && !*slot) {
         char opts[32], name[32];
         clt__opts_dtype(opts, sizeof opts, clt_tensor_dtype(t));
         snprintf(name, sizeof name, "%s_%s", pool_names[p], backward ? "backward" : "forward");
-        clt_status st = clt__kernel(clt_tensor_ctx(t), "pool", opts, name, slot);
-        if (st != CLT_OK) return st;
+        st = clt__kernel(clt_tensor_ctx(t), "pool", opts, name, slot);
     }
-    *k = *slot;
-    return CLT_OK;
+    if (st == CLT_OK) *k = *slot;
+    return st;
 }
 
 /* The kernels' geometry arguments (H, W, OH, OW, KH, KW, SH, SW) from g, checked: windows of at
@@ -132,3 +132,20 @@ clt_status clt_op_pool_backward(clt_pool p, const struct clt_pool_geom *g, clt_t
 fail:
     return st;
 }
+
+static void pool_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
+{
+    (void)dev;
+    char o[32];
+    for (int d = 0; d < CLT__FLOAT_DTYPES; d++) {
+        clt__opts_dtype(o, sizeof o, (clt_dtype)d);
+        fn("pool", o, user);
+    }
+}
+
+const struct clt__op_family clt__family_pool = {
+    .name = "pool",
+    .sources = "pool",
+    .slots = 2 * 2 * CLT__FLOAT_DTYPES, /* max or avg, direction, float dtype */
+    .variants = pool_variants,
+};

@@ -720,6 +720,7 @@ static void ops_release(clt_ctx *ctx, void *state)
      * clt_ctx_free calls this before it releases the context. */
     if (o->used_clblast) CLBlastClearCache();
     clt_tensor_free(o->gemm_ws);
+    free(o->slots);
     free(o);
 }
 
@@ -790,20 +791,38 @@ static clt_status tune_init(clt_ctx *ctx, struct clt_tune *tune)
     return CLT_OK;
 }
 
-clt_status clt__ops_ctx(clt_ctx *ctx, struct clt__ops_ctx **out)
+clt_status clt__ops_state(clt_ctx *ctx, struct clt__ops_ctx **out)
 {
     clt_status st = CLT_OK;
     struct clt__ops_ctx *o = ctx->ops.state;
     if (!o) {
+        int n = 0;
         CLT_ALLOC(ctx, o, 1);
-        CLT_TRY(tune_init(ctx, &o->tune));
+        for (int f = 0; f < CLT__OPF__COUNT; f++) {
+            o->slot_base[f] = n;
+            n += clt__op_families[f]->slots;
+        }
+        CLT_ALLOC(ctx, o->slots, (size_t)(n > 0 ? n : 1));
         ctx->ops.state = o;
         ctx->ops.release = ops_release;
     }
     *out = o;
     return CLT_OK;
 fail:
+    if (o) free(o->slots);
     free(o);
+    return st;
+}
+
+clt_status clt__ops_ctx(clt_ctx *ctx, struct clt__ops_ctx **out)
+{
+    struct clt__ops_ctx *o = NULL;
+    clt_status st = clt__ops_state(ctx, &o);
+    if (st == CLT_OK && !o->tuned) {
+        st = tune_init(ctx, &o->tune);
+        o->tuned = st == CLT_OK;
+    }
+    if (st == CLT_OK) *out = o;
     return st;
 }
 

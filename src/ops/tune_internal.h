@@ -12,6 +12,7 @@
 #define CLTRAIN_TUNE_INTERNAL_H
 
 #include "cltrain/device.h"
+#include "ops/family_internal.h"
 #include "ops/ops_internal.h"
 
 typedef enum clt_gemm_kernel {
@@ -224,6 +225,9 @@ clt_status clt__gemm_ws_reserve(clt_ctx *ctx, clt_tensor **out);
 void clt__gemm_ws_return(clt_ctx *ctx, clt_tensor *ws);
 
 struct clt__ops_ctx {
+    cl_kernel *slots; /* every family's kernel slots (clt__op_slot), borrowed from the cache */
+    int slot_base[CLT__OPF__COUNT]; /* each family's first slot */
+    bool tuned;                     /* tune holds the tuning data (clt__ops_ctx) */
     struct clt_tune tune; /* the GEMM choice per layout and size class */
     struct clt__gemm_slot gemm_slots[CLT__GEMM_SLOTS];
     int gemm_next;     /* the slot the next new GEMM kernel takes (round robin when all are used) */
@@ -233,11 +237,14 @@ struct clt__ops_ctx {
     clt_tensor *gemm_ws;      /* the ctx's own, created at the first panel GEMM without one */
 };
 
-/* The ops' state of ctx, created at the first call: the tuning data is the built-in defaults,
- * then the tuning file if one exists and is valid (an invalid one is ignored, its reason left
- * in the ctx's message), then CLTRAIN_GEMM. Fails only for a bad CLTRAIN_GEMM value
- * (CLT_ERR_INVALID_ARG, recorded for ctx and thread; the next call tries again) or out of host
- * memory. Not thread-safe (per ctx). */
+/* The ops' state of ctx, created at its first op with empty kernel slots. Fails only out of
+ * host memory. Not thread-safe (per ctx). */
+clt_status clt__ops_state(clt_ctx *ctx, struct clt__ops_ctx **out);
+/* The same with the tuning data read at the first call: the built-in defaults, then the tuning
+ * file if one exists and is valid (an invalid one is ignored, its reason left in the ctx's
+ * message), then CLTRAIN_GEMM. Fails only for a bad CLTRAIN_GEMM value (CLT_ERR_INVALID_ARG,
+ * recorded for ctx and thread; the next call tries again) or out of host memory. Not
+ * thread-safe (per ctx). */
 clt_status clt__ops_ctx(clt_ctx *ctx, struct clt__ops_ctx **out);
 
 #endif

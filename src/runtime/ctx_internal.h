@@ -33,8 +33,8 @@ struct clt__profiler {
 };
 struct clt__kernel_entry;  /* program.c */
 
-/* Per-ctx state of a layer above the runtime (the ops keep their GEMM tuning data and GEMM
- * kernel slots here, src/ops/tune.c), held without knowing its layout: its owner creates it on
+/* Per-ctx state of a layer above the runtime (the ops keep their kernel slots and GEMM tuning
+ * data here, src/ops/tune.c), held without knowing its layout: its owner creates it on
  * first use and sets `release`, which clt_ctx_free calls first, while the kernel cache, the
  * queues and the context are still alive. */
 struct clt__ctx_ext {
@@ -54,7 +54,6 @@ struct clt_ctx {
     /* program cache (program.c) */
     struct clt__program_entry *programs;
     struct clt__kernel_entry *kernels;
-    cl_kernel kernel_slots[CLT__KSLOT__COUNT]; /* clt__kernel_slot: the ops' kernels, O(1) */
     char *cache_dir; /* NULL when the disk cache is off */
 
     struct clt__ctx_ext ops; /* the ops' state (src/ops/tune.c) */

@@ -406,35 +406,6 @@ fail:
     return st;
 }
 
-static const int slot_count[CLT__K__COUNT] = {
-#define CLT__X(name, n) (n),
-    CLT__KERNEL_SLOTS(CLT__X)
-#undef CLT__X
-};
-static const int slot_base[CLT__K__COUNT] = {
-#define CLT__X(name, n) CLT__KB_##name,
-    CLT__KERNEL_SLOTS(CLT__X)
-#undef CLT__X
-};
-
-cl_kernel *clt__kernel_slot(clt_ctx *ctx, clt__kernel_id id, int variant)
-{
-    CLT_ASSERT((unsigned)id < CLT__K__COUNT && variant >= 0 && variant < slot_count[id]);
-    return &ctx->kernel_slots[slot_base[id] + variant];
-}
-
-clt_status clt__kernel_by_index(clt_ctx *ctx, clt__kernel_id id, int which, const char *files,
-                                const char *options, const char *const *names, cl_kernel *k)
-{
-    cl_kernel *slot = clt__kernel_slot(ctx, id, which);
-    if (!*slot) {
-        clt_status st = clt__kernel(ctx, files, options, names[which], slot);
-        if (st != CLT_OK) return st;
-    }
-    *k = *slot;
-    return CLT_OK;
-}
-
 clt_status clt__set_args(clt_ctx *ctx, cl_kernel k, cl_uint first, const struct clt__arg *args,
                          size_t n)
 {
@@ -454,7 +425,6 @@ clt_status clt__set_args(clt_ctx *ctx, cl_kernel k, cl_uint first, const struct 
 
 void clt__program_cache_free(clt_ctx *ctx)
 {
-    memset(ctx->kernel_slots, 0, sizeof ctx->kernel_slots); /* borrowed from the list below */
     for (struct clt__kernel_entry *k = ctx->kernels, *next; k; k = next) {
         next = k->next;
         clReleaseKernel(k->kernel);

@@ -104,49 +104,4 @@ clt_status clt__set_args(clt_ctx *ctx, cl_kernel k, cl_uint first, const struct 
                   sizeof((const struct clt__arg[]){__VA_ARGS__}) / sizeof(struct clt__arg))
 #define CLT__ARGS(ctx, k, ...) CLT__ARGS_AT(ctx, k, 0, __VA_ARGS__)
 
-/* Kernel slots: the kernels the ops launch, each with its number of variants (a dtype or a
- * dtype combination, numbered by the op). Every ctx has a table of their handles, NULL until
- * the first use fills it through clt__kernel, so a launch looks its kernel up in O(1), without
- * formatting options or comparing strings:
- *     cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_FILL, dtype);
- *     if (!*slot) CLT_TRY(clt__kernel(ctx, "elementwise", opts, "fill", slot));
- * The handles belong to the ctx's kernel cache (the table only borrows them). */
-#define CLT__KERNEL_SLOTS(X)                                                                       \
-    X(FILL, CLT_DTYPE__COUNT)        /* elementwise.c, by dtype */                                 \
-    X(COPY, CLT_DTYPE__COUNT)                                                                      \
-    X(SCALE, CLT_DTYPE__COUNT)                                                                     \
-    X(AXPY, CLT_DTYPE__COUNT)                                                                      \
-    X(CAST, 3 * 3)                   /* by source and destination float dtype */                   \
-    X(ACT, 8 * 2 * 3)                /* activation.c: activation, direction, float dtype */        \
-    X(DROPOUT, 2 * 3)                /* direction, float dtype */                                  \
-    X(GATHER_ROWS, CLT_DTYPE__COUNT) /* gather.c, by the source's dtype */                         \
-    X(GATHER, CLT_DTYPE__COUNT)                                                                    \
-    X(LINEAR, 2 * 3 * 3 * 3)         /* linear.c: kernel, then the y, b and dy float dtypes */     \
-    X(LOSS, 5)                       /* loss.c: one per kernel */                                  \
-    X(INPUT, 1)                                                                                    \
-    X(AMP, 3)                                                                                      \
-    X(OPTIM, 3 * 7)                  /* optim.c: copy (none, f16, bf16), then kernel */            \
-    X(CONV, 8 * 3 * 3)               /* conv.c: kernel, source and destination float dtype */      \
-    X(POOL, 2 * 2 * 3)               /* pool.c: max or avg, direction, float dtype */              \
-    X(AUGMENT, 1)                    /* augment.c: f32 batches */                                  \
-    X(BATCHNORM, 4 * 3 * 3)          /* batchnorm.c: kernel, x and dy float dtypes */
-typedef enum {
-#define CLT__X(name, n) CLT__K_##name,
-    CLT__KERNEL_SLOTS(CLT__X)
-#undef CLT__X
-    CLT__K__COUNT
-} clt__kernel_id;
-enum { /* each id's first slot in the table, and the table's length */
-#define CLT__X(name, n) CLT__KB_##name, CLT__KB_##name##_LAST = CLT__KB_##name + (n)-1,
-    CLT__KERNEL_SLOTS(CLT__X)
-#undef CLT__X
-    CLT__KSLOT__COUNT
-};
-/* The ctx's slot of kernel `id`, variant `variant` (asserted below the id's count). */
-cl_kernel *clt__kernel_slot(clt_ctx *ctx, clt__kernel_id id, int variant);
-/* For programs built with fixed options (NULL: none) whose kernels are numbered by a name table:
- * kernel names[which] of program `files`, from slot (id, which), built on first use. */
-clt_status clt__kernel_by_index(clt_ctx *ctx, clt__kernel_id id, int which, const char *files,
-                                const char *options, const char *const *names, cl_kernel *k);
-
 #endif

@@ -325,31 +325,7 @@ fail:
     return st;
 }
 
-/* The update kernels of cl/optim.cl, by slot (CLT__K_OPTIM). */
-enum { SGD, SGD_AMP, SGD_MOMENTUM, SGD_MOMENTUM_AMP, ADAM_AMP_PREPARE, ADAM_AMP, ADAM };
-static const char *const optim_kernels[] = {"sgd_step",         "sgd_step_amp",
-                                            "sgd_momentum_step", "sgd_momentum_step_amp",
-                                            "adam_amp_prepare",  "adam_step_amp",
-                                            "adam_step"};
-
-#define OPTIM_KERNELS ((int)(sizeof optim_kernels / sizeof *optim_kernels))
 #define CLT__OPTIM_V 16 /* elements per work-item of the update kernels (cl/optim.cl's OPTIM_V) */
-
-/* The ctx's update kernel `which`, storing a copy of the parameters in dtype `copy` too (f32:
- * none), built on first use (clt__opts_optim: subnormals may flush). */
-static clt_status optim_kernel(clt_ctx *ctx, int which, clt_dtype copy, cl_kernel *k)
-{
-    const int variant = copy == CLT_DTYPE_F16 ? 1 : copy == CLT_DTYPE_BF16 ? 2 : 0;
-    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_OPTIM, variant * OPTIM_KERNELS + which);
-    if (!*slot) {
-        char opts[64];
-        clt__opts_optim(opts, sizeof opts, copy);
-        clt_status st = clt__kernel(ctx, "optim", opts, optim_kernels[which], slot);
-        if (st != CLT_OK) return st;
-    }
-    *k = *slot;
-    return CLT_OK;
-}
 
 /* Sets the arguments every update kernel starts with: the parameters, the gradients and each
  * state tensor as (buffer, offset), then the element count; *next is the index after them,
@@ -394,7 +370,7 @@ static clt_status step(clt_optim *o, const clt_tensor *grads, const clt_tensor *
     const float lr_f = (float)lr, wd = p->weight_decay;
 
     if (p->kind == CLT_OPTIM_SGD && o->nstate == 0) {
-        CLT_TRY(optim_kernel(ctx, amp ? SGD_AMP : SGD, copy, &k));
+        CLT_TRY(clt__optim_kernel(ctx, amp ? CLT__OPTIM_SGD_AMP : CLT__OPTIM_SGD, copy, &k));
         CLT_TRY(set_tensor_args(ctx, k, o, grads, &i));
         CLT_TRY(CLT__ARGS_AT(ctx, k, i, CLT__ARG(lr_f), CLT__ARG(wd)));
         if (amp) CLT_TRY(CLT__ARGS_AT(ctx, k, i + 2, CLT__ARG(am)));
@@ -402,7 +378,8 @@ static clt_status step(clt_optim *o, const clt_tensor *grads, const clt_tensor *
     } else if (p->kind == CLT_OPTIM_SGD) {
         const float mom = p->momentum, one_minus_damp = (float)(1.0 - (double)p->dampening);
         const cl_int nesterov = p->nesterov, first = o->steps == 0;
-        CLT_TRY(optim_kernel(ctx, amp ? SGD_MOMENTUM_AMP : SGD_MOMENTUM, copy, &k));
+        CLT_TRY(clt__optim_kernel(ctx, amp ? CLT__OPTIM_SGD_MOMENTUM_AMP : CLT__OPTIM_SGD_MOMENTUM,
+                                  copy, &k));
         CLT_TRY(set_tensor_args(ctx, k, o, grads, &i));
         CLT_TRY(CLT__ARGS_AT(ctx, k, i, CLT__ARG(lr_f), CLT__ARG(wd), CLT__ARG(mom),
                              CLT__ARG(one_minus_damp), CLT__ARG(nesterov)));
@@ -417,11 +394,11 @@ static clt_status step(clt_optim *o, const clt_tensor *grads, const clt_tensor *
                     one_minus_b2 = (float)(1.0 - p->beta2), eps = p->eps;
         const float l2 = adamw ? 0.0f : wd;
         const float decay = adamw ? (float)(1.0 - lr * (double)wd) : 1.0f;
-        CLT_TRY(optim_kernel(ctx, ADAM_AMP_PREPARE, CLT_DTYPE_F32, &k));
+        CLT_TRY(clt__optim_kernel(ctx, CLT__OPTIM_ADAM_AMP_PREPARE, CLT_DTYPE_F32, &k));
         CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(am), CLT__ARG(lr_f), CLT__ARG(log_b1),
                           CLT__ARG(log_b2), CLT__ARG(steps_l)));
         CLT_TRY(clt__launch_1d(ctx, k, 1, "adam prepare"));
-        CLT_TRY(optim_kernel(ctx, ADAM_AMP, copy, &k));
+        CLT_TRY(clt__optim_kernel(ctx, CLT__OPTIM_ADAM_AMP, copy, &k));
         CLT_TRY(set_tensor_args(ctx, k, o, grads, &i));
         CLT_TRY(CLT__ARGS_AT(ctx, k, i, CLT__ARG(one_minus_b1), CLT__ARG(beta2),
                              CLT__ARG(one_minus_b2), CLT__ARG(eps), CLT__ARG(l2),
@@ -436,7 +413,7 @@ static clt_status step(clt_optim *o, const clt_tensor *grads, const clt_tensor *
                     one_minus_b2 = (float)(1.0 - b2), eps = p->eps;
         const float l2 = adamw ? 0.0f : wd;
         const float decay = adamw ? (float)(1.0 - lr * (double)wd) : 1.0f;
-        CLT_TRY(optim_kernel(ctx, ADAM, copy, &k));
+        CLT_TRY(clt__optim_kernel(ctx, CLT__OPTIM_ADAM, copy, &k));
         CLT_TRY(set_tensor_args(ctx, k, o, grads, &i));
         CLT_TRY(CLT__ARGS_AT(ctx, k, i, CLT__ARG(step_size), CLT__ARG(bc2_sqrt),
                              CLT__ARG(one_minus_b1), CLT__ARG(beta2), CLT__ARG(one_minus_b2),

@@ -5,6 +5,7 @@
  * compiler's log (CLTRAIN_KERNEL_DIR at tests/broken), missing sources, counted host
  * waits, kernel-argument failures naming the kernel and the index, and the kernel slots. */
 #include "common.h"
+#include "ops/family_internal.h"
 #include "runtime/program_internal.h"
 
 #include <stdio.h>
@@ -529,13 +530,17 @@ START_TEST(test_kernel_arg_failure)
     const char *msg = clt_ctx_errmsg(ctx);
     ck_assert_msg(strstr(msg, "kernel fill: clSetKernelArg(3, 8 bytes): CL_INVALID_ARG_SIZE (-51)"),
                   "message: %s", msg);
-    /* The op's slot: empty before its first use, then this kernel, and stable. */
-    cl_kernel *slot = clt__kernel_slot(ctx, CLT__K_FILL, CLT_DTYPE_F32);
+    /* The op's slot (fill's slots come first, by dtype): empty before its first use, then this
+     * kernel, and stable. */
+    cl_kernel *slot = NULL, *again = NULL, *f16 = NULL;
+    TC_OK(ctx, clt__op_slot(ctx, CLT__OPF_elementwise, CLT_DTYPE_F32, &slot));
     ck_assert_ptr_null(*slot);
     check_fill_works(ctx);
     ck_assert_ptr_eq(*slot, k);
-    ck_assert_ptr_eq(clt__kernel_slot(ctx, CLT__K_FILL, CLT_DTYPE_F32), slot);
-    ck_assert_ptr_null(*clt__kernel_slot(ctx, CLT__K_FILL, CLT_DTYPE_F16));
+    TC_OK(ctx, clt__op_slot(ctx, CLT__OPF_elementwise, CLT_DTYPE_F32, &again));
+    ck_assert_ptr_eq(again, slot);
+    TC_OK(ctx, clt__op_slot(ctx, CLT__OPF_elementwise, CLT_DTYPE_F16, &f16));
+    ck_assert_ptr_null(*f16);
     check_fill_works(ctx);
     clt_ctx_free(ctx);
     tc_assert_no_live();
