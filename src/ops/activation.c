@@ -83,14 +83,19 @@ clt_status clt_op_act_forward(clt_act a, clt_tensor *y, const clt_tensor *x)
     return clt_op_act_forward_alpha(a, ACT_DEFAULT_ALPHA, y, x);
 }
 
-const clt_tensor *clt_op_act_saved(clt_act a, float alpha, const clt_tensor *x,
-                                   const clt_tensor *y)
+bool clt_op_act_backward_reads_y(clt_act a, float alpha)
 {
     /* y has x's sign only where the negative side keeps it (leakyrelu with a slope < 0 flips) */
     bool y_masks = !acts[a].alpha || alpha >= 0.0f;
+    return acts[a].saves == SAVES_Y || (acts[a].saves == SAVES_X_OR_Y && y_masks);
+}
+
+const clt_tensor *clt_op_act_saved(clt_act a, float alpha, const clt_tensor *x,
+                                   const clt_tensor *y)
+{
     switch (acts[a].saves) {
     case SAVES_X_OR_Y:
-        return x ? x : y_masks ? y : NULL;
+        return x ? x : clt_op_act_backward_reads_y(a, alpha) ? y : NULL;
     case SAVES_X:
         return x;
     default: /* SAVES_Y */

@@ -114,6 +114,10 @@ clt_status clt_op_act_backward_alpha(clt_act a, float alpha, clt_tensor *dx, con
  * clt_op_act_backward; a a valid clt_act), or NULL when that one is NULL. */
 const clt_tensor *clt_op_act_saved(clt_act a, float alpha, const clt_tensor *x,
                                    const clt_tensor *y);
+/* Whether act's backward can take its derivative from the forward's output alone (relu, tanh,
+ * sigmoid, leakyrelu with a slope >= 0), so that a layer fusing it may drop its input; gelu and
+ * silu read their input. The one place that says so: src/ops/activation.c's table. */
+bool clt_op_act_backward_reads_y(clt_act a, float alpha);
 /* y (B, OUT) += bias (OUT), broadcast over rows; y's last dimension must be OUT. y and bias
  * may each be f32, f16 or bf16 (f32 arithmetic, y rounded once). */
 clt_status clt_op_bias_add(clt_tensor *y, const clt_tensor *bias);

@@ -244,6 +244,38 @@ START_TEST(test_act_errors)
 }
 END_TEST
 
+/* cl/act_fn.cl numbers the activations as clt_act does (its kernels and the GEMM epilogue's
+ * switch take the host's code); and which backward can work from the output alone, the rule a
+ * linear layer's fusion asks (src/nn/layers/linear.c). Pure host code: no device. */
+START_TEST(test_act_codes_and_saved)
+{
+    static const struct {
+        const char *define;
+        clt_act act;
+        bool reads_y, reads_y_negative_slope;
+    } rows[] = {
+        {"CLT_ACT_RELU", CLT_ACT_RELU, true, true},
+        {"CLT_ACT_GELU", CLT_ACT_GELU, false, false},
+        {"CLT_ACT_TANH", CLT_ACT_TANH, true, true},
+        {"CLT_ACT_SIGMOID", CLT_ACT_SIGMOID, true, true},
+        {"CLT_ACT_SILU", CLT_ACT_SILU, false, false},
+        {"CLT_ACT_LEAKYRELU", CLT_ACT_LEAKYRELU, true, false},
+    };
+    _Static_assert(sizeof rows / sizeof *rows == CLT_ACT__COUNT, "a row per activation");
+    size_t len = 0;
+    const char *src = clt_program_source("act_fn", &len);
+    ck_assert_ptr_nonnull(src);
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "#define %s %d\n", rows[i].define, (int)rows[i].act);
+        ck_assert_msg(strstr(src, want), "cl/act_fn.cl lacks \"%s\"", want);
+        ck_assert_int_eq(clt_op_act_backward_reads_y(rows[i].act, 0.01f), rows[i].reads_y);
+        ck_assert_int_eq(clt_op_act_backward_reads_y(rows[i].act, -0.5f),
+                         rows[i].reads_y_negative_slope);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("activation");
@@ -254,6 +286,7 @@ int main(void)
     tcase_add_test(tc, test_act_extremes);
     tcase_add_test(tc, test_act_half_storage);
     tcase_add_test(tc, test_act_errors);
+    tcase_add_test(tc, test_act_codes_and_saved);
     suite_add_tcase(s, tc);
     return tc_run(s);
 }

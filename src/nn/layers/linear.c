@@ -147,15 +147,8 @@ fail:
 static enum clt__absorb absorbs(const struct clt__layer *L, const struct clt__layer *next)
 {
     if (!next->kind->activation || next->ydt != L->ydt) return CLT__ABSORB_NONE;
-    switch (next->kind->act) {
-    case CLT_ACT_GELU:
-    case CLT_ACT_SILU:
-        return CLT__ABSORB_FORWARD;
-    case CLT_ACT_LEAKYRELU:
-        return next->spec.alpha < 0.0f ? CLT__ABSORB_FORWARD : CLT__ABSORB_BOTH;
-    default:
-        return CLT__ABSORB_BOTH;
-    }
+    return clt_op_act_backward_reads_y(next->kind->act, next->spec.alpha) ? CLT__ABSORB_BOTH
+                                                                          : CLT__ABSORB_FORWARD;
 }
 
 const struct clt__layer_kind clt__layer_linear = {
