@@ -15,10 +15,19 @@
  *      struct clt__buffer_decl): the model lays it out, checkpoints save it by name.
  *   3. tests/nn/test_spec.c (parse and round trip; the unknown-layer message lists every name
  *      in table order) and tests/nn/test_model.c (a host reference and a check_spec line).
+ * A kind that needs kernels of its own (layernorm, attention) first adds an op family, its
+ * files and one table line (docs/architecture.md, "Where to add", has the whole recipe):
+ * cl/<family>.cl; src/ops/<family>.c with the ops' wrappers (declared in ops_internal.h), its
+ * options' formatter and its `struct clt__op_family` (sources, kernel slots, every program
+ * variant); X(<family>) in CLT__OP_FAMILIES (src/ops/family_internal.h); and
+ * tests/ops/test_<family>.c against a float64 reference. Its layer file then calls the ops.
  * An elementwise activation "foo" needs less, all of it one line or one small block each:
- *   - the kernel: a CLT_ACT_FORWARD/CLT_ACT_BACKWARD pair foo_forward/foo_backward in
- *     cl/activation.cl, CLT_ACT_FOO in clt_act (src/ops/ops_internal.h) and its row in the `acts`
- *     table of src/ops/activation.c (kernel stem, which saved tensor backward reads);
+ *   - the kernel: its formulas in cl/act_fn.cl (CLT_ACT_FOO with the next code, a case in
+ *     clt_act_fwd and clt_act_bwd: the activation kernels and the GEMM epilogues share them),
+ *     CLT_ACT_KERNELS(foo, CLT_ACT_FOO) in cl/activation.cl, CLT_ACT_FOO in clt_act
+ *     (src/ops/ops_internal.h, the same code: tests/ops/test_activation.c checks) and its row
+ *     in the `acts` table of src/ops/activation.c (kernel stem, which saved tensor its backward
+ *     reads: the one place that says it; linear's fusion asks clt_op_act_backward_reads_y);
  *   - the table entry: CLT_LAYER_FOO in clt_layer_kind (include/cltrain/spec.h),
  *     `CLT__ACTIVATION(foo, FOO);` in src/nn/layers/activation.c, its extern below and its
  *     pointer in src/nn/layers/table.c (parsing, printing, shape, memory, forward, backward and

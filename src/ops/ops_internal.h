@@ -327,7 +327,7 @@ clt_status clt_op_batchnorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_te
                                      const clt_tensor *weight, const clt_tensor *bias,
                                      clt_tensor *stats, const struct clt_bn_geom *g, float beta);
 
-/* ---- every program the ops may build (src/ops/variants.c) ---------------------------------- */
+/* ---- every program the ops may build (the op-family table, src/ops/families.c) ---------------- */
 /* Receives one program: its comma-separated cl/ stems and the options the op passes (the device
  * defines of clt_program_options come on top). */
 typedef void (*clt_program_variant_fn)(const char *files, const char *options, void *user);
@@ -371,7 +371,7 @@ clt_status clt__launch_yx(cl_kernel k, const clt_tensor *y, const clt_tensor *x,
                           size_t per, const char *what);
 
 /* Program options, formatted here for the ops and for clt_ops_program_variants alike
- * (src/ops/variants.c), so the list of programs cannot drift from what the ops build. */
+ * (each family's `variants`), so the list of programs cannot drift from what the ops build. */
 #define CLT__BIAS_TILE 64 /* columns per work-group of linear_backward_bias (CLT_BIAS_TILE) */
 #define CLT__BIAS_COLS 16 /* columns per vector of linear.cl's kernels (CLT_BIAS_COLS) */
 #define CLT__PANEL_PACK_KT 16 /* k per work-item of gemm_panel.cl's pack kernels (PACK_KT) */
