@@ -76,7 +76,16 @@ int tc_count_files(const char *dir, char *first, size_t n);
  * PoCL compile), unless CK_DEFAULT_TIMEOUT is set in the environment. */
 TCase *tc_tcase(const char *name);
 
-/* Runs a suite and returns the process exit code (0 only when every test passed). */
+/* meson's exit code for a test that checked nothing: reported as SKIP, never as a pass. */
+#define TC_EXIT_SKIP 77
+
+/* Says on stdout that the case `name` is not registered in this run, and why (a test left out
+ * must be visible, not counted as a pass). */
+void tc_skip_case(const char *name, const char *why);
+
+/* Runs a suite (CK_VERBOSITY=verbose lists every test) and returns the process exit code: 0
+ * only when every test passed, TC_EXIT_SKIP when no test ran at all (every case left out, or
+ * CK_RUN_CASE naming none). Every test program's main() ends with it. */
 int tc_run(Suite *s);
 
 #endif

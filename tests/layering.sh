@@ -21,6 +21,7 @@
 # reports exactly the three violations more than on the unchanged copy.
 set -euo pipefail
 export LC_ALL=C
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Public header (include/cltrain/<name>.h) -> the layer that implements it.
 layer_map='
@@ -151,8 +152,7 @@ self_test() {
     op=$(first src/ops)
     tn=$(first src/train)
     if [ -z "$rt" ] || [ -z "$da" ] || [ -z "$op" ] || [ -z "$tn" ]; then
-        echo "layering self-test: no .c file in one of src/runtime, src/data, src/ops, src/train"
-        return 1
+        fail "self-test: no .c file in one of src/runtime, src/data, src/ops, src/train"
     fi
     inject() { # FILE LINE: appends LINE, prints its line number
         printf '%s\n' "$2" >> "$tmp/copy/$1"
@@ -169,20 +169,19 @@ self_test() {
     )
 
     if check "$tmp/copy" > "$tmp/after"; then
-        echo "layering self-test: the check passed a tree with injected violations"
         cat "$tmp/after"
-        return 1
+        fail "self-test: the check passed a tree with injected violations"
     fi
     grep -v '^layering: ' "$tmp/before" | sort > "$tmp/before.v" || true
     grep -v '^layering: ' "$tmp/after" | sort > "$tmp/after.v" || true
     after=$(comm -13 "$tmp/before.v" "$tmp/after.v")
     before=$(printf '%s\n' "$expected" | sort)
     if [ "$after" != "$before" ]; then
-        echo "layering self-test: expected these new violations:"
+        echo "expected these new violations:"
         printf '%s\n' "$before"
         echo "got:"
         printf '%s\n' "$after"
-        return 1
+        fail "self-test: other violations than the injected ones (above)"
     fi
     echo "layering self-test: the 3 injected violations were reported, the allowed include was not"
 }

@@ -2,33 +2,33 @@
 # A checkpoint written by `cltrain train` is readable without cltrain: tools/checkpoint_numpy.py
 # parses the safetensors file by hand, rebuilds the model from its metadata with numpy and must
 # reproduce `cltrain predict` (same classes, probabilities within 1e-4). Needs Fashion-MNIST
-# under $CLTRAIN_DATA_DIR (default /usr/share/datasets); skips (exit 77) when it is missing.
+# under $CLTRAIN_DATA_DIR (default /usr/share/datasets) and numpy; skips (exit 77) without
+# either.
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
 data=${CLTRAIN_DATA_DIR:-/usr/share/datasets}/fashion-mnist
-if [ ! -d "$data" ]; then
-  echo "checkpoint_numpy: skipped: $data is missing (set CLTRAIN_DATA_DIR, default" \
-    "/usr/share/datasets, or install dataset-fashion-mnist)"
-  exit 77
-fi
+[ -d "$data" ] || skip "$data is missing (set CLTRAIN_DATA_DIR, default /usr/share/datasets," \
+  "or install dataset-fashion-mnist)"
+need_numpy
+need_exe CLTRAIN_BIN
 here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+make_tmp
 "$CLTRAIN_BIN" train --data fashion-mnist --model "linear 32, relu, linear 16, tanh, linear 10" \
   --steps 60 --log-every 0 --normalize --save "$tmp/m.safetensors" --quiet
 "$CLTRAIN_BIN" predict --load "$tmp/m.safetensors" --data fashion-mnist --output "$tmp/p.csv"
-/usr/bin/python3 "$here/../../tools/checkpoint_numpy.py" "$tmp/m.safetensors" \
+"$numpy_python" "$here/../../tools/checkpoint_numpy.py" "$tmp/m.safetensors" \
   "$data/t10k-images-idx3-ubyte.gz" "$tmp/p.csv"
 # a small CNN with batchnorm (its running statistics, evaluation mode), conv, pooling and flatten
 "$CLTRAIN_BIN" train --data fashion-mnist \
   --model "conv 4 k3 p1, batchnorm, relu, maxpool 2, conv 6 k3 s2, batchnorm, relu, avgpool 2 s1, flatten, linear 10" \
   --steps 20 --log-every 0 --normalize --save "$tmp/cnn.safetensors" --quiet
 "$CLTRAIN_BIN" predict --load "$tmp/cnn.safetensors" --data fashion-mnist --output "$tmp/cnn.csv"
-/usr/bin/python3 "$here/../../tools/checkpoint_numpy.py" "$tmp/cnn.safetensors" \
+"$numpy_python" "$here/../../tools/checkpoint_numpy.py" "$tmp/cnn.safetensors" \
   "$data/t10k-images-idx3-ubyte.gz" "$tmp/cnn.csv"
 # residual blocks: an identity one and a projecting one (1x1 conv s2 and batchnorm)
 "$CLTRAIN_BIN" train --data fashion-mnist \
   --model "conv 8 k3 p1, batchnorm, relu, residual { conv 8 k3 p1, batchnorm, relu, conv 8 k3 p1, batchnorm }, relu, residual { conv 16 k3 s2 p1, batchnorm, relu, conv 16 k3 p1, batchnorm }, relu, globalavgpool, linear 10" \
   --steps 10 --batch-size 32 --log-every 0 --normalize --save "$tmp/res.safetensors" --quiet
 "$CLTRAIN_BIN" predict --load "$tmp/res.safetensors" --data fashion-mnist --output "$tmp/res.csv"
-/usr/bin/python3 "$here/../../tools/checkpoint_numpy.py" "$tmp/res.safetensors" \
+"$numpy_python" "$here/../../tools/checkpoint_numpy.py" "$tmp/res.safetensors" \
   "$data/t10k-images-idx3-ubyte.gz" "$tmp/res.csv"

@@ -7,51 +7,23 @@
 # contradicts itself or the data (classes, task, format version, shapes written as 8.0,
 # amp.scaler_state on an fp32 run) is an error with a message; --init takes a plain PyTorch
 # state dict written by tools/checkpoint_numpy.py --state-dict. Failures: exit 1 or 2 and ONE
-# stderr line. Needs CLTRAIN_BIN (meson test); the state-dict cases need numpy (else skipped).
+# stderr line. Needs CLTRAIN_BIN (meson test); the state-dict cases run apart (the argument
+# state-dict, meson's cli_checkpoint_state_dict) and skip (77) without numpy.
 set -eu
+. "$(dirname "$0")/../lib.sh"
 
-fail() {
-    echo "cli_checkpoint: FAIL: $*" >&2
-    exit 1
-}
-
-[ -n "${CLTRAIN_BIN:-}" ] || fail "CLTRAIN_BIN is not set (run through meson test)"
-command -v python3 >/dev/null || fail "python3 is needed to write the test data"
+# The part to run: "main" (sections 1-4), or "state-dict" (section 5, which needs numpy and skips
+# without it; meson registers it as cli_checkpoint_state_dict).
+part=${1:-main}
+case $part in
+main) ;;
+state-dict) need_numpy ;;
+*) fail "unknown part '$part' (main or state-dict)" ;;
+esac
+need_exe CLTRAIN_BIN
+need_python3 "to write the test data"
 here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-
-# write_idx DIR NTRAIN NTEST [damage]: 4x4 images, 3 classes (as in cli_errors.sh)
-write_idx() {
-    python3 - "$@" <<'EOF'
-import gzip, os, random, struct, sys
-d, ntrain, ntest = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-damage = sys.argv[4] if len(sys.argv) > 4 else ""
-os.makedirs(d, exist_ok=True)
-def images(n, seed):
-    r = random.Random(seed)
-    return [r.getrandbits(8) for _ in range(n * 16)]
-def labels(px, n):  # 0, 1, 2 as the top half is darker than, like, brighter than the bottom
-    out = []
-    for i in range(n):
-        d = sum(px[i * 16 + 8:i * 16 + 16]) - sum(px[i * 16:i * 16 + 8])
-        out.append(0 if d < -127 else (1 if d <= 127 else 2))
-    return out
-for split, n, seed in (("train", ntrain, 1), ("t10k", ntest, 2)):
-    px = images(n, seed)
-    lb = labels(px, n)
-    magic = 0x804 if (damage == "magic" and split == "train") else 0x803
-    img = struct.pack(">IIII", magic, n, 4, 4) + bytes(px)
-    if damage == "short" and split == "train":
-        img = img[:-10]
-    nl = n - 1 if (damage == "count" and split == "train") else n
-    lab = struct.pack(">II", 0x801, nl) + bytes(lb[:nl])
-    with gzip.open(os.path.join(d, split + "-images-idx3-ubyte.gz"), "wb") as f:
-        f.write(img)
-    with gzip.open(os.path.join(d, split + "-labels-idx1-ubyte.gz"), "wb") as f:
-        f.write(lab)
-EOF
-}
+make_tmp
 
 # ck_edit IN OUT OP [ARGS]: rewrites a checkpoint. Ops: drop-meta KEY..., set-meta KEY VALUE,
 # flip TENSOR N (invert N bytes of its data, checksums kept), set TENSOR INDEX VALUE (f32, the
@@ -112,56 +84,6 @@ open(dst, "wb").write(struct.pack("<Q", len(hb)) + hb + out)
 PY
 }
 
-# check_bad LABEL NEEDLE... -- COMMAND: exit 1 or 2, one stderr line holding every NEEDLE
-check_bad() {
-    label=$1
-    shift
-    needles=""
-    while [ "$1" != "--" ]; do
-        needles="$needles
-$1"
-        shift
-    done
-    shift
-    set +e
-    "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"
-    rc=$?
-    set -e
-    [ "$rc" -ne 0 ] || fail "$label: exited 0: $(cat "$tmp/bad.out")"
-    [ "$rc" -eq 1 ] || [ "$rc" -eq 2 ] ||
-        fail "$label: exit code $rc (expected 1 or 2): $(cat "$tmp/bad.err")"
-    lines=$(wc -l <"$tmp/bad.err")
-    [ "$lines" -eq 1 ] || fail "$label: $lines lines on stderr, expected 1: $(cat "$tmp/bad.err")"
-    echo "$needles" | while IFS= read -r n; do
-        [ -z "$n" ] && continue
-        grep -qF -- "$n" "$tmp/bad.err" ||
-            { echo "cli_checkpoint: FAIL: $label: stderr lacks '$n': $(cat "$tmp/bad.err")" >&2
-              exit 1; }
-    done || exit 1
-    echo "ok: $label: $(cat "$tmp/bad.err")"
-}
-
-# check_ok LABEL NEEDLE... -- COMMAND: exit 0, every NEEDLE in stdout + stderr
-check_ok() {
-    label=$1
-    shift
-    needles=""
-    while [ "$1" != "--" ]; do
-        needles="$needles
-$1"
-        shift
-    done
-    shift
-    "$@" >"$tmp/ok.out" 2>&1 || fail "$label: failed: $(cat "$tmp/ok.out")"
-    echo "$needles" | while IFS= read -r n; do
-        [ -z "$n" ] && continue
-        grep -qF -- "$n" "$tmp/ok.out" ||
-            { echo "cli_checkpoint: FAIL: $label: output lacks '$n': $(cat "$tmp/ok.out")" >&2
-              exit 1; }
-    done || exit 1
-    echo "ok: $label"
-}
-
 write_idx "$tmp/idx" 200 50
 write_idx "$tmp/other" 160 50
 M="linear 8, relu, linear 3"
@@ -175,6 +97,29 @@ resume_() { f=$1; shift; "$CLTRAIN_BIN" train --data "$D" --epochs 3 --batch-siz
     --log-every 0 --resume "$f" "$@"; }
 init_() { f=$1; shift; "$CLTRAIN_BIN" train --data "$D" --model "$M" --steps 2 --quiet \
     --log-every 0 --init "$f" "$@"; }
+
+# -- 5. --init from a plain PyTorch-layout state dict ------------------------------------------
+if [ "$part" = state-dict ]; then
+    np_tool="$here/../../tools/checkpoint_numpy.py"
+    "$numpy_python" "$np_tool" --state-dict "$ck" "$tmp/sd.safetensors"
+    "$numpy_python" "$np_tool" --state-dict "$ck" "$tmp/sdpt.safetensors" --format-pt
+    check_ok "--init from a plain state dict" "has no checksums" -- \
+        init_ "$tmp/sd.safetensors" --save "$tmp/fromsd.safetensors"
+    check_ok "--init from a state dict with {format: pt}" "has no checksums" -- \
+        init_ "$tmp/sdpt.safetensors"
+    check_ok "the result evaluates" "accuracy" -- eval_ "$tmp/fromsd.safetensors"
+    check_bad "--init, a mis-shaped tensor" '"0.weight"' "f32 [8, 16]" "needs f32 [9, 16]" -- \
+        init_ "$tmp/sd.safetensors" --model "linear 9, relu, linear 3"
+    check_bad "--init, a missing tensor" '"4.weight"' -- \
+        init_ "$tmp/sd.safetensors" --model "linear 8, relu, linear 3, relu, linear 3"
+    ck_edit "$tmp/sd.safetensors" "$tmp/sdx.safetensors" add-amp
+    check_bad "--init, a tensor the model lacks" '"amp.scaler_state"' "not a parameter" -- \
+        init_ "$tmp/sdx.safetensors"
+    check_bad "eval of a plain state dict" "not a cltrain checkpoint" -- \
+        eval_ "$tmp/sd.safetensors"
+    echo "cli_checkpoint: state-dict: all passed"
+    exit 0
+fi
 
 # -- 1. run geometry ---------------------------------------------------------------------------
 check_bad "resume with another batch size" "--resume" "batch size 32" "asks for 16" \
@@ -263,28 +208,5 @@ check_bad "--init of a 2-class model on 3-class data" "2 outputs" "3" -- \
 check_bad "--resume of a classification model by a regression run" "regression" -- \
     "$CLTRAIN_BIN" train --data "csv:$tmp/two.csv" --task regression --model \
     "linear 4, relu, linear 1" --steps 2 --batch-size 2 --resume "$tmp/two.safetensors"
-
-# -- 5. --init from a plain PyTorch-layout state dict -------------------------------------------
-if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
-    np_tool="$here/../../tools/checkpoint_numpy.py"
-    /usr/bin/python3 "$np_tool" --state-dict "$ck" "$tmp/sd.safetensors"
-    /usr/bin/python3 "$np_tool" --state-dict "$ck" "$tmp/sdpt.safetensors" --format-pt
-    check_ok "--init from a plain state dict" "has no checksums" -- \
-        init_ "$tmp/sd.safetensors" --save "$tmp/fromsd.safetensors"
-    check_ok "--init from a state dict with {format: pt}" "has no checksums" -- \
-        init_ "$tmp/sdpt.safetensors"
-    check_ok "the result evaluates" "accuracy" -- eval_ "$tmp/fromsd.safetensors"
-    check_bad "--init, a mis-shaped tensor" '"0.weight"' "f32 [8, 16]" "needs f32 [9, 16]" -- \
-        init_ "$tmp/sd.safetensors" --model "linear 9, relu, linear 3"
-    check_bad "--init, a missing tensor" '"4.weight"' -- \
-        init_ "$tmp/sd.safetensors" --model "linear 8, relu, linear 3, relu, linear 3"
-    ck_edit "$tmp/sd.safetensors" "$tmp/sdx.safetensors" add-amp
-    check_bad "--init, a tensor the model lacks" '"amp.scaler_state"' "not a parameter" -- \
-        init_ "$tmp/sdx.safetensors"
-    check_bad "eval of a plain state dict" "not a cltrain checkpoint" -- \
-        eval_ "$tmp/sd.safetensors"
-else
-    echo "skipped: --init from a state dict (numpy is missing for /usr/bin/python3)"
-fi
 
 echo "cli_checkpoint: all passed"

@@ -4,60 +4,29 @@
 # partial one of 6 samples): two replicas on the one device (--devices SEL,SEL) must train the
 # model one device trains, in fp32 and bf16, with equal and 3:1 shares, resident and streaming,
 # shuffled or not; bad --devices/--device-shares combinations fail with one line naming the
-# flag; under mpirun (when present and cltrain has MPI) 2 ranks train the same model, and a
-# rank that fails (bad --device, missing data, a loader failure mid-run, kill -9) ends every
-# rank with a non-zero exit within 60 s. Needs CLTRAIN_BIN (meson test) and python3.
+# flag. With the argument mpi (meson's cli_devices_mpi): under mpirun 2 ranks train the same
+# model, and a rank that fails (bad --device, missing data, a loader failure mid-run, kill -9)
+# ends every rank with a non-zero exit within 60 s; it skips (77) without mpirun, when mpirun
+# cannot start a process here, or when cltrain has no MPI. Needs CLTRAIN_BIN (meson test) and
+# python3.
 set -eu
+. "$(dirname "$0")/../lib.sh"
 
-fail() {
-    echo "cli_devices: FAIL: $*" >&2
-    exit 1
-}
-
-[ -n "${CLTRAIN_BIN:-}" ] || fail "CLTRAIN_BIN is not set (run through meson test)"
-[ -x "$CLTRAIN_BIN" ] || fail "CLTRAIN_BIN=$CLTRAIN_BIN is not an executable"
-command -v python3 >/dev/null || fail "python3 is needed to write the data and read checkpoints"
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-
-# run LABEL COMMAND...: must exit 0; stdout in $tmp/out, stderr in $tmp/err
-run() {
-    label=$1
-    shift
-    set +e
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    set -e
-    [ "$rc" -eq 0 ] || fail "$label: exit code $rc: $(cat "$tmp/err") $(tail -5 "$tmp/out")"
-}
-
-# refuse LABEL CODE WORD COMMAND...: must exit with CODE and print exactly one stderr line
-# containing WORD (the flag it is about)
-refuse() {
-    label=$1 code=$2 word=$3
-    shift 3
-    set +e
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    set -e
-    [ "$rc" -eq "$code" ] || fail "$label: exit code $rc, expected $code: $(cat "$tmp/err")"
-    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$label: expected one stderr line: $(cat "$tmp/err")"
-    grep -q -e "$word" "$tmp/err" || fail "$label: the message does not name $word: $(cat "$tmp/err")"
-}
+# The part to run: "replicas" (sections a-c, one process), or "mpi" (section d; meson's
+# cli_devices_mpi), which skips (77) when mpirun is missing or cannot start a process here, or
+# cltrain has no MPI.
+part=${1:-replicas}
+case $part in
+replicas) ;;
+mpi) command -v mpirun >/dev/null || skip "no mpirun (Open MPI: openmpi-bin)" ;;
+*) fail "unknown part '$part' (replicas or mpi)" ;;
+esac
+need_exe CLTRAIN_BIN
+need_python3 "to write the data and read checkpoints"
+make_tmp
 
 # -- data: label first, then 5 features; the class is a function of three of them -----------------
-python3 - "$tmp" <<'EOF'
-import os, random, sys
-r = random.Random(3)
-for name, n in (("train", 150), ("test", 40)):
-    with open(os.path.join(sys.argv[1], name + ".csv"), "w") as c:
-        c.write("label,f1,f2,f3,f4,f5\n")
-        for _ in range(n):
-            x = [round(r.uniform(-1, 1), 4) for _ in range(5)]
-            s = x[0] + 0.5 * x[1] - x[2]
-            c.write("%d,%s\n" % (0 if s < -0.3 else (1 if s < 0.3 else 2), ",".join(map(str, x))))
-EOF
+write_csv "$tmp" 150 40
 
 # compare LABEL A B TOL [differ]: the model's tensors (not the optimizer's) of two checkpoints;
 # for each, max |a - b| / max |a| must be <= TOL (with "differ": some tensor must exceed it,
@@ -139,79 +108,88 @@ TOL32=1e-5
 # flips: 1e-2 of the largest weight.
 TOL16=1e-2
 
-# -- (a) two replicas on one device train what one device trains ----------------------------------
-run "one device" common --no-shuffle --seed 7 --save "$tmp/one.st" --metrics "$tmp/one.jsonl"
-run "two replicas" common --no-shuffle --seed 7 --save "$tmp/two.st" --metrics "$tmp/two.jsonl" \
-    --devices "$sel,$sel"
-grep -q "^cltrain: training on 2 replicas: \[[0-9]*\] .* share 1, \[[0-9]*\] .* share 1; .*batch 16 split 8+8;" "$tmp/out" ||
-    fail "two replicas: header does not list both devices, shares and the split: $(head -1 "$tmp/out")"
-grep -q "^reduce: 20 steps, [0-9.]* ms per step, 592 bytes per step per replica$" "$tmp/out" ||
-    fail "two replicas: no reduce line (147 parameters + the stop flag = 592 bytes): $(tail -3 "$tmp/out")"
-grep -q "^saved $tmp/two.st (step 20)$" "$tmp/out" || fail "two replicas: no 'saved' line: $(cat "$tmp/out")"
-[ "$(grep -c '^epoch [0-9]/[0-9]: train loss' "$tmp/out")" -eq 2 ] ||
-    fail "two replicas: expected replica 0's 2 epoch summaries: $(cat "$tmp/out")"
-grep -qx "cltrain: warning: --devices names device [0-9]* twice: two replicas share it" "$tmp/err" ||
-    fail "two replicas: no warning for the device named twice: $(cat "$tmp/err")"
-compare "fp32, 2 replicas" "$tmp/one.st" "$tmp/two.st" "$TOL32" || fail "fp32, 2 replicas"
-same_metrics "fp32, 2 replicas" "$tmp/one.jsonl" "$tmp/two.jsonl" || fail "fp32 metrics"
+# the one-device runs both parts compare against: fp32 with metrics, bf16
+check_ok "one device" -- common --no-shuffle --seed 7 --save "$tmp/one.st" \
+    --metrics "$tmp/one.jsonl"
+check_ok "bf16 one device" -- common --no-shuffle --seed 7 --precision bf16 \
+    --save "$tmp/one16.st" --quiet
 
-run "another seed" common --no-shuffle --seed 8 --save "$tmp/seed8.st" --quiet
-compare "another seed" "$tmp/one.st" "$tmp/seed8.st" "$TOL32" differ || fail "another seed"
+if [ "$part" = replicas ]; then
+    # -- (a) two replicas on one device train what one device trains ------------------------------
+    check_ok "two replicas" -- \
+        common --no-shuffle --seed 7 --save "$tmp/two.st" --metrics "$tmp/two.jsonl" \
+        --devices "$sel,$sel"
+    grep -q "^cltrain: training on 2 replicas: \[[0-9]*\] .* share 1, \[[0-9]*\] .* share 1; .*batch 16 split 8+8;" "$tmp/out" ||
+        fail "two replicas: header does not list both devices, shares and the split: $(head -1 "$tmp/out")"
+    grep -q "^reduce: 20 steps, [0-9.]* ms per step, 592 bytes per step per replica$" "$tmp/out" ||
+        fail "two replicas: no reduce line (147 parameters + the stop flag = 592 bytes): $(tail -3 "$tmp/out")"
+    grep -q "^saved $tmp/two.st (step 20)$" "$tmp/out" || fail "two replicas: no 'saved' line: $(cat "$tmp/out")"
+    [ "$(grep -c '^epoch [0-9]/[0-9]: train loss' "$tmp/out")" -eq 2 ] ||
+        fail "two replicas: expected replica 0's 2 epoch summaries: $(cat "$tmp/out")"
+    grep -qx "cltrain: warning: --devices names device [0-9]* twice: two replicas share it" "$tmp/err" ||
+        fail "two replicas: no warning for the device named twice: $(cat "$tmp/err")"
+    compare "fp32, 2 replicas" "$tmp/one.st" "$tmp/two.st" "$TOL32" || fail "fp32, 2 replicas"
+    same_metrics "fp32, 2 replicas" "$tmp/one.jsonl" "$tmp/two.jsonl" || fail "fp32 metrics"
 
-run "bf16 one device" common --no-shuffle --seed 7 --precision bf16 --save "$tmp/one16.st" --quiet
-run "bf16 two replicas" common --no-shuffle --seed 7 --precision bf16 --save "$tmp/two16.st" \
-    --quiet --devices "$sel,$sel"
-compare "bf16, 2 replicas" "$tmp/one16.st" "$tmp/two16.st" "$TOL16" || fail "bf16, 2 replicas"
+    check_ok "another seed" -- common --no-shuffle --seed 8 --save "$tmp/seed8.st" --quiet
+    compare "another seed" "$tmp/one.st" "$tmp/seed8.st" "$TOL32" differ || fail "another seed"
 
-# shuffled (the epoch's order from the seed, each replica its slice of every batch), and with
-# the streaming loader (each replica's thread gathers its slices)
-run "shuffled one device" common --seed 7 --save "$tmp/shuf1.st" --quiet
-run "shuffled two replicas" common --seed 7 --save "$tmp/shuf2.st" --quiet --devices "$sel,$sel"
-compare "fp32 shuffled, 2 replicas" "$tmp/shuf1.st" "$tmp/shuf2.st" "$TOL32" || fail "shuffled"
-run "streaming two replicas" common --seed 7 --save "$tmp/stream2.st" --quiet --loader streaming \
-    --devices "$sel,$sel"
-compare "fp32 streaming, 2 replicas" "$tmp/shuf1.st" "$tmp/stream2.st" "$TOL32" || fail "streaming"
+    check_ok "bf16 two replicas" -- \
+        common --no-shuffle --seed 7 --precision bf16 --save "$tmp/two16.st" \
+        --quiet --devices "$sel,$sel"
+    compare "bf16, 2 replicas" "$tmp/one16.st" "$tmp/two16.st" "$TOL16" || fail "bf16, 2 replicas"
 
-# -- (b) unequal shares: 12 + 4 of every batch of 16 (the partial step of 6: 4 + 2) ----------------
-run "shares 3,1" common --no-shuffle --seed 7 --save "$tmp/shares.st" --devices "$sel,$sel" \
-    --device-shares 3,1
-grep -q "share 3, .* share 1; .*batch 16 split 12+4;" "$tmp/out" ||
-    fail "shares 3,1: header: $(head -1 "$tmp/out")"
-compare "fp32, shares 3,1" "$tmp/one.st" "$tmp/shares.st" "$TOL32" || fail "shares 3,1"
+    # shuffled (the epoch's order from the seed, each replica its slice of every batch), and with
+    # the streaming loader (each replica's thread gathers its slices)
+    check_ok "shuffled one device" -- common --seed 7 --save "$tmp/shuf1.st" --quiet
+    check_ok "shuffled two replicas" -- \
+        common --seed 7 --save "$tmp/shuf2.st" --quiet --devices "$sel,$sel"
+    compare "fp32 shuffled, 2 replicas" "$tmp/shuf1.st" "$tmp/shuf2.st" "$TOL32" || fail "shuffled"
+    check_ok "streaming two replicas" -- \
+        common --seed 7 --save "$tmp/stream2.st" --quiet --loader streaming \
+        --devices "$sel,$sel"
+    compare "fp32 streaming, 2 replicas" "$tmp/shuf1.st" "$tmp/stream2.st" "$TOL32" || fail "streaming"
 
-# resuming one device's checkpoint on two replicas: allowed, with a line saying what changes
-run "resume on 2 replicas" common --no-shuffle --seed 7 --resume "$tmp/one.st" --steps 25 \
-    --devices "$sel,$sel"
-grep -q "^resume: the checkpoint was trained by 1 replica, this run has 2: " "$tmp/out" ||
-    fail "resume on 2 replicas: no line about the replicas: $(cat "$tmp/out")"
+    # -- (b) unequal shares: 12 + 4 of every batch of 16 (the partial step of 6: 4 + 2) ------------
+    check_ok "shares 3,1" -- \
+        common --no-shuffle --seed 7 --save "$tmp/shares.st" --devices "$sel,$sel" \
+        --device-shares 3,1
+    grep -q "share 3, .* share 1; .*batch 16 split 12+4;" "$tmp/out" ||
+        fail "shares 3,1: header: $(head -1 "$tmp/out")"
+    compare "fp32, shares 3,1" "$tmp/one.st" "$tmp/shares.st" "$TOL32" || fail "shares 3,1"
 
-# -- (c) bad input: one line naming the flag, non-zero exit ---------------------------------------
-refuse "unmatched selector" 1 "--devices $sel,99: .*\"99\"" common --devices "$sel,99"
-refuse "share count" 2 "--device-shares 1: 1 share for 2 devices" common --devices "$sel,$sel" \
-    --device-shares 1
-refuse "share value" 2 "--device-shares 3,0" common --devices "$sel,$sel" --device-shares 3,0
-refuse "shares without devices" 2 "--device-shares needs --devices" common --device-shares 1,1
-refuse "devices and dry-run" 2 "--devices and --dry-run" common --devices "$sel,$sel" --dry-run
-refuse "devices and auto-batch" 2 "--devices and --auto-batch" common --devices "$sel,$sel" \
-    --auto-batch
-refuse "devices and device" 2 "--devices and --device" common --devices "$sel,$sel" --device "$sel"
-refuse "empty selector" 2 "--devices $sel,,$sel" common --devices "$sel,,$sel"
-refuse "share-devices alone" 2 "--share-devices" common --share-devices
+    # resuming one device's checkpoint on two replicas: allowed, with a line saying what changes
+    check_ok "resume on 2 replicas" -- \
+        common --no-shuffle --seed 7 --resume "$tmp/one.st" --steps 25 \
+        --devices "$sel,$sel"
+    grep -q "^resume: the checkpoint was trained by 1 replica, this run has 2: " "$tmp/out" ||
+        fail "resume on 2 replicas: no line about the replicas: $(cat "$tmp/out")"
 
-# -- (d) MPI: 2 ranks train what one process trains; a failing rank ends the run ------------------
-if ! command -v mpirun >/dev/null; then
-    echo "cli_devices: MPI: skipped (no mpirun)"
-    echo "cli_devices: ok"
+    # -- (c) bad input: one line naming the flag, non-zero exit -----------------------------------
+    check_bad --code 1 "unmatched selector" "--devices $sel,99: " '"99"' -- \
+        common --devices "$sel,99"
+    check_bad --code 2 "share count" "--device-shares 1: 1 share for 2 devices" -- \
+        common --devices "$sel,$sel" --device-shares 1
+    check_bad --code 2 "share value" "--device-shares 3,0" -- \
+        common --devices "$sel,$sel" --device-shares 3,0
+    check_bad --code 2 "shares without devices" "--device-shares needs --devices" -- \
+        common --device-shares 1,1
+    check_bad --code 2 "devices and dry-run" "--devices and --dry-run" -- \
+        common --devices "$sel,$sel" --dry-run
+    check_bad --code 2 "devices and auto-batch" "--devices and --auto-batch" -- \
+        common --devices "$sel,$sel" --auto-batch
+    check_bad --code 2 "devices and device" "--devices and --device" -- \
+        common --devices "$sel,$sel" --device "$sel"
+    check_bad --code 2 "empty selector" "--devices $sel,,$sel" -- \
+        common --devices "$sel,,$sel"
+    check_bad --code 2 "share-devices alone" "--share-devices" -- \
+        common --share-devices
+    echo "cli_devices: replicas: ok"
     exit 0
 fi
-# Containers run as root, which Open MPI's mpirun refuses unless both variables are set.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# One machine: shared memory and loopback only (no network or InfiniBand probing), and no
-# single-copy (CMA) transfers, which need ptrace rights that containers often lack.
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-# Under ASan, Open MPI's allocations kept past MPI_Finalize are suppressed by library name
-# (tests/lsan.supp), which needs whole malloc stacks (as tests/dist/mpi_allreduce.sh).
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+
+# -- (d) MPI: 2 ranks train what one process trains; a failing rank ends the run ------------------
+mpi_env
 # mpirun_ ARGS...: bounded; --oversubscribe for more ranks than cores (CI has 2)
 mpirun_() {
     timeout -k 10 60 mpirun --oversubscribe --allow-run-as-root "$@"
@@ -220,11 +198,7 @@ set +e
 mpirun_ -np 1 true >"$tmp/out" 2>&1
 rc=$?
 set -e
-if [ "$rc" -ne 0 ]; then
-    echo "cli_devices: MPI: skipped (mpirun cannot start a process here: $(head -3 "$tmp/out"))"
-    echo "cli_devices: ok"
-    exit 0
-fi
+[ "$rc" -eq 0 ] || skip "mpirun cannot start a process here: $(head -3 "$tmp/out")"
 # one PoCL device for both ranks: --share-devices
 set +e
 mpirun_ -np 2 "$CLTRAIN_BIN" train --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0 \
@@ -233,9 +207,7 @@ mpirun_ -np 2 "$CLTRAIN_BIN" train --data "csv:$tmp/train.csv,$tmp/test.csv" --l
 rc=$?
 set -e
 if grep -q "built without MPI" "$tmp/err"; then
-    echo "cli_devices: MPI: skipped (this cltrain was built without MPI)"
-    echo "cli_devices: ok"
-    exit 0
+    skip "this cltrain was built without MPI"
 fi
 [ "$rc" -eq 0 ] || fail "mpirun 2 ranks: exit code $rc: $(cat "$tmp/err") $(tail -5 "$tmp/out")"
 grep -q "rank 0 of 2 (MPI);.*batch 16 split 8+8;" "$tmp/out" ||
@@ -318,4 +290,4 @@ took=$(($(date +%s) - start))
 [ "$rc" -ne 0 ] || fail "kill -9: mpirun exited 0"
 no_ranks_left "kill -9"
 echo "cli_devices: kill -9 of rank 1: mpirun exited $rc after $took s"
-echo "cli_devices: ok"
+echo "cli_devices: mpi: ok"

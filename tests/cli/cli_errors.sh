@@ -6,54 +6,13 @@
 # temporary one). Tiny data sets are written by python3 into a temporary folder.
 # Needs CLTRAIN_BIN (set by meson test).
 set -eu
+. "$(dirname "$0")/../lib.sh"
 
-fail() {
-    echo "cli_errors: FAIL: $*" >&2
-    exit 1
-}
+need_exe CLTRAIN_BIN
+need_python3 "to write the test data"
+make_tmp
 
-[ -n "${CLTRAIN_BIN:-}" ] || fail "CLTRAIN_BIN is not set (run through meson test)"
-[ -x "$CLTRAIN_BIN" ] || fail "CLTRAIN_BIN=$CLTRAIN_BIN is not an executable"
-command -v python3 >/dev/null || fail "python3 is needed to write the test data"
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-
-# -- data: idx folders (gzipped), CSV files, checkpoints -----------------------------------------
-# write_idx DIR NTRAIN NTEST [damage]: 4x4 images, 3 classes, label a function of the pixels.
-# damage: magic (train images' magic 0x804), short (train images 10 bytes short),
-# count (train labels one fewer than images).
-write_idx() {
-    python3 - "$@" <<'EOF'
-import gzip, os, random, struct, sys
-d, ntrain, ntest = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-damage = sys.argv[4] if len(sys.argv) > 4 else ""
-os.makedirs(d, exist_ok=True)
-def images(n, seed):
-    r = random.Random(seed)
-    return [r.getrandbits(8) for _ in range(n * 16)]
-def labels(px, n):  # 0, 1, 2 as the top half is darker than, like, brighter than the bottom
-    out = []
-    for i in range(n):
-        d = sum(px[i * 16 + 8:i * 16 + 16]) - sum(px[i * 16:i * 16 + 8])
-        out.append(0 if d < -127 else (1 if d <= 127 else 2))
-    return out
-for split, n, seed in (("train", ntrain, 1), ("t10k", ntest, 2)):
-    px = images(n, seed)
-    lb = labels(px, n)
-    magic = 0x804 if (damage == "magic" and split == "train") else 0x803
-    img = struct.pack(">IIII", magic, n, 4, 4) + bytes(px)
-    if damage == "short" and split == "train":
-        img = img[:-10]
-    nl = n - 1 if (damage == "count" and split == "train") else n
-    lab = struct.pack(">II", 0x801, nl) + bytes(lb[:nl])
-    with gzip.open(os.path.join(d, split + "-images-idx3-ubyte.gz"), "wb") as f:
-        f.write(img)
-    with gzip.open(os.path.join(d, split + "-labels-idx1-ubyte.gz"), "wb") as f:
-        f.write(lab)
-EOF
-}
-
+# -- data: idx folders (gzipped, write_idx in tests/lib.sh), CSV files, checkpoints ---------------
 # write_ckpt FILE [damage]: a cltrain checkpoint written by hand (struct + json) for the model
 # "linear 8, relu, linear 3" on 16 features. damage: truncate (cut in the data), hlen (header
 # length past the end), shapes (0.weight stored as (16, 8)).
@@ -100,8 +59,8 @@ write_ckpt "$tmp/good.ckpt"
 write_ckpt "$tmp/truncated.ckpt" truncate
 write_ckpt "$tmp/hlen.ckpt" hlen
 write_ckpt "$tmp/shapes.ckpt" shapes
-save="$tmp/out/model.safetensors"
-mkdir "$tmp/out"
+save="$tmp/saves/model.safetensors"
+mkdir "$tmp/saves"
 
 # -- positive controls: the files above are fine when undamaged --------------------------------
 "$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "linear 8, relu, linear 3" --steps 1 \
@@ -111,37 +70,9 @@ mkdir "$tmp/out"
     2>"$tmp/ok.err" || fail "eval of the hand-written checkpoint failed: $(cat "$tmp/ok.err")"
 grep -q "accuracy" "$tmp/ok.out" || fail "eval printed no accuracy: $(cat "$tmp/ok.out")"
 
-# -- check_bad LABEL NEEDLE... -- COMMAND: exit 1 or 2, one stderr line holding every NEEDLE,
-# no --save output -----------------------------------------------------------------------------
-check_bad() {
-    label=$1
-    shift
-    needles=""
-    while [ "$1" != "--" ]; do
-        needles="$needles
-$1"
-        shift
-    done
-    shift
-    set +e
-    "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"
-    rc=$?
-    set -e
-    [ "$rc" -ne 0 ] || fail "$label: exited 0"
-    [ "$rc" -eq 1 ] || [ "$rc" -eq 2 ] ||
-        fail "$label: exit code $rc (expected 1 or 2; >= 128 is a crash): $(cat "$tmp/bad.err")"
-    lines=$(wc -l <"$tmp/bad.err")
-    [ "$lines" -eq 1 ] || fail "$label: $lines lines on stderr, expected 1: $(cat "$tmp/bad.err")"
-    echo "$needles" | while IFS= read -r n; do
-        [ -z "$n" ] && continue
-        grep -qF -- "$n" "$tmp/bad.err" ||
-            { echo "cli_errors: FAIL: $label: stderr lacks '$n': $(cat "$tmp/bad.err")" >&2
-              exit 1; }
-    done || exit 1
-    leftovers=$(ls -A "$tmp/out")
-    [ -z "$leftovers" ] || fail "$label: left files behind: $leftovers"
-    echo "ok: $label: $(cat "$tmp/bad.err")"
-}
+# check_bad (tests/lib.sh): exit 1 or 2, one stderr line holding every needle, and no --save
+# output (nor a temporary file) in $check_bad_dir
+check_bad_dir="$tmp/saves"
 
 train() { # common flags of the failing training runs
     "$CLTRAIN_BIN" train --steps 1 --batch-size 8 --save "$save" "$@"
@@ -289,7 +220,7 @@ for n in "device memory on " "cap 16.0 KiB (CLTRAIN_MAX_MEMORY)" "peak" \
     "then --accumulate N with a smaller --batch-size" "--auto-batch"; do
     grep -qF -- "$n" "$tmp/bad.err" || fail "out of memory: stderr lacks '$n': $(cat "$tmp/bad.err")"
 done
-[ -z "$(ls -A "$tmp/out")" ] || fail "out of memory: left files behind: $(ls -A "$tmp/out")"
+[ -z "$(ls -A "$tmp/saves")" ] || fail "out of memory: left files behind: $(ls -A "$tmp/saves")"
 echo "ok: out of memory: $(head -1 "$tmp/bad.err")"
 # out of memory in the streaming loader's staging ring: the remedies start with --prefetch
 set +e

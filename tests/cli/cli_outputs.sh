@@ -6,23 +6,19 @@
 # while writing fail naming the file; SIGTERM and SIGHUP stop like Ctrl-C (exit 143 and 129,
 # checkpoint written). Tiny CSV data written here. Needs CLTRAIN_BIN (set by meson test).
 set -eu
+. "$(dirname "$0")/../lib.sh"
 
+# soft_fail MESSAGE...: a failed case; the script goes on (the /dev/full case runs only when
+# none came before) and fails at its end. fail (tests/lib.sh) stops at once.
 failures=0
-fail() {
+soft_fail() {
     echo "cli_outputs: FAIL: $*" >&2
     failures=$((failures + 1))
 }
-die() {
-    echo "cli_outputs: FAIL: $*" >&2
-    exit 1
-}
 
-[ -n "${CLTRAIN_BIN:-}" ] || die "CLTRAIN_BIN is not set (run through meson test)"
-[ -x "$CLTRAIN_BIN" ] || die "CLTRAIN_BIN=$CLTRAIN_BIN is not an executable"
-command -v python3 >/dev/null || die "python3 is needed for the signal cases"
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
+need_exe CLTRAIN_BIN
+need_python3 "to write the data and for the signal cases"
+make_tmp
 
 # run COMMAND...: sets $rc; stdout in $tmp/out, stderr in $tmp/err; a hung command (a FIFO
 # opened for writing) is killed after 60 s
@@ -35,23 +31,16 @@ run() {
 # refused LABEL PATTERN: the last run failed before training, with a message matching PATTERN
 refused() {
     if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then
-        fail "$1: exit code $rc (expected a refusal): $(cat "$tmp/err") $(tail -3 "$tmp/out")"
+        soft_fail "$1: exit code $rc (expected a refusal): $(cat "$tmp/err") $(tail -3 "$tmp/out")"
     elif grep -q '^epoch\|^cltrain: training on' "$tmp/out"; then
-        fail "$1: reported only after training started (exit $rc): $(cat "$tmp/err")"
+        soft_fail "$1: reported only after training started (exit $rc): $(cat "$tmp/err")"
     elif ! grep -q "$2" "$tmp/err"; then
-        fail "$1: message does not match '$2': $(cat "$tmp/err")"
+        soft_fail "$1: message does not match '$2': $(cat "$tmp/err")"
     fi
 }
 
-# 4 features, label 0/1/2 from their sum; 96 train and 32 test rows
-awk 'BEGIN { srand(7); print "label,a,b,c,d" > "'"$tmp"'/train.csv";
-    print "label,a,b,c,d" > "'"$tmp"'/test.csv";
-    for (i = 0; i < 128; i++) {
-        s = 0; line = "";
-        for (j = 0; j < 4; j++) { x = rand() * 2 - 1; s += x; line = line sprintf(",%.4f", x) }
-        lab = s < -0.5 ? 0 : (s < 0.5 ? 1 : 2);
-        print lab line > (i < 96 ? "'"$tmp"'/train.csv" : "'"$tmp"'/test.csv")
-    } }'
+# 5 features, label 0/1/2 (tests/lib.sh); 96 train and 32 test rows
+write_csv "$tmp" 96 32
 D="csv:$tmp/train.csv,$tmp/test.csv"
 M="linear 16, relu, linear 3"
 train() { # train ARGS...: a short run on the tiny data
@@ -61,27 +50,27 @@ train() { # train ARGS...: a short run on the tiny data
 
 # a checkpoint to evaluate and predict from
 train --epochs 1 --save "$tmp/base.safetensors"
-[ "$rc" -eq 0 ] || die "base training: exit $rc: $(cat "$tmp/err")"
+[ "$rc" -eq 0 ] || fail "base training: exit $rc: $(cat "$tmp/err")"
 
 # -- non-regular files are refused up front and left as they were ------------------------------
 mkfifo "$tmp/fifo"
 train --epochs 50 --save "$tmp/fifo"
 refused "--save FIFO" "fifo.*FIFO"
-[ -p "$tmp/fifo" ] || fail "--save FIFO: the FIFO was replaced: $(ls -l "$tmp/fifo")"
+[ -p "$tmp/fifo" ] || soft_fail "--save FIFO: the FIFO was replaced: $(ls -l "$tmp/fifo")"
 rm -f "$tmp/fifo" && mkfifo "$tmp/fifo"
 train --epochs 50 --metrics "$tmp/fifo"
 refused "--metrics FIFO" "fifo.*FIFO"
-[ -p "$tmp/fifo" ] || fail "--metrics FIFO: the FIFO was replaced"
+[ -p "$tmp/fifo" ] || soft_fail "--metrics FIFO: the FIFO was replaced"
 rm -f "$tmp/fifo" && mkfifo "$tmp/fifo"
 run "$CLTRAIN_BIN" predict --load "$tmp/base.safetensors" --data "$D" --label-column 0 \
     --output "$tmp/fifo"
 refused "predict --output FIFO" "fifo.*FIFO"
-[ -p "$tmp/fifo" ] || fail "predict --output FIFO: the FIFO was replaced"
+[ -p "$tmp/fifo" ] || soft_fail "predict --output FIFO: the FIFO was replaced"
 
 mkdir "$tmp/dir"
 train --epochs 50 --save "$tmp/dir"
 refused "--save directory" "dir.*directory"
-[ -d "$tmp/dir" ] || fail "--save directory: the directory is gone"
+[ -d "$tmp/dir" ] || soft_fail "--save directory: the directory is gone"
 run "$CLTRAIN_BIN" predict --load "$tmp/base.safetensors" --data "$D" --label-column 0 \
     --output "$tmp/dir"
 refused "predict --output directory" "dir.*directory"
@@ -91,39 +80,39 @@ refused "predict --output directory" "dir.*directory"
 if [ "$(id -u)" -eq 0 ] && mknod "$tmp/null" c 1 3 2>/dev/null; then
     train --epochs 50 --save "$tmp/null"
     refused "--save device node" "null.*character device"
-    [ -c "$tmp/null" ] || fail "--save device node: the node was replaced: $(ls -l "$tmp/null")"
+    [ -c "$tmp/null" ] || soft_fail "--save device node: the node was replaced: $(ls -l "$tmp/null")"
 fi
 if [ "$failures" -eq 0 ]; then
     train --epochs 50 --save /dev/full
     refused "--save /dev/full" "/dev/full.*character device"
-    [ -c /dev/full ] || die "--save /dev/full: /dev/full is no longer a character device"
+    [ -c /dev/full ] || fail "--save /dev/full: /dev/full is no longer a character device"
 else
     echo "cli_outputs: --save /dev/full skipped: non-regular outputs are not refused yet" >&2
 fi
 # --metrics to /dev/full (appending would not replace it, but every write would fail)
 train --epochs 2 --metrics /dev/full
 refused "--metrics /dev/full" "/dev/full.*character device"
-[ -c /dev/full ] || die "--metrics /dev/full: /dev/full is no longer a character device"
+[ -c /dev/full ] || fail "--metrics /dev/full: /dev/full is no longer a character device"
 
 # -- a symlinked checkpoint: the link survives, its target is replaced -------------------------
 mkdir "$tmp/real"
 cp "$tmp/base.safetensors" "$tmp/real/target.safetensors"
 ln -s real/target.safetensors "$tmp/link.safetensors"
 train --epochs 2 --save "$tmp/link.safetensors"
-[ "$rc" -eq 0 ] || fail "symlink: exit $rc: $(cat "$tmp/err")"
+[ "$rc" -eq 0 ] || soft_fail "symlink: exit $rc: $(cat "$tmp/err")"
 if [ ! -L "$tmp/link.safetensors" ]; then
-    fail "symlink: the link was replaced by a regular file"
+    soft_fail "symlink: the link was replaced by a regular file"
 elif cmp -s "$tmp/base.safetensors" "$tmp/real/target.safetensors"; then
-    fail "symlink: the link's target was not updated"
+    soft_fail "symlink: the link's target was not updated"
 fi
-ls "$tmp" "$tmp/real" | grep -q '\.tmp\.' && fail "symlink: a temporary file was left"
+ls "$tmp" "$tmp/real" | grep -q '\.tmp\.' && soft_fail "symlink: a temporary file was left"
 run "$CLTRAIN_BIN" eval --load "$tmp/real/target.safetensors" --data "$D" --label-column 0
-[ "$rc" -eq 0 ] || fail "symlink: eval of the target: $(cat "$tmp/err")"
+[ "$rc" -eq 0 ] || soft_fail "symlink: eval of the target: $(cat "$tmp/err")"
 # a dangling link: its target is created
 ln -s real/new.safetensors "$tmp/dangling.safetensors"
 train --epochs 1 --save "$tmp/dangling.safetensors"
 [ "$rc" -eq 0 ] && [ -L "$tmp/dangling.safetensors" ] && [ -s "$tmp/real/new.safetensors" ] ||
-    fail "dangling symlink: exit $rc, $(ls -l "$tmp/dangling.safetensors" "$tmp/real"):" \
+    soft_fail "dangling symlink: exit $rc, $(ls -l "$tmp/dangling.safetensors" "$tmp/real"):" \
         "$(cat "$tmp/err")"
 
 # -- a missing or read-only directory is reported before training ------------------------------
@@ -153,15 +142,15 @@ set +e
 rc=$?
 set -e
 [ "$rc" -ne 0 ] && grep -q "stdout" "$tmp/err" ||
-    fail "eval > /dev/full: exit $rc: $(cat "$tmp/err")"
+    soft_fail "eval > /dev/full: exit $rc: $(cat "$tmp/err")"
 set +e
 "$CLTRAIN_BIN" predict --load "$tmp/base.safetensors" --data "$D" --label-column 0 \
     >/dev/full 2>"$tmp/err"
 rc=$?
 set -e
 [ "$rc" -ne 0 ] && grep -q "stdout" "$tmp/err" ||
-    fail "predict > /dev/full: exit $rc: $(cat "$tmp/err")"
-[ -c /dev/full ] || die "/dev/full is no longer a character device"
+    soft_fail "predict > /dev/full: exit $rc: $(cat "$tmp/err")"
+[ -c /dev/full ] || fail "/dev/full is no longer a character device"
 
 # a full disk, imitated by a file-size limit (SIGXFSZ ignored: writes fail with EFBIG): the
 # metrics log (80 lines, about 10 KB) and a checkpoint of about 40 KB pass 4 blocks
@@ -172,11 +161,11 @@ set +e
 rc=$?
 set -e
 [ "$rc" -ne 0 ] && grep -q "full.jsonl" "$tmp/err" ||
-    fail "--metrics past the file-size limit: exit $rc: $(cat "$tmp/err")"
+    soft_fail "--metrics past the file-size limit: exit $rc: $(cat "$tmp/err")"
 # (the kernels for the wide model are compiled and cached first: PoCL's own files need room)
 run "$CLTRAIN_BIN" train --data "$D" --label-column 0 --model "linear 2048, relu, linear 3" \
     --batch-size 16 --epochs 1
-[ "$rc" -eq 0 ] || fail "wide model: exit $rc: $(cat "$tmp/err")"
+[ "$rc" -eq 0 ] || soft_fail "wide model: exit $rc: $(cat "$tmp/err")"
 set +e
 (ulimit -f 4 && trap '' XFSZ && exec "$CLTRAIN_BIN" train --data "$D" --label-column 0 \
     --model "linear 2048, relu, linear 3" --batch-size 16 --epochs 1 \
@@ -184,9 +173,9 @@ set +e
 rc=$?
 set -e
 [ "$rc" -ne 0 ] && grep -q "big.safetensors" "$tmp/err" ||
-    fail "--save past the file-size limit: exit $rc: $(cat "$tmp/err")"
-[ -e "$tmp/big.safetensors" ] && fail "--save past the file-size limit: a file was left"
-ls "$tmp" | grep -q 'big.*\.tmp\.' && fail "--save past the file-size limit: a temporary was left"
+    soft_fail "--save past the file-size limit: exit $rc: $(cat "$tmp/err")"
+[ -e "$tmp/big.safetensors" ] && soft_fail "--save past the file-size limit: a file was left"
+ls "$tmp" | grep -q 'big.*\.tmp\.' && soft_fail "--save past the file-size limit: a temporary was left"
 
 # -- stale temporary files of dead runs are removed by the next save to the same path ----------
 : >"$tmp/s.safetensors.tmp.999999.0" # pid_max is at most 4194304: no such process
@@ -194,11 +183,11 @@ ls "$tmp" | grep -q 'big.*\.tmp\.' && fail "--save past the file-size limit: a t
 : >"$tmp/s.safetensors.tmp.$$.0" # this shell: alive
 : >"$tmp/s.safetensors.tmp.notapid"
 train --epochs 1 --save "$tmp/s.safetensors"
-[ "$rc" -eq 0 ] || fail "stale temporaries: exit $rc: $(cat "$tmp/err")"
-[ -e "$tmp/s.safetensors.tmp.999999.0" ] && fail "stale temporary .tmp.999999.0 was not removed"
-[ -e "$tmp/s.safetensors.tmp.999999" ] && fail "stale temporary .tmp.999999 was not removed"
-[ -e "$tmp/s.safetensors.tmp.$$.0" ] || fail "a live process's temporary was removed"
-[ -e "$tmp/s.safetensors.tmp.notapid" ] || fail "a file not named like a temporary was removed"
+[ "$rc" -eq 0 ] || soft_fail "stale temporaries: exit $rc: $(cat "$tmp/err")"
+[ -e "$tmp/s.safetensors.tmp.999999.0" ] && soft_fail "stale temporary .tmp.999999.0 was not removed"
+[ -e "$tmp/s.safetensors.tmp.999999" ] && soft_fail "stale temporary .tmp.999999 was not removed"
+[ -e "$tmp/s.safetensors.tmp.$$.0" ] || soft_fail "a live process's temporary was removed"
+[ -e "$tmp/s.safetensors.tmp.notapid" ] || soft_fail "a file not named like a temporary was removed"
 
 # -- SIGTERM and SIGHUP stop like Ctrl-C: the step ends, the checkpoint is written ---------------
 for sig in TERM HUP; do
@@ -225,13 +214,13 @@ EOF
     prc=$?
     set -e
     if [ "$prc" -ne 0 ]; then
-        fail "SIG$sig: $(tail -3 "$tmp/out")"
+        soft_fail "SIG$sig: $(tail -3 "$tmp/out")"
     else
         run "$CLTRAIN_BIN" eval --load "$ck" --data "$D" --label-column 0
         [ "$rc" -eq 0 ] && grep -q accuracy "$tmp/out" ||
-            fail "eval after SIG$sig: $(cat "$tmp/err")"
+            soft_fail "eval after SIG$sig: $(cat "$tmp/err")"
     fi
 done
 
-[ "$failures" -eq 0 ] || die "$failures case(s) failed"
+[ "$failures" -eq 0 ] || fail "$failures case(s) failed"
 echo "cli_outputs: all passed"

@@ -5,69 +5,25 @@
 # a confusion matrix, predict to CSV, resume, CSV classification and regression, --augment
 # (both loaders alike), and bench. Needs CLTRAIN_BIN (set by meson test).
 set -eu
+. "$(dirname "$0")/../lib.sh"
 
-fail() {
-    echo "cli_train: FAIL: $*" >&2
-    exit 1
-}
+need_exe CLTRAIN_BIN
+need_python3 "to write the test data"
+make_tmp
 
-[ -n "${CLTRAIN_BIN:-}" ] || fail "CLTRAIN_BIN is not set (run through meson test)"
-[ -x "$CLTRAIN_BIN" ] || fail "CLTRAIN_BIN=$CLTRAIN_BIN is not an executable"
-command -v python3 >/dev/null || fail "python3 is needed to write the test data"
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-
-# run LABEL COMMAND...: must exit 0; stdout in $tmp/out, stderr in $tmp/err
-run() {
-    label=$1
-    shift
-    set +e
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    set -e
-    [ "$rc" -eq 0 ] || fail "$label: exit code $rc: $(cat "$tmp/err") $(tail -5 "$tmp/out")"
-}
-
-# -- data ----------------------------------------------------------------------------------------
-# 4x4 images, pixels from a seeded generator; label 0, 1, 2 as the top half is clearly darker
-# than, about as bright as, clearly brighter than the bottom half (classes about equal).
-python3 - "$tmp/idx" <<'EOF'
-import gzip, os, random, struct, sys
-d = sys.argv[1]
-os.makedirs(d)
-for split, n, seed in (("train", 200, 1), ("t10k", 50, 2)):
-    r = random.Random(seed)
-    px = [r.getrandbits(8) for _ in range(n * 16)]
-    lb = []
-    for i in range(n):
-        diff = sum(px[i * 16 + 8:i * 16 + 16]) - sum(px[i * 16:i * 16 + 8])
-        lb.append(0 if diff < -127 else (1 if diff <= 127 else 2))
-    with gzip.open(os.path.join(d, split + "-images-idx3-ubyte.gz"), "wb") as f:
-        f.write(struct.pack(">IIII", 0x803, n, 4, 4) + bytes(px))
-    with gzip.open(os.path.join(d, split + "-labels-idx1-ubyte.gz"), "wb") as f:
-        f.write(struct.pack(">II", 0x801, n) + bytes(lb))
-# CSV: label first, then 5 features; the regression target is a linear function of them
-r = random.Random(3)
-for name, n in (("train", 120), ("test", 30)):
-    with open(os.path.join(os.path.dirname(d), name + ".csv"), "w") as c, \
-         open(os.path.join(os.path.dirname(d), name + "_reg.csv"), "w") as g:
-        c.write("label,f1,f2,f3,f4,f5\n")
-        g.write("y,f1,f2,f3,f4,f5\n")
-        for _ in range(n):
-            x = [round(r.uniform(-1, 1), 4) for _ in range(5)]
-            s = x[0] + 0.5 * x[1] - x[2]
-            lab = 0 if s < -0.3 else (1 if s < 0.3 else 2)
-            c.write("%d,%s\n" % (lab, ",".join(map(str, x))))
-            g.write("%.5f,%s\n" % (2 * x[0] - x[3] + 0.5, ",".join(map(str, x))))
-EOF
+# -- data (tests/lib.sh) ---------------------------------------------------------------------------
+# an IDX folder of 4x4 images, 200 train and 50 test, 3 classes about equal; CSV files with 5
+# features, 120 train and 30 test rows, for classification and regression
+write_idx "$tmp/idx" 200 50
+write_csv "$tmp" 120 30
 
 ck="$tmp/model.safetensors"
 metrics="$tmp/metrics.jsonl"
 M="linear 16, relu, linear 3"
 
 # -- train: 2 epochs, epoch summaries with host waits, a checkpoint, JSON-lines metrics ----------
-run "train" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 --batch-size 32 \
+check_ok "train" -- \
+    "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 --batch-size 32 \
     --lr 0.01 --log-every 3 --save "$ck" --metrics "$metrics"
 cp "$tmp/out" "$tmp/train.out"
 [ "$(grep -c '^epoch [12]/2: train loss .*host waits' "$tmp/train.out")" -eq 2 ] ||
@@ -99,12 +55,14 @@ grep -q "data resident on the device (auto: .* is within 25% of the" "$tmp/train
 summaries() { # the epoch summaries without the timings and wait counts
     sed -n 's/^\(epoch [0-9]*\/[0-9]*: train loss .*\), [0-9.]* s (.*/\1/p' "$1"
 }
-run "resident" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 --batch-size 32 \
+check_ok "resident" -- \
+    "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 --batch-size 32 \
     --lr 0.01 --log-every 3 --data-on-device
 grep -q "data resident on the device (requested" "$tmp/out" || fail "resident: $(head -1 "$tmp/out")"
 summaries "$tmp/out" >"$tmp/resident.sum"
 [ "$(wc -l <"$tmp/resident.sum")" -eq 2 ] || fail "resident: summaries: $(cat "$tmp/out")"
-run "streaming" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 --batch-size 32 \
+check_ok "streaming" -- \
+    "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 --batch-size 32 \
     --lr 0.01 --log-every 3 --loader streaming --prefetch 2 --no-pin
 grep -q "data streamed through 2 pageable staging buffers (requested" "$tmp/out" ||
     fail "streaming: header: $(head -1 "$tmp/out")"
@@ -116,14 +74,14 @@ cmp -s "$tmp/resident.sum" "$tmp/streaming.sum" ||
     fail "streaming and resident differ: $(cat "$tmp/resident.sum" "$tmp/streaming.sum")"
 # --augment flip,shift=2: on the device, the same batches with either loader, no extra host
 # wait (the same counts as above), and other losses than without augmentation
-run "augment resident" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
+check_ok "augment resident" -- "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
     --batch-size 32 --lr 0.01 --log-every 3 --loader resident --augment flip,shift=2
 grep -q "(requested; .*), augmented flip,shift=2; model" "$tmp/out" ||
     fail "augment resident: header: $(head -1 "$tmp/out")"
 grep -q "^epoch 2/2: .*host waits 4 (log 3, eval 1)" "$tmp/out" ||
     fail "augment resident: epoch 2 summary: $(cat "$tmp/out")"
 summaries "$tmp/out" >"$tmp/aug_resident.sum"
-run "augment streaming" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
+check_ok "augment streaming" -- "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
     --batch-size 32 --lr 0.01 --log-every 3 --loader streaming --augment shift=2,flip
 grep -q "^epoch 2/2: .*host waits 4 (log 3, eval 1); loader thread waits [0-9]* (" "$tmp/out" ||
     fail "augment streaming: epoch 2 summary: $(cat "$tmp/out")"
@@ -135,7 +93,8 @@ cmp -s "$tmp/aug_resident.sum" "$tmp/aug_streaming.sum" ||
     fail "--augment changed no loss: $(cat "$tmp/aug_resident.sum")"
 # --profile with streaming: kernels, the loader's uploads, and the compute queue's wait for data
 # (one per batch: 2 epochs x 7 batches), the same results as without profiling
-run "profile" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 --batch-size 32 \
+check_ok "profile" -- \
+    "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 --batch-size 32 \
     --lr 0.01 --log-every 3 --loader streaming --prefetch 2 --no-pin --profile
 grep -Eq "^  waiting for data \[compute idle\] +14 " "$tmp/out" ||
     fail "profile: no data-wait row: $(cat "$tmp/out")"
@@ -162,11 +121,11 @@ assert len(lines) == 1 and "interrupted after step" in lines[0], err
 assert "checkpoint written to " + ck in lines[0], err
 assert os.path.getsize(ck) > 0
 EOF
-run "eval after Ctrl-C" "$CLTRAIN_BIN" eval --load "$tmp/int.ckpt" --data "idx:$tmp/idx"
+check_ok "eval after Ctrl-C" -- "$CLTRAIN_BIN" eval --load "$tmp/int.ckpt" --data "idx:$tmp/idx"
 grep -q "accuracy" "$tmp/out" || fail "eval after Ctrl-C: $(cat "$tmp/out")"
 
 # -- eval with a confusion matrix ------------------------------------------------------------
-run "eval" "$CLTRAIN_BIN" eval --load "$ck" --data "idx:$tmp/idx" --confusion
+check_ok "eval" -- "$CLTRAIN_BIN" eval --load "$ck" --data "idx:$tmp/idx" --confusion
 grep -q "accuracy [0-9.]*% (50 samples)" "$tmp/out" || fail "eval: no accuracy: $(cat "$tmp/out")"
 grep -q "confusion matrix" "$tmp/out" || fail "eval: no confusion matrix: $(cat "$tmp/out")"
 # three rows "i  n0  n1  n2" whose counts add up to the 50 test samples
@@ -177,7 +136,8 @@ total=$(awk '/confusion matrix/ {on = 1; next}
     fail "eval: the confusion matrix is not 3 rows holding 50 samples: $(cat "$tmp/out")"
 
 # -- predict ---------------------------------------------------------------------------------
-run "predict" "$CLTRAIN_BIN" predict --load "$ck" --data "idx:$tmp/idx" --output "$tmp/pred.csv"
+check_ok "predict" -- \
+    "$CLTRAIN_BIN" predict --load "$ck" --data "idx:$tmp/idx" --output "$tmp/pred.csv"
 python3 - "$tmp/pred.csv" <<'EOF' || fail "predict: $(head -3 "$tmp/pred.csv")"
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
@@ -191,7 +151,8 @@ for i, r in enumerate(rows[1:]):
 EOF
 
 # -- resume to 3 epochs ------------------------------------------------------------------------
-run "resume" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 3 --batch-size 32 \
+check_ok "resume" -- \
+    "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 3 --batch-size 32 \
     --lr 0.01 --log-every 3 --resume "$ck" --save "$ck"
 grep -q "resuming" "$tmp/out" || fail "resume: no 'resuming': $(cat "$tmp/out")"
 grep -q "^epoch 3/3: train loss" "$tmp/out" || fail "resume: no epoch 3: $(cat "$tmp/out")"
@@ -200,31 +161,33 @@ grep -q "^epoch [12]/3: train loss" "$tmp/out" &&
 grep -q "saved $ck (step 21)" "$tmp/out" || fail "resume: no save at step 21: $(cat "$tmp/out")"
 
 # -- CSV classification and regression -------------------------------------------------------
-run "csv train" "$CLTRAIN_BIN" train --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0 \
+check_ok "csv train" -- \
+    "$CLTRAIN_BIN" train --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0 \
     --model "linear 8, relu, linear 3" --epochs 2 --batch-size 16 --save "$tmp/csv.ckpt"
 grep -q "5 features" "$tmp/out" || fail "csv: not 5 features: $(cat "$tmp/out")"
 grep -q "test accuracy" "$tmp/out" || fail "csv: no test accuracy: $(cat "$tmp/out")"
-run "csv eval" "$CLTRAIN_BIN" eval --load "$tmp/csv.ckpt" \
+check_ok "csv eval" -- "$CLTRAIN_BIN" eval --load "$tmp/csv.ckpt" \
     --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0
 grep -q "accuracy [0-9.]*% (30 samples)" "$tmp/out" || fail "csv eval: $(cat "$tmp/out")"
 # --input-shape makes CSV rows images for conv and pooling; eval takes the shape from the file
-run "csv conv" "$CLTRAIN_BIN" train --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0 \
+check_ok "csv conv" -- \
+    "$CLTRAIN_BIN" train --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0 \
     --input-shape 1,1,5 --model "conv 4 k1, relu, avgpool 1, globalavgpool, linear 3" --epochs 1 \
     --batch-size 16 --save "$tmp/csvconv.ckpt"
 grep -q "test accuracy" "$tmp/out" || fail "csv conv: no test accuracy: $(cat "$tmp/out")"
-run "csv conv eval" "$CLTRAIN_BIN" eval --load "$tmp/csvconv.ckpt" \
+check_ok "csv conv eval" -- "$CLTRAIN_BIN" eval --load "$tmp/csvconv.ckpt" \
     --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0
 grep -q "accuracy [0-9.]*% (30 samples)" "$tmp/out" || fail "csv conv eval: $(cat "$tmp/out")"
 
-run "regression" "$CLTRAIN_BIN" train --data "csv:$tmp/train_reg.csv,$tmp/test_reg.csv" \
+check_ok "regression" -- "$CLTRAIN_BIN" train --data "csv:$tmp/train_reg.csv,$tmp/test_reg.csv" \
     --label-column 0 --task regression --model "linear 8, relu, linear 1" --epochs 3 \
     --batch-size 16 --lr 0.01 --save "$tmp/reg.ckpt"
 grep -q "test loss" "$tmp/out" || fail "regression: no test loss: $(cat "$tmp/out")"
 grep -q "test accuracy" "$tmp/out" && fail "regression: reports an accuracy: $(cat "$tmp/out")"
-run "regression eval" "$CLTRAIN_BIN" eval --load "$tmp/reg.ckpt" \
+check_ok "regression eval" -- "$CLTRAIN_BIN" eval --load "$tmp/reg.ckpt" \
     --data "csv:$tmp/train_reg.csv,$tmp/test_reg.csv" --label-column 0
 grep -q "mean squared error" "$tmp/out" || fail "regression eval: $(cat "$tmp/out")"
-run "regression predict" "$CLTRAIN_BIN" predict --load "$tmp/reg.ckpt" \
+check_ok "regression predict" -- "$CLTRAIN_BIN" predict --load "$tmp/reg.ckpt" \
     --data "csv:$tmp/train_reg.csv,$tmp/test_reg.csv" --label-column 0 --output "$tmp/reg.csv"
 [ "$(head -1 "$tmp/reg.csv")" = "index,value" ] ||
     fail "regression predict header: $(head -1 "$tmp/reg.csv")"
@@ -236,13 +199,13 @@ numbers() { # the losses and accuracies of the epoch summaries, one per line
 }
 # 32 x 2 micro-batches against batch 64: 4 optimizer steps an epoch either way, the same
 # summaries within printing and fp32 rounding (losses 2e-4; accuracy: one test sample, 2 points)
-run "accumulate" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
+check_ok "accumulate" -- "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
     --batch-size 32 --accumulate 2 --lr 0.01 --log-every 2 --loader resident
 grep -q "; batch 32 x 2 micro-batches (effective 64);" "$tmp/out" ||
     fail "accumulate: header: $(head -1 "$tmp/out")"
 grep -q "^epoch 2/2 step 8/8 " "$tmp/out" || fail "accumulate: steps: $(cat "$tmp/out")"
 numbers "$tmp/out" >"$tmp/acc.num"
-run "batch 64" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
+check_ok "batch 64" -- "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
     --batch-size 64 --lr 0.01 --log-every 2 --loader resident
 numbers "$tmp/out" >"$tmp/b64.num"
 [ "$(wc -l <"$tmp/acc.num")" -eq 6 ] || fail "accumulate: summaries: $(cat "$tmp/acc.num")"
@@ -252,8 +215,8 @@ paste "$tmp/acc.num" "$tmp/b64.num" | awk '{ d = $1 - $2; if (d < 0) d = -d;
 
 # the dry run: builds, takes one step, reports (estimate = set-up = peak), trains nothing
 dry() { # dry BATCH: the set-up's bytes
-    run "dry run $1" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --batch-size "$1" \
-        --loader resident --dry-run --save "$tmp/dry.ckpt"
+    check_ok "dry run $1" -- "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" \
+        --batch-size "$1" --loader resident --dry-run --save "$tmp/dry.ckpt" >/dev/null
     line=$(grep "^dry run: " "$tmp/out") || fail "dry run: $(cat "$tmp/out")"
     set -- $(echo "$line" | sed 's/[^(]*(\([0-9]*\) bytes)[^(]*(\([0-9]*\) bytes)[^(]*([^)]*)[^(]*(\([0-9]*\) bytes).*/\1 \2 \3/')
     [ "$1" = "$2" ] && [ "$1" = "$3" ] || fail "dry run: set-up, peak, estimate differ: $line"
@@ -270,38 +233,39 @@ e128=$(dry 128)
 # a cap between them: --auto-batch turns 128 into 64 x 2, with the same results as asking for
 # 64 x 2 uncapped (the same bits: the summaries are compared as text)
 cap=$(((e64 + e128) / 2))
-run "auto-batch" env CLTRAIN_MAX_MEMORY=$cap "$CLTRAIN_BIN" train --data "idx:$tmp/idx" \
+check_ok "auto-batch" -- env CLTRAIN_MAX_MEMORY=$cap "$CLTRAIN_BIN" train --data "idx:$tmp/idx" \
     --model "$M" --epochs 2 --batch-size 128 --auto-batch --lr 0.01 --loader resident
 grep -q "^auto-batch: out of device memory: .*; retrying with micro-batch 64 x accumulate 2" \
     "$tmp/out" || fail "auto-batch: no retry line: $(cat "$tmp/out")"
 grep -q "^auto-batch: chose micro-batch 64 x accumulate 2 (effective batch 128) after 1 " \
     "$tmp/out" || fail "auto-batch: no choice line: $(cat "$tmp/out")"
 summaries "$tmp/out" >"$tmp/auto.sum"
-run "64 x 2" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
+check_ok "64 x 2" -- "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 2 \
     --batch-size 64 --accumulate 2 --lr 0.01 --loader resident
 summaries "$tmp/out" >"$tmp/ref.sum"
 [ "$(wc -l <"$tmp/auto.sum")" -eq 2 ] && cmp -s "$tmp/auto.sum" "$tmp/ref.sum" ||
     fail "auto-batch: $(cat "$tmp/auto.sum") against 64 x 2: $(cat "$tmp/ref.sum")"
 
 # --memory: the report before and after, with the next larger batch's estimate
-run "memory" "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 1 \
+check_ok "memory" -- "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 1 \
     --batch-size 32 --memory
 [ "$(grep -c "^device memory on " "$tmp/out")" -eq 2 ] || fail "--memory: $(cat "$tmp/out")"
 grep -q "^estimate at micro-batch 64, the next larger: " "$tmp/out" || fail "--memory: $(cat "$tmp/out")"
 
 # -- bench -------------------------------------------------------------------------------------
-run "bench" "$CLTRAIN_BIN" bench --model "linear 32, relu, linear 10" --batch-size 16 --steps 5 \
+check_ok "bench" -- \
+    "$CLTRAIN_BIN" bench --model "linear 32, relu, linear 10" --batch-size 16 --steps 5 \
     --warmup 1 --repeats 1
 grep -q "[0-9.]* steps/s" "$tmp/out" || fail "bench: no steps/s: $(cat "$tmp/out")"
 # mixed precision as training runs it (bf16; fp16 with the loss scaler)
 for p in bf16 fp16; do
-    run "bench --precision $p" "$CLTRAIN_BIN" bench --model "linear 32, relu, linear 10" \
+    check_ok "bench --precision $p" -- "$CLTRAIN_BIN" bench --model "linear 32, relu, linear 10" \
         --batch-size 16 --steps 5 --warmup 1 --repeats 1 --precision $p
     grep -q "precision $p: [0-9.]* steps/s" "$tmp/out" ||
         fail "bench --precision $p: $(cat "$tmp/out")"
 done
 # the loader benchmark runs every loader (its figures are not checked: no timed tests)
-run "bench --data" "$CLTRAIN_BIN" bench --data "idx:$tmp/idx" --model "$M" --batch-size 32 \
+check_ok "bench --data" -- "$CLTRAIN_BIN" bench --data "idx:$tmp/idx" --model "$M" --batch-size 32 \
     --epochs 1 --warmup 2
 for w in "resident " "streaming, pinned " "streaming, pageable " "upload bandwidth"; do
     grep -q "$w" "$tmp/out" || fail "bench --data: no '$w': $(cat "$tmp/out")"

@@ -4,20 +4,14 @@
 # each result against CLBlast's, and writes the tuning file with the choice; --dtype bf16 then
 # tunes the 16-bit choice (a variant that takes 16-bit operands, its result checked the same
 # way) into "gemm16" and keeps the file's f32 choice; a bad --shape, --repeats or --dtype,
-# --dtype with --clblast or an unknown flag exits 2 with one line naming it and writes no file.
+# --dtype with --clblast or an unknown flag exits 2, its first line naming it, and writes no file.
 # Needs CLTRAIN_TUNE_BIN (meson test).
 set -eu
+. "$(dirname "$0")/../lib.sh"
 
-fail() {
-    echo "tune_cli: FAIL: $*" >&2
-    exit 1
-}
-
-[ -n "${CLTRAIN_TUNE_BIN:-}" ] || fail "CLTRAIN_TUNE_BIN is not set (run through meson test)"
-[ -x "$CLTRAIN_TUNE_BIN" ] || fail "CLTRAIN_TUNE_BIN=$CLTRAIN_TUNE_BIN is not an executable"
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
+need_exe CLTRAIN_TUNE_BIN
+need_python3 "to read the tuning file"
+make_tmp
 
 variant="direct tm4 tn64 vw16 veck0 mdim0 wg1x1"
 set +e
@@ -58,7 +52,8 @@ assert (s16["kernel"], s16["tm"], s16["tn"], s16["kb"], s16["bm"]) == ("direct",
 assert s16["gflops"] > 0, s16
 EOF
 
-# bad flags: exit 2, one line naming the flag, no file
+# bad flags: exit 2, the first stderr line naming the flag (an unknown flag's is followed by the
+# usage), no file
 for args in "--shape 0x4x4" "--shape 4x4" "--shape 4x4x4x" "--shape 4x4x4q" "--shape 4x-4x4" \
     "--shape 2000000x1x1" "--shape 20000x20000x1" "--repeats 0" "--dtype f64" \
     "--dtype bf16 --clblast" "--bogus"; do

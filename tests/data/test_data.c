@@ -2,8 +2,9 @@
  * every malformed input rejected with a message naming file and fault, CSV header detection,
  * tasks and label columns, the spec string, and statistics against a double reference.
  * Each test writes its files into a fresh temporary folder; no OpenCL is used. The real
- * Fashion-MNIST test runs only when $CLTRAIN_DATA_DIR/fashion-mnist exists (default
- * /usr/share/datasets); otherwise main() says it was skipped. */
+ * Fashion-MNIST files are read by test_data_fashion.c, a program of its own that skips when
+ * they are missing. */
+#include "common.h"
 #include "cltrain/data.h"
 
 #include <check.h>
@@ -603,39 +604,6 @@ START_TEST(open_idx_errors)
 }
 END_TEST
 
-/* Registered only when the folder exists (see main). */
-START_TEST(open_fashion_mnist)
-{
-    clt_dataset tr, te;
-    size_t count[10] = {0};
-    float *mean, *std;
-    double avg = 0;
-    ck_assert_int_eq(clt_data_open("fashion-mnist", NULL, &tr, &te), CLT_OK);
-    ck_assert_uint_eq(tr.n, 60000);
-    ck_assert_uint_eq(te.n, 10000);
-    ck_assert_uint_eq(tr.features, 784);
-    ck_assert_uint_eq(tr.sample_shape[1], 28);
-    ck_assert_uint_eq(tr.sample_shape[2], 28);
-    ck_assert_int_eq(tr.classes, 10);
-    ck_assert_int_eq(te.classes, 10);
-    for (size_t i = 0; i < tr.n; i++)
-        count[tr.labels[i]]++;
-    for (int c = 0; c < 10; c++)
-        ck_assert_uint_eq(count[c], 6000);
-    /* The training set's published pixel mean is 0.2860. */
-    mean = malloc(784 * sizeof *mean);
-    std = malloc(784 * sizeof *std);
-    ck_assert_int_eq(clt_dataset_stats(&tr, mean, std), CLT_OK);
-    for (int f = 0; f < 784; f++)
-        avg += mean[f] / 784.0;
-    ck_assert_double_eq_tol(avg, 0.2860, 5e-4);
-    free(mean);
-    free(std);
-    clt_dataset_free(&tr);
-    clt_dataset_free(&te);
-}
-END_TEST
-
 /* ---- CSV ------------------------------------------------------------------------------------ */
 
 START_TEST(csv_header)
@@ -944,12 +912,12 @@ END_TEST
 
 /* ---- runner --------------------------------------------------------------------------------- */
 
-static Suite *data_suite(bool have_fashion)
+static Suite *data_suite(void)
 {
     Suite *s = suite_create("data");
     TCase *idx = tcase_create("idx"), *spec = tcase_create("spec"), *csv = tcase_create("csv"),
-          *stats = tcase_create("stats"), *real = tcase_create("fashion-mnist");
-    TCase *all[] = {idx, spec, csv, stats, real};
+          *stats = tcase_create("stats");
+    TCase *all[] = {idx, spec, csv, stats};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         tcase_add_checked_fixture(all[i], setup, teardown);
         suite_add_tcase(s, all[i]);
@@ -978,31 +946,10 @@ static Suite *data_suite(bool have_fashion)
     tcase_add_test(csv, csv_regression_and_label_column);
     tcase_add_test(stats, stats_f32);
     tcase_add_test(stats, stats_u8_scaled);
-    if (have_fashion) tcase_add_test(real, open_fashion_mnist);
-    tcase_set_timeout(real, 120); /* decompresses 30 MB; slow under sanitizers */
     return s;
 }
 
 int main(void)
 {
-    const char *root = getenv("CLTRAIN_DATA_DIR");
-    char fashion[4096];
-    struct stat sb;
-    bool have_fashion;
-    SRunner *sr;
-    int failed;
-    if (!root || !*root) root = "/usr/share/datasets"; /* as clt_data_open */
-    snprintf(fashion, sizeof fashion, "%s/fashion-mnist", root);
-    have_fashion = stat(fashion, &sb) == 0 && S_ISDIR(sb.st_mode);
-    if (!have_fashion) {
-        /* The other tests still run and decide the exit code; this one is not counted. */
-        printf("skipped: open_fashion_mnist: %s is missing (set CLTRAIN_DATA_DIR, default "
-               "/usr/share/datasets, or install dataset-fashion-mnist)\n",
-               fashion);
-    }
-    sr = srunner_create(data_suite(have_fashion));
-    srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose lists every test */
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tc_run(data_suite());
 }

@@ -5,21 +5,11 @@
 # failure within the time limit, not leave rank 0 waiting forever.
 # Usage: mpi_allreduce.sh MPIRUN PROBE
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+[ $# -eq 2 ] || fail "usage: mpi_allreduce.sh MPIRUN PROBE"
 mpirun=$1
 probe=$2
-
-# Containers run as root, which Open MPI's mpirun refuses unless both variables are set.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# One machine: shared memory and loopback only, so no network interface or InfiniBand device
-# is probed (containers have odd ones, and openib warns).
-export OMPI_MCA_btl=self,vader
-# vader's single-copy transfers (CMA) need ptrace rights between the ranks, which containers
-# without CAP_SYS_PTRACE lack ("Read -1, expected ..., errno = 1" on large messages).
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
-# Under ASan, Open MPI's allocations kept past MPI_Finalize are suppressed by library name
-# (tests/lsan.supp), which needs whole malloc stacks: the fast unwinder stops at the first frame
-# without a frame pointer, inside Debian's Open MPI.
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+mpi_env
 limit=60
 
 fails=0
@@ -66,7 +56,4 @@ run "caller initialises MPI" 2 ok caller-init
 run "caller's MPI_THREAD_SINGLE" 2 ok thread-single
 run "abort on rank 1" 2 abort abort
 
-if [ "$fails" -ne 0 ]; then
-    echo "mpi_allreduce: $fails failed"
-    exit 1
-fi
+[ "$fails" -eq 0 ] || fail "$fails of 5 cases failed"

@@ -1,6 +1,7 @@
 /* Tests of the io module: the strict JSON parser and escaper, safetensors round trips of every
  * dtype with awkward metadata, the header layout, every corrupt-file case, truncated and
  * mutated files, and the atomic writer. Pure C, no OpenCL; each test works in a mkdtemp folder. */
+#include "common.h"
 #include "cltrain/errors.h"
 #include "io/json.h"
 #include "io/safetensors_internal.h"
@@ -789,9 +790,5 @@ int main(void)
     tcase_add_test(files, mutated_files);
     tcase_add_test(files, atomic_write);
     suite_add_tcase(s, files);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tc_run(s);
 }

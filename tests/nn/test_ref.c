@@ -1,6 +1,7 @@
 /* Tests of the float64 references themselves: every backward against central finite
  * differences of its forward, and a few values worked out by hand, so that the kernels' tests
  * compare against something known to be right. */
+#include "common.h"
 #include "ref/ref_nn.h"
 
 #include <check.h>
@@ -402,9 +403,5 @@ int main(void)
     tcase_add_test(tc, test_mse);
     tcase_add_test(tc, test_fd_catches_a_wrong_gradient);
     suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tc_run(suite);
 }

@@ -1,6 +1,7 @@
 /* Tests of the model-spec parser: every layer and preset, comments and newlines, every error
  * message (its layer, position and wording), validation against the data, the canonical text
  * and its round trip, and reading from a file. */
+#include "common.h"
 #include "cltrain/errors.h"
 #include "cltrain/spec.h"
 
@@ -793,9 +794,5 @@ int main(void)
     tcase_add_test(tc, test_pool);
     tcase_add_test(tc, test_residual);
     suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tc_run(suite);
 }

@@ -7,29 +7,18 @@
 # clReleaseContext -> ~LLVMContext), after the training had succeeded. 5 s on 2 cores.
 # Needs CLTRAIN_BIN (set by meson test); skips (77) without oclgrind.
 set -u
+. "$(dirname "$0")/../lib.sh"
 
-fail() {
-    echo "clblast_exit: FAIL: $*" >&2
-    exit 1
-}
+need_exe CLTRAIN_BIN
+command -v oclgrind >/dev/null || skip "oclgrind is not installed"
+make_tmp
 
-[ -n "${CLTRAIN_BIN:-}" ] || fail "CLTRAIN_BIN is not set (run through meson test)"
-if ! command -v oclgrind >/dev/null; then
-    echo "clblast_exit: SKIP: oclgrind is not installed"
-    exit 77
-fi
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-
-# 96 rows: the label (column 0) from the first two of 5 features
-awk 'BEGIN { srand(1); for (i = 0; i < 96; i++) { a = 2 * rand() - 1; b = 2 * rand() - 1;
-     printf "%d,%.4f,%.4f,%.4f,%.4f,%.4f\n", (a + b < -0.3 ? 0 : a + b < 0.3 ? 1 : 2), a, b,
-     2 * rand() - 1, 2 * rand() - 1, 2 * rand() - 1 } }' > "$tmp/tiny.csv"
+# 96 rows: the label (column 0) from three of 5 features (tests/lib.sh)
+write_csv "$tmp" 96 0
 
 for i in 1 2 3 4 5 6 7 8 9 10; do
     CLTRAIN_GEMM=clblast oclgrind --data-races --check-api "$CLTRAIN_BIN" train --device gpu \
-        --data "csv:$tmp/tiny.csv" --label-column 0 --model "linear 8, relu, linear 3" \
+        --data "csv:$tmp/train.csv" --label-column 0 --model "linear 8, relu, linear 3" \
         --epochs 1 --batch-size 32 > "$tmp/out" 2>&1
     rc=$?
     [ $rc -eq 0 ] || fail "run $i exited with $rc: $(cat "$tmp/out")"

@@ -9,22 +9,15 @@
 set -u
 export LC_ALL=C # one sort order for sort and comm
 
-fail() {
-    echo "cl_symbols: FAIL: $*" >&2
-    exit 1
-}
+. "$(dirname "$0")/../lib.sh"
 
 here=$(dirname "$0")
 list="$here/opencl12_functions.txt"
 [ -r "$list" ] || fail "cannot read the OpenCL 1.2 function list $list"
-if ! command -v nm >/dev/null 2>&1; then
-    echo "cl_symbols: skipped: nm (binutils) is not installed" >&2
-    exit 77
-fi
+command -v nm >/dev/null 2>&1 || skip "nm (binutils) is not installed"
 [ $# -ge 1 ] || fail "usage: cl_symbols.sh BUILD_ROOT | BINARY..."
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
+make_tmp
 grep -v '^#' "$list" | grep -v '^$' | sort -u >"$tmp/allowed"
 
 # The binaries: a build root expands to the CLI, the tuner and every test program.

@@ -10,10 +10,12 @@
 # without CLT_API" and "declared but not exported" for clt_status_str.
 set -euo pipefail
 export LC_ALL=C # one collation for sort and comm
+. "$(dirname "$0")/../lib.sh"
+[ $# -eq 2 ] || fail "usage: exported_symbols.sh LIBCLTRAIN.so INCLUDE_DIR"
 lib=$1
 inc=$2
-command -v nm > /dev/null || { echo "exported_symbols: no nm, skipped"; exit 77; }
-python=$(command -v python3) || { echo "exported_symbols: no python3, skipped"; exit 77; }
+command -v nm > /dev/null || skip "no nm (binutils)"
+python=$(command -v python3) || skip "no python3"
 
 # Every defined dynamic symbol but absolute ones (A: _end, _edata): functions (T, i) and data
 # (D, B, R), so an accidentally exported global fails too (the headers declare no variables).
@@ -58,22 +60,22 @@ for path in sys.argv[1:]:
                 print(m.group(1) + mark)
 PY
 )
-[ -n "$declared" ] || { echo "exported_symbols: no declarations found in $inc"; exit 1; }
-[ -n "$exported" ] || { echo "exported_symbols: $lib exports no functions"; exit 1; }
+[ -n "$declared" ] || fail "no declarations found in $inc"
+[ -n "$exported" ] || fail "$lib exports no functions"
 
-fail=0
+bad=0
 nomark=$(printf '%s\n' "$declared" | awk '$2 == "NOMARK" { print $1 }')
 if [ -n "$nomark" ]; then
-    echo "declared without CLT_API:"; printf '%s\n' "$nomark" | sed 's/^/  /'; fail=1
+    echo "declared without CLT_API:"; printf '%s\n' "$nomark" | sed 's/^/  /'; bad=1
 fi
 public=$(printf '%s\n' "$declared" | awk '{ print $1 }' | sort -u)
 extra=$(comm -23 <(printf '%s\n' "$exported") <(printf '%s\n' "$public"))
 missing=$(comm -13 <(printf '%s\n' "$exported") <(printf '%s\n' "$public"))
 if [ -n "$extra" ]; then
-    echo "exported but not in a public header:"; printf '%s\n' "$extra" | sed 's/^/  /'; fail=1
+    echo "exported but not in a public header:"; printf '%s\n' "$extra" | sed 's/^/  /'; bad=1
 fi
 if [ -n "$missing" ]; then
-    echo "declared but not exported:"; printf '%s\n' "$missing" | sed 's/^/  /'; fail=1
+    echo "declared but not exported:"; printf '%s\n' "$missing" | sed 's/^/  /'; bad=1
 fi
 echo "exported_symbols: $(printf '%s\n' "$exported" | wc -l) exported, $(printf '%s\n' "$public" | wc -l) declared"
-exit $fail
+[ "$bad" -eq 0 ] || fail "the exports and the public headers differ (above)"

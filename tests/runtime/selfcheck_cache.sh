@@ -4,17 +4,11 @@
 # valid JSON, a bad selector fails with one line naming what was found, and an unknown command
 # exits 2. Needs CLTRAIN_BIN (set by meson test).
 set -eu
+. "$(dirname "$0")/../lib.sh"
 
-fail() {
-    echo "selfcheck_cache: FAIL: $*" >&2
-    exit 1
-}
-
-[ -n "${CLTRAIN_BIN:-}" ] || fail "CLTRAIN_BIN is not set (run through meson test)"
-[ -x "$CLTRAIN_BIN" ] || fail "CLTRAIN_BIN=$CLTRAIN_BIN is not an executable"
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
+need_exe CLTRAIN_BIN
+need_python3 "to read devices --json"
+make_tmp
 cache="$tmp/cache"
 mkdir "$cache"
 
@@ -47,21 +41,11 @@ print([x for x in d["devices"] if x["index"] == d["selected"]][0]["name"])' "$tm
     fail "devices --json has no selected device"
 [ -n "$name" ] || fail "the selected device has no name"
 
-check_bad() { # label, then the command
-    label=$1
-    shift
-    if "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"; then
-        fail "$label exited 0"
-    fi
-    lines=$(wc -l <"$tmp/bad.err")
-    [ "$lines" -eq 1 ] || fail "$label wrote $lines lines on stderr: $(cat "$tmp/bad.err")"
-    grep -qF "$name" "$tmp/bad.err" ||
-        fail "$label does not name the found device '$name': $(cat "$tmp/bad.err")"
-}
-check_bad "CLTRAIN_DEVICE=nosuchdevice devices" \
+# check_bad (tests/lib.sh): exit 1 or 2, one line on stderr, naming the found device
+check_bad "CLTRAIN_DEVICE=nosuchdevice devices" "$name" -- \
     env CLTRAIN_DEVICE=nosuchdevice "$CLTRAIN_BIN" devices
-check_bad "devices --device 9" "$CLTRAIN_BIN" devices --device 9
-check_bad "selfcheck --device nosuchdevice" "$CLTRAIN_BIN" selfcheck --device nosuchdevice
+check_bad "devices --device 9" "$name" -- "$CLTRAIN_BIN" devices --device 9
+check_bad "selfcheck --device nosuchdevice" "$name" -- "$CLTRAIN_BIN" selfcheck --device nosuchdevice
 
 # -- devices marks the chosen one ------------------------------------------------------------
 "$CLTRAIN_BIN" devices >"$tmp/devices.txt" 2>"$tmp/devices.err" ||

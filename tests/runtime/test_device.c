@@ -1,6 +1,7 @@
 /* Unit tests of the runtime's pure parts, with no OpenCL call: the device selector grammar and
  * the `auto` choice over synthetic device lists, the no-device messages, status and OpenCL
  * error names, and size parsing and formatting. */
+#include "common.h"
 #include "cltrain/alloc.h"
 #include "cltrain/device.h"
 #include "cltrain/status.h"
@@ -503,9 +504,5 @@ int main(void)
     tcase_add_test(names, test_format_bytes);
     tcase_add_test(names, test_names);
     suite_add_tcase(s, names);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tc_run(s);
 }

@@ -1,5 +1,6 @@
 /* Tests of the counter-based RNG: Philox4x32-10 against Random123's known-answer vectors, the
  * (seed, stream, index) layout, uniform floats and fills, and seeded permutations. */
+#include "common.h"
 #include "runtime/rng_internal.h"
 
 #include <check.h>
@@ -177,9 +178,5 @@ int main(void)
     tcase_add_test(tc, test_permutation);
     tcase_add_test(tc, test_permutation_uniform);
     suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tc_run(suite);
 }
