@@ -8,6 +8,7 @@
 
 #include "cltrain/alloc.h"
 #include "cltrain/device.h"
+#include "cltrain/opencl.h"
 #include "ops/ops_internal.h"
 #include "cltrain/tensor.h"
 #include "runtime/half_internal.h"

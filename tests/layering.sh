@@ -31,6 +31,7 @@ device runtime
 tensor runtime
 alloc runtime
 profile runtime
+opencl runtime
 data data
 loader data
 spec nn

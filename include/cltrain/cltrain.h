@@ -1,6 +1,8 @@
 /* cltrain: a portable neural-network trainer on OpenCL. Includes every public header: the ctx
  * and devices, statuses and errors, tensors, the model and its spec, optimizers, data and the
- * loader, training and evaluation, and checkpoints. Everything else is private to the library. */
+ * loader, training and evaluation, and checkpoints; none of them needs the OpenCL headers.
+ * Raw OpenCL access (a ctx's queues, a tensor's buffer, waits on events) is cltrain/opencl.h,
+ * included separately. Everything else is private to the library. */
 #ifndef CLTRAIN_H
 #define CLTRAIN_H
 

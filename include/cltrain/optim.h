@@ -174,7 +174,7 @@ CLT_API clt_status clt_optim_step_scaled(clt_optim *o, const clt_tensor *grads, 
 /* Copies the raw state (CLT_SCALER_STATE_LEN int32) to raw, as clt_tensor_read (blocking, or
  * non-blocking with an event to wait on); decode gives its fields. */
 CLT_API clt_status clt_scaler_read(const clt_scaler *s, int32_t *raw, bool blocking,
-                                   cl_event *done);
+                                   clt_event *done);
 struct clt_scaler_values {
     float scale;
     bool found_inf; /* false between steps */

@@ -7,6 +7,7 @@
 #define CLTRAIN_CLI_H
 
 #include "cltrain/cltrain.h"
+#include "cltrain/opencl.h"
 #include "ops/ops_internal.h"
 #include "ops/tune_internal.h"
 #include "io/outfile_internal.h"

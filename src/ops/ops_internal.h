@@ -6,6 +6,7 @@
 #ifndef CLTRAIN_OPS_INTERNAL_H
 #define CLTRAIN_OPS_INTERNAL_H
 
+#include "cltrain/opencl.h"
 #include "cltrain/tensor.h"
 
 /* x[:] = value, converted to x's dtype (round to nearest even; saturating for i32/u8). */

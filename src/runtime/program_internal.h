@@ -14,6 +14,7 @@
 #define CLTRAIN_PROGRAM_INTERNAL_H
 
 #include "cltrain/device.h"
+#include "cltrain/opencl.h"
 #include "cltrain/tensor.h"
 
 /* Builds (or fetches from a cache) the program made of `files` (comma-separated stems, e.g.

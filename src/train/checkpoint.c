@@ -4,6 +4,7 @@
  * checked against itself, and every name, dtype, shape and value checked against the model.
  * Plain state dicts (PyTorch's save_file) open as weights for --init. */
 #include "cltrain/checkpoint.h"
+#include "cltrain/opencl.h"
 
 #include "runtime/internal.h"
 #include "io/crc32c.h"
