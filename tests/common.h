@@ -12,6 +12,7 @@
 #include "ops/ops_internal.h"
 #include "cltrain/tensor.h"
 #include "runtime/half_internal.h"
+#include "runtime/internal.h"
 #include "runtime/program_internal.h"
 
 #include <check.h>

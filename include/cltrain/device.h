@@ -152,7 +152,7 @@ CLT_API const char *clt_wait_reason_name(clt_wait_reason r);
 /* Finishes both queues (a counted host wait). */
 CLT_API clt_status clt_ctx_finish(clt_ctx *ctx, clt_wait_reason why);
 
-/* Counters of one ctx, for tests, --profile and the self-check. */
+/* Counters of one ctx: programs built and loaded, host waits by reason (--profile). */
 struct clt_ctx_stats {
     long compiles;        /* programs compiled from source */
     long disk_cache_hits; /* programs loaded from the on-disk binary cache */
@@ -161,13 +161,6 @@ struct clt_ctx_stats {
     long host_waits_total;
 };
 CLT_API struct clt_ctx_stats clt_ctx_stats(const clt_ctx *ctx);
-
-/* Live library objects across all ctxs (ctxs, tensors, buffers, pinned buffers, programs):
- * returns to zero when everything has been freed. Thread-safe. */
-struct clt_live_objects {
-    long ctxs, buffers, tensors, pinned, programs;
-};
-CLT_API struct clt_live_objects clt_live_objects(void);
 
 #ifdef __cplusplus
 }

@@ -63,8 +63,6 @@ CLT_API const char *clt_comm_kind(const clt_comm *c);
  * sums C_r (C_0 = 0, total T), [floor(n C_r / T), floor(n C_{r+1} / T)). The slices of all
  * members tile [0, n) in rank order; a slice may be empty when n is small. Pure. */
 CLT_API void clt_comm_slice(const clt_comm *c, int rank, size_t n, size_t *begin, size_t *end);
-/* The largest slice member rank gets of any n <= max (its slice of max, or one more). */
-CLT_API size_t clt_comm_slice_max(const clt_comm *c, int rank, size_t max);
 
 typedef enum clt_reduce_op { CLT_REDUCE_SUM = 0, CLT_REDUCE_MAX } clt_reduce_op;
 /* Every member passes n values; on return each holds the elementwise sum (or maximum) over the

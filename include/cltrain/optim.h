@@ -122,11 +122,12 @@ CLT_API const struct clt_optim_params *clt_optim_get_params(const clt_optim *o);
 CLT_API clt_tensor *clt_optim_params_tensor(const clt_optim *o);
 /* Makes every later step also store the updated parameters into `copy` (f16 or bf16, as many
  * elements as the parameters, same ctx; not owned: it must outlive the optimizer or be
- * replaced first), rounded to nearest even as clt_op_cast rounds, in the update's own launch: a
- * mixed-precision model's 16-bit weights (clt_model_weights) kept current without a cast pass
- * (clt_model_sync_weights) after each step. A skipped loss-scaled step leaves it unchanged, as
- * the parameters. It is refreshed only by steps: after writing the parameters otherwise, sync
- * it yourself. NULL: no copy (the default). Statuses: CLT_ERR_DEVICE_MISMATCH, CLT_ERR_SHAPE
+ * replaced first), rounded to nearest even, in the update's own launch: a mixed-precision
+ * model's 16-bit weights (clt_model_weights) kept current without a cast pass after each step,
+ * which a hand-written loop over such a model needs (the trainer does it itself). A skipped
+ * loss-scaled step leaves it unchanged, as the parameters. It is refreshed only by steps:
+ * write the parameters otherwise with clt_model_write_params, which refreshes it too. NULL:
+ * no copy (the default). Statuses: CLT_ERR_DEVICE_MISMATCH, CLT_ERR_SHAPE
  * (dtype or length; the copy is then unchanged). Not thread-safe (per ctx). */
 CLT_API clt_status clt_optim_set_copy(clt_optim *o, clt_tensor *copy);
 

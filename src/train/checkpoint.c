@@ -11,6 +11,7 @@
 #include "io/json.h"
 
 #include "io/safetensors_internal.h"
+#include "train/train_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
