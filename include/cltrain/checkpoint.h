@@ -6,7 +6,18 @@
  * optimizer (JSON), run (JSON: the run's geometry, see clt_run_geometry) and crc32c (JSON:
  * tensor name -> CRC-32C of its bytes, 8 hex digits, verified on every open). Written to a
  * temporary file, flushed and renamed. Also opens plain safetensors state dicts (PyTorch's
- * save_file(model.state_dict())) as a source of weights. Not thread-safe (per ctx). */
+ * save_file(model.state_dict())) as a source of weights. Not thread-safe (per ctx).
+ *
+ * Usage:
+ *
+ *     clt_checkpoint *ck;
+ *     if (clt_checkpoint_open(&ck, "run.safetensors") == CLT_OK) {
+ *         struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
+ *         // info.model_text is the spec: clt_model_create from it, then
+ *         // clt_checkpoint_load_model(ck, m)
+ *         clt_checkpoint_close(ck);
+ *     }
+ */
 #ifndef CLTRAIN_CHECKPOINT_H
 #define CLTRAIN_CHECKPOINT_H
 

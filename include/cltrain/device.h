@@ -4,7 +4,16 @@
  * transfer queue, the program cache, the memory accountant and the last error message.
  * A ctx, and everything made on it, is used from one thread at a time; the functions without a
  * ctx say whether they are thread-safe. Only clt_ctx_finish, clt_ctx_wait and clt_ctx_free wait
- * for the device. */
+ * for the device.
+ *
+ * Usage:
+ *
+ *     struct clt_ctx_params cp = clt_ctx_default_params();
+ *     cp.device = "gpu";                      // NULL: $CLTRAIN_DEVICE, else "auto"
+ *     clt_ctx *ctx;
+ *     if (clt_ctx_create(&ctx, &cp) == CLT_OK) puts(clt_ctx_device(ctx)->device_name);
+ *     clt_ctx_free(ctx);
+ */
 #ifndef CLTRAIN_DEVICE_H
 #define CLTRAIN_DEVICE_H
 

@@ -8,7 +8,16 @@
  * Every member gets a bit-identical sum, so the replicas' weights stay bit-identical (the
  * trainer checks this at the start and at every checkpoint). A failing member aborts the
  * communicator: the other members' pending and later calls return CLT_ERR_ABORTED with the
- * failing member's message, so no member waits forever. See docs/distributed.md. */
+ * failing member's message, so no member waits forever. See docs/distributed.md.
+ *
+ * Usage:
+ *
+ *     clt_comm_group *g;                      // two replicas in this process
+ *     clt_comm_group_create(&g, 2, NULL);
+ *     // set-up i: p.train.comm = clt_comm_group_member(g, i); then
+ *     // clt_train_setup_run_group(setups, 2, &failed);
+ *     clt_comm_group_free(g);
+ */
 #ifndef CLTRAIN_DIST_H
 #define CLTRAIN_DIST_H
 

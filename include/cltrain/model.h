@@ -2,7 +2,18 @@
  * tensor and every gradient in another (reached by offsets), and the activations that backward
  * needs kept on the device. Parameters are named and shaped as PyTorch's nn.Sequential
  * state_dict for the same layer list ("{i}.weight" (OUT, IN), "{i}.bias" (OUT)).
- * Not thread-safe (per ctx). */
+ * Not thread-safe (per ctx).
+ *
+ * Usage:
+ *
+ *     struct clt_model_params mp = clt_model_default_params();
+ *     mp.max_batch = 128;
+ *     clt_model *m;
+ *     clt_model_create(&m, ctx, &spec, 784, 10, &mp);
+ *     clt_tensor *y;
+ *     clt_model_forward(m, x, true, step, &y);  // x (B, 784) -> y (B, 10)
+ *     clt_model_backward(m, dy, false);         // then clt_optim_step(o, clt_model_grads(m))
+ */
 #ifndef CLTRAIN_MODEL_H
 #define CLTRAIN_MODEL_H
 

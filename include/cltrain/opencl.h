@@ -3,6 +3,8 @@
  * developers the build of cltrain's kernel programs (what `cltrain kernels` prints). Include
  * it only where you enqueue your own OpenCL work next to cltrain's; it includes <CL/cl.h>.
  *
+ * Usage:
+ *
  *     #include <cltrain/opencl.h>
  *     cl_event ev;
  *     clt_tensor_write(t, pinned_ptr, false, &ev);              // on the transfer queue

@@ -3,7 +3,16 @@
  * with an optional linear warm-up). A model's parameters live in one flat f32 device tensor and
  * its gradients in another of the same length, so each step is one kernel launch over every
  * element, enqueued without a host wait. The state is born on the parameters' ctx and counted
- * as CLT_MEM_OPTIM. */
+ * as CLT_MEM_OPTIM.
+ *
+ * Usage:
+ *
+ *     struct clt_optim_params op = clt_optim_default_params(CLT_OPTIM_ADAMW);
+ *     op.lr = 3e-4f;
+ *     clt_optim *o;
+ *     clt_optim_create(&o, clt_model_params(m), &op);
+ *     clt_optim_step(o, clt_model_grads(m));    // after each backward
+ */
 #ifndef CLTRAIN_OPTIM_H
 #define CLTRAIN_OPTIM_H
 

@@ -1,7 +1,16 @@
 /* Device tensors: a dtype, up to four dimensions, and a view (buffer, element offset) into a
  * device buffer that is shared, reference-counted, among the views made from it. Pinned host
  * buffers for fast non-blocking copies. Memory accounting lives in alloc.h.
- * Not thread-safe: use a ctx and its tensors from one thread at a time. */
+ * Not thread-safe: use a ctx and its tensors from one thread at a time.
+ *
+ * Usage:
+ *
+ *     size_t dims[2] = {64, 784};
+ *     clt_tensor *x;
+ *     clt_tensor_create(&x, ctx, CLT_DTYPE_F32, 2, dims, CLT_MEM_OTHER);
+ *     clt_tensor_write(x, host, true, NULL);    // blocking upload of 64 x 784 floats
+ *     clt_tensor_free(x);
+ */
 #ifndef CLTRAIN_TENSOR_H
 #define CLTRAIN_TENSOR_H
 

@@ -3,7 +3,18 @@
  * device and read only at log points; evaluation after each epoch on a resident test split;
  * checkpoints; Ctrl-C through a flag), evaluation and prediction over a resident split, and
  * the training set-up as one object (model, optimizer, loaders, trainer) with its memory
- * estimate, report, dry run and out-of-memory backoff. Not thread-safe (per ctx). */
+ * estimate, report, dry run and out-of-memory backoff. Not thread-safe (per ctx).
+ *
+ * Usage:
+ *
+ *     struct clt_train_params tp = clt_train_default_params();
+ *     tp.epochs = 5;
+ *     tp.optim = clt_optim_default_params(CLT_OPTIM_ADAM);
+ *     clt_trainer *t;
+ *     clt_trainer_create(&t, m, loader, test_resident, &tp);
+ *     clt_trainer_run(t);                       // then clt_trainer_save(t, "run.safetensors")
+ *     clt_trainer_free(t);
+ */
 #ifndef CLTRAIN_TRAIN_H
 #define CLTRAIN_TRAIN_H
 
