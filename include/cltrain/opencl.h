@@ -1,6 +1,7 @@
 /* Raw OpenCL access, kept apart from the rest of the API (which needs no OpenCL headers): a
  * ctx's OpenCL context and queues, a tensor's buffer, counted waits on events, and for
- * developers the build of cltrain's kernel programs (what `cltrain kernels` prints). Include
+ * developers cltrain's kernel programs: which it may build on a device, with which options,
+ * from which source (what `cltrain kernels` prints). Include
  * it only where you enqueue your own OpenCL work next to cltrain's; it includes <CL/cl.h>.
  *
  * Usage:
@@ -45,6 +46,29 @@ CLT_API clt_status clt_ctx_wait(clt_ctx *ctx, clt_wait_reason why, cl_uint n,
 /* The tensor's underlying buffer (not owned: retain it to keep it past clt_tensor_free); the
  * tensor starts clt_tensor_offset elements into it. */
 CLT_API cl_mem clt_tensor_mem(const clt_tensor *t);
+
+/* ---- for developers: cltrain's kernel programs (`cltrain kernels`) ------------------------- */
+/* Receives one program: its comma-separated cl/ stems and the options the op passes (the device
+ * defines of clt_program_options come on top). */
+typedef void (*clt_program_variant_fn)(const char *files, const char *options, void *user);
+/* Calls fn for every program the ops may build on dev: each cl/ program with every set of
+ * options an op can produce (dtypes, the GEMM choices of the tuner's table and the built-in
+ * defaults that fit dev, in every layout). Used by the kernel portability guard
+ * (`cltrain kernels --list`). dev may be synthetic (no OpenCL handles). Thread-safe. */
+CLT_API void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn fn,
+                                      void *user);
+
+/* The complete source the library compiles for `files`: cl/common.cl, then each stem, each
+ * after a #line directive (from $CLTRAIN_KERNEL_DIR when set, as for a build). *out is
+ * malloc'ed; the caller frees it. CLT_ERR_IO when a stem names no source (message in
+ * clt_last_errmsg()). Thread-safe. */
+CLT_API clt_status clt_program_assemble(const char *files, char **out);
+
+/* The complete compiler options for a program with the op's `options` (may be NULL) on dev:
+ * the OpenCL C version and the device defines (CLT_DEVICE_GPU/CPU/OTHER, CLT_HAS_FP16,
+ * CLT_HAS_FP64, CLT_WG), then `options`. dev may be synthetic. Thread-safe. */
+CLT_API void clt_program_options(const clt_device_info *dev, const char *options, char *dst,
+                                 size_t n);
 
 #ifdef __cplusplus
 }

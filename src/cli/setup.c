@@ -2,6 +2,7 @@
  * as text or a file, and failure messages (with the memory report and its remedies on out of
  * memory). */
 #include "cli/run.h"
+#include "ops/tune_internal.h"
 
 #include <errno.h>
 #include <math.h>

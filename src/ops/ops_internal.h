@@ -324,15 +324,6 @@ clt_status clt_op_batchnorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_te
                                      const clt_tensor *weight, const clt_tensor *bias,
                                      clt_tensor *stats, const struct clt_bn_geom *g, float beta);
 
-/* ---- every program the ops may build (src/ops/variants.c) ---------------------------------- */
-/* Receives one program: its comma-separated cl/ stems and the options the op passes (the device
- * defines of clt_program_options come on top). */
-typedef void (*clt_program_variant_fn)(const char *files, const char *options, void *user);
-/* Calls fn for every program the ops may build on dev: each cl/ program with every set of
- * options an op can produce (dtypes, the GEMM choices of the tuner's table and the built-in
- * defaults that fit dev, in every layout). Used by the kernel portability guard
- * (`cltrain kernels --list`). dev may be synthetic (no OpenCL handles). Thread-safe. */
-void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user);
 
 /* ---- shared by the ops' C wrappers ---------------------------------------------------- */
 
