@@ -8,9 +8,11 @@
 
 #include "cltrain/alloc.h"
 #include "cltrain/device.h"
+#include "cltrain/opencl.h"
 #include "ops/ops_internal.h"
 #include "cltrain/tensor.h"
 #include "runtime/half_internal.h"
+#include "runtime/internal.h"
 #include "runtime/program_internal.h"
 
 #include <check.h>

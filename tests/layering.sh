@@ -32,6 +32,7 @@ device runtime
 tensor runtime
 alloc runtime
 profile runtime
+opencl runtime
 data data
 loader data
 spec nn

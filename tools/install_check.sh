@@ -2,7 +2,7 @@
 # Installs a configured build folder into a temporary directory (meson install --destdir) and
 # checks what a user of the library gets: libcltrain.so -> .so.0 -> .so.0.1.0 (soname
 # libcltrain.so.0), libcltrain.a, the public headers under include/cltrain/ (exactly those
-# cltrain.h includes, each compiling alone), cltrain.pc, the programs cltrain and cltrain-tune.
+# cltrain.h includes and opencl.h, each compiling alone), cltrain.pc, the programs cltrain and cltrain-tune.
 # Then builds programs with nothing but `pkg-config --cflags --libs cltrain` and runs them: a ctx create/free, and, where it exists,
 # examples/train_mlp.c for 5 steps (needs Fashion-MNIST: $CLTRAIN_DATA_DIR or /usr/share/datasets).
 # Usage: tools/install_check.sh BUILD_DIR (already configured; built here if it is not).
@@ -37,10 +37,12 @@ check "libcltrain.so.$version" -f "$libdir/libcltrain.so.$version"
 soname=$(objdump -p "$libdir/libcltrain.so.$version" 2>/dev/null | awk '$1 == "SONAME" { print $2 }')
 check "soname libcltrain.so.0" "$soname" = libcltrain.so.0
 check "libcltrain.a" -f "$libdir/libcltrain.a"
-# The public headers are cltrain.h and the headers it includes; exactly those are installed
-# (include/cltrain/ may still hold a private header on its way to src/).
+# The public headers are cltrain.h, the headers it includes, and opencl.h (raw OpenCL access,
+# kept out of cltrain.h); exactly those are installed (include/cltrain/ may still hold a
+# private header on its way to src/).
 public=$( {
     echo cltrain.h
+    echo opencl.h
     sed -n 's|^#include "cltrain/\(.*\.h\)"$|\1|p' include/cltrain/cltrain.h
 } | sort -u)
 for h in $public; do

@@ -2,7 +2,14 @@
  * current total and the peak, against a cap (the device's global memory, or less with
  * CLTRAIN_MAX_MEMORY=512M, which makes an allocation past it fail exactly like a real
  * out-of-memory on a smaller device). Host bookkeeping: nothing here waits for the device.
- * Not thread-safe (per ctx) unless a function says otherwise. */
+ * Not thread-safe (per ctx) unless a function says otherwise.
+ *
+ * Usage:
+ *
+ *     struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+ *     char peak[32];
+ *     clt_format_bytes(ms.peak, peak, sizeof peak);   // "21.6 MiB"
+ */
 #ifndef CLTRAIN_ALLOC_H
 #define CLTRAIN_ALLOC_H
 

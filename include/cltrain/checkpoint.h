@@ -6,7 +6,18 @@
  * optimizer (JSON), run (JSON: the run's geometry, see clt_run_geometry) and crc32c (JSON:
  * tensor name -> CRC-32C of its bytes, 8 hex digits, verified on every open). Written to a
  * temporary file, flushed and renamed. Also opens plain safetensors state dicts (PyTorch's
- * save_file(model.state_dict())) as a source of weights. Not thread-safe (per ctx). */
+ * save_file(model.state_dict())) as a source of weights. Not thread-safe (per ctx).
+ *
+ * Usage:
+ *
+ *     clt_checkpoint *ck;
+ *     if (clt_checkpoint_open(&ck, "run.safetensors") == CLT_OK) {
+ *         struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
+ *         // info.model_text is the spec: clt_model_create from it, then
+ *         // clt_checkpoint_load_model(ck, m)
+ *         clt_checkpoint_close(ck);
+ *     }
+ */
 #ifndef CLTRAIN_CHECKPOINT_H
 #define CLTRAIN_CHECKPOINT_H
 
@@ -31,7 +42,8 @@ struct clt_run_geometry {
     uint64_t dropout_seed; /* the seed of dropout masks and shuffling */
     char data_name[256];   /* the data set as named (--data), for messages */
     size_t data_samples;   /* training samples */
-    uint32_t data_crc32c;  /* clt_checkpoint_data_crc32c of the training split */
+    uint32_t data_crc32c;  /* the training split's identity: CRC-32C of its labels (or
+                              targets), then of the first MiB of its inputs as stored */
     /* Replicas that trained it (data-parallel, dist.h; 1 alone; files from before: 1). Not
      * checked on resume: the global batch fixes which samples a step takes, so another number
      * of replicas continues the same run, with other slices per replica (batch statistics,
@@ -57,11 +69,6 @@ struct clt_checkpoint_info {
      * model, or a file from before). Filled by open; ignored by save, which asks the model. */
     size_t input_shape[3];
 };
-
-/* The training split's identity for clt_run_geometry: CRC-32C of its labels (or regression
- * targets) followed by the first MiB of its inputs as stored (u8 pixels or f32 values).
- * Thread-safe. */
-CLT_API uint32_t clt_checkpoint_data_crc32c(const clt_dataset *d);
 
 /* Saves the model's parameters (a counted host wait, CLT_WAIT_SAVE) and, when optim is not
  * NULL, its state and hyper-parameters, with a CRC-32C of every tensor and, when

@@ -1,6 +1,16 @@
 /* cltrain: a portable neural-network trainer on OpenCL. Includes every public header: the ctx
  * and devices, statuses and errors, tensors, the model and its spec, optimizers, data and the
- * loader, training and evaluation, and checkpoints. Everything else is private to the library. */
+ * loader, training and evaluation, and checkpoints; none of them needs the OpenCL headers.
+ * Raw OpenCL access (a ctx's queues, a tensor's buffer, waits on events) is cltrain/opencl.h,
+ * included separately. Everything else is private to the library.
+ *
+ * Usage:
+ *
+ *     #include <cltrain/cltrain.h>   // cc prog.c $(pkg-config --cflags --libs cltrain)
+ *     clt_ctx *ctx;
+ *     struct clt_ctx_params cp = clt_ctx_default_params();
+ *     if (clt_ctx_create(&ctx, &cp) != CLT_OK) puts(clt_last_errmsg());
+ */
 #ifndef CLTRAIN_H
 #define CLTRAIN_H
 

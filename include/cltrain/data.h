@@ -1,7 +1,17 @@
 /* Host-side data sets: readers for IDX files (MNIST and Fashion-MNIST, gzip or raw) and numeric
  * CSV, the data-set spec string that names them, and per-feature standardisation statistics.
  * Everything here works in host memory and takes no ctx: failures are reported through the
- * status and the calling thread's message (clt_last_errmsg). */
+ * status and the calling thread's message (clt_last_errmsg).
+ *
+ * Usage:
+ *
+ *     clt_dataset train = {0}, test = {0};
+ *     if (clt_data_open("csv:train.csv,test.csv", NULL, &train, &test) != CLT_OK)
+ *         puts(clt_last_errmsg());
+ *     // train.n samples of train.features values; train.labels or train.targets
+ *     clt_dataset_free(&train);
+ *     clt_dataset_free(&test);
+ */
 #ifndef CLTRAIN_DATA_H
 #define CLTRAIN_DATA_H
 

@@ -4,16 +4,20 @@
  * transfer queue, the program cache, the memory accountant and the last error message.
  * A ctx, and everything made on it, is used from one thread at a time; the functions without a
  * ctx say whether they are thread-safe. Only clt_ctx_finish, clt_ctx_wait and clt_ctx_free wait
- * for the device. */
+ * for the device.
+ *
+ * Usage:
+ *
+ *     struct clt_ctx_params cp = clt_ctx_default_params();
+ *     cp.device = "gpu";                      // NULL: $CLTRAIN_DEVICE, else "auto"
+ *     clt_ctx *ctx;
+ *     if (clt_ctx_create(&ctx, &cp) == CLT_OK) puts(clt_ctx_device(ctx)->device_name);
+ *     clt_ctx_free(ctx);
+ */
 #ifndef CLTRAIN_DEVICE_H
 #define CLTRAIN_DEVICE_H
 
 #include "cltrain/export.h"
-
-#ifndef CL_TARGET_OPENCL_VERSION
-#define CL_TARGET_OPENCL_VERSION 120
-#endif
-#include <CL/cl.h>
 
 #include "cltrain/errors.h"
 #include "cltrain/status.h"
@@ -25,6 +29,18 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* OpenCL's handles, declared as <CL/cl.h> declares them (cl_platform_id is
+ * `struct _cl_platform_id *`, cl_event `struct _cl_event *`): opaque here, so that no public
+ * header needs the OpenCL headers. cltrain/opencl.h is where they are used. */
+struct _cl_platform_id;
+struct _cl_device_id;
+struct _cl_event;
+
+/* An OpenCL event (the same type as cl_event), given by the non-blocking copies to a caller
+ * that orders its own OpenCL work after them (cltrain/opencl.h: clt_ctx_wait; release it with
+ * clReleaseEvent). Pass NULL where none is wanted. */
+typedef struct _cl_event *clt_event;
 
 typedef enum clt_device_type {
     CLT_DEVICE_GPU = 0,
@@ -59,8 +75,8 @@ typedef struct clt_device_info {
     bool serial_runtime;    /* quirk: the platform's runtime must not be called from two host
                                threads at once, against OpenCL 1.2 (Oclgrind 21.10: the data
                                loader then fills batches on the training thread) */
-    cl_platform_id platform; /* NULL in synthetic lists */
-    cl_device_id device;     /* NULL in synthetic lists */
+    struct _cl_platform_id *platform; /* cl_platform_id; NULL in synthetic lists */
+    struct _cl_device_id *device;     /* cl_device_id; NULL in synthetic lists */
 } clt_device_info;
 
 /* Lists every device of every platform. *out is malloc'ed (free with free()); *n may be 0 when
@@ -118,13 +134,9 @@ CLT_API void clt_ctx_free(clt_ctx *ctx);
 /* The last failure message on this ctx ("" if none); owned by the ctx, valid until its next
  * failing call. */
 CLT_API const char *clt_ctx_errmsg(const clt_ctx *ctx);
-/* The ctx's device, OpenCL context and queues, owned by the ctx and valid until clt_ctx_free
- * (retain an OpenCL handle to keep it longer). Work enqueued on the queues directly is ordered
- * with cltrain's own (compute queue: kernels; transfer queue: copies) but not counted. */
+/* The ctx's device, owned by the ctx and valid until clt_ctx_free. (Its OpenCL context and
+ * queues: cltrain/opencl.h.) */
 CLT_API const clt_device_info *clt_ctx_device(const clt_ctx *ctx);
-CLT_API cl_context clt_ctx_cl_context(const clt_ctx *ctx);
-CLT_API cl_command_queue clt_ctx_compute_queue(const clt_ctx *ctx);
-CLT_API cl_command_queue clt_ctx_transfer_queue(const clt_ctx *ctx);
 CLT_API bool clt_ctx_profiling(const clt_ctx *ctx);
 
 /* Why the host waits for the device. Every blocking call in cltrain goes through
@@ -148,11 +160,8 @@ CLT_API const char *clt_wait_reason_name(clt_wait_reason r);
 
 /* Finishes both queues (a counted host wait). */
 CLT_API clt_status clt_ctx_finish(clt_ctx *ctx, clt_wait_reason why);
-/* Waits for the events (a counted host wait). */
-CLT_API clt_status clt_ctx_wait(clt_ctx *ctx, clt_wait_reason why, cl_uint n,
-                                const cl_event *events);
 
-/* Counters of one ctx, for tests, --profile and the self-check. */
+/* Counters of one ctx: programs built and loaded, host waits by reason (--profile). */
 struct clt_ctx_stats {
     long compiles;        /* programs compiled from source */
     long disk_cache_hits; /* programs loaded from the on-disk binary cache */
@@ -161,13 +170,6 @@ struct clt_ctx_stats {
     long host_waits_total;
 };
 CLT_API struct clt_ctx_stats clt_ctx_stats(const clt_ctx *ctx);
-
-/* Live library objects across all ctxs (ctxs, tensors, buffers, pinned buffers, programs):
- * returns to zero when everything has been freed. Thread-safe. */
-struct clt_live_objects {
-    long ctxs, buffers, tensors, pinned, programs;
-};
-CLT_API struct clt_live_objects clt_live_objects(void);
 
 #ifdef __cplusplus
 }

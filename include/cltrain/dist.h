@@ -8,7 +8,16 @@
  * Every member gets a bit-identical sum, so the replicas' weights stay bit-identical (the
  * trainer checks this at the start and at every checkpoint). A failing member aborts the
  * communicator: the other members' pending and later calls return CLT_ERR_ABORTED with the
- * failing member's message, so no member waits forever. See docs/distributed.md. */
+ * failing member's message, so no member waits forever. See docs/distributed.md.
+ *
+ * Usage:
+ *
+ *     clt_comm_group *g;                      // two replicas in this process
+ *     clt_comm_group_create(&g, 2, NULL);
+ *     // set-up i: p.train.comm = clt_comm_group_member(g, i); then
+ *     // clt_train_setup_run_group(setups, 2, &failed);
+ *     clt_comm_group_free(g);
+ */
 #ifndef CLTRAIN_DIST_H
 #define CLTRAIN_DIST_H
 
@@ -63,8 +72,6 @@ CLT_API const char *clt_comm_kind(const clt_comm *c);
  * sums C_r (C_0 = 0, total T), [floor(n C_r / T), floor(n C_{r+1} / T)). The slices of all
  * members tile [0, n) in rank order; a slice may be empty when n is small. Pure. */
 CLT_API void clt_comm_slice(const clt_comm *c, int rank, size_t n, size_t *begin, size_t *end);
-/* The largest slice member rank gets of any n <= max (its slice of max, or one more). */
-CLT_API size_t clt_comm_slice_max(const clt_comm *c, int rank, size_t max);
 
 typedef enum clt_reduce_op { CLT_REDUCE_SUM = 0, CLT_REDUCE_MAX } clt_reduce_op;
 /* Every member passes n values; on return each holds the elementwise sum (or maximum) over the

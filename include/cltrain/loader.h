@@ -10,7 +10,16 @@
  * Batches follow one shuffle, a pure function of (seed, epoch) by counter-based random numbers
  * (Philox4x32-10), in both ways, so training is bit-identical between them. clt_resident (a
  * split resident on the device, read in file order) also serves evaluation and prediction.
- * Not thread-safe: use a loader from one thread (it runs its own thread internally). */
+ * Not thread-safe: use a loader from one thread (it runs its own thread internally).
+ *
+ * Usage:
+ *
+ *     struct clt_input_norm norm = {.features = train.features, .scale = train.input_scale};
+ *     struct clt_loader_params lp = clt_loader_default_params();
+ *     lp.batch_size = 128;
+ *     clt_loader *l;
+ *     clt_loader_create(&l, ctx, &train, &norm, &lp);  // then clt_trainer_create(.., l, ..)
+ */
 #ifndef CLTRAIN_LOADER_H
 #define CLTRAIN_LOADER_H
 

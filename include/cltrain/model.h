@@ -2,7 +2,18 @@
  * tensor and every gradient in another (reached by offsets), and the activations that backward
  * needs kept on the device. Parameters are named and shaped as PyTorch's nn.Sequential
  * state_dict for the same layer list ("{i}.weight" (OUT, IN), "{i}.bias" (OUT)).
- * Not thread-safe (per ctx). */
+ * Not thread-safe (per ctx).
+ *
+ * Usage:
+ *
+ *     struct clt_model_params mp = clt_model_default_params();
+ *     mp.max_batch = 128;
+ *     clt_model *m;
+ *     clt_model_create(&m, ctx, &spec, 784, 10, &mp);
+ *     clt_tensor *y;
+ *     clt_model_forward(m, x, true, step, &y);  // x (B, 784) -> y (B, 10)
+ *     clt_model_backward(m, dy, false);         // then clt_optim_step(o, clt_model_grads(m))
+ */
 #ifndef CLTRAIN_MODEL_H
 #define CLTRAIN_MODEL_H
 
@@ -31,7 +42,8 @@ struct clt_model_params {
     /* Storage of what forward and backward read and keep (default CLT_DTYPE_F32).
      * CLT_DTYPE_F16 or CLT_DTYPE_BF16 (mixed precision): the flat f32 parameters stay the
      * master copy (the optimizer updates them) and a flat 16-bit copy of them (counted as
-     * CLT_MEM_PARAMS, refreshed by clt_model_sync_weights) is what the layers read; the layer
+     * CLT_MEM_PARAMS, refreshed by clt_model_write_params, and by every optimizer step once
+     * clt_optim_set_copy(o, clt_model_weights(m)) is made) is what the layers read; the layer
      * outputs kept for backward and the gradients passed between layers are 16-bit from the
      * first linear layer up to (not including) the last one; the last linear layer's output,
      * the layers after it and the model's output stay f32, as do the flat gradients. Every
@@ -97,12 +109,6 @@ CLT_API clt_dtype clt_model_precision(const clt_model *m); /* params->precision 
 /* The flat (P) weights forward and backward read: the 16-bit copy in mixed precision, else
  * the f32 parameters themselves. Owned by the model. */
 CLT_API clt_tensor *clt_model_weights(const clt_model *m);
-/* Mixed precision: refreshes the 16-bit copy from the f32 master parameters (one cast launch,
- * enqueued, no host wait). Call it after every change to the parameters made outside the
- * model (an optimizer step, unless the optimizer stores the copy itself: clt_optim_set_copy;
- * clt_tensor_write on clt_model_params); clt_model_create and clt_model_write_params call it
- * themselves. A no-op in f32. */
-CLT_API clt_status clt_model_sync_weights(clt_model *m);
 /* Adds the device bytes clt_model_create would allocate for these arguments (max_batch from
  * params) to by_category[CLT_MEM__COUNT], per category, as the allocator counts them; the
  * spec must be valid (CLT_ERR_INVALID_ARG otherwise). Thread-safe. */

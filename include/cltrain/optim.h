@@ -3,7 +3,16 @@
  * with an optional linear warm-up). A model's parameters live in one flat f32 device tensor and
  * its gradients in another of the same length, so each step is one kernel launch over every
  * element, enqueued without a host wait. The state is born on the parameters' ctx and counted
- * as CLT_MEM_OPTIM. */
+ * as CLT_MEM_OPTIM.
+ *
+ * Usage:
+ *
+ *     struct clt_optim_params op = clt_optim_default_params(CLT_OPTIM_ADAMW);
+ *     op.lr = 3e-4f;
+ *     clt_optim *o;
+ *     clt_optim_create(&o, clt_model_params(m), &op);
+ *     clt_optim_step(o, clt_model_grads(m));    // after each backward
+ */
 #ifndef CLTRAIN_OPTIM_H
 #define CLTRAIN_OPTIM_H
 
@@ -122,11 +131,12 @@ CLT_API const struct clt_optim_params *clt_optim_get_params(const clt_optim *o);
 CLT_API clt_tensor *clt_optim_params_tensor(const clt_optim *o);
 /* Makes every later step also store the updated parameters into `copy` (f16 or bf16, as many
  * elements as the parameters, same ctx; not owned: it must outlive the optimizer or be
- * replaced first), rounded to nearest even as clt_op_cast rounds, in the update's own launch: a
- * mixed-precision model's 16-bit weights (clt_model_weights) kept current without a cast pass
- * (clt_model_sync_weights) after each step. A skipped loss-scaled step leaves it unchanged, as
- * the parameters. It is refreshed only by steps: after writing the parameters otherwise, sync
- * it yourself. NULL: no copy (the default). Statuses: CLT_ERR_DEVICE_MISMATCH, CLT_ERR_SHAPE
+ * replaced first), rounded to nearest even, in the update's own launch: a mixed-precision
+ * model's 16-bit weights (clt_model_weights) kept current without a cast pass after each step,
+ * which a hand-written loop over such a model needs (the trainer does it itself). A skipped
+ * loss-scaled step leaves it unchanged, as the parameters. It is refreshed only by steps:
+ * write the parameters otherwise with clt_model_write_params, which refreshes it too. NULL:
+ * no copy (the default). Statuses: CLT_ERR_DEVICE_MISMATCH, CLT_ERR_SHAPE
  * (dtype or length; the copy is then unchanged). Not thread-safe (per ctx). */
 CLT_API clt_status clt_optim_set_copy(clt_optim *o, clt_tensor *copy);
 
@@ -174,7 +184,7 @@ CLT_API clt_status clt_optim_step_scaled(clt_optim *o, const clt_tensor *grads, 
 /* Copies the raw state (CLT_SCALER_STATE_LEN int32) to raw, as clt_tensor_read (blocking, or
  * non-blocking with an event to wait on); decode gives its fields. */
 CLT_API clt_status clt_scaler_read(const clt_scaler *s, int32_t *raw, bool blocking,
-                                   cl_event *done);
+                                   clt_event *done);
 struct clt_scaler_values {
     float scale;
     bool found_inf; /* false between steps */

@@ -2,7 +2,15 @@
  * every copy it enqueues carries an event; the events are aggregated per name (calls, device
  * time, bytes) as they complete, without host waits. GEMMs run by CLBlast are timed by wall
  * clock around a finish, in profiling mode only (CLBlast's event was seen to cover only part of
- * its work). Not thread-safe (per ctx). */
+ * its work). Not thread-safe (per ctx).
+ *
+ * Usage:
+ *
+ *     struct clt_ctx_params cp = clt_ctx_default_params();
+ *     cp.profiling = true;
+ *     // ... create the ctx, train ...
+ *     clt_profile_print(ctx, stdout);           // calls, ms, share of device time per kernel
+ */
 #ifndef CLTRAIN_PROFILE_H
 #define CLTRAIN_PROFILE_H
 

@@ -1,7 +1,15 @@
 /* The model spec: a short text naming a model's layers in order, the same on the command line
  * and in a file ("linear 256, relu, dropout 0.1, linear 10"), its parser, its validation against
  * the data and its canonical text (stored in checkpoints). Host-only; no ctx involved: failures
- * are recorded for the calling thread (clt_last_errmsg). Thread-safe: no shared state. */
+ * are recorded for the calling thread (clt_last_errmsg). Thread-safe: no shared state.
+ *
+ * Usage:
+ *
+ *     clt_spec spec = {0, NULL};
+ *     if (clt_spec_parse("linear 256, relu, dropout 0.1, linear 10", 10, &spec) != CLT_OK)
+ *         puts(clt_last_errmsg());
+ *     clt_spec_free(&spec);
+ */
 #ifndef CLTRAIN_SPEC_H
 #define CLTRAIN_SPEC_H
 

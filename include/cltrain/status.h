@@ -1,5 +1,11 @@
 /* Status codes of every fallible cltrain call, generated from one table, and the names of
- * OpenCL and CLBlast error codes for messages. Thread-safe: all functions here are pure. */
+ * OpenCL and CLBlast error codes for messages. Thread-safe: all functions here are pure.
+ *
+ * Usage:
+ *
+ *     clt_status st = clt_ctx_create(&ctx, &cp);
+ *     if (st != CLT_OK) printf("%s: %s\n", clt_status_name(st), clt_status_str(st));
+ */
 #ifndef CLTRAIN_STATUS_H
 #define CLTRAIN_STATUS_H
 

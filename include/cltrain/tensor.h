@@ -1,7 +1,16 @@
-/* Device tensors: a dtype, up to four dimensions, and a view (cl_mem, byte offset) into a
+/* Device tensors: a dtype, up to four dimensions, and a view (buffer, element offset) into a
  * device buffer that is shared, reference-counted, among the views made from it. Pinned host
  * buffers for fast non-blocking copies. Memory accounting lives in alloc.h.
- * Not thread-safe: use a ctx and its tensors from one thread at a time. */
+ * Not thread-safe: use a ctx and its tensors from one thread at a time.
+ *
+ * Usage:
+ *
+ *     size_t dims[2] = {64, 784};
+ *     clt_tensor *x;
+ *     clt_tensor_create(&x, ctx, CLT_DTYPE_F32, 2, dims, CLT_MEM_OTHER);
+ *     clt_tensor_write(x, host, true, NULL);    // blocking upload of 64 x 784 floats
+ *     clt_tensor_free(x);
+ */
 #ifndef CLTRAIN_TENSOR_H
 #define CLTRAIN_TENSOR_H
 
@@ -80,18 +89,19 @@ CLT_API int clt_tensor_ndim(const clt_tensor *t);
 CLT_API size_t clt_tensor_dim(const clt_tensor *t, int i); /* 1 for i >= ndim */
 CLT_API size_t clt_tensor_numel(const clt_tensor *t);
 CLT_API size_t clt_tensor_nbytes(const clt_tensor *t);
-CLT_API cl_mem clt_tensor_mem(const clt_tensor *t);      /* the underlying buffer (not owned) */
-CLT_API size_t clt_tensor_offset(const clt_tensor *t);   /* in elements, from the buffer's start */
+/* In elements, from the start of the underlying buffer (cltrain/opencl.h: clt_tensor_mem). */
+CLT_API size_t clt_tensor_offset(const clt_tensor *t);
 
 /* Host -> device copy of all nbytes(t) bytes. Blocking: returns after the copy (a counted host
  * wait). Non-blocking: enqueued on the transfer queue ordered after all work already enqueued
  * on the compute queue, and later compute work waits for it; `src` must stay valid and
- * unchanged until the returned event (if `done` is non-NULL; caller releases it) completes.
+ * unchanged until the copy completes: until the returned event (if `done` is non-NULL; the caller
+ * releases it) completes, or until clt_ctx_finish.
  * Pass a pointer inside a clt_pinned buffer for full-speed transfers. */
-CLT_API clt_status clt_tensor_write(clt_tensor *t, const void *src, bool blocking, cl_event *done);
+CLT_API clt_status clt_tensor_write(clt_tensor *t, const void *src, bool blocking, clt_event *done);
 /* Device -> host copy of all bytes, ordered after the compute work enqueued so far.
- * Non-blocking: `dst` is filled when the returned event completes. */
-CLT_API clt_status clt_tensor_read(const clt_tensor *t, void *dst, bool blocking, cl_event *done);
+ * Non-blocking: `dst` is filled when the returned event completes (or after clt_ctx_finish). */
+CLT_API clt_status clt_tensor_read(const clt_tensor *t, void *dst, bool blocking, clt_event *done);
 /* CLT_ERR_DEVICE_MISMATCH naming both devices unless a and b share a ctx. */
 CLT_API clt_status clt_tensor_same_ctx(const clt_tensor *a, const clt_tensor *b);
 

@@ -3,7 +3,18 @@
  * device and read only at log points; evaluation after each epoch on a resident test split;
  * checkpoints; Ctrl-C through a flag), evaluation and prediction over a resident split, and
  * the training set-up as one object (model, optimizer, loaders, trainer) with its memory
- * estimate, report, dry run and out-of-memory backoff. Not thread-safe (per ctx). */
+ * estimate, report, dry run and out-of-memory backoff. Not thread-safe (per ctx).
+ *
+ * Usage:
+ *
+ *     struct clt_train_params tp = clt_train_default_params();
+ *     tp.epochs = 5;
+ *     tp.optim = clt_optim_default_params(CLT_OPTIM_ADAM);
+ *     clt_trainer *t;
+ *     clt_trainer_create(&t, m, loader, test_resident, &tp);
+ *     clt_trainer_run(t);                       // then clt_trainer_save(t, "run.safetensors")
+ *     clt_trainer_free(t);
+ */
 #ifndef CLTRAIN_TRAIN_H
 #define CLTRAIN_TRAIN_H
 
@@ -96,8 +107,8 @@ struct clt_train_params {
     struct clt_input_norm norm; /* stored in checkpoints */
     int classes;
     /* The training data's identity, stored in checkpoints with the run's geometry and compared
-     * by clt_trainer_resume: its name (--data; NULL: "") and clt_checkpoint_data_crc32c of the
-     * split (clt_train_setup_create fills it from train_set when 0). */
+     * by clt_trainer_resume: its name (--data; NULL: "") and the split's CRC-32C (see
+     * clt_run_geometry; clt_train_setup_create fills it from train_set when 0). */
     const char *data_name;
     uint32_t data_crc32c;
     void (*on_event)(const struct clt_train_event *e, void *user);
@@ -110,7 +121,7 @@ struct clt_train_params {
      * is then the *global* micro-batch, of which the replica takes its slice
      * (clt_comm_slice, rank order: slices of one batch are consecutive in the epoch's order);
      * the model's and the loader's largest batch need only hold the largest slice
-     * (clt_comm_slice_max). After backward the flat gradients are summed over the replicas
+     * (clt_train_setup sizes them so). After backward the flat gradients are summed over the replicas
      * (read into pinned host memory, one counted host wait CLT_WAIT_REDUCE per step, the sum,
      * written back) and every replica takes the same step; the loss and the evaluation (each
      * replica evaluates its slice of the test split) are summed at the points where they are

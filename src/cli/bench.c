@@ -7,6 +7,8 @@
  * clEnqueueWriteBuffer copies of the same sizes (event times on a profiling ctx). */
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "ops/ops_internal.h"
+#include "runtime/rng_internal.h"
 
 #include "runtime/rng_internal.h"
 

@@ -1,17 +1,13 @@
-/* Shared pieces of the cltrain command-line program: subcommands and small helpers. The program
- * links the static library, so besides the public API it may use the library's private headers:
- * the ops (the self-check, bench), the GEMM tuning (train), the program cache (devices,
- * kernels), safe output files (train's metrics and predictions) and the host random numbers
- * (bench). */
+/* Shared pieces of the cltrain command-line program: subcommands and small helpers, over the
+ * installed headers only. The program links the static library, and a few of its files still
+ * include private headers of their own: the ops (devices.c: the self-check; bench.c), the GEMM
+ * tuning (setup.c), the program cache (devices.c), safe output files (args.c, run.c, evaluate.c) and
+ * the host random numbers (bench.c). */
 #ifndef CLTRAIN_CLI_H
 #define CLTRAIN_CLI_H
 
 #include "cltrain/cltrain.h"
-#include "ops/ops_internal.h"
-#include "ops/tune_internal.h"
-#include "io/outfile_internal.h"
-#include "runtime/program_internal.h"
-#include "runtime/rng_internal.h"
+#include "cltrain/opencl.h"
 
 /* Exit codes: 0 success, 1 a runtime failure (device, data, memory), 2 a usage error. */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };

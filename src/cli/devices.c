@@ -2,6 +2,8 @@
  * selector picks; `cltrain selfcheck`: builds a kernel on the chosen device and round-trips a
  * tensor through it. */
 #include "cli/cli.h"
+#include "ops/ops_internal.h"
+#include "runtime/program_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>

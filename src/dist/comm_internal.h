@@ -8,6 +8,10 @@
 
 #include <stdint.h>
 
+/* The largest slice member rank gets of any n <= max (its slice of max, or one more): what a
+ * replica's model and loader must hold. */
+size_t clt_comm_slice_max(const clt_comm *c, int rank, size_t max);
+
 struct clt_comm_ops {
     const char *kind;
     clt_status (*allreduce_f32)(clt_comm *c, float *buf, size_t n);

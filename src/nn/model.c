@@ -8,6 +8,7 @@
 #include "cltrain/model.h"
 
 #include "nn/layer_internal.h"
+#include "nn/model_internal.h"
 #include "runtime/internal.h"
 #include "runtime/rng_internal.h"
 

@@ -6,6 +6,7 @@
 #ifndef CLTRAIN_OPS_INTERNAL_H
 #define CLTRAIN_OPS_INTERNAL_H
 
+#include "cltrain/opencl.h"
 #include "cltrain/tensor.h"
 
 /* x[:] = value, converted to x's dtype (round to nearest even; saturating for i32/u8). */
@@ -327,15 +328,8 @@ clt_status clt_op_batchnorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_te
                                      const clt_tensor *weight, const clt_tensor *bias,
                                      clt_tensor *stats, const struct clt_bn_geom *g, float beta);
 
-/* ---- every program the ops may build (the op-family table, src/ops/families.c) ---------------- */
-/* Receives one program: its comma-separated cl/ stems and the options the op passes (the device
- * defines of clt_program_options come on top). */
-typedef void (*clt_program_variant_fn)(const char *files, const char *options, void *user);
-/* Calls fn for every program the ops may build on dev: each cl/ program with every set of
- * options an op can produce (dtypes, the GEMM choices of the tuner's table and the built-in
- * defaults that fit dev, in every layout). Used by the kernel portability guard
- * (`cltrain kernels --list`). dev may be synthetic (no OpenCL handles). Thread-safe. */
-void clt_ops_program_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user);
+/* clt_ops_program_variants, every program the ops may build, walking the op-family table
+ * (src/ops/families.c), is declared in cltrain/opencl.h for `cltrain kernels`. */
 
 /* ---- optimizer updates (src/ops/optim.c) --------------------------------------------------- */
 /* The update kernels of cl/optim.cl over flat (parameters, gradients, states): the optimizers of

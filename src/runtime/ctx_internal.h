@@ -5,6 +5,7 @@
 
 #include "cltrain/device.h"
 #include "cltrain/profile.h"
+#include "cltrain/opencl.h"
 #include "cltrain/tensor.h"
 #include "runtime/program_internal.h"
 

@@ -14,6 +14,7 @@
 #define CLTRAIN_PROGRAM_INTERNAL_H
 
 #include "cltrain/device.h"
+#include "cltrain/opencl.h"
 #include "cltrain/tensor.h"
 
 /* Builds (or fetches from a cache) the program made of `files` (comma-separated stems, e.g.
@@ -22,16 +23,6 @@
  * CLT_ERR_IO when a stem names no source. Not thread-safe. */
 clt_status clt_program_build(clt_ctx *ctx, const char *files, const char *options);
 
-/* The complete source the library compiles for `files`: cl/common.cl, then each stem, each
- * after a #line directive (from $CLTRAIN_KERNEL_DIR when set, as for a build). *out is
- * malloc'ed; the caller frees it. CLT_ERR_IO when a stem names no source (message in
- * clt_last_errmsg()). Thread-safe. */
-clt_status clt_program_assemble(const char *files, char **out);
-
-/* The complete compiler options for a program with the op's `options` (may be NULL) on dev:
- * the OpenCL C version and the device defines (CLT_DEVICE_GPU/CPU/OTHER, CLT_HAS_FP16,
- * CLT_HAS_FP64, CLT_WG), then `options`. dev may be synthetic. Thread-safe. */
-void clt_program_options(const clt_device_info *dev, const char *options, char *dst, size_t n);
 
 /* The embedded source of cl/<stem>.cl, or NULL. */
 const char *clt_program_source(const char *stem, size_t *len);

@@ -4,12 +4,14 @@
  * checked against itself, and every name, dtype, shape and value checked against the model.
  * Plain state dicts (PyTorch's save_file) open as weights for --init. */
 #include "cltrain/checkpoint.h"
+#include "cltrain/opencl.h"
 
 #include "runtime/internal.h"
 #include "io/crc32c.h"
 #include "io/json.h"
 
 #include "io/safetensors_internal.h"
+#include "train/train_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -14,6 +14,7 @@
 #include "ops/ops_internal.h"
 #include "ops/tune_internal.h"
 #include "runtime/rng_internal.h"
+#include "train/train_internal.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -7,6 +7,7 @@
  * Each rank prints "rank R ok" when all its checks passed. */
 #include "cltrain/dist.h"
 #include "cltrain/errors.h"
+#include "dist/comm_internal.h"
 
 #include <mpi.h>
 

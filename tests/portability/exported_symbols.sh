@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The shared library exports exactly the public API: every function the public headers
 # (include/cltrain/*.h) declare, and nothing else. Usage: exported_symbols.sh LIBCLTRAIN.so
-# INCLUDE_DIR. Fails on an exported symbol no public header declares (a clt__ internal, a
+# INCLUDE_DIR [API_DOC]. Fails on an exported symbol no public header declares (a clt__ internal, a
 # helper missing `static`), on a declared function the library does not export (a declaration
-# without CLT_API, or with no definition), and on a declaration without CLT_API. Skips (77)
+# without CLT_API, or with no definition), on a declaration without CLT_API, and, given
+# API_DOC (docs/api.md), on an exported function the page does not name as `clt_...` or a
+# `clt_...` there that is neither exported nor a public type. Skips (77)
 # without nm. Seen failing on deliberate violations: with CLT_API put on the internal
 # clt__buffer_retain in src/runtime/alloc_internal.h it reported "exported but not in a public header:
 # clt__buffer_retain"; with CLT_API taken off clt_status_str in status.h it reported "declared
@@ -14,6 +16,7 @@ export LC_ALL=C # one collation for sort and comm
 [ $# -eq 2 ] || fail "usage: exported_symbols.sh LIBCLTRAIN.so INCLUDE_DIR"
 lib=$1
 inc=$2
+doc=${3:-}
 command -v nm > /dev/null || skip "no nm (binutils)"
 python=$(command -v python3) || skip "no python3"
 
@@ -76,6 +79,20 @@ if [ -n "$extra" ]; then
 fi
 if [ -n "$missing" ]; then
     echo "declared but not exported:"; printf '%s\n' "$missing" | sed 's/^/  /'; bad=1
+fi
+if [ -n "$doc" ]; then
+    # whole `clt_...` terms of the page; public types (typedef names, struct and enum tags) may appear too
+    named=$(grep -oE '`clt_[a-z0-9_]+`' "$doc" | tr -d '`' | sort -u)
+    undocumented=$(comm -23 <(printf '%s\n' "$exported") <(printf '%s\n' "$named"))
+    unknown=$(comm -13 <(printf '%s\n' "$exported") <(printf '%s\n' "$named") | while read -r w; do
+        grep -qE "(typedef[^;]*[ *]$w;|^} $w;|(struct|enum) $w\b)" "$inc"/*.h || echo "$w"
+    done)
+    if [ -n "$undocumented" ]; then
+        echo "exported but not named in $doc:"; printf '%s\n' "$undocumented" | sed 's/^/  /'; fail=1
+    fi
+    if [ -n "$unknown" ]; then
+        echo "named in $doc but not exported:"; printf '%s\n' "$unknown" | sed 's/^/  /'; fail=1
+    fi
 fi
 echo "exported_symbols: $(printf '%s\n' "$exported" | wc -l) exported, $(printf '%s\n' "$public" | wc -l) declared"
 [ "$bad" -eq 0 ] || fail "the exports and the public headers differ (above)"

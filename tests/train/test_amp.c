@@ -12,6 +12,7 @@
 #include "cltrain/model.h"
 #include "cltrain/optim.h"
 #include "cltrain/spec.h"
+#include "nn/model_internal.h"
 #include "ops/tune_internal.h"
 
 #include <math.h>

@@ -6,6 +6,7 @@
 #include "common.h"
 
 #include "cltrain/cltrain.h"
+#include "dist/comm_internal.h"
 
 #include <check.h>
 #include <math.h>

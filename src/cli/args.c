@@ -1,0 +1,275 @@
+/* The flags of `cltrain train`: the option table, parsing, and the checks and derived values
+ * (devices and replicas, optimizer parameters, precision, data options) made before anything
+ * is opened. */
+#include "cli/run.h"
+#include "io/outfile_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The table of flags and cli_parse; *help when --help printed it (nothing else to do). */
+int cli_parse_train_args(int argc, char **argv, struct train_args *a, bool *help)
+{
+    const struct cli_opt opts[] = {
+        {"data", OPT_STR, &a->data, "fashion-mnist, mnist, idx:DIR or csv:TRAIN[,TEST]", NULL},
+        {"label-column", OPT_STR, &a->label_text, "CSV column of the label (0-based, -1 = last)",
+         &a->label_seen},
+        {"task", OPT_STR, &a->task, "classification or regression (CSV)", NULL},
+        {"classes", OPT_POS_INT, &a->n_classes,
+         "classification: the number of classes N, labels 0..N-1 (default: the largest label "
+         "+ 1, every class present; give it for 1-based labels or classes absent from the data)",
+         NULL},
+        {"model", OPT_STR, &a->model,
+         "a spec (\"linear 256, relu, linear 10\"), a file, mlp or logreg", &a->model_seen},
+        {"init-scheme", OPT_STR, &a->init_scheme, "default (PyTorch's), kaiming or xavier", NULL},
+        {"epochs", OPT_POS_INT, &a->epochs, "passes over the training split (10)", NULL},
+        {"steps", OPT_POS_INT, &a->steps, "stop after this many optimizer steps", NULL},
+        {"batch-size", OPT_POS_INT, &a->batch, "samples per forward pass, the micro-batch (128)",
+         NULL},
+        {"accumulate", OPT_POS_INT, &a->accumulate,
+         "micro-batches per optimizer step, gradients summed (1)", NULL},
+        {"auto-batch", OPT_FLAG, &a->auto_batch,
+         "out of memory: halve the micro-batch, double --accumulate, retry", NULL},
+        {"precision", OPT_STR, &a->precision,
+         "fp32, bf16 or fp16 (loss-scaled): storage of activations and weights used (fp32)",
+         NULL},
+        {"optimizer", OPT_STR, &a->optimizer, "sgd, adam or adamw (adam)", NULL},
+        {"lr", OPT_POS_FLOAT, &a->lr, "learning rate (1e-3)", &a->lr_seen},
+        {"momentum", OPT_NONNEG_FLOAT, &a->momentum, "SGD momentum (0)", NULL},
+        {"dampening", OPT_NONNEG_FLOAT, &a->dampening, "SGD dampening (0)", NULL},
+        {"nesterov", OPT_FLAG, &a->nesterov, "SGD with Nesterov momentum", NULL},
+        {"beta1", OPT_UNIT_FLOAT, &a->beta1, "Adam beta1 (0.9)", NULL},
+        {"beta2", OPT_UNIT_FLOAT, &a->beta2, "Adam beta2 (0.999)", NULL},
+        {"eps", OPT_POS_FLOAT, &a->eps, "Adam epsilon (1e-8)", NULL},
+        {"weight-decay", OPT_NONNEG_FLOAT, &a->weight_decay,
+         "L2 (SGD, Adam) or decoupled (AdamW)", &a->wd_seen},
+        {"schedule", OPT_STR, &a->schedule, "constant, step or cosine (constant)", NULL},
+        {"warmup", OPT_NONNEG_INT, &a->warmup, "linear warm-up steps (0)", NULL},
+        {"step-size", OPT_POS_INT, &a->step_size,
+         "step schedule: steps between decays (1 epoch)", &a->step_size_seen},
+        {"gamma", OPT_POS_FLOAT, &a->gamma, "step schedule: decay factor (0.1)", NULL},
+        {"min-lr", OPT_NONNEG_FLOAT, &a->min_lr, "cosine schedule: final learning rate (0)",
+         NULL},
+        {"label-smoothing", OPT_UNIT_FLOAT, &a->smoothing, "cross-entropy label smoothing (0)",
+         NULL},
+        {"seed", OPT_U64, &a->seed,
+         "initial weights, shuffling and dropout (0; --resume: the run's)", &a->seed_seen},
+        {"no-shuffle", OPT_FLAG, &a->no_shuffle, "keep the file order", NULL},
+        {"drop-last", OPT_FLAG, &a->drop_last, "drop a last partial batch", NULL},
+        {"loader", OPT_STR, &a->loader,
+         "auto (resident if the split fits in 1/4 of device memory), resident or streaming",
+         &a->loader_seen},
+        {"data-on-device", OPT_FLAG, &a->on_device,
+         "the whole training split on the device (= --loader resident)", NULL},
+        {"prefetch", OPT_POS_INT, &a->prefetch,
+         "streaming: staging buffers in the ring (3, >= 2)", &a->prefetch_seen},
+        {"no-pin", OPT_FLAG, &a->no_pin,
+         "streaming: pageable instead of pinned staging memory (for comparison)", NULL},
+        {"normalize", OPT_FLAG, &a->normalize, "standardise each feature (training statistics)",
+         NULL},
+        {"input-shape", OPT_STR, &a->input_shape,
+         "one sample's shape C,H,W or T,C for conv and pooling layers (IDX: 1,H,W; CSV: flat)",
+         NULL},
+        {"augment", OPT_STR, &a->augment,
+         "image training batches, on the device: flip, shift=N, cutout=S, comma-separated "
+         "(e.g. flip,shift=2); fill 0 after standardising",
+         NULL},
+        {"log-every", OPT_NONNEG_INT, &a->log_every, "steps between loss reports (100)", NULL},
+        {"metrics", OPT_STR, &a->metrics, "append one JSON object per log point and evaluation",
+         NULL},
+        {"save", OPT_STR, &a->save, "write a checkpoint (safetensors) at the end", NULL},
+        {"save-every", OPT_POS_INT, &a->save_every, "also every N steps", NULL},
+        {"resume", OPT_STR, &a->resume, "continue a run from its checkpoint", NULL},
+        {"init", OPT_STR, &a->init, "start from a checkpoint's weights, fresh optimizer", NULL},
+        {"device", OPT_STR, &a->device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
+        {"devices", OPT_STR, &a->devices,
+         "data-parallel on several devices: SEL,SEL,... (one replica each) or all-gpus; "
+         "--batch-size is the global batch, split across them",
+         NULL},
+        {"device-shares", OPT_STR, &a->device_shares,
+         "--devices: each device's share of every batch, W1,W2,... positive integers (equal)",
+         NULL},
+        {"share-devices", OPT_FLAG, &a->share_devices,
+         "mpirun: more ranks on a machine than matching devices share them (local rank k "
+         "takes match k mod count)",
+         NULL},
+        {"quiet", OPT_FLAG, &a->quiet, "print only the final result", NULL},
+        {"memory", OPT_FLAG, &a->memory,
+         "print the device memory report before and after training", NULL},
+        {"dry-run", OPT_FLAG, &a->dry_run,
+         "build everything, take one step, report the memory it needs, do not train", NULL},
+        {"profile", OPT_FLAG, &a->profile,
+         "time every kernel and copy with events; print a table", NULL},
+        {"sync-debug", OPT_FLAG, &a->sync_debug,
+         "wait after every kernel and check it (slow; to find a failing kernel)", NULL},
+        {NULL, OPT_FLAG, NULL, NULL, NULL}};
+    *help = cli_is_help(argc, argv);
+    if (*help) {
+        printf("usage: cltrain train [options]\n");
+        cli_print_options(stdout, opts);
+        return CLI_OK;
+    }
+    return cli_parse(argc, argv, opts, "train");
+}
+
+int cli_check_outputs(const struct train_args *a)
+{
+    if (a->save && clt_outfile_check(a->save) != CLT_OK)
+        return cli_error("--save %s", clt_last_errmsg());
+    if (a->metrics && clt_outfile_check(a->metrics) != CLT_OK)
+        return cli_error("--metrics %s", clt_last_errmsg());
+    return CLI_OK;
+}
+
+/* "A,B,C" into at most max items of out (each shorter than 256 bytes); false for an empty
+ * item, too many or too long ones. */
+static bool split_list(const char *v, char out[][256], int max, int *n)
+{
+    *n = 0;
+    for (const char *p = v;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 0 || len >= 256 || *n == max) return false;
+        memcpy(out[*n], p, len);
+        out[(*n)++][len] = '\0';
+        if (!comma) return true;
+        p = comma + 1;
+    }
+}
+
+/* --devices, --device-shares and --share-devices, against each other, the flags that need one
+ * device, and mpirun (which starts one replica per rank). */
+static int check_device_args(struct train_args *a)
+{
+    if (a->mpi) {
+        /* one replica per rank: the rank's device comes from --device and its local rank */
+        if (a->devices)
+            return cli_usage_error("--devices: not under mpirun, which runs one replica per rank "
+                                   "(each rank takes one device: --device SEL, local rank k "
+                                   "takes SEL's match k)");
+        if (a->dry_run)
+            return cli_usage_error("--dry-run: not under mpirun (dry-run one device without "
+                                   "mpirun: its estimate holds for each rank's slice)");
+        if (a->auto_batch)
+            return cli_usage_error("--auto-batch: not under mpirun (a retry on one rank would "
+                                   "leave the others at another batch); give --batch-size and "
+                                   "--accumulate");
+    } else if (a->share_devices) {
+        return cli_usage_error("--share-devices applies to runs started by mpirun (ranks that "
+                               "share devices); --devices may simply name a device twice");
+    }
+    if (a->device_shares && !a->devices)
+        return cli_usage_error("--device-shares needs --devices (one share per device)");
+    if (!a->devices) return CLI_OK;
+    if (a->device)
+        return cli_usage_error("--devices and --device exclude each other (--devices lists "
+                               "every replica's device)");
+    if (a->dry_run)
+        return cli_usage_error("--devices and --dry-run exclude each other (dry-run one device "
+                               "with --device: its estimate holds for each replica's slice)");
+    if (a->auto_batch)
+        return cli_usage_error("--devices and --auto-batch exclude each other (a retry on one "
+                               "replica would leave the others at another batch); give "
+                               "--batch-size and --accumulate");
+    if (strcmp(a->devices, "all-gpus") != 0 &&
+        !split_list(a->devices, a->dev_sel, CLT_COMM_MAX_MEMBERS, &a->ndev))
+        return cli_usage_error("--devices %s: expected SEL[,SEL...] (at most %d, none empty) or "
+                               "all-gpus", a->devices, CLT_COMM_MAX_MEMBERS);
+    if (a->device_shares) {
+        char items[CLT_COMM_MAX_MEMBERS][256];
+        bool ok = split_list(a->device_shares, items, CLT_COMM_MAX_MEMBERS, &a->nshares);
+        for (int i = 0; ok && i < a->nshares; i++) {
+            char *end = NULL;
+            errno = 0;
+            long w = items[i][0] >= '0' && items[i][0] <= '9' ? strtol(items[i], &end, 10) : 0;
+            ok = !errno && end && !*end && w >= 1 && w <= 1000000;
+            a->shares[i] = (int)w;
+        }
+        if (!ok)
+            return cli_usage_error("--device-shares %s: expected W1,W2,... (positive integers "
+                                   "up to 1000000, one per device)", a->device_shares);
+        if (a->ndev && a->nshares != a->ndev)
+            return cli_usage_error("--device-shares %s: %d share%s for %d devices (--devices "
+                                   "%s); expected one per device", a->device_shares, a->nshares,
+                                   a->nshares == 1 ? "" : "s", a->ndev, a->devices);
+    }
+    return CLI_OK;
+}
+
+/* The flags that must agree with each other, the loader and the outputs (checked before any
+ * data is read), and the data parameters. */
+int cli_check_train_args(struct train_args *a)
+{
+    int rc = check_device_args(a);
+    if (rc != CLI_OK) return rc;
+    if (a->label_seen &&
+        cli_parse_long("label-column", a->label_text, -1, INT32_MAX, &a->label_column))
+        return CLI_USAGE;
+    if (a->resume && a->init) return cli_usage_error("--resume and --init exclude each other");
+    if (clt_loader_mode_parse(a->loader, &a->lmode) != CLT_OK)
+        return cli_usage_error("--loader %s: expected auto, resident or streaming", a->loader);
+    if (a->on_device) {
+        if (a->loader_seen && a->lmode != CLT_LOADER_RESIDENT)
+            return cli_usage_error("--data-on-device and --loader %s exclude each other",
+                                   a->loader);
+        a->lmode = CLT_LOADER_RESIDENT;
+    }
+    if (a->prefetch < 2 || a->prefetch > CLT_LOADER_MAX_PREFETCH)
+        return cli_usage_error("--prefetch %ld: expected 2 to %d staging buffers", a->prefetch,
+                               CLT_LOADER_MAX_PREFETCH);
+    if (a->lmode == CLT_LOADER_RESIDENT && (a->no_pin || a->prefetch_seen))
+        return cli_usage_error("%s applies to the streaming loader, not --loader resident",
+                               a->no_pin ? "--no-pin" : "--prefetch");
+    if (a->save_every && !a->save) return cli_usage_error("--save-every needs --save FILE");
+    if (a->augment && clt_augment_parse(a->augment, &a->aug) != CLT_OK)
+        return cli_usage_error("%s", clt_last_errmsg());
+    /* outputs that cannot be written are reported now, not after the whole run (under
+     * mpirun by rank 0, which alone writes them, once MPI is up: open_mpi) */
+    if (!a->mpi && cli_check_outputs(a) != CLI_OK) return CLI_FAIL;
+
+    a->dp = clt_data_default_params();
+    a->dp.label_column = (int)a->label_column;
+    if (strcmp(a->task, "classification") == 0) a->dp.task = CLT_TASK_CLASSIFICATION;
+    else if (strcmp(a->task, "regression") == 0) a->dp.task = CLT_TASK_REGRESSION;
+    else return cli_usage_error("--task %s: expected classification or regression", a->task);
+    if (a->n_classes > CLT_DATA_MAX_CLASSES)
+        return cli_usage_error("--classes %ld: expected at most %d", a->n_classes,
+                               CLT_DATA_MAX_CLASSES);
+    if (a->n_classes && a->dp.task != CLT_TASK_CLASSIFICATION)
+        return cli_usage_error("--classes applies to classification, not --task %s", a->task);
+    a->dp.classes = (int)a->n_classes; /* 0: inferred from the labels, every class present */
+    return CLI_OK;
+}
+
+/* The optimizer, schedule, init scheme and precision from their flags. */
+int cli_make_optim_params(struct train_args *a)
+{
+    clt_optim_kind kind;
+    if (clt_optim_parse_kind(a->optimizer, &kind) != CLT_OK ||
+        clt_init_parse(a->init_scheme, &a->init_kind) != CLT_OK)
+        return cli_usage_error("%s", clt_last_errmsg());
+    struct clt_optim_params *op = &a->op;
+    *op = clt_optim_default_params(kind);
+    if (clt_optim_parse_schedule(a->schedule, &op->schedule) != CLT_OK)
+        return cli_usage_error("%s", clt_last_errmsg());
+    if (cli_parse_precision(a->precision, &a->prec) != CLI_OK) return CLI_USAGE;
+    if (a->lr_seen) op->lr = a->lr;
+    if (a->wd_seen) op->weight_decay = a->weight_decay;
+    op->momentum = a->momentum;
+    op->dampening = a->dampening;
+    op->nesterov = a->nesterov;
+    op->beta1 = a->beta1;
+    op->beta2 = a->beta2;
+    op->eps = a->eps;
+    op->warmup_steps = a->warmup;
+    op->gamma = a->gamma;
+    op->min_lr = a->min_lr;
+    return CLI_OK;
+}
+
+/* Both splits of --data; a missing class gets the hint to give --classes. */

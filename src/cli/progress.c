@@ -1,0 +1,200 @@
+/* Progress of a training run: the stop signals (Ctrl-C, SIGTERM, SIGHUP) that end it at a step
+ * boundary, the progress line on a terminal or plain log lines, epoch summaries, and the
+ * metrics file's JSON lines, all fed by the trainer's events. */
+#include "cli/run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+/* Ctrl-C (SIGINT), SIGTERM (preemption on clusters) and SIGHUP (the terminal went away): the
+ * first one raises the flag the training loop checks before every step (it stops at a step
+ * boundary, saves a checkpoint if --save was given, and returns CLT_ERR_INTERRUPTED); the exit
+ * code is then the shell's for a death by that signal, 128 + its number (130, 143, 129).
+ * SA_RESETHAND makes a second one of the same kind kill the program as usual. */
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define NSTOP_SIGNALS (int)(sizeof stop_signals / sizeof stop_signals[0])
+static volatile sig_atomic_t interrupt_flag = 0; /* the signal's number once one came */
+static struct sigaction old_actions[NSTOP_SIGNALS]; /* restored after the run */
+
+static void on_stop_signal(int sig)
+{
+    interrupt_flag = sig;
+}
+
+const char *cli_stop_signal_name(int sig)
+{
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT";
+}
+
+void cli_catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    interrupt_flag = 0;
+    for (int i = 0; i < NSTOP_SIGNALS; i++)
+        sigaction(stop_signals[i], &sa, &old_actions[i]);
+}
+
+void cli_restore_stop_signals(void)
+{
+    for (int i = 0; i < NSTOP_SIGNALS; i++)
+        sigaction(stop_signals[i], &old_actions[i], NULL);
+}
+
+
+const volatile sig_atomic_t *cli_stop_flag(void)
+{
+    return &interrupt_flag;
+}
+
+
+static void fmt_duration(double s, char *dst, size_t n)
+{
+    long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t >= 3600) snprintf(dst, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(dst, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* The training thread's host waits since `before`, by reason, then the streaming loader's
+ * thread: "host waits 6 (log 5, eval 1); loader thread waits 465 (1.20 s), batch stall 1.25 s"
+ * (the loader thread's waits for the device and the time the training thread waited for a
+ * batch; both grow together when the device is the bottleneck, see loader.h). */
+static void print_waits(const struct clt_train_event *e, const struct clt_ctx_stats *before,
+                        const struct clt_loader_stats *lbefore)
+{
+    const struct clt_ctx_stats *now = &e->stats;
+    long loader = now->host_waits[CLT_WAIT_LOADER] - before->host_waits[CLT_WAIT_LOADER];
+    printf("host waits %ld (", now->host_waits_total - before->host_waits_total - loader);
+    bool first = true;
+    for (int r = 0; r < CLT_WAIT__COUNT; r++) {
+        long n = now->host_waits[r] - before->host_waits[r];
+        if (!n || r == CLT_WAIT_LOADER) continue;
+        printf("%s%s %ld", first ? "" : ", ", clt_wait_reason_name((clt_wait_reason)r), n);
+        first = false;
+    }
+    printf(")");
+    if (e->loader.uploads > lbefore->uploads || loader)
+        printf("; loader thread waits %ld (%.2f s), batch stall %.2f s", loader,
+               e->loader.wait_s - lbefore->wait_s, e->loader.stall_s - lbefore->stall_s);
+}
+
+void cli_end_line(struct reporter *r)
+{
+    if (r->line_open) {
+        printf("\n");
+        r->line_open = false;
+    }
+}
+
+/* "epoch 3/10: train loss 0.2840, test loss 0.3554, test accuracy 87.10%, 13.64 s (4398
+ * samples/s), host waits 7 (log 6, eval 1)" once an epoch and its evaluation are done. */
+static void print_summary(struct reporter *r, const struct clt_train_event *e,
+                          const struct clt_train_event *eval)
+{
+    if (!r->quiet) {
+        printf("epoch %d/%d: train loss %.4f", e->epoch, e->epochs, r->epoch_loss);
+        if (eval && isnan(eval->accuracy)) printf(", test loss %.4f", eval->loss);
+        else if (eval)
+            printf(", test loss %.4f, test accuracy %.2f%%", eval->loss, 100.0 * eval->accuracy);
+        printf(", %.2f s (%.0f samples/s), ", r->epoch_s, r->epoch_rate);
+        print_waits(e, &r->last, &r->last_loader);
+        printf("\n");
+    }
+    r->last = e->stats;
+    r->last_loader = e->loader;
+}
+
+void cli_on_event(const struct clt_train_event *e, void *user)
+{
+    struct reporter *r = user;
+    char eta[32], elapsed[32];
+    r->last_event = *e;
+    r->last_event.path = r->last_event.message = NULL; /* valid during the call only */
+    r->have_event = true;
+    if (!r->eta_set && (e->kind == CLT_EVENT_LOG || e->kind == CLT_EVENT_EPOCH)) {
+        r->eta_set = true;
+        r->eta_step = e->step;
+        r->eta_t = e->elapsed_s;
+    }
+    /* seconds per step: since the first report, or at that report its own rate */
+    double per_step = e->step > r->eta_step
+                          ? (e->elapsed_s - r->eta_t) / (double)(e->step - r->eta_step)
+                      : e->samples_per_s > 0
+                          ? (double)e->batch_size * (e->accumulate > 1 ? e->accumulate : 1) /
+                                e->samples_per_s
+                          : 0;
+    double left = (double)(e->total_steps - e->step) * per_step;
+    fmt_duration(left, eta, sizeof eta);
+    fmt_duration(e->elapsed_s, elapsed, sizeof elapsed);
+    switch (e->kind) {
+    case CLT_EVENT_LOG:
+        if (r->metrics)
+            fprintf(r->metrics,
+                    "{\"event\":\"log\",\"epoch\":%d,\"step\":%ld,\"loss\":%.6g,\"lr\":%.6g,"
+                    "\"samples_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
+                    e->epoch, e->step, e->loss, e->lr, e->samples_per_s, e->elapsed_s);
+        if (r->quiet) break;
+        if (r->tty) {
+            printf("\r\033[Kepoch %d/%d  step %ld/%ld  loss %.4f  %.0f samples/s  ETA %s", e->epoch,
+                   e->epochs, e->step, e->total_steps, e->loss, e->samples_per_s, eta);
+            if (e->precision == CLT_DTYPE_F16) printf("  skipped %ld", e->skipped);
+            r->line_open = true;
+        } else {
+            printf("epoch %d/%d step %ld/%ld loss %.4f lr %.3g %.0f samples/s elapsed %s ETA %s",
+                   e->epoch, e->epochs, e->step, e->total_steps, e->loss, e->lr, e->samples_per_s,
+                   elapsed, eta);
+            if (e->precision == CLT_DTYPE_F16) /* loss scaling */
+                printf(" skipped %ld scale %g", e->skipped, e->loss_scale);
+            printf("\n");
+        }
+        break;
+    case CLT_EVENT_EPOCH:
+        cli_end_line(r);
+        if (r->metrics)
+            fprintf(r->metrics,
+                    "{\"event\":\"epoch\",\"epoch\":%d,\"step\":%ld,\"train_loss\":%.6g,"
+                    "\"epoch_s\":%.3f,\"samples_per_s\":%.1f}\n",
+                    e->epoch, e->step, e->loss, e->epoch_s, e->samples_per_s);
+        r->epoch_loss = e->loss;
+        r->epoch_s = e->epoch_s;
+        r->epoch_rate = e->samples_per_s;
+        if (!r->has_test) print_summary(r, e, NULL);
+        break;
+    case CLT_EVENT_EVAL:
+        if (r->metrics)
+            fprintf(r->metrics,
+                    "{\"event\":\"eval\",\"epoch\":%d,\"step\":%ld,\"test_loss\":%.6g,"
+                    "\"test_accuracy\":%.6g,\"host_waits\":%ld}\n",
+                    e->epoch, e->step, e->loss, isnan(e->accuracy) ? -1.0 : e->accuracy,
+                    e->stats.host_waits_total - r->last.host_waits_total);
+        print_summary(r, e, e);
+        break;
+    case CLT_EVENT_SAVE:
+        cli_end_line(r);
+        if (!r->quiet) printf("saved %s (step %ld)\n", e->path, e->step);
+        break;
+    case CLT_EVENT_BACKOFF:
+        /* printed even with --quiet: the run's batch is not the one asked for */
+        cli_end_line(r);
+        r->backoff_batch = e->batch_size;
+        printf("auto-batch: %s; retrying with micro-batch %zu x accumulate %d (effective batch "
+               "%zu)\n",
+               e->message, e->batch_size, e->accumulate, e->batch_size * (size_t)e->accumulate);
+        break;
+    }
+    if (r->metrics && !r->metrics_failed) {
+        errno = 0;
+        if (fflush(r->metrics) != 0 || ferror(r->metrics)) {
+            r->metrics_failed = true;
+            r->metrics_errno = errno;
+        }
+    }
+    fflush(stdout);
+}
