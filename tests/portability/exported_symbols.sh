@@ -13,7 +13,7 @@
 set -euo pipefail
 export LC_ALL=C # one collation for sort and comm
 . "$(dirname "$0")/../lib.sh"
-[ $# -eq 2 ] || fail "usage: exported_symbols.sh LIBCLTRAIN.so INCLUDE_DIR"
+[ $# -eq 2 ] || [ $# -eq 3 ] || fail "usage: exported_symbols.sh LIBCLTRAIN.so INCLUDE_DIR [API_DOC]"
 lib=$1
 inc=$2
 doc=${3:-}

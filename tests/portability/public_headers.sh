@@ -6,6 +6,8 @@
 # Usage: public_headers.sh INCLUDE_DIR [CC...]. Seen failing with <CL/cl.h> put back into
 # cltrain/device.h: "cltrain/cltrain.h includes an OpenCL header".
 set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+[ $# -ge 1 ] || fail "usage: public_headers.sh INCLUDE_DIR [CC...]"
 inc=$1
 shift
 cc=("$@")
@@ -23,7 +25,7 @@ compile() { # compile HEADER: 0 when it compiles without reaching an OpenCL head
             -x c - > "$tmp/log" 2>&1
 }
 
-fail=0
+bad=0
 n=0
 for f in "$inc"/*.h; do
     h=${f##*/}
@@ -35,12 +37,12 @@ for f in "$inc"/*.h; do
         else
             echo "cltrain/$h does not compile alone:"; sed 's/^/  /' "$tmp/log"
         fi
-        fail=1
+        bad=1
     fi
 done
 if compile opencl.h || ! grep -q "an OpenCL header was included" "$tmp/log"; then
     echo "cltrain/opencl.h compiled without reaching <CL/cl.h>: the trap does not work"
-    fail=1
+    bad=1
 fi
 echo "public_headers: $n headers compiled without OpenCL headers"
-exit $fail
+[ "$bad" = 0 ] || fail "see above"
