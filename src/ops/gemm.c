@@ -310,7 +310,7 @@ static clt_status run_panel(clt_ctx *ctx, const struct clt_gemm_choice *c, clt_t
      * items, (M / (tm bm)) N K floats, while along M first op(A) is read again for every
      * column of items, (N / (tn bn)) M K: fewer where an item is at least as wide (tn bn) as
      * it is tall (tm bm). NT 512x1024x1024 on 2 AVX-512 cores: 330 -> 384 GFLOP/s
-     * (BENCHMARKS.md, "The order of the panel GEMM's items"). */
+     * (commit 7b75793; today's figures: BENCHMARKS.md, "GEMM against OpenBLAS"). */
     const int mfirst = nc * kc * sizeof(float) > CLT__PANEL_B_CACHED &&
                        NR * (size_t)c->bn >= MR * (size_t)c->bm;
     for (size_t n0 = 0; n0 < N; n0 += nc) {

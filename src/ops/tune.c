@@ -72,7 +72,7 @@ static const struct clt_gemm_choice variants[] = {
     PACKED(6, 16, 8, 128, 4, 4),
     /* micro-tiles over operands packed into the workspace; with 16-wide vectors the sums
      * stay in registers over 1024 k (C read and written once per 1024: 3-8 % faster than
-     * per 256 on 2 AVX-512 cores, BENCHMARKS.md "The panel GEMM's K block") */
+     * per 256 on 2 AVX-512 cores, commit bf0964c) */
     PANEL(8, 32, 16, 1024, 4, 2),
     PANEL(12, 32, 16, 1024, 4, 2),
     PANEL(6, 64, 16, 1024, 8, 1),
@@ -117,11 +117,11 @@ struct clt_gemm_choice clt_gemm_own_default(const clt_device_info *dev, clt_gemm
                                             clt_gemm_size s)
 {
     if (dev->type == CLT_DEVICE_CPU) {
-        /* Measured on PoCL 3.1, 2-core AVX-512 (BENCHMARKS.md, "GEMM GFLOP/s per shape" and
-         * "The panel GEMM"): dot products for small NT, outer products in place for small NN
+        /* Measured on PoCL 3.1, 2-core AVX-512 (BENCHMARKS.md, "GEMM against OpenBLAS";
+         * commits a2a9fc9 and dbf32f3): dot products for small NT, outer products in place for small NN
          * and TN; the panel family (operands packed once into the workspace) for large ones
          * of every layout and for TT. The dot products run in groups of 2 x 4 work-items (PoCL
-         * schedules each group alone: "Small NT products", BENCHMARKS.md).
+         * schedules each group alone).
          * Register blocks sized for 32 registers of 16 floats; a CPU with narrower native
          * vectors (AVX2: 16 of 8) gets blocks that fit its 16 registers. */
         cl_uint native = 16;
