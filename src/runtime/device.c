@@ -18,9 +18,9 @@
 atomic_long clt__live_ctxs, clt__live_buffers, clt__live_tensors, clt__live_pinned,
     clt__live_programs;
 
-struct clt_live_objects clt_live_objects(void)
+struct clt__live_objects clt__live_objects(void)
 {
-    struct clt_live_objects o = {
+    struct clt__live_objects o = {
         .ctxs = atomic_load(&clt__live_ctxs),
         .buffers = atomic_load(&clt__live_buffers),
         .tensors = atomic_load(&clt__live_tensors),

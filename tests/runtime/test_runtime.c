@@ -51,7 +51,7 @@ static struct clt_ctx_stats stats_of(clt_ctx *ctx)
 START_TEST(test_ctx_lifecycle)
 {
     clt_ctx *ctx = tc_ctx();
-    struct clt_live_objects o = clt_live_objects();
+    struct clt__live_objects o = clt__live_objects();
     ck_assert_int_eq(o.ctxs, 1);
     ck_assert_int_eq(o.tensors + o.buffers + o.pinned + o.programs, 0);
     const clt_device_info *d = clt_ctx_device(ctx);
@@ -75,9 +75,9 @@ START_TEST(test_ctx_lifecycle)
     p.profiling = true;
     clt_ctx *ctx2 = tc_ctx_with(&p);
     ck_assert(clt_ctx_profiling(ctx2));
-    ck_assert_int_eq(clt_live_objects().ctxs, 2);
+    ck_assert_int_eq(clt__live_objects().ctxs, 2);
     clt_ctx_free(ctx2);
-    ck_assert_int_eq(clt_live_objects().ctxs, 1);
+    ck_assert_int_eq(clt__live_objects().ctxs, 1);
     clt_ctx_free(ctx);
     clt_ctx_free(NULL); /* accepted */
     tc_assert_no_live();
@@ -127,15 +127,15 @@ START_TEST(test_build_twice_compiles_once)
     struct clt_ctx_stats s = stats_of(ctx);
     ck_assert_int_eq(s.compiles, 1);
     ck_assert_int_eq(s.disk_cache_hits, 0);
-    ck_assert_int_eq(clt_live_objects().programs, 1);
+    ck_assert_int_eq(clt__live_objects().programs, 1);
     /* The op finds the same program: still one compile. */
     check_fill_works(ctx);
     ck_assert_int_eq(stats_of(ctx).compiles, 1);
-    ck_assert_int_eq(clt_live_objects().programs, 1);
+    ck_assert_int_eq(clt__live_objects().programs, 1);
     /* Other options are another program. */
     TC_OK(ctx, clt_program_build(ctx, "elementwise", "-DX_DTYPE=1"));
     ck_assert_int_eq(stats_of(ctx).compiles, 2);
-    ck_assert_int_eq(clt_live_objects().programs, 2);
+    ck_assert_int_eq(clt__live_objects().programs, 2);
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }
@@ -440,7 +440,7 @@ START_TEST(test_build_failure_log)
     ck_assert_msg(tc_contains(msg, "elementwise"), "names the program: %s", msg);
     ck_assert_msg(tc_contains(msg, "CL_BUILD_PROGRAM_FAILURE"), "names the code: %s", msg);
     ck_assert_str_eq(clt_last_errmsg(), msg);
-    ck_assert_int_eq(clt_live_objects().programs, 0);
+    ck_assert_int_eq(clt__live_objects().programs, 0);
     /* An op that needs the program fails the same way and leaves no kernel behind. */
     clt_tensor *t = tc_tensor(ctx, CLT_DTYPE_F32, 4);
     ck_assert_int_eq(clt_op_fill(t, 1.0f), CLT_ERR_BUILD);
@@ -469,7 +469,7 @@ START_TEST(test_missing_stem)
     st = clt_program_build(ctx, "elementwise,,cast", NULL);
     ck_assert_msg(st == CLT_ERR_INVALID_ARG, "got %s", clt_status_name(st));
     ck_assert_int_eq(stats_of(ctx).compiles, 0);
-    ck_assert_int_eq(clt_live_objects().programs, 0);
+    ck_assert_int_eq(clt__live_objects().programs, 0);
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }
