@@ -125,7 +125,9 @@ struct clt_ctx_params {
 CLT_API struct clt_ctx_params clt_ctx_default_params(void);
 
 /* Creates a ctx on the selected device. On failure *out is NULL and the message is available
- * from clt_last_errmsg(). */
+ * from clt_last_errmsg(): CLT_ERR_NO_DEVICE (the selector matches nothing), CLT_ERR_INVALID_ARG
+ * for a bad environment variable (CLTRAIN_MAX_MEMORY, or CLTRAIN_GEMM other than own, clblast
+ * or auto: checked here, though the GEMM reads it later), CLT_ERR_OPENCL, CLT_ERR_HOST_MEMORY. */
 CLT_API clt_status clt_ctx_create(clt_ctx **out, const struct clt_ctx_params *p);
 /* Finishes outstanding work (a host wait) and releases everything the ctx owns. Free every
  * object made on the ctx first (tensors, models, loaders, ...). Accepts NULL. */

@@ -749,7 +749,8 @@ static clt_status apply_xgemm(clt_ctx *ctx, const struct clt_tune *t)
                      clt_clblast_error_name(rc), (int)rc);
 }
 
-/* Fills t: the built-in defaults, then the tuning file, then CLTRAIN_GEMM. */
+/* Fills t: the built-in defaults, then the tuning file, then CLTRAIN_GEMM (which clt_ctx_create
+ * has checked; checked again for a value set since). */
 static clt_status tune_init(clt_ctx *ctx, struct clt_tune *tune)
 {
     char path[4096];

@@ -1,9 +1,9 @@
 /* Tests of the ctx and the program module on a real device: ctx create/free and the
- * live-object counters, a bad selector, the in-memory program cache, the on-disk binary cache
- * (hits, corrupt files rejected and rewritten, a FIFO, directory or huge sparse file at a cache
- * path a bounded miss, off switch), build failures carrying the
- * compiler's log (CLTRAIN_KERNEL_DIR at tests/broken), missing sources, counted host
- * waits, kernel-argument failures naming the kernel and the index, and the kernel slots. */
+ * live-object counters, a bad selector or CLTRAIN_GEMM, the in-memory program cache, the on-disk
+ * binary cache (hits, corrupt files rejected and rewritten, a FIFO, directory or huge sparse file
+ * at a cache path a bounded miss, off switch), build failures carrying the compiler's log
+ * (CLTRAIN_KERNEL_DIR at tests/broken), missing sources, counted host waits, kernel-argument
+ * failures naming the kernel and the index, and the kernel slots. */
 #include "common.h"
 #include "ops/family_internal.h"
 #include "runtime/program_internal.h"
@@ -114,6 +114,36 @@ START_TEST(test_no_device)
     p.device = "9";
     st = clt_ctx_create(&ctx, &p);
     ck_assert_int_eq(st, CLT_ERR_NO_DEVICE);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* A bad CLTRAIN_GEMM fails the ctx's creation, naming the variable, the value and what is
+ * expected; the accepted values pass in any case, and empty means unset. */
+START_TEST(test_bad_env_choice)
+{
+    const char *bad[] = {"fastest", "own ", "clblas", "0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv("CLTRAIN_GEMM", bad[i], 1);
+        clt_ctx *ctx = (clt_ctx *)bad; /* must be overwritten with NULL */
+        clt_status st = clt_ctx_create(&ctx, NULL);
+        const char *msg = clt_last_errmsg();
+        ck_assert_msg(st == CLT_ERR_INVALID_ARG, "CLTRAIN_GEMM=%s: %s", bad[i],
+                      clt_status_name(st));
+        ck_assert_ptr_null(ctx);
+        char want[64];
+        snprintf(want, sizeof want, "CLTRAIN_GEMM=\"%s\"", bad[i]);
+        ck_assert_msg(tc_contains(msg, want), "names the variable and the value: %s", msg);
+        ck_assert_msg(tc_contains(msg, "expected own, clblast or auto"), "%s", msg);
+        tc_assert_no_live();
+    }
+    const char *good[] = {"own", "CLBlast", "auto", ""};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        setenv("CLTRAIN_GEMM", good[i], 1);
+        clt_ctx *ctx = tc_ctx();
+        clt_ctx_free(ctx);
+    }
+    unsetenv("CLTRAIN_GEMM");
     tc_assert_no_live();
 }
 END_TEST
@@ -553,6 +583,7 @@ int main(void)
     TCase *tc = tc_tcase("ctx");
     tcase_add_test(tc, test_ctx_lifecycle);
     tcase_add_test(tc, test_no_device);
+    tcase_add_test(tc, test_bad_env_choice);
     tcase_add_test(tc, test_host_waits);
     suite_add_tcase(s, tc);
     TCase *prog = tc_tcase("program");
