@@ -677,7 +677,7 @@ fail:
 
 static bool tune_path(const clt_ctx *ctx, char *dst, size_t n)
 {
-    const char *env = getenv("CLTRAIN_TUNE_FILE"), *dir = clt_program_cache_dir(ctx);
+    const char *env = getenv("CLTRAIN_TUNE_FILE"), *dir = clt_ctx_cache_dir(ctx);
     if (env && *env) {
         snprintf(dst, n, "%s", env);
         return true;

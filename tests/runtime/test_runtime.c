@@ -151,7 +151,7 @@ END_TEST
 START_TEST(test_build_twice_compiles_once)
 {
     clt_ctx *ctx = ctx_cached(NULL);
-    ck_assert_ptr_null(clt_program_cache_dir(ctx));
+    ck_assert_ptr_null(clt_ctx_cache_dir(ctx));
     TC_OK(ctx, clt_program_build(ctx, "elementwise", EW_F32));
     TC_OK(ctx, clt_program_build(ctx, "elementwise", EW_F32));
     struct clt_ctx_stats s = stats_of(ctx);
@@ -191,7 +191,7 @@ START_TEST(test_disk_cache_hit)
     char dir[512];
     tc_mkdtemp(dir, sizeof dir);
     clt_ctx *a = ctx_cached(dir);
-    ck_assert_str_eq(clt_program_cache_dir(a), dir);
+    ck_assert_str_eq(clt_ctx_cache_dir(a), dir);
     TC_OK(a, clt_program_build(a, "elementwise", EW_F32));
     struct clt_ctx_stats s = stats_of(a);
     ck_assert_int_eq(s.compiles, 1);
@@ -409,7 +409,7 @@ START_TEST(test_disk_cache_off)
     p.cache_dir = dir;
     p.disk_cache = 0;
     clt_ctx *ctx = tc_ctx_with(&p);
-    ck_assert_ptr_null(clt_program_cache_dir(ctx));
+    ck_assert_ptr_null(clt_ctx_cache_dir(ctx));
     TC_OK(ctx, clt_program_build(ctx, "elementwise", EW_F32));
     ck_assert_int_eq(stats_of(ctx).compiles, 1);
     clt_ctx_free(ctx);
@@ -420,15 +420,15 @@ START_TEST(test_disk_cache_off)
     p.disk_cache = -1;
     ctx = tc_ctx_with(&p);
     unsetenv("CLTRAIN_CACHE");
-    ck_assert_ptr_null(clt_program_cache_dir(ctx));
+    ck_assert_ptr_null(clt_ctx_cache_dir(ctx));
     TC_OK(ctx, clt_program_build(ctx, "elementwise", EW_F32));
     clt_ctx_free(ctx);
     ck_assert_int_eq(tc_count_files(dir, NULL, 0), 0);
 
     /* ...and without it, is on, in the folder given (over $CLTRAIN_CACHE_DIR). */
     ctx = tc_ctx_with(&p);
-    ck_assert_ptr_nonnull(clt_program_cache_dir(ctx));
-    ck_assert_str_eq(clt_program_cache_dir(ctx), dir);
+    ck_assert_ptr_nonnull(clt_ctx_cache_dir(ctx));
+    ck_assert_str_eq(clt_ctx_cache_dir(ctx), dir);
     TC_OK(ctx, clt_program_build(ctx, "elementwise", EW_F32));
     clt_ctx_free(ctx);
     ck_assert_int_eq(tc_count_files(dir, NULL, 0), 1);
@@ -445,7 +445,7 @@ START_TEST(test_disk_cache_off)
     else
         unsetenv("CLTRAIN_CACHE_DIR");
     free(saved);
-    ck_assert_str_eq(clt_program_cache_dir(ctx), dir2);
+    ck_assert_str_eq(clt_ctx_cache_dir(ctx), dir2);
     clt_ctx_free(ctx);
     tc_rmdir(dir2);
     tc_rmdir(dir);
