@@ -33,6 +33,7 @@ tensor runtime
 alloc runtime
 profile runtime
 opencl runtime
+loss ops
 data data
 loader data
 spec nn
