@@ -33,6 +33,7 @@ tensor runtime
 alloc runtime
 profile runtime
 opencl runtime
+outfile io
 loss ops
 data data
 loader data

@@ -2,7 +2,6 @@
  * (devices and replicas, optimizer parameters, precision, data options) made before anything
  * is opened. */
 #include "cli/run.h"
-#include "io/outfile_internal.h"
 
 #include <errno.h>
 #include <math.h>

@@ -2,7 +2,6 @@
  * chooses the devices (one, several replicas in this process, or one per MPI rank), builds the
  * set-up, prints the plan, runs it (or the dry run), and reports the end. */
 #include "cli/run.h"
-#include "io/outfile_internal.h"
 
 #include <errno.h>
 #include <math.h>

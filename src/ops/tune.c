@@ -7,7 +7,7 @@
 #include "runtime/internal.h"
 #include "io/json.h"
 
-#include "io/outfile_internal.h"
+#include "cltrain/outfile.h"
 #include "runtime/program_internal.h"
 
 #include <clblast_c.h>
