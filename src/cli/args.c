@@ -270,5 +270,3 @@ int cli_make_optim_params(struct train_args *a)
     op->min_lr = a->min_lr;
     return CLI_OK;
 }
-
-/* Both splits of --data; a missing class gets the hint to give --classes. */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Both splits of --data; a missing class gets the hint to give --classes. */
 static int open_train_data(const struct train_args *a, struct train_run *r)
 {
     if (clt_data_open(a->data, &a->dp, &r->train, &r->test) != CLT_OK) {
