@@ -49,9 +49,8 @@ CLT_API clt_status clt_loss_softmax_xent(const clt_tensor *logits, const clt_ten
  * dpred = grad_scale * 2 * (pred - target); dpred may be pred (the loss is taken first).
  * Deterministic, enqueued only, and the same statuses as clt_loss_softmax_xent (no smoothing).
  * pred, target and loss_acc must not be NULL. */
-CLT_API clt_status clt_loss_mse(const clt_tensor *pred, const clt_tensor *target,
-                                float loss_scale, float grad_scale, clt_tensor *dpred,
-                                clt_tensor *loss_acc);
+CLT_API clt_status clt_loss_mse(const clt_tensor *pred, const clt_tensor *target, float loss_scale,
+                                float grad_scale, clt_tensor *dpred, clt_tensor *loss_acc);
 
 #ifdef __cplusplus
 }

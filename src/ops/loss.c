@@ -188,11 +188,10 @@ const struct clt__op_family clt__family_loss = {
 /* The public losses (cltrain/loss.h): the ops themselves, under the names a user's loop calls. */
 clt_status clt_loss_softmax_xent(const clt_tensor *logits, const clt_tensor *labels,
                                  float smoothing, float loss_scale, float grad_scale,
-                                 clt_tensor *dlogits, clt_tensor *loss_acc,
-                                 clt_tensor *correct_acc)
+                                 clt_tensor *dlogits, clt_tensor *loss_acc, clt_tensor *correct_acc)
 {
-    return clt_op_softmax_xent(logits, labels, smoothing, loss_scale, grad_scale, dlogits,
-                               loss_acc, correct_acc);
+    return clt_op_softmax_xent(logits, labels, smoothing, loss_scale, grad_scale, dlogits, loss_acc,
+                               correct_acc);
 }
 
 clt_status clt_loss_mse(const clt_tensor *pred, const clt_tensor *target, float loss_scale,
