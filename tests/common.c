@@ -29,7 +29,7 @@ clt_ctx *tc_ctx(void)
 
 void tc_assert_no_live(void)
 {
-    struct clt_live_objects o = clt_live_objects();
+    struct clt__live_objects o = clt__live_objects();
     ck_assert_msg(o.ctxs == 0 && o.buffers == 0 && o.tensors == 0 && o.pinned == 0 &&
                       o.programs == 0,
                   "live objects left: ctxs %ld, buffers %ld, tensors %ld, pinned %ld, programs %ld",

@@ -10,6 +10,9 @@
 # is ops, "cltrain/X.h" is X's layer from the table. Reported, one line each, exit 1:
 #   - an include of a higher layer, or of a same-rank sibling;
 #   - a bare #include "x.h" in src/ or include/ (private includes are folder-qualified);
+#   - in src/cli/, an include of any layer's private header: the program includes only the
+#     installed headers (cltrain/...), its own (cli/...) and system headers
+#     (tools/install_check.sh builds it against an installed copy alone);
 #   - a path whose first folder is no layer, a file outside a layer folder of src/;
 #   - a public header that the table does not list.
 # Table entries whose header does not exist are ignored (public headers move into src/).
@@ -17,8 +20,9 @@
 #
 # --self-test copies src/ include/ tools/ examples/ to a temporary folder, injects a runtime file
 # including "train/checkpoint_internal.h", a data file including "nn/x.h" (a sibling), a bare
-# include into an ops file and an allowed include into a train file, and fails unless the check
-# reports exactly the three violations more than on the unchanged copy.
+# include into an ops file, a cli file including "runtime/internal.h" (a private header), and
+# an allowed include into a train file, and fails unless the check reports exactly the four
+# violations more than on the unchanged copy.
 set -euo pipefail
 export LC_ALL=C
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -33,6 +37,8 @@ tensor runtime
 alloc runtime
 profile runtime
 opencl runtime
+outfile io
+loss ops
 data data
 loader data
 spec nn
@@ -123,6 +129,10 @@ check() (
         includes++
         t = target_layer(path)
         if (layer == "" || t == "") next
+        if (FILENAME ~ /^src\/cli\// && t != "cli" && substr(path, 1, 8) != "cltrain/") {
+            fail(FILENAME ":" FNR ": cli includes \"" path "\": the program uses only the installed headers (cltrain/...)")
+            next
+        }
         if (rank[t] > rank[layer])
             fail(FILENAME ":" FNR ": " layer " includes \"" path "\" (" t "): a lower layer must not include a higher one")
         else if (rank[t] == rank[layer] && t != layer)
@@ -137,7 +147,7 @@ check() (
 
 # self_test ROOT: the check must report exactly the violations injected into a copy of ROOT.
 self_test() {
-    local root=$1 tmp d rt da op tn before after expected
+    local root=$1 tmp d rt da op tn cl before after expected
     tmp=$(mktemp -d)
     # shellcheck disable=SC2064 # expand now: tmp is local
     trap "rm -rf '$tmp'" EXIT
@@ -152,10 +162,12 @@ self_test() {
     da=$(first src/data)
     op=$(first src/ops)
     tn=$(first src/train)
-    if [ -z "$rt" ] || [ -z "$da" ] || [ -z "$op" ] || [ -z "$tn" ]; then
-        fail "self-test: no .c file in one of src/runtime, src/data, src/ops, src/train"
+    cl=$(first src/cli)
+    if [ -z "$rt" ] || [ -z "$da" ] || [ -z "$op" ] || [ -z "$tn" ] || [ -z "$cl" ]; then
+        fail "self-test: no .c file in one of src/runtime, src/data, src/ops, src/train, src/cli"
     fi
-    inject() { # FILE LINE: appends LINE, prints its line number
+    inject() { # FILE LINE: appends LINE (on a line of its own), prints its line number
+        if [ -n "$(tail -c 1 "$tmp/copy/$1")" ]; then echo >> "$tmp/copy/$1"; fi
         printf '%s\n' "$2" >> "$tmp/copy/$1"
         wc -l < "$tmp/copy/$1" | tr -d ' '
     }
@@ -166,6 +178,8 @@ self_test() {
         echo "$da:$n: data includes \"nn/x.h\" (nn): siblings of one rank must not include each other"
         n=$(inject "$op" '#include "x.h"')
         echo "$op:$n: #include \"x.h\": use the folder-qualified path"
+        n=$(inject "$cl" '#include "runtime/internal.h"')
+        echo "$cl:$n: cli includes \"runtime/internal.h\": the program uses only the installed headers (cltrain/...)"
         inject "$tn" '#include "nn/x.h"' > /dev/null # allowed: train is above nn
     )
 
@@ -184,7 +198,7 @@ self_test() {
         printf '%s\n' "$after"
         fail "self-test: other violations than the injected ones (above)"
     fi
-    echo "layering self-test: the 3 injected violations were reported, the allowed include was not"
+    echo "layering self-test: the 4 injected violations were reported, the allowed include was not"
 }
 
 mode=check

@@ -3,8 +3,13 @@
 # checks what a user of the library gets: libcltrain.so -> .so.0 -> .so.0.1.0 (soname
 # libcltrain.so.0), libcltrain.a, the public headers under include/cltrain/ (exactly those
 # cltrain.h includes and opencl.h, each compiling alone), cltrain.pc, the programs cltrain and cltrain-tune.
-# Then builds programs with nothing but `pkg-config --cflags --libs cltrain` and runs them: a ctx create/free, and, where it exists,
+# Then builds programs with nothing but `pkg-config --cflags --libs cltrain` and runs them: a ctx
+# create/free; the cltrain program itself from a copy of src/cli/ alone (so an include of a private
+# header, or a call the shared library does not export, fails here), which must pass its
+# self-check and print the installed program's --help; and, where it exists,
 # examples/train_mlp.c for 5 steps (needs Fashion-MNIST: $CLTRAIN_DATA_DIR or /usr/share/datasets).
+# Seen failing with #include "runtime/program_internal.h" put into src/cli/devices.c: "src/cli/
+# does not build against the installed headers alone".
 # Usage: tools/install_check.sh BUILD_DIR (already configured; built here if it is not).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,6 +106,22 @@ for h in $public; do
         | "$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -x c - $cflags \
         || { echo "install_check: cltrain/$h does not compile alone"; fail=1; }
 done
+((fail == 0)) || exit 1
+# The program is the public API's first user: its sources, copied apart from the rest of src/
+# (their own headers are "cli/..."), build against the installed headers and link the shared
+# library, which exports the public API only. It uses raw OpenCL (cltrain/opencl.h), so it
+# links the OpenCL library too, as any user of that header does.
+mkdir -p "$tmp/clisrc/cli"
+cp src/cli/*.c src/cli/*.h "$tmp/clisrc/cli/"
+opencl_libs=$(pkg-config --libs OpenCL 2>/dev/null || echo -lOpenCL)
+# shellcheck disable=SC2086
+"$cc" -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wpedantic -Werror -I"$tmp/clisrc" \
+    -o "$tmp/cltrain" "$tmp"/clisrc/cli/*.c $flags $opencl_libs -lm \
+    || { echo "install_check: src/cli/ does not build against the installed headers alone"; exit 1; }
+"$tmp/cltrain" selfcheck \
+    || { echo "install_check: the cltrain built from the installed headers failed its self-check"; exit 1; }
+check "the cltrain built from the installed headers prints the installed cltrain's --help" \
+    "$("$tmp/cltrain" --help 2>&1)" = "$("$bindir/cltrain" --help 2>&1)"
 ((fail == 0)) || exit 1
 if [ -f examples/train_mlp.c ]; then
     # shellcheck disable=SC2086

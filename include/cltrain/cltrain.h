@@ -1,8 +1,8 @@
 /* cltrain: a portable neural-network trainer on OpenCL. Includes every public header: the ctx
  * and devices, statuses and errors, tensors, the model and its spec, optimizers, data and the
- * loader, training and evaluation, and checkpoints; none of them needs the OpenCL headers.
- * Raw OpenCL access (a ctx's queues, a tensor's buffer, waits on events) is cltrain/opencl.h,
- * included separately. Everything else is private to the library.
+ * loader, losses for a loop of one's own, training and evaluation, checkpoints, and safe
+ * output files; none of them needs the OpenCL headers. Raw OpenCL access (a ctx's queues, a tensor's buffer, waits on
+ * events) is cltrain/opencl.h, included separately. Everything else is private to the library.
  *
  * Usage:
  *
@@ -22,8 +22,10 @@
 #include "cltrain/errors.h"
 #include "cltrain/export.h"
 #include "cltrain/loader.h"
+#include "cltrain/loss.h"
 #include "cltrain/model.h"
 #include "cltrain/optim.h"
+#include "cltrain/outfile.h"
 #include "cltrain/profile.h"
 #include "cltrain/spec.h"
 #include "cltrain/status.h"

@@ -125,7 +125,9 @@ struct clt_ctx_params {
 CLT_API struct clt_ctx_params clt_ctx_default_params(void);
 
 /* Creates a ctx on the selected device. On failure *out is NULL and the message is available
- * from clt_last_errmsg(). */
+ * from clt_last_errmsg(): CLT_ERR_NO_DEVICE (the selector matches nothing), CLT_ERR_INVALID_ARG
+ * for a bad environment variable (CLTRAIN_MAX_MEMORY, or CLTRAIN_GEMM other than own, clblast
+ * or auto: checked here, though the GEMM reads it later), CLT_ERR_OPENCL, CLT_ERR_HOST_MEMORY. */
 CLT_API clt_status clt_ctx_create(clt_ctx **out, const struct clt_ctx_params *p);
 /* Finishes outstanding work (a host wait) and releases everything the ctx owns. Free every
  * object made on the ctx first (tensors, models, loaders, ...). Accepts NULL. */
@@ -138,6 +140,21 @@ CLT_API const char *clt_ctx_errmsg(const clt_ctx *ctx);
  * queues: cltrain/opencl.h.) */
 CLT_API const clt_device_info *clt_ctx_device(const clt_ctx *ctx);
 CLT_API bool clt_ctx_profiling(const clt_ctx *ctx);
+/* The folder of the ctx's on-disk cache of compiled kernel programs (clt_ctx_params.cache_dir,
+ * else $CLTRAIN_CACHE_DIR, $XDG_CACHE_HOME/cltrain, ~/.cache/cltrain), or NULL when the cache is
+ * off (disk_cache 0, CLTRAIN_CACHE=0, no folder to use, or one that cannot be created). Owned by
+ * the ctx, valid until clt_ctx_free. Cannot fail. */
+CLT_API const char *clt_ctx_cache_dir(const clt_ctx *ctx);
+
+/* Checks that the device computes what cltrain asks: builds the elementwise kernels (or loads
+ * them from the disk cache), uploads 1000 floats, computes b = 2a, then b += -1 a on the device
+ * (exact in fp32), reads b back and compares it with a bit for bit. Leaves nothing allocated
+ * and waits for the device (a counted host wait, CLT_WAIT_SETUP). The build and the cache show
+ * in clt_ctx_stats. Returns CLT_OK; CLT_ERR_UNSUPPORTED when the values came back changed (the
+ * message names the first differing element); CLT_ERR_BUILD (with the compiler's log),
+ * CLT_ERR_OPENCL, CLT_ERR_OUT_OF_MEMORY or CLT_ERR_HOST_MEMORY from the steps, each with the
+ * message in the ctx. `cltrain selfcheck` is this call. Not thread-safe (per ctx). */
+CLT_API clt_status clt_ctx_selfcheck(clt_ctx *ctx);
 
 /* Why the host waits for the device. Every blocking call in cltrain goes through
  * clt_ctx_wait/clt_ctx_finish with one of these and is counted. */

@@ -2,7 +2,6 @@
  * (devices and replicas, optimizer parameters, precision, data options) made before anything
  * is opened. */
 #include "cli/run.h"
-#include "io/outfile_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -271,5 +270,3 @@ int cli_make_optim_params(struct train_args *a)
     op->min_lr = a->min_lr;
     return CLI_OK;
 }
-
-/* Both splits of --data; a missing class gets the hint to give --classes. */

@@ -7,14 +7,20 @@
  * clEnqueueWriteBuffer copies of the same sizes (event times on a profiling ctx). */
 #include "cli/cli.h"
 #include "cli/options.h"
-#include "ops/ops_internal.h"
-#include "runtime/rng_internal.h"
-
-#include "runtime/rng_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* The synthetic data's generator (SplitMix64): any fixed sequence will do, the figures do not
+ * depend on the values. */
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
 
 static double now_s(void)
 {
@@ -419,8 +425,10 @@ static int step_state_create(struct step_state *s, const struct step_bench *o)
         cli_error("out of host memory");
         goto done;
     }
-    clt_rng_fill_uniform(1, clt_rng_stream(CLT_RNG_USER, 0), 0, hx, xd[0] * F, 0.0f, 1.0f);
-    for (size_t i = 0; i < yd; i++) hy[i] = (int32_t)(clt_rng_u32(1, 1, i) % (uint32_t)N);
+    uint64_t rng = 1;
+    for (size_t i = 0; i < xd[0] * F; i++) /* uniform in [0, 1) */
+        hx[i] = (float)(splitmix64(&rng) >> 40) * 0x1p-24f;
+    for (size_t i = 0; i < yd; i++) hy[i] = (int32_t)(splitmix64(&rng) % (uint64_t)N);
     if (clt_model_create(&s->m, s->ctx, &s->spec, F, N, &mp) != CLT_OK ||
         clt_optim_create(&s->opt, clt_model_params(s->m), &op) != CLT_OK ||
         clt_tensor_create(&s->x, s->ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_OTHER) != CLT_OK ||
@@ -458,8 +466,8 @@ static clt_status step_bench_run(struct step_state *s, const struct step_bench *
         if (st == CLT_OK) st = clt_tensor_view(&yb, s->y, k * B, 1, &B);
         if (st == CLT_OK) st = clt_model_forward(s->m, xb, true, (uint64_t)i, &out);
         if (st == CLT_OK)
-            st = clt_op_softmax_xent(out, yb, 0.0f, 1.0f, 1.0f / (float)B, s->dout, s->loss,
-                                     NULL);
+            st = clt_loss_softmax_xent(out, yb, 0.0f, 1.0f, 1.0f / (float)B, s->dout, s->loss,
+                                       NULL);
         if (st == CLT_OK && s->scaler) st = clt_scaler_scale(s->scaler, s->dout);
         if (st == CLT_OK) st = clt_model_backward(s->m, s->dout, false);
         if (st == CLT_OK) st = clt_optim_step_scaled(s->opt, clt_model_grads(s->m), s->scaler);

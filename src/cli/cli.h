@@ -1,8 +1,7 @@
-/* Shared pieces of the cltrain command-line program: subcommands and small helpers, over the
- * installed headers only. The program links the static library, and a few of its files still
- * include private headers of their own: the ops (devices.c: the self-check; bench.c), the GEMM
- * tuning (setup.c), the program cache (devices.c), safe output files (args.c, run.c, evaluate.c) and
- * the host random numbers (bench.c). */
+/* Shared pieces of the cltrain command-line program: subcommands and small helpers. The program
+ * is the public API's first user: its files include only the installed headers (cltrain/...),
+ * system headers and its own, and it builds against an installed copy alone (tests/layering.sh,
+ * tools/install_check.sh). */
 #ifndef CLTRAIN_CLI_H
 #define CLTRAIN_CLI_H
 

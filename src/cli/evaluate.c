@@ -2,7 +2,6 @@
  * accuracy (and confusion matrix) on a data split, or its predicted classes and probabilities
  * as CSV. */
 #include "cli/run.h"
-#include "io/outfile_internal.h"
 
 #include <errno.h>
 #include <math.h>

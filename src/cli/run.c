@@ -2,7 +2,6 @@
  * chooses the devices (one, several replicas in this process, or one per MPI rank), builds the
  * set-up, prints the plan, runs it (or the dry run), and reports the end. */
 #include "cli/run.h"
-#include "io/outfile_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Both splits of --data; a missing class gets the hint to give --classes. */
 static int open_train_data(const struct train_args *a, struct train_run *r)
 {
     if (clt_data_open(a->data, &a->dp, &r->train, &r->test) != CLT_OK) {

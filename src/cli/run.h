@@ -105,7 +105,7 @@ void cli_note_unverified(const clt_checkpoint *ck, const char *path);
 bool cli_is_help(int argc, char **argv); /* --help or -h among the arguments */
 /* A spec given as a file's path or as text. */
 clt_status cli_parse_model(const char *text, int classes, clt_spec *spec);
-/* The ctx on the selected device, its GEMM choices read (a bad CLTRAIN_GEMM fails here). */
+/* The ctx on the selected device (a bad CLTRAIN_GEMM or CLTRAIN_MAX_MEMORY fails here). */
 int cli_open_ctx(const char *device, bool profiling, bool sync_debug, clt_ctx **ctx);
 
 /* ---- progress.c ---- */

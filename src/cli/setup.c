@@ -2,7 +2,6 @@
  * as text or a file, and failure messages (with the memory report and its remedies on out of
  * memory). */
 #include "cli/run.h"
-#include "ops/tune_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -73,14 +72,7 @@ int cli_open_ctx(const char *device, bool profiling, bool sync_debug, clt_ctx **
     p.device = device;
     p.profiling = profiling;
     p.sync_debug = sync_debug;
+    /* a bad CLTRAIN_GEMM or CLTRAIN_MAX_MEMORY fails here, before the data is loaded */
     if (clt_ctx_create(ctx, &p) != CLT_OK) return cli_fail_status(NULL);
-    /* The GEMM choices (tuning file, CLTRAIN_GEMM) are read at the first GEMM; read them now
-     * so that a bad CLTRAIN_GEMM stops the run before the data is loaded. */
-    if (!clt_ctx_tune(*ctx)) {
-        int rc = cli_fail_status(*ctx);
-        clt_ctx_free(*ctx);
-        *ctx = NULL;
-        return rc;
-    }
     return CLI_OK;
 }

@@ -48,7 +48,7 @@ void clt_comm_slice(const clt_comm *c, int rank, size_t n, size_t *begin, size_t
     *end = clt__slice_boundary(n, c->cum[rank + 1], T);
 }
 
-size_t clt_comm_slice_max(const clt_comm *c, int rank, size_t max)
+size_t clt__comm_slice_max(const clt_comm *c, int rank, size_t max)
 {
     return clt__slice_max(max, c->cum[rank], c->cum[rank + 1], c->cum[c->size]);
 }

@@ -10,7 +10,7 @@
 
 /* The largest slice member rank gets of any n <= max (its slice of max, or one more): what a
  * replica's model and loader must hold. */
-size_t clt_comm_slice_max(const clt_comm *c, int rank, size_t max);
+size_t clt__comm_slice_max(const clt_comm *c, int rank, size_t max);
 
 struct clt_comm_ops {
     const char *kind;

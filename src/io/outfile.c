@@ -1,8 +1,8 @@
-/* Safe output files (io/outfile_internal.h): symlinks resolved by hand so that the real target is
+/* Safe output files (cltrain/outfile.h): symlinks resolved by hand so that the real target is
  * replaced in its own folder, anything but a regular file refused, a writability probe before
  * long work, stale "<name>.tmp.<pid>[.<k>]" files of dead processes removed, and temporary
  * file + fsync + rename with every write, flush and close checked. */
-#include "io/outfile_internal.h"
+#include "cltrain/outfile.h"
 
 #include "runtime/internal.h"
 
@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -257,6 +258,17 @@ clt_status clt_outfile_write(clt_outfile *f, const void *data, size_t n)
 {
     CLT_ASSERT(f && f->fp);
     if (n == 0 || fwrite(data, 1, n, f->fp) == n) return CLT_OK;
+    return clt__fail(NULL, CLT_ERR_IO, "%s: write failed: %s", f->path, strerror(errno));
+}
+
+clt_status clt_outfile_printf(clt_outfile *f, const char *fmt, ...)
+{
+    CLT_ASSERT(f && f->fp && fmt);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vfprintf(f->fp, fmt, ap);
+    va_end(ap);
+    if (rc >= 0) return CLT_OK;
     return clt__fail(NULL, CLT_ERR_IO, "%s: write failed: %s", f->path, strerror(errno));
 }
 

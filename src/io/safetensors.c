@@ -1,10 +1,10 @@
-/* safetensors files: the atomic writer (through io/outfile_internal.h: temporary file, fsync,
+/* safetensors files: the atomic writer (through cltrain/outfile.h: temporary file, fsync,
  * rename, symlinks followed, non-regular files refused) and the reader, which
  * loads the whole file and validates header, entries and offsets before handing out tensors.
  * Failures carry a one-line message naming the file (clt_last_errmsg). */
 #include "io/safetensors_internal.h"
 
-#include "io/outfile_internal.h"
+#include "cltrain/outfile.h"
 #include "runtime/internal.h"
 #include "io/json.h"
 

@@ -36,7 +36,7 @@ typedef struct clt_st_tensor {
 /* Writes the n tensors (in the order given, contiguous) and the nmeta metadata pairs (strings,
  * stored escaped in "__metadata__"; put numbers or JSON arrays in them as text) to `path`.
  * The header is padded with spaces so that the data section starts 8-byte aligned in the file.
- * Atomic, through clt_outfile_open (io/outfile_internal.h): the bytes go to a new temporary file
+ * Atomic, through clt_outfile_open (cltrain/outfile.h): the bytes go to a new temporary file
  * "<path>.tmp.<pid>.<k>" in the same folder, which is flushed, fsync'ed and renamed over
  * `path`; on any failure the temporary file is removed and an existing `path` is left as it
  * was. A symlink is followed (its target is replaced, the link stays); a `path` that is a

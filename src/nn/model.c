@@ -809,7 +809,7 @@ fail:
     return st;
 }
 
-clt_status clt_model_sync_weights(clt_model *m)
+clt_status clt__model_sync_weights(clt_model *m)
 {
     return m->params16 ? clt_op_cast(m->params16, m->params) : CLT_OK;
 }
@@ -820,7 +820,7 @@ clt_status clt_model_write_params(clt_model *m, const float *src)
     cl_event ev = NULL;
     CLT_TRY(clt_tensor_write(m->params, src, false, &ev));
     CLT_TRY(clt_ctx_wait(m->ctx, CLT_WAIT_SETUP, 1, &ev));
-    CLT_TRY(clt_model_sync_weights(m));
+    CLT_TRY(clt__model_sync_weights(m));
 fail:
     if (ev) clReleaseEvent(ev);
     return st;

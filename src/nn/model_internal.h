@@ -10,6 +10,6 @@
  * model (an optimizer step, unless the optimizer stores the copy itself: clt_optim_set_copy;
  * clt_tensor_write on clt_model_params); clt_model_create and clt_model_write_params call it
  * themselves. A no-op in f32. */
-clt_status clt_model_sync_weights(clt_model *m);
+clt_status clt__model_sync_weights(clt_model *m);
 
 #endif

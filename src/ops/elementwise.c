@@ -1,11 +1,13 @@
-/* C wrappers of cl/elementwise.cl (fill, copy, scale, axpy, by dtype), its op family, and the
- * argument checks and launch form the ops share. */
+/* C wrappers of cl/elementwise.cl (fill, copy, scale, axpy, by dtype), its op family, the
+ * argument checks and launch form the ops share, and the device's self-check built on them. */
 #include "ops/family_internal.h"
 
 #include "runtime/internal.h"
 #include "runtime/program_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 bool clt__is_float(clt_dtype d)
 {
@@ -132,5 +134,40 @@ clt_status clt_op_axpy(clt_tensor *y, float alpha, const clt_tensor *x)
     CLT_TRY(elementwise_kernel(y, AXPY, &k));
     CLT_TRY(clt__launch_yx(k, y, x, &alpha, 1, "axpy"));
 fail:
+    return st;
+}
+
+/* The device's self-check (cltrain/device.h): scale and axpy, whose f32 results here are exact,
+ * so that any difference is the device's. */
+clt_status clt_ctx_selfcheck(clt_ctx *ctx)
+{
+    enum { N = 1000 };
+    clt_status st = CLT_OK;
+    clt_tensor *a = NULL, *b = NULL;
+    float *host = NULL, *back = NULL;
+    const size_t n = N;
+    CLT_ASSERT(ctx);
+    CLT_ALLOC(ctx, host, n);
+    CLT_ALLOC(ctx, back, n);
+    for (size_t i = 0; i < n; i++) host[i] = (float)i * 0.25f - 100.0f;
+    CLT_TRY(clt_tensor_create(&a, ctx, CLT_DTYPE_F32, 1, &n, CLT_MEM_OTHER));
+    CLT_TRY(clt_tensor_create(&b, ctx, CLT_DTYPE_F32, 1, &n, CLT_MEM_OTHER));
+    CLT_TRY(clt_tensor_write(a, host, false, NULL));
+    CLT_TRY(clt_op_scale(b, a, 2.0f));
+    CLT_TRY(clt_op_axpy(b, -1.0f, a));
+    CLT_TRY(clt_tensor_read(b, back, false, NULL));
+    CLT_TRY(clt_ctx_finish(ctx, CLT_WAIT_SETUP));
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&host[i], &back[i], sizeof *host) != 0)
+            CLT_FAIL(ctx, CLT_ERR_UNSUPPORTED,
+                     "%s computed a wrong result: element %zu of %zu came back as %.9g, not "
+                     "%.9g (2a - a through scale and axpy, exact in fp32)",
+                     clt_ctx_device(ctx)->device_name, i, n, (double)back[i], (double)host[i]);
+fail:
+    if (st != CLT_OK) (void)clt_ctx_finish(ctx, CLT_WAIT_SETUP); /* the copies use host, back */
+    clt_tensor_free(a);
+    clt_tensor_free(b);
+    free(host);
+    free(back);
     return st;
 }

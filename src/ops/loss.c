@@ -1,8 +1,11 @@
 /* C wrappers of cl/loss.cl: softmax cross-entropy (loss, gradient, correct count), mean squared
  * error, softmax and argmax over the rows (last dimension) of f32 tensors. The loss totals are
  * reduced on the device by one work-group in a fixed order (see cl/loss.cl): the same bits on
- * every run and for every work-group size, no scratch buffer, no host wait. */
+ * every run and for every work-group size, no scratch buffer, no host wait. The public losses
+ * (cltrain/loss.h) are the first two. */
 #include "ops/nn_internal.h"
+
+#include "cltrain/loss.h"
 
 #include <stdint.h>
 
@@ -181,3 +184,18 @@ const struct clt__op_family clt__family_loss = {
     .slots = (int)(sizeof loss_names / sizeof *loss_names),
     .variants = loss_variants,
 };
+
+/* The public losses (cltrain/loss.h): the ops themselves, under the names a user's loop calls. */
+clt_status clt_loss_softmax_xent(const clt_tensor *logits, const clt_tensor *labels,
+                                 float smoothing, float loss_scale, float grad_scale,
+                                 clt_tensor *dlogits, clt_tensor *loss_acc, clt_tensor *correct_acc)
+{
+    return clt_op_softmax_xent(logits, labels, smoothing, loss_scale, grad_scale, dlogits, loss_acc,
+                               correct_acc);
+}
+
+clt_status clt_loss_mse(const clt_tensor *pred, const clt_tensor *target, float loss_scale,
+                        float grad_scale, clt_tensor *dpred, clt_tensor *loss_acc)
+{
+    return clt_op_mse(pred, target, loss_scale, grad_scale, dpred, loss_acc);
+}

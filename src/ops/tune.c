@@ -7,7 +7,7 @@
 #include "runtime/internal.h"
 #include "io/json.h"
 
-#include "io/outfile_internal.h"
+#include "cltrain/outfile.h"
 #include "runtime/program_internal.h"
 
 #include <clblast_c.h>
@@ -677,7 +677,7 @@ fail:
 
 static bool tune_path(const clt_ctx *ctx, char *dst, size_t n)
 {
-    const char *env = getenv("CLTRAIN_TUNE_FILE"), *dir = clt_program_cache_dir(ctx);
+    const char *env = getenv("CLTRAIN_TUNE_FILE"), *dir = clt_ctx_cache_dir(ctx);
     if (env && *env) {
         snprintf(dst, n, "%s", env);
         return true;
@@ -749,7 +749,8 @@ static clt_status apply_xgemm(clt_ctx *ctx, const struct clt_tune *t)
                      clt_clblast_error_name(rc), (int)rc);
 }
 
-/* Fills t: the built-in defaults, then the tuning file, then CLTRAIN_GEMM. */
+/* Fills t: the built-in defaults, then the tuning file, then CLTRAIN_GEMM (which clt_ctx_create
+ * has checked; checked again for a value set since). */
 static clt_status tune_init(clt_ctx *ctx, struct clt_tune *tune)
 {
     char path[4096];

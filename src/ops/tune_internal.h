@@ -144,7 +144,7 @@ clt_status clt_tune_load(const char *path, const clt_device_info *dev, struct cl
  * Thread-safe for distinct paths. */
 clt_status clt_tune_save(const char *path, const struct clt_tune *t);
 /* The tuning file for ctx's device: $CLTRAIN_TUNE_FILE if set, else
- * <clt_program_cache_dir(ctx)>/tune-<16 hex digits>.json. CLT_ERR_IO when neither exists
+ * <clt_ctx_cache_dir(ctx)>/tune-<16 hex digits>.json. CLT_ERR_IO when neither exists
  * (disk cache off and no variable). */
 clt_status clt_tune_path(const clt_ctx *ctx, char *dst, size_t n);
 

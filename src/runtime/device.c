@@ -18,9 +18,9 @@
 atomic_long clt__live_ctxs, clt__live_buffers, clt__live_tensors, clt__live_pinned,
     clt__live_programs;
 
-struct clt_live_objects clt_live_objects(void)
+struct clt__live_objects clt__live_objects(void)
 {
-    struct clt_live_objects o = {
+    struct clt__live_objects o = {
         .ctxs = atomic_load(&clt__live_ctxs),
         .buffers = atomic_load(&clt__live_buffers),
         .tensors = atomic_load(&clt__live_tensors),
@@ -375,6 +375,29 @@ static clt_status create_queue(clt_ctx *ctx, cl_command_queue *q)
     return err == CL_SUCCESS ? CLT_OK : clt__fail_cl(ctx, err, "creating a command queue");
 }
 
+/* Environment variables that the layers above read later (at a ctx's first use of what they
+ * choose), checked here so that a bad value fails the ctx's creation, as CLTRAIN_MAX_MEMORY
+ * does, and not a run whose data has loaded. Unset or empty: no choice. Values ignore case. */
+static const struct env_choice {
+    const char *name, *values[4], *expected;
+} env_choices[] = {
+    {"CLTRAIN_GEMM", {"own", "clblast", "auto", NULL}, "own, clblast or auto"},
+};
+
+static clt_status check_env_choices(void)
+{
+    for (size_t i = 0; i < sizeof env_choices / sizeof env_choices[0]; i++) {
+        const struct env_choice *e = &env_choices[i];
+        const char *v = getenv(e->name);
+        bool ok = !v || !*v;
+        for (int k = 0; !ok && e->values[k]; k++) ok = strcasecmp(v, e->values[k]) == 0;
+        if (!ok)
+            return clt__fail(NULL, CLT_ERR_INVALID_ARG, "%s=\"%s\": expected %s", e->name, v,
+                             e->expected);
+    }
+    return CLT_OK;
+}
+
 clt_status clt_ctx_create(clt_ctx **out, const struct clt_ctx_params *params)
 {
     clt_status st = CLT_OK;
@@ -401,6 +424,7 @@ clt_status clt_ctx_create(clt_ctx **out, const struct clt_ctx_params *params)
                      "CLTRAIN_MAX_MEMORY=\"%s\": expected a size such as 512M, 2G or 1048576",
                      env_cap);
     }
+    CLT_TRY(check_env_choices());
     ctx->mem_cap_from_user = cap != 0;
     ctx->mem_cap = cap != 0 && cap < ctx->dev.global_mem ? cap : ctx->dev.global_mem;
 

@@ -15,10 +15,10 @@ struct clt_ctx;
 
 /* Live library objects across all ctxs (ctxs, tensors, buffers, pinned buffers, programs):
  * returns to zero when everything has been freed (the tests' leak check). Thread-safe. */
-struct clt_live_objects {
+struct clt__live_objects {
     long ctxs, buffers, tensors, pinned, programs;
 };
-struct clt_live_objects clt_live_objects(void);
+struct clt__live_objects clt__live_objects(void);
 
 /* Programmer errors (NULL handles, impossible internal shapes): print file:line and abort.
  * User-caused conditions never come here; they return a status. */

@@ -171,7 +171,7 @@ clt_status clt__program_cache_init(clt_ctx *ctx, const struct clt_ctx_params *p)
     return ctx->cache_dir ? CLT_OK : clt__fail(ctx, CLT_ERR_HOST_MEMORY, "out of host memory");
 }
 
-const char *clt_program_cache_dir(const clt_ctx *ctx)
+const char *clt_ctx_cache_dir(const clt_ctx *ctx)
 {
     return ctx->cache_dir;
 }

@@ -27,8 +27,6 @@ clt_status clt_program_build(clt_ctx *ctx, const char *files, const char *option
 /* The embedded source of cl/<stem>.cl, or NULL. */
 const char *clt_program_source(const char *stem, size_t *len);
 
-/* The directory of the disk cache in use, or NULL when it is off. */
-const char *clt_program_cache_dir(const clt_ctx *ctx);
 
 struct clt__cl_source {
     const char *name; /* file stem: "elementwise" for cl/elementwise.cl */

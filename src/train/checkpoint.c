@@ -33,7 +33,7 @@ static char *json_floats(const float *v, size_t n)
     return b.data;
 }
 
-uint32_t clt_checkpoint_data_crc32c(const clt_dataset *d)
+uint32_t clt__checkpoint_data_crc32c(const clt_dataset *d)
 {
     uint32_t crc = 0;
     size_t n = d->n, head = (size_t)1 << 20;

@@ -328,7 +328,7 @@ clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *t
     size_t mb = clt_model_max_batch(model);
     if (clt_loader_max_batch(train) < mb) mb = clt_loader_max_batch(train);
     size_t slice = p->comm && p->batch_size
-                       ? clt_comm_slice_max(p->comm, p->comm->rank, p->batch_size)
+                       ? clt__comm_slice_max(p->comm, p->comm->rank, p->batch_size)
                        : p->batch_size;
     if (p->batch_size == 0 || slice > mb)
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG,
@@ -809,7 +809,7 @@ static void est_add(uint64_t *by_category, clt_mem_category c, uint64_t bytes)
 static size_t replica_batch(const struct clt_train_setup_params *p, size_t batch)
 {
     const clt_comm *c = p->train.comm;
-    return c ? clt_comm_slice_max(c, c->rank, batch) : batch;
+    return c ? clt__comm_slice_max(c, c->rank, batch) : batch;
 }
 
 /* The model's parameters at micro-batch `batch`: the input shape comes from the training
@@ -1040,7 +1040,7 @@ clt_status clt_train_setup_create(clt_train_setup **out, clt_ctx *ctx,
     s->p = *p;
     s->batch = p->train.batch_size;
     s->accumulate = p->train.accumulate > 1 ? p->train.accumulate : 1;
-    if (!s->p.train.data_crc32c) s->p.train.data_crc32c = clt_checkpoint_data_crc32c(p->train_set);
+    if (!s->p.train.data_crc32c) s->p.train.data_crc32c = clt__checkpoint_data_crc32c(p->train_set);
     do {
         st = setup_build(s);
     } while (st != CLT_OK && backoff(s, st));

@@ -10,6 +10,6 @@
 /* The training split's identity for clt_run_geometry: CRC-32C of its labels (or regression
  * targets) followed by the first MiB of its inputs as stored (u8 pixels or f32 values).
  * Thread-safe. */
-uint32_t clt_checkpoint_data_crc32c(const clt_dataset *d);
+uint32_t clt__checkpoint_data_crc32c(const clt_dataset *d);
 
 #endif

@@ -125,7 +125,7 @@ static void check_slices(clt_comm *c)
             CHECK(e - b == n / (size_t)size || e - b == n / (size_t)size + 1,
                   "slice %d of %zu has %zu items", r, n, e - b);
             if (n == 1000) { /* the slice of max, or one more (a smaller batch's rounding) */
-                size_t mx = clt_comm_slice_max(c, r, n);
+                size_t mx = clt__comm_slice_max(c, r, n);
                 CHECK(mx == e - b || mx == e - b + 1, "slice_max %d of %zu: %zu", r, n, mx);
             }
             prev = e;

@@ -1,7 +1,7 @@
 /* Tests of the elementwise ops (fill, copy, scale, axpy) against a float64 CPU reference, for
  * f32 and for f16/bf16 storage (copy and fill also for i32/u8), at awkward sizes, on views at
  * non-zero offsets inside larger buffers whose other elements must stay untouched, with the
- * outputs poisoned before each kernel runs. */
+ * outputs poisoned before each kernel runs; the device's self-check built on scale and axpy. */
 #include "common.h"
 
 #include <math.h>
@@ -362,6 +362,41 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* clt_ctx_selfcheck (built on scale and axpy): passes, compiling its program once and leaving
+ * nothing allocated; with the kernels read from tests/broken it fails with the compiler's log. */
+START_TEST(test_selfcheck)
+{
+    struct clt_ctx_params p = clt_ctx_default_params();
+    p.disk_cache = 0;
+    clt_ctx *ctx = tc_ctx_with(&p);
+    ck_assert_ptr_null(clt_ctx_cache_dir(ctx));
+    TC_OK(ctx, clt_ctx_selfcheck(ctx));
+    struct clt_ctx_stats s = clt_ctx_stats(ctx);
+    ck_assert_int_ge(s.compiles, 1);
+    ck_assert_int_ge(s.host_waits[CLT_WAIT_SETUP], 1);
+    TC_OK(ctx, clt_ctx_selfcheck(ctx)); /* again: the program is kept */
+    ck_assert_int_eq(clt_ctx_stats(ctx).compiles, s.compiles);
+    ck_assert_uint_eq(clt_ctx_mem_stats(ctx).current, 0);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+
+    const char *dir = getenv("CLTRAIN_TESTS_DIR");
+    ck_assert_msg(dir && *dir, "CLTRAIN_TESTS_DIR is not set (run through meson test)");
+    char broken[4096];
+    snprintf(broken, sizeof broken, "%s/broken", dir);
+    setenv("CLTRAIN_KERNEL_DIR", broken, 1);
+    ctx = tc_ctx_with(&p);
+    clt_status st = clt_ctx_selfcheck(ctx);
+    unsetenv("CLTRAIN_KERNEL_DIR");
+    const char *msg = clt_ctx_errmsg(ctx);
+    ck_assert_msg(st == CLT_ERR_BUILD, "got %s: %s", clt_status_name(st), msg);
+    ck_assert_msg(tc_contains(msg, "clt_no_such_symbol"), "the compiler's log: %s", msg);
+    ck_assert_uint_eq(clt_ctx_mem_stats(ctx).current, 0);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("elementwise");
@@ -374,6 +409,7 @@ int main(void)
     tcase_add_test(tc, test_axpy);
     tcase_add_test(tc, test_f32_exact_cases);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_selfcheck);
     suite_add_tcase(s, tc);
     return tc_run(s);
 }

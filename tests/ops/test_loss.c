@@ -3,12 +3,14 @@
  * losses; softmax and argmax here), with central finite differences of the reference loss for
  * the gradient, awkward shapes (B in {1, 17, 1000}, N in {1, 10, 17, 1000}), views, poisoned
  * outputs, accumulators that start non-zero, numerical stability at huge logits, determinism
- * (bit-identical across runs and across every work-group size) and the argument checks.
+ * (bit-identical across runs and across every work-group size) and the argument checks; the
+ * public losses (cltrain/loss.h) the same way.
  * CLTRAIN_TEST_SMALL (tests/small.h) makes 1000 300 and 65537 4099: still more than one tile of
  * the reduction tree (256 rows, or 256 leaves of 16 elements).
  * Tolerances: fp32 atol 1e-5, rtol 1e-4 everywhere (exp/log come from the device's math
  * library, 3-4 ulp, far inside rtol); losses and gradients also keep normalized MSE <= 1e-7. */
 #include "ops/nn_testutil.h"
+#include "cltrain/loss.h"
 #include "ref/ref_nn.h"
 #include "small.h"
 
@@ -43,7 +45,12 @@ struct xent_out {
     float *dlogits; /* (B, N) */
 };
 
-/* Runs clt_op_softmax_xent with loss_acc = v0, correct_acc = c0 and dlogits poisoned. */
+/* The function under test: the op, or the public clt_loss_softmax_xent (cltrain/loss.h) in
+ * test_public_losses (each test runs in its own process). */
+static clt_status (*xent_fn)(const clt_tensor *, const clt_tensor *, float, float, float,
+                             clt_tensor *, clt_tensor *, clt_tensor *) = clt_op_softmax_xent;
+
+/* Runs xent_fn with loss_acc = v0, correct_acc = c0 and dlogits poisoned. */
 static void run_xent(clt_ctx *ctx, const float *logits, const int32_t *labels, size_t B, size_t N,
                      float eps, float loss_scale, float grad_scale, float v0, float c0,
                      struct xent_out *out)
@@ -56,7 +63,7 @@ static void run_xent(clt_ctx *ctx, const float *logits, const int32_t *labels, s
     tc_poison(dl);
     tc_write(la, &v0);
     tc_write(ca, &c0);
-    TC_OK(ctx, clt_op_softmax_xent(lg, lb, eps, loss_scale, grad_scale, dl, la, ca));
+    TC_OK(ctx, xent_fn(lg, lb, eps, loss_scale, grad_scale, dl, la, ca));
     tc_read(la, &out->loss);
     tc_read(ca, &out->correct);
     tc_read(dl, out->dlogits);
@@ -349,6 +356,67 @@ START_TEST(test_xent_errors)
 }
 END_TEST
 
+/* The public losses (cltrain/loss.h) against the float64 references, and their argument
+ * checks: a user's loop gets the ops' results and statuses. */
+START_TEST(test_public_losses)
+{
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    xent_fn = clt_loss_softmax_xent;
+    static const size_t shapes[][2] = {{1, 10}, {17, 17}, {300, 10}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        size_t B = shapes[si][0], N = shapes[si][1];
+        float *logits = NT_FLOATS(B * N);
+        int32_t *labels = nt_alloc(B, sizeof *labels);
+        make_xent_inputs(&r, logits, labels, B, N);
+        check_xent(ctx, &r, logits, labels, B, N, 0.0f);
+        check_xent(ctx, &r, logits, labels, B, N, 0.1f);
+        free(logits);
+        free(labels);
+    }
+
+    /* mse: loss_acc = v0 + 1/n * sum (p - t)^2, dpred = 1/n * 2 (p - t) */
+    const size_t n = 17;
+    const float v0 = 0.5f, scale = 1.0f / (float)n;
+    float p[17], t[17], got[17], loss;
+    double pd[17], td[17], dref[17];
+    tc_fill_nonzero(&r, p, n, 0.01f, 3.0f);
+    tc_fill_nonzero(&r, t, n, 0.01f, 3.0f);
+    nt_widen(p, pd, n);
+    nt_widen(t, td, n);
+    double want = v0 + ref_mse(pd, td, n, dref); /* dref: of the mean, as scale gives */
+    clt_tensor *pt = nt_tensor1(ctx, CLT_DTYPE_F32, n), *tt = nt_tensor1(ctx, CLT_DTYPE_F32, n),
+               *dt = nt_tensor1(ctx, CLT_DTYPE_F32, n), *la = nt_tensor1(ctx, CLT_DTYPE_F32, 1),
+               *lb = nt_tensor1(ctx, CLT_DTYPE_I32, n), *la2 = nt_tensor1(ctx, CLT_DTYPE_F32, 2);
+    tc_write(pt, p);
+    tc_write(tt, t);
+    tc_poison(dt);
+    tc_write(la, &v0);
+    TC_OK(ctx, clt_loss_mse(pt, tt, scale, scale, dt, la));
+    tc_read(la, &loss);
+    tc_read(dt, got);
+    nt_check_reduction(&loss, &want, 1, "clt_loss_mse loss", r.seed);
+    nt_check_reduction(got, dref, n, "clt_loss_mse dpred", r.seed);
+
+    /* errors: the ops' statuses and messages */
+    clt_tensor *lg = nt_tensor2(ctx, CLT_DTYPE_F32, 17, 1);
+    ck_assert_int_eq(clt_loss_softmax_xent(lg, pt, 0, 1, 1, NULL, la, NULL), CLT_ERR_SHAPE);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "labels must be i32"));
+    ck_assert_int_eq(clt_loss_softmax_xent(lg, lb, 1.5f, 1, 1, NULL, la, NULL),
+                     CLT_ERR_INVALID_ARG);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "smoothing"));
+    ck_assert_int_eq(clt_loss_softmax_xent(lg, lb, 0, 1, 1, NULL, la2, NULL), CLT_ERR_SHAPE);
+    ck_assert_int_eq(clt_loss_mse(pt, la2, 1, 1, NULL, la), CLT_ERR_SHAPE);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "mse"));
+    ck_assert_int_eq(clt_loss_mse(lb, lb, 1, 1, NULL, la), CLT_ERR_SHAPE);
+    clt_tensor *e[] = {pt, tt, dt, la, lb, la2, lg};
+    for (size_t i = 0; i < sizeof e / sizeof *e; i++)
+        clt_tensor_free(e[i]);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 START_TEST(test_mse)
 {
     static const size_t full[] = {1, 17, 1000, 65537}, small[] = {1, 17, 1000, 4099};
@@ -575,6 +643,7 @@ int main(void)
     tcase_add_test(tc, test_xent_deterministic);
     tcase_add_test(tc, test_xent_variants);
     tcase_add_test(tc, test_xent_errors);
+    tcase_add_test(tc, test_public_losses);
     tcase_add_test(tc, test_mse);
     tcase_add_test(tc, test_mse_deterministic);
     tcase_add_test(tc, test_softmax);

@@ -1,9 +1,9 @@
 /* Tests of the ctx and the program module on a real device: ctx create/free and the
- * live-object counters, a bad selector, the in-memory program cache, the on-disk binary cache
- * (hits, corrupt files rejected and rewritten, a FIFO, directory or huge sparse file at a cache
- * path a bounded miss, off switch), build failures carrying the
- * compiler's log (CLTRAIN_KERNEL_DIR at tests/broken), missing sources, counted host
- * waits, kernel-argument failures naming the kernel and the index, and the kernel slots. */
+ * live-object counters, a bad selector or CLTRAIN_GEMM, the in-memory program cache, the on-disk
+ * binary cache (hits, corrupt files rejected and rewritten, a FIFO, directory or huge sparse file
+ * at a cache path a bounded miss, off switch), build failures carrying the compiler's log
+ * (CLTRAIN_KERNEL_DIR at tests/broken), missing sources, counted host waits, kernel-argument
+ * failures naming the kernel and the index, and the kernel slots. */
 #include "common.h"
 #include "ops/family_internal.h"
 #include "runtime/program_internal.h"
@@ -51,7 +51,7 @@ static struct clt_ctx_stats stats_of(clt_ctx *ctx)
 START_TEST(test_ctx_lifecycle)
 {
     clt_ctx *ctx = tc_ctx();
-    struct clt_live_objects o = clt_live_objects();
+    struct clt__live_objects o = clt__live_objects();
     ck_assert_int_eq(o.ctxs, 1);
     ck_assert_int_eq(o.tensors + o.buffers + o.pinned + o.programs, 0);
     const clt_device_info *d = clt_ctx_device(ctx);
@@ -75,9 +75,9 @@ START_TEST(test_ctx_lifecycle)
     p.profiling = true;
     clt_ctx *ctx2 = tc_ctx_with(&p);
     ck_assert(clt_ctx_profiling(ctx2));
-    ck_assert_int_eq(clt_live_objects().ctxs, 2);
+    ck_assert_int_eq(clt__live_objects().ctxs, 2);
     clt_ctx_free(ctx2);
-    ck_assert_int_eq(clt_live_objects().ctxs, 1);
+    ck_assert_int_eq(clt__live_objects().ctxs, 1);
     clt_ctx_free(ctx);
     clt_ctx_free(NULL); /* accepted */
     tc_assert_no_live();
@@ -118,24 +118,54 @@ START_TEST(test_no_device)
 }
 END_TEST
 
+/* A bad CLTRAIN_GEMM fails the ctx's creation, naming the variable, the value and what is
+ * expected; the accepted values pass in any case, and empty means unset. */
+START_TEST(test_bad_env_choice)
+{
+    const char *bad[] = {"fastest", "own ", "clblas", "0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv("CLTRAIN_GEMM", bad[i], 1);
+        clt_ctx *ctx = (clt_ctx *)bad; /* must be overwritten with NULL */
+        clt_status st = clt_ctx_create(&ctx, NULL);
+        const char *msg = clt_last_errmsg();
+        ck_assert_msg(st == CLT_ERR_INVALID_ARG, "CLTRAIN_GEMM=%s: %s", bad[i],
+                      clt_status_name(st));
+        ck_assert_ptr_null(ctx);
+        char want[64];
+        snprintf(want, sizeof want, "CLTRAIN_GEMM=\"%s\"", bad[i]);
+        ck_assert_msg(tc_contains(msg, want), "names the variable and the value: %s", msg);
+        ck_assert_msg(tc_contains(msg, "expected own, clblast or auto"), "%s", msg);
+        tc_assert_no_live();
+    }
+    const char *good[] = {"own", "CLBlast", "auto", ""};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        setenv("CLTRAIN_GEMM", good[i], 1);
+        clt_ctx *ctx = tc_ctx();
+        clt_ctx_free(ctx);
+    }
+    unsetenv("CLTRAIN_GEMM");
+    tc_assert_no_live();
+}
+END_TEST
+
 START_TEST(test_build_twice_compiles_once)
 {
     clt_ctx *ctx = ctx_cached(NULL);
-    ck_assert_ptr_null(clt_program_cache_dir(ctx));
+    ck_assert_ptr_null(clt_ctx_cache_dir(ctx));
     TC_OK(ctx, clt_program_build(ctx, "elementwise", EW_F32));
     TC_OK(ctx, clt_program_build(ctx, "elementwise", EW_F32));
     struct clt_ctx_stats s = stats_of(ctx);
     ck_assert_int_eq(s.compiles, 1);
     ck_assert_int_eq(s.disk_cache_hits, 0);
-    ck_assert_int_eq(clt_live_objects().programs, 1);
+    ck_assert_int_eq(clt__live_objects().programs, 1);
     /* The op finds the same program: still one compile. */
     check_fill_works(ctx);
     ck_assert_int_eq(stats_of(ctx).compiles, 1);
-    ck_assert_int_eq(clt_live_objects().programs, 1);
+    ck_assert_int_eq(clt__live_objects().programs, 1);
     /* Other options are another program. */
     TC_OK(ctx, clt_program_build(ctx, "elementwise", "-DX_DTYPE=1"));
     ck_assert_int_eq(stats_of(ctx).compiles, 2);
-    ck_assert_int_eq(clt_live_objects().programs, 2);
+    ck_assert_int_eq(clt__live_objects().programs, 2);
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }
@@ -161,7 +191,7 @@ START_TEST(test_disk_cache_hit)
     char dir[512];
     tc_mkdtemp(dir, sizeof dir);
     clt_ctx *a = ctx_cached(dir);
-    ck_assert_str_eq(clt_program_cache_dir(a), dir);
+    ck_assert_str_eq(clt_ctx_cache_dir(a), dir);
     TC_OK(a, clt_program_build(a, "elementwise", EW_F32));
     struct clt_ctx_stats s = stats_of(a);
     ck_assert_int_eq(s.compiles, 1);
@@ -379,7 +409,7 @@ START_TEST(test_disk_cache_off)
     p.cache_dir = dir;
     p.disk_cache = 0;
     clt_ctx *ctx = tc_ctx_with(&p);
-    ck_assert_ptr_null(clt_program_cache_dir(ctx));
+    ck_assert_ptr_null(clt_ctx_cache_dir(ctx));
     TC_OK(ctx, clt_program_build(ctx, "elementwise", EW_F32));
     ck_assert_int_eq(stats_of(ctx).compiles, 1);
     clt_ctx_free(ctx);
@@ -390,15 +420,15 @@ START_TEST(test_disk_cache_off)
     p.disk_cache = -1;
     ctx = tc_ctx_with(&p);
     unsetenv("CLTRAIN_CACHE");
-    ck_assert_ptr_null(clt_program_cache_dir(ctx));
+    ck_assert_ptr_null(clt_ctx_cache_dir(ctx));
     TC_OK(ctx, clt_program_build(ctx, "elementwise", EW_F32));
     clt_ctx_free(ctx);
     ck_assert_int_eq(tc_count_files(dir, NULL, 0), 0);
 
     /* ...and without it, is on, in the folder given (over $CLTRAIN_CACHE_DIR). */
     ctx = tc_ctx_with(&p);
-    ck_assert_ptr_nonnull(clt_program_cache_dir(ctx));
-    ck_assert_str_eq(clt_program_cache_dir(ctx), dir);
+    ck_assert_ptr_nonnull(clt_ctx_cache_dir(ctx));
+    ck_assert_str_eq(clt_ctx_cache_dir(ctx), dir);
     TC_OK(ctx, clt_program_build(ctx, "elementwise", EW_F32));
     clt_ctx_free(ctx);
     ck_assert_int_eq(tc_count_files(dir, NULL, 0), 1);
@@ -415,7 +445,7 @@ START_TEST(test_disk_cache_off)
     else
         unsetenv("CLTRAIN_CACHE_DIR");
     free(saved);
-    ck_assert_str_eq(clt_program_cache_dir(ctx), dir2);
+    ck_assert_str_eq(clt_ctx_cache_dir(ctx), dir2);
     clt_ctx_free(ctx);
     tc_rmdir(dir2);
     tc_rmdir(dir);
@@ -440,7 +470,7 @@ START_TEST(test_build_failure_log)
     ck_assert_msg(tc_contains(msg, "elementwise"), "names the program: %s", msg);
     ck_assert_msg(tc_contains(msg, "CL_BUILD_PROGRAM_FAILURE"), "names the code: %s", msg);
     ck_assert_str_eq(clt_last_errmsg(), msg);
-    ck_assert_int_eq(clt_live_objects().programs, 0);
+    ck_assert_int_eq(clt__live_objects().programs, 0);
     /* An op that needs the program fails the same way and leaves no kernel behind. */
     clt_tensor *t = tc_tensor(ctx, CLT_DTYPE_F32, 4);
     ck_assert_int_eq(clt_op_fill(t, 1.0f), CLT_ERR_BUILD);
@@ -469,7 +499,7 @@ START_TEST(test_missing_stem)
     st = clt_program_build(ctx, "elementwise,,cast", NULL);
     ck_assert_msg(st == CLT_ERR_INVALID_ARG, "got %s", clt_status_name(st));
     ck_assert_int_eq(stats_of(ctx).compiles, 0);
-    ck_assert_int_eq(clt_live_objects().programs, 0);
+    ck_assert_int_eq(clt__live_objects().programs, 0);
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }
@@ -553,6 +583,7 @@ int main(void)
     TCase *tc = tc_tcase("ctx");
     tcase_add_test(tc, test_ctx_lifecycle);
     tcase_add_test(tc, test_no_device);
+    tcase_add_test(tc, test_bad_env_choice);
     tcase_add_test(tc, test_host_waits);
     suite_add_tcase(s, tc);
     TCase *prog = tc_tcase("program");

@@ -78,15 +78,15 @@ START_TEST(test_shapes)
     ck_assert_uint_eq(clt_tensor_dim(s, 0), 1);
 
     /* Views keep the buffer alive after the base goes. */
-    ck_assert_int_eq(clt_live_objects().tensors, 5);
-    ck_assert_int_eq(clt_live_objects().buffers, 3);
+    ck_assert_int_eq(clt__live_objects().tensors, 5);
+    ck_assert_int_eq(clt__live_objects().buffers, 3);
     clt_tensor_free(t);
-    ck_assert_int_eq(clt_live_objects().buffers, 3);
+    ck_assert_int_eq(clt__live_objects().buffers, 3);
     uint16_t back[11];
     tc_read(vv, back);
     clt_tensor_free(v);
     clt_tensor_free(vv);
-    ck_assert_int_eq(clt_live_objects().buffers, 2);
+    ck_assert_int_eq(clt__live_objects().buffers, 2);
     clt_tensor_free(l);
     clt_tensor_free(s);
     clt_tensor_free(NULL);
@@ -341,7 +341,7 @@ START_TEST(test_pinned_accounting)
     clt_pinned *a = NULL, *b = NULL;
     TC_OK(ctx, clt_pinned_create(&a, ctx, 1000));
     TC_OK(ctx, clt_pinned_create(&b, ctx, 65537));
-    ck_assert_int_eq(clt_live_objects().pinned, 2);
+    ck_assert_int_eq(clt__live_objects().pinned, 2);
     struct clt_mem_stats m = clt_ctx_mem_stats(ctx);
     ck_assert_uint_eq(m.by_category[CLT_MEM_STAGING], 1000 + 65537);
     ck_assert_uint_eq(m.current, 1000 + 65537);
@@ -381,8 +381,8 @@ static void check_cap(clt_ctx *ctx, bool from_env)
     ck_assert_msg(tc_contains(msg, "1.0 MiB"), "says how big the cap is: %s", msg);
     ck_assert_msg(tc_contains(msg, "activations"), "names the category: %s", msg);
     if (from_env) ck_assert_msg(tc_contains(msg, "CLTRAIN_MAX_MEMORY"), "%s", msg);
-    ck_assert_int_eq(clt_live_objects().buffers, 0);
-    ck_assert_int_eq(clt_live_objects().tensors, 0);
+    ck_assert_int_eq(clt__live_objects().buffers, 0);
+    ck_assert_int_eq(clt__live_objects().tensors, 0);
     ck_assert_uint_eq(clt_ctx_mem_stats(ctx).current, 0);
 
     /* Two halves fit exactly; one byte more does not; a pinned buffer counts too. */

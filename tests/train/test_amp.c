@@ -542,7 +542,7 @@ static double train_tiny(clt_ctx *ctx, clt_dtype prec, bool scaled, tc_rng *data
         if (s) TC_OK(ctx, clt_scaler_scale(s, dout));
         TC_OK(ctx, clt_model_backward(m, dout, false));
         TC_OK(ctx, clt_optim_step_scaled(o, clt_model_grads(m), s));
-        TC_OK(ctx, clt_model_sync_weights(m));
+        TC_OK(ctx, clt__model_sync_weights(m));
     }
     tc_read(loss, &last); /* the loss before the last step */
     if (s) {

@@ -37,7 +37,7 @@ static void *member_main(void *arg)
 
 /* Three members: every member gets the same sum (in rank order: fp32 sums checked for the
  * exact bits of that order) and maximum; slices tile every batch size in rank order, by the
- * shares, and never exceed clt_comm_slice_max. */
+ * shares, and never exceed clt__comm_slice_max. */
 START_TEST(test_group_collectives)
 {
     const int shares[3] = {3, 1, 2};
@@ -65,7 +65,7 @@ START_TEST(test_group_collectives)
             size_t b, e;
             clt_comm_slice(clt_comm_group_member(g, r), r, n, &b, &e);
             ck_assert_uint_eq(b, next);
-            ck_assert_uint_le(e - b, clt_comm_slice_max(clt_comm_group_member(g, r), r, 40));
+            ck_assert_uint_le(e - b, clt__comm_slice_max(clt_comm_group_member(g, r), r, 40));
             next = e;
         }
         ck_assert_uint_eq(next, n);
