@@ -6,10 +6,11 @@
  * (mean, rstd: R each), the parameters and the arithmetic are f32.
  *
  * The row kernels (layernorm_forward, layernorm_backward_dx) run one work-group per row, of any
- * size. A row's sums are cut into CLT_LN_TILE lanes whatever the work-group's size: lane l adds
- * elements l, l + CLT_LN_TILE, ... in order (consecutive lanes read consecutive elements), the
- * lanes are added by a pairwise tree of fixed shape in local memory, and each work-item takes
- * lanes lid, lid + lsz, ... So the bits never depend on the launch. The forward makes three
+ * size. A row's sums are cut into `lanes` lanes, a power of two the host derives from D alone
+ * (the one at or above D, at most CLT_LN_TILE), whatever the work-group's size: lane l adds
+ * elements l, l + lanes, ... in order (consecutive lanes read consecutive elements), the lanes
+ * are added by a pairwise tree of fixed shape in local memory, and each work-item takes lanes
+ * lid, lid + lsz, ... So the bits never depend on the launch. The forward makes three
  * passes over the row (the sum, the centred moments, the store), the dx kernel two; a row is
  * small enough to come back from cache.
  *
@@ -26,7 +27,7 @@
 #define X_T CLT_TYPE(X_DTYPE)
 #define G_T CLT_TYPE(G_DTYPE)
 #ifndef CLT_LN_TILE
-#define CLT_LN_TILE 256 /* lanes of a row's sums; a power of two */
+#define CLT_LN_TILE 256 /* the most lanes of a row's sums; a power of two */
 #endif
 #ifndef CLT_LN_COLS
 #define CLT_LN_COLS 16 /* columns per work-group of layernorm_backward_params */
@@ -40,13 +41,13 @@
 #define CLT_LN_B 2
 #define CLT_LN_SAVE 4
 
-/* Pairwise sums of a[0 .. CLT_LN_TILE) into a[0], and of b likewise when b is given (two sums),
- * in a fixed shape. Call with every work-item after a barrier that publishes the lanes; ends
- * with a barrier. */
-static inline void clt_ln_tree(local float *a, local float *b, int two)
+/* Pairwise sums of a[0 .. lanes) into a[0], and of b likewise when `two`, in a fixed shape.
+ * Call with every work-item after a barrier that publishes the lanes; ends with a barrier (when
+ * lanes > 1). */
+static inline void clt_ln_tree(local float *a, local float *b, uint lanes, int two)
 {
     const uint lid = get_local_id(0), lsz = get_local_size(0);
-    for (uint h = CLT_LN_TILE / 2; h > 0; h >>= 1) {
+    for (uint h = lanes / 2; h > 0; h >>= 1) {
         for (uint i = lid; i < h; i += lsz) {
             a[i] += a[i + h];
             if (two) b[i] += b[i + h];
@@ -63,7 +64,7 @@ static inline void clt_ln_tree(local float *a, local float *b, int two)
 kernel void layernorm_forward(global X_T *y, ulong y_off, const global X_T *x, ulong x_off,
                               const global float *w, ulong w_off, const global float *b,
                               ulong b_off, global float *mean, ulong m_off, global float *rstd,
-                              ulong r_off, uint D, float eps, int flags)
+                              ulong r_off, uint D, uint lanes, float eps, int flags)
 {
     local float l1[CLT_LN_TILE], l2[CLT_LN_TILE];
     const uint lid = get_local_id(0), lsz = get_local_size(0);
@@ -72,20 +73,20 @@ kernel void layernorm_forward(global X_T *y, ulong y_off, const global X_T *x, u
     global X_T *yp = y + y_off + r * D;
     const float n = (float)D;
 
-    for (uint l = lid; l < CLT_LN_TILE; l += lsz) {
+    for (uint l = lid; l < lanes; l += lsz) {
         float s = 0.0f;
-        for (uint j = l; j < D; j += CLT_LN_TILE)
+        for (uint j = l; j < D; j += lanes)
             s += CLT_LOAD(X_DTYPE, xp, j);
         l1[l] = s;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    clt_ln_tree(l1, l2, 0);
+    clt_ln_tree(l1, l2, lanes, 0);
     const float mu = l1[0] / n;
     barrier(CLK_LOCAL_MEM_FENCE); /* every work-item has read l1[0] */
 
-    for (uint l = lid; l < CLT_LN_TILE; l += lsz) {
+    for (uint l = lid; l < lanes; l += lsz) {
         float s = 0.0f, q = 0.0f;
-        for (uint j = l; j < D; j += CLT_LN_TILE) {
+        for (uint j = l; j < D; j += lanes) {
             const float d = CLT_LOAD(X_DTYPE, xp, j) - mu;
             s += d;
             q += d * d;
@@ -94,7 +95,7 @@ kernel void layernorm_forward(global X_T *y, ulong y_off, const global X_T *x, u
         l2[l] = q;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    clt_ln_tree(l1, l2, 1);
+    clt_ln_tree(l1, l2, lanes, 1);
     const float res = l1[0] / n, var = fmax(l2[0] / n - res * res, 0.0f);
     const float rs = 1.0f / sqrt(var + eps);
 
@@ -117,7 +118,7 @@ kernel void layernorm_forward(global X_T *y, ulong y_off, const global X_T *x, u
 kernel void layernorm_backward_dx(global G_T *dx, ulong dx_off, const global G_T *dy, ulong dy_off,
                                   const global X_T *x, ulong x_off, const global float *mean,
                                   ulong m_off, const global float *rstd, ulong r_off,
-                                  const global float *w, ulong w_off, uint D, int has_w)
+                                  const global float *w, ulong w_off, uint D, uint lanes, int has_w)
 {
     local float l1[CLT_LN_TILE], l2[CLT_LN_TILE];
     const uint lid = get_local_id(0), lsz = get_local_size(0);
@@ -127,9 +128,9 @@ kernel void layernorm_backward_dx(global G_T *dx, ulong dx_off, const global G_T
     global G_T *dxp = dx + dx_off + r * D;
     const float mu = mean[m_off + r], rs = rstd[r_off + r], inv_n = 1.0f / (float)D;
 
-    for (uint l = lid; l < CLT_LN_TILE; l += lsz) {
+    for (uint l = lid; l < lanes; l += lsz) {
         float s = 0.0f, q = 0.0f;
-        for (uint j = l; j < D; j += CLT_LN_TILE) {
+        for (uint j = l; j < D; j += lanes) {
             float g = CLT_LOAD(G_DTYPE, dyp, j);
             if (has_w) g *= w[w_off + j];
             s += g;
@@ -139,7 +140,7 @@ kernel void layernorm_backward_dx(global G_T *dx, ulong dx_off, const global G_T
         l2[l] = q;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    clt_ln_tree(l1, l2, 1);
+    clt_ln_tree(l1, l2, lanes, 1);
     const float sg = l1[0] * inv_n, sgx = l2[0] * inv_n;
 
     for (uint j = lid; j < D; j += lsz) {

