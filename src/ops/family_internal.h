@@ -35,6 +35,7 @@ struct clt__op_family {
     X(pool)                                                                                        \
     X(augment)                                                                                     \
     X(batchnorm)                                                                                   \
+    X(layernorm)                                                                                   \
     X(gemm)
 
 typedef enum {

@@ -328,6 +328,33 @@ clt_status clt_op_batchnorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_te
                                      const clt_tensor *weight, const clt_tensor *bias,
                                      clt_tensor *stats, const struct clt_bn_geom *g, float beta);
 
+/* ---- layer normalisation (cl/layernorm.cl, src/ops/layernorm.c) -----------------------------
+ * As nn.LayerNorm(D, eps) / F.layer_norm over the last dimension: x is (R, D) (any shape, D its
+ * last dimension, R = numel / D rows: every position of every sample), each row normalised by
+ * its own mean and biased variance over D. x, y (one dtype) and dy, dx (one dtype) are f32, f16
+ * or bf16 storage; weight, bias, their gradients and the saved statistics mean and rstd (R) are
+ * f32, arithmetic is f32. Rows are reduced by one work-group each, the parameter gradients by
+ * one work-group per 16 columns over every row, all in an order fixed by (R, D) alone: the same
+ * bits on every run and for every work-group size, no atomics. CLT_ERR_SHAPE for a D of 0 or
+ * 2^31 and more, or more than 2^32 - 1 rows. */
+/* y (R, D) = (x - mean) rstd weight + bias per row of x (R, D), rstd = 1 / sqrt(var + eps)
+ * (var biased, eps > 0 and finite, else CLT_ERR_INVALID_ARG); weight (D) and bias (D) may each
+ * be NULL (1 and 0: elementwise_affine=False, or bias=False). When mean and rstd (R) are given
+ * (both, or neither) the row statistics are stored there for the backward. y may be x. */
+clt_status clt_op_layernorm_forward(clt_tensor *y, clt_tensor *mean, clt_tensor *rstd,
+                                    const clt_tensor *x, const clt_tensor *weight,
+                                    const clt_tensor *bias, float eps);
+/* Backward of the forward that gave mean and rstd (R) for x (R, D), from dy (R, D):
+ * dweight (D) = beta dweight + sum over rows of dy xhat, dbias (D) = beta dbias + sum over rows
+ * of dy (xhat = (x - mean) rstd; beta 0 overwrites without reading them, 1 accumulates; finite,
+ * else CLT_ERR_INVALID_ARG), and dx (R, D) = rstd (g - mean(g) - xhat mean(g xhat)) with
+ * g = dy weight (weight NULL: 1) over each row. dx, dweight and dbias may each be NULL (not
+ * computed). dx has dy's dtype and may be dy; it must not overlap x. */
+clt_status clt_op_layernorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_tensor *dbias,
+                                     const clt_tensor *dy, const clt_tensor *x,
+                                     const clt_tensor *mean, const clt_tensor *rstd,
+                                     const clt_tensor *weight, float beta);
+
 /* clt_ops_program_variants, every program the ops may build, walking the op-family table
  * (src/ops/families.c), is declared in cltrain/opencl.h for `cltrain kernels`. */
 
@@ -387,6 +414,7 @@ void clt__opts_linear(char *dst, size_t n, clt_dtype y, clt_dtype b, clt_dtype d
 void clt__opts_conv(char *dst, size_t n, clt_dtype src, clt_dtype dstd, bool wide);
 bool clt__conv_wide(const clt_device_info *dev);
 void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* batchnorm */
+void clt__opts_layernorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* layernorm */
 struct clt_gemm_choice;
 /* The program a GEMM choice's kernels live in: "act_fn,gemm_panel" for the panel family (its
  * epilogue applies activations), "act_fn,gemm" for a direct or tiled kernel with the fused

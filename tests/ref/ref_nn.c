@@ -1,5 +1,6 @@
-/* float64 references for linear, the activations, softmax cross-entropy and MSE, written for
- * clarity, not speed: each line follows the formula in ref_nn.h. */
+/* float64 references for linear, the activations, softmax cross-entropy, MSE, pooling,
+ * convolution, batch and layer normalisation, written for clarity, not speed: each line follows
+ * the formula in ref_nn.h. */
 #include "ref_nn.h"
 
 #include <math.h>
@@ -354,4 +355,47 @@ void ref_batchnorm_backward(const double *x, const double *w, const double *dy, 
     }
     free(mean);
     free(var);
+}
+
+void ref_layernorm_forward(const double *x, const double *w, const double *b, double *y,
+                           double *mean, double *rstd, int R, int D, double eps)
+{
+    for (int r = 0; r < R; r++) {
+        const double *xr = x + (size_t)r * D;
+        double mu = 0, v = 0;
+        for (int d = 0; d < D; d++) mu += xr[d];
+        mu /= D;
+        for (int d = 0; d < D; d++) v += (xr[d] - mu) * (xr[d] - mu);
+        v /= D;
+        double inv = 1.0 / sqrt(v + eps);
+        if (mean) mean[r] = mu;
+        if (rstd) rstd[r] = inv;
+        if (!y) continue;
+        for (int d = 0; d < D; d++)
+            y[(size_t)r * D + d] = (xr[d] - mu) * inv * (w ? w[d] : 1.0) + (b ? b[d] : 0.0);
+    }
+}
+
+void ref_layernorm_backward(const double *x, const double *w, const double *dy, double *dx,
+                            double *dw, double *db, int R, int D, double eps)
+{
+    if (dw) memset(dw, 0, (size_t)D * sizeof *dw);
+    if (db) memset(db, 0, (size_t)D * sizeof *db);
+    for (int r = 0; r < R; r++) {
+        const double *xr = x + (size_t)r * D, *dyr = dy + (size_t)r * D;
+        double mu, inv, sg = 0, sgx = 0;
+        ref_layernorm_forward(xr, NULL, NULL, NULL, &mu, &inv, 1, D, eps);
+        for (int d = 0; d < D; d++) {
+            double xhat = (xr[d] - mu) * inv, g = dyr[d] * (w ? w[d] : 1.0);
+            sg += g;
+            sgx += g * xhat;
+            if (dw) dw[d] += dyr[d] * xhat;
+            if (db) db[d] += dyr[d];
+        }
+        if (!dx) continue;
+        for (int d = 0; d < D; d++) {
+            double xhat = (xr[d] - mu) * inv, g = dyr[d] * (w ? w[d] : 1.0);
+            dx[(size_t)r * D + d] = inv * (g - sg / D - xhat * sgx / D);
+        }
+    }
 }

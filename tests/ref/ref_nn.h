@@ -97,4 +97,14 @@ void ref_batchnorm_update_running(const double *x, double *rmean, double *rvar, 
 void ref_batchnorm_backward(const double *x, const double *w, const double *dy, double *dx,
                             double *dw, double *db, int B, int C, int S, double eps);
 
+/* Layer normalisation as nn.LayerNorm(D, eps) / F.layer_norm over the rows of x (R, D): per
+ * row, mean and rstd = 1 / sqrt(var + eps) (var biased) over its D elements, y = (x - mean) rstd
+ * w + b; w, b (D) NULL: 1, 0 (elementwise_affine=False). y, mean (R) and rstd (R) may be NULL. */
+void ref_layernorm_forward(const double *x, const double *w, const double *b, double *y,
+                           double *mean, double *rstd, int R, int D, double eps);
+/* Its gradients from dy (R, D): dx (R, D) through the row statistics, dw (D) = sum over rows of
+ * dy xhat, db (D) = sum over rows of dy; any of them may be NULL. w NULL: 1. */
+void ref_layernorm_backward(const double *x, const double *w, const double *dy, double *dx,
+                            double *dw, double *db, int R, int D, double eps);
+
 #endif

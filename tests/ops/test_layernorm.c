@@ -1,0 +1,533 @@
+/* Tests of clt_op_layernorm_* (cl/layernorm.cl) against the float64 references of
+ * tests/ref/ref_nn.c: the forward (y and the saved mean and rstd) and backward (dx, dweight,
+ * dbias with beta 0, then beta 1 accumulating) at every R in {1, 3, 65} x D in {1, 7, 17, 768,
+ * 1000} (D 300 and 520 for the last two under CLTRAIN_TEST_SMALL, tests/small.h: still more than
+ * the kernels' 256 lanes and 16-column tiles, and no multiple of either); f16/bf16 storage of x,
+ * y, dy and dx in every combination; without weight and bias (and with a weight alone); y = x
+ * and dx = dy in place; bit-identical reruns and the same bits for every local size; finite
+ * differences of the reference backward; the argument checks. Fresh random inputs, each row
+ * shifted and scaled differently (so the mean and the variance matter); every output poisoned
+ * (NaN) before the op runs, through views at an offset.
+ * Tolerances: fp32 atol 1e-5, rtol 1e-4 for every output (rows of at most 1000 elements: the
+ * f32 statistics are good to ~1e-7 relative, xhat is at most ~2 here); the parameter gradients,
+ * sums over rows, also keep the normalised MSE <= 1e-7. A 16-bit output adds its rounding
+ * (f16: atol, rtol 2e-3; bf16: 1e-2); the outputs kept in f32 (mean, rstd, dweight, dbias) keep
+ * fp32's, the reference being computed from the rounded inputs the device holds. */
+#include "ops/nn_testutil.h"
+#include "ref/ref_nn.h"
+#include "small.h"
+
+#include "runtime/half_internal.h"
+
+#define EPS 1e-5
+
+struct ln_case {
+    size_t R, D;
+};
+
+/* Which parameters the forward takes: weight and bias, neither, or a weight alone. */
+enum ln_affine { LN_AFFINE, LN_PLAIN, LN_WEIGHT_ONLY };
+
+static uint16_t to16(clt_dtype d, float v)
+{
+    return d == CLT_DTYPE_F16 ? clt_f32_to_f16(v) : clt_f32_to_bf16(v);
+}
+
+static float from16(clt_dtype d, uint16_t v)
+{
+    return d == CLT_DTYPE_F16 ? clt_f16_to_f32(v) : clt_bf16_to_f32(v);
+}
+
+/* x (R, D) into a tensor of dtype d, and what the tensor holds (rounded) into xd. */
+static clt_tensor *upload(clt_ctx *ctx, clt_dtype d, const float *x, double *xd, size_t R, size_t D)
+{
+    const size_t n = R * D;
+    clt_tensor *t = nt_tensor2(ctx, d, R, D);
+    if (d == CLT_DTYPE_F32) {
+        tc_write(t, x);
+        nt_widen(x, xd, n);
+        return t;
+    }
+    uint16_t *h = nt_alloc(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        h[i] = to16(d, x[i]);
+        xd[i] = from16(d, h[i]);
+    }
+    tc_write(t, h);
+    free(h);
+    return t;
+}
+
+/* A tensor of dtype d into f32. */
+static void download(const clt_tensor *t, float *out, size_t n)
+{
+    clt_dtype d = clt_tensor_dtype(t);
+    if (d == CLT_DTYPE_F32) {
+        tc_read(t, out);
+        return;
+    }
+    uint16_t *h = nt_alloc(n, 2);
+    tc_read(t, h);
+    for (size_t i = 0; i < n; i++)
+        out[i] = from16(d, h[i]);
+    free(h);
+}
+
+/* The tolerances of an output stored as d (see the header). */
+static void tol(clt_dtype d, double *atol, double *rtol)
+{
+    if (d == CLT_DTYPE_F32) {
+        *atol = NT_ATOL;
+        *rtol = NT_RTOL;
+    } else if (d == CLT_DTYPE_F16) {
+        *atol = *rtol = 2e-3;
+    } else {
+        *atol = *rtol = 1e-2;
+    }
+}
+
+/* Random rows: values of magnitude [0.1, 2) with random signs, row r scaled by 0.5 .. 2 and
+ * shifted by -1.5 .. 1.5. */
+static void fill_rows(tc_rng *r, float *x, size_t R, size_t D)
+{
+    tc_fill_nonzero(r, x, R * D, 0.1f, 2.0f);
+    for (size_t i = 0; i < R; i++) {
+        const float scale = (float)tc_uniform(r, 0.5, 2.0), shift = (float)tc_uniform(r, -1.5, 1.5);
+        for (size_t j = 0; j < D; j++)
+            x[i * D + j] = x[i * D + j] * scale + shift;
+    }
+}
+
+/* One case: x and y of dtype xdt, dy and dx of dtype gdt, the parameters as `affine` says. */
+static void check_case(clt_ctx *ctx, tc_rng *r, const struct ln_case *c, clt_dtype xdt,
+                       clt_dtype gdt, enum ln_affine affine)
+{
+    const size_t R = c->R, D = c->D, n = R * D;
+    const int iR = (int)R, iD = (int)D;
+    float *x = NT_FLOATS(n), *dy = NT_FLOATS(n), *got = NT_FLOATS(n), *again = NT_FLOATS(n);
+    float *w = NT_FLOATS(D), *b = NT_FLOATS(D), *dw0 = NT_FLOATS(D), *db0 = NT_FLOATS(D),
+          *dgot = NT_FLOATS(D), *dw1 = NT_FLOATS(D), *db1 = NT_FLOATS(D), *rgot = NT_FLOATS(R);
+    double *xd = NT_DOUBLES(n), *dyd = NT_DOUBLES(n), *ref = NT_DOUBLES(n), *wd = NT_DOUBLES(D),
+           *bd = NT_DOUBLES(D), *dwr = NT_DOUBLES(D), *dbr = NT_DOUBLES(D), *meanr = NT_DOUBLES(R),
+           *rstdr = NT_DOUBLES(R);
+    fill_rows(r, x, R, D);
+    tc_fill_nonzero(r, dy, n, 0.05f, 2.0f);
+    tc_fill_nonzero(r, w, D, 0.2f, 1.5f);
+    tc_fill_nonzero(r, b, D, 0.1f, 1.0f);
+    tc_fill_nonzero(r, dw0, D, 0.1f, 1.0f);
+    tc_fill_nonzero(r, db0, D, 0.1f, 1.0f);
+    nt_widen(w, wd, D);
+    nt_widen(b, bd, D);
+    clt_tensor *xt = upload(ctx, xdt, x, xd, R, D), *dyt = upload(ctx, gdt, dy, dyd, R, D);
+    clt_tensor *yt = nt_tensor2(ctx, xdt, R, D), *dxt = nt_tensor2(ctx, gdt, R, D),
+               *wt = nt_tensor1(ctx, CLT_DTYPE_F32, D), *bt = nt_tensor1(ctx, CLT_DTYPE_F32, D),
+               *dwt = nt_tensor1(ctx, CLT_DTYPE_F32, D), *dbt = nt_tensor1(ctx, CLT_DTYPE_F32, D),
+               *mt = nt_tensor1(ctx, CLT_DTYPE_F32, R), *rt = nt_tensor1(ctx, CLT_DTYPE_F32, R);
+    tc_write(wt, w);
+    tc_write(bt, b);
+    const clt_tensor *wuse = affine == LN_PLAIN ? NULL : wt,
+                     *buse = affine == LN_AFFINE ? bt : NULL;
+    const double *wref = wuse ? wd : NULL, *bref = buse ? bd : NULL;
+    static const char *const affine_names[] = {"weight and bias", "no parameters", "weight only"};
+    char what[128], msg[160];
+    snprintf(what, sizeof what, "layernorm R%zu D%zu x %s dy %s, %s", R, D, clt_dtype_name(xdt),
+             clt_dtype_name(gdt), affine_names[affine]);
+    double atol, rtol;
+
+    /* forward */
+    tc_poison(yt);
+    tc_poison(mt);
+    tc_poison(rt);
+    TC_OK(ctx, clt_op_layernorm_forward(yt, mt, rt, xt, wuse, buse, (float)EPS));
+    ref_layernorm_forward(xd, wref, bref, ref, meanr, rstdr, iR, iD, EPS);
+    download(yt, got, n);
+    tol(xdt, &atol, &rtol);
+    snprintf(msg, sizeof msg, "%s: y", what);
+    tc_check_close(got, ref, n, atol, rtol, msg, r->seed);
+    tc_read(mt, rgot);
+    snprintf(msg, sizeof msg, "%s: mean", what);
+    tc_check_close(rgot, meanr, R, NT_ATOL, NT_RTOL, msg, r->seed);
+    tc_read(rt, rgot);
+    snprintf(msg, sizeof msg, "%s: rstd", what);
+    tc_check_close(rgot, rstdr, R, NT_ATOL, NT_RTOL, msg, r->seed);
+    /* without the statistics: the same y, mean and rstd left alone */
+    tc_poison(yt);
+    TC_OK(ctx, clt_op_layernorm_forward(yt, NULL, NULL, xt, wuse, buse, (float)EPS));
+    download(yt, again, n);
+    ck_assert_msg(nt_same_bits(got, again, n), "%s: y differs without mean and rstd", what);
+    tc_read(rt, again);
+    ck_assert_msg(nt_same_bits(rgot, again, R), "%s: rstd written without being given", what);
+
+    /* backward, beta 0: dweight and dbias poisoned (not read) */
+    tc_poison(dxt);
+    tc_poison(dwt);
+    tc_poison(dbt);
+    TC_OK(ctx, clt_op_layernorm_backward(dxt, dwt, dbt, dyt, xt, mt, rt, wuse, 0.0f));
+    ref_layernorm_backward(xd, wref, dyd, ref, dwr, dbr, iR, iD, EPS);
+    download(dxt, got, n);
+    tol(gdt, &atol, &rtol);
+    snprintf(msg, sizeof msg, "%s: dx", what);
+    tc_check_close(got, ref, n, atol, rtol, msg, r->seed);
+    tc_read(dwt, dw1);
+    snprintf(msg, sizeof msg, "%s: dweight", what);
+    nt_check_reduction(dw1, dwr, D, msg, r->seed);
+    tc_read(dbt, db1);
+    snprintf(msg, sizeof msg, "%s: dbias", what);
+    nt_check_reduction(db1, dbr, D, msg, r->seed);
+
+    /* deterministic: a second run gives the same bits, and so does each output alone */
+    tc_poison(dxt);
+    tc_poison(dwt);
+    tc_poison(dbt);
+    TC_OK(ctx, clt_op_layernorm_backward(dxt, dwt, dbt, dyt, xt, mt, rt, wuse, 0.0f));
+    download(dxt, again, n);
+    ck_assert_msg(nt_same_bits(got, again, n), "%s: dx not bit-identical", what);
+    tc_read(dwt, dgot);
+    ck_assert_msg(nt_same_bits(dw1, dgot, D), "%s: dweight not bit-identical", what);
+    tc_read(dbt, dgot);
+    ck_assert_msg(nt_same_bits(db1, dgot, D), "%s: dbias not bit-identical", what);
+    tc_poison(dwt);
+    tc_poison(dbt);
+    TC_OK(ctx, clt_op_layernorm_backward(NULL, dwt, NULL, dyt, xt, mt, rt, wuse, 0.0f));
+    tc_read(dwt, dgot);
+    ck_assert_msg(nt_same_bits(dw1, dgot, D), "%s: dweight alone differs", what);
+    TC_OK(ctx, clt_op_layernorm_backward(NULL, NULL, dbt, dyt, xt, mt, rt, wuse, 0.0f));
+    tc_read(dbt, dgot);
+    ck_assert_msg(nt_same_bits(db1, dgot, D), "%s: dbias alone differs", what);
+    tc_poison(dxt);
+    TC_OK(ctx, clt_op_layernorm_backward(dxt, NULL, NULL, dyt, xt, mt, rt, wuse, 0.0f));
+    download(dxt, again, n);
+    ck_assert_msg(nt_same_bits(got, again, n), "%s: dx alone differs", what);
+
+    /* beta 1 accumulates; without dx (left as it was) */
+    tc_write(dwt, dw0);
+    tc_write(dbt, db0);
+    TC_OK(ctx, clt_op_layernorm_backward(NULL, dwt, dbt, dyt, xt, mt, rt, wuse, 1.0f));
+    for (size_t i = 0; i < D; i++) {
+        dwr[i] += dw0[i];
+        dbr[i] += db0[i];
+    }
+    tc_read(dwt, dgot);
+    snprintf(msg, sizeof msg, "%s: dweight (beta 1)", what);
+    nt_check_reduction(dgot, dwr, D, msg, r->seed);
+    tc_read(dbt, dgot);
+    snprintf(msg, sizeof msg, "%s: dbias (beta 1)", what);
+    nt_check_reduction(dgot, dbr, D, msg, r->seed);
+    download(dxt, again, n);
+    ck_assert_msg(nt_same_bits(got, again, n), "%s: dx written without being given", what);
+
+    clt_tensor *ts[] = {xt, dyt, yt, dxt, wt, bt, dwt, dbt, mt, rt};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
+        clt_tensor_free(ts[i]);
+    void *ps[] = {x,    dy, got, again, w,  b,  dw0, db0, dgot,  dw1,  db1,
+                  rgot, xd, dyd, ref,   wd, bd, dwr, dbr, meanr, rstdr};
+    for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
+        free(ps[i]);
+}
+
+static const size_t Rs[] = {1, 3, 65};
+/* 768: the GPT width; small: still above 256 lanes and two of them */
+static const size_t Ds_full[] = {1, 7, 17, 768, 1000}, Ds_small[] = {1, 7, 17, 300, 520};
+#define N_RS (sizeof Rs / sizeof *Rs)
+#define N_DS (sizeof Ds_full / sizeof *Ds_full)
+
+START_TEST(test_layernorm_f32)
+{
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    const size_t *Ds = TC_SMALL_OR(Ds_full, Ds_small);
+    for (size_t ri = 0; ri < N_RS; ri++)
+        for (size_t di = 0; di < N_DS; di++) {
+            const struct ln_case c = {Rs[ri], Ds[di]};
+            check_case(ctx, &r, &c, CLT_DTYPE_F32, CLT_DTYPE_F32, LN_AFFINE);
+        }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Without weight and bias (elementwise_affine=False), and with a weight but no bias. */
+START_TEST(test_layernorm_no_affine)
+{
+    static const struct ln_case cases[] = {{1, 1}, {3, 17}, {65, 7}, {5, 300}};
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        check_case(ctx, &r, &cases[i], CLT_DTYPE_F32, CLT_DTYPE_F32, LN_PLAIN);
+        check_case(ctx, &r, &cases[i], CLT_DTYPE_F32, CLT_DTYPE_F32, LN_WEIGHT_ONLY);
+    }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+START_TEST(test_layernorm_half_storage)
+{
+    static const struct ln_case full[] = {{3, 17}, {65, 768}}, small[] = {{3, 17}, {5, 300}};
+    const struct ln_case *cases = TC_SMALL_OR(full, small);
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    const clt_dtype ds[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
+    for (size_t i = 0; i < sizeof full / sizeof *full; i++)
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 3; b++)
+                if (a || b) check_case(ctx, &r, &cases[i], ds[a], ds[b], LN_AFFINE);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* y = x and dx = dy in place: the bits of the out-of-place ops. */
+START_TEST(test_layernorm_in_place)
+{
+    static const struct ln_case cases[] = {{3, 7}, {65, 300}};
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const size_t R = cases[ci].R, D = cases[ci].D, n = R * D;
+        float *x = NT_FLOATS(n), *dy = NT_FLOATS(n), *w = NT_FLOATS(D), *a = NT_FLOATS(n),
+              *b = NT_FLOATS(n);
+        fill_rows(&r, x, R, D);
+        tc_fill_nonzero(&r, dy, n, 0.05f, 2.0f);
+        tc_fill_nonzero(&r, w, D, 0.2f, 1.5f);
+        clt_tensor *xt = nt_tensor2(ctx, CLT_DTYPE_F32, R, D),
+                   *yt = nt_tensor2(ctx, CLT_DTYPE_F32, R, D),
+                   *dyt = nt_tensor2(ctx, CLT_DTYPE_F32, R, D),
+                   *dxt = nt_tensor2(ctx, CLT_DTYPE_F32, R, D),
+                   *wt = nt_tensor1(ctx, CLT_DTYPE_F32, D), *mt = nt_tensor1(ctx, CLT_DTYPE_F32, R),
+                   *rt = nt_tensor1(ctx, CLT_DTYPE_F32, R);
+        tc_write(xt, x);
+        tc_write(dyt, dy);
+        tc_write(wt, w);
+        TC_OK(ctx, clt_op_layernorm_forward(yt, mt, rt, xt, wt, wt, (float)EPS));
+        TC_OK(ctx, clt_op_layernorm_backward(dxt, NULL, NULL, dyt, xt, mt, rt, wt, 0.0f));
+        /* dx = dy, then y = x (x is read by the backward first) */
+        TC_OK(ctx, clt_op_layernorm_backward(dyt, NULL, NULL, dyt, xt, mt, rt, wt, 0.0f));
+        tc_read(dxt, a);
+        tc_read(dyt, b);
+        ck_assert_msg(nt_same_bits(a, b, n), "R%zu D%zu: dx = dy differs", R, D);
+        TC_OK(ctx, clt_op_layernorm_forward(xt, NULL, NULL, xt, wt, wt, (float)EPS));
+        tc_read(yt, a);
+        tc_read(xt, b);
+        ck_assert_msg(nt_same_bits(a, b, n), "R%zu D%zu: y = x differs", R, D);
+        clt_tensor *ts[] = {xt, yt, dyt, dxt, wt, mt, rt};
+        for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
+            clt_tensor_free(ts[i]);
+        free(x);
+        free(dy);
+        free(w);
+        free(a);
+        free(b);
+    }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Each kernel relaunched (arguments as the op left them) with every local size of
+ * nt_local_sizes that it takes: the bits of the op's own launch. Rows of one lane element, of
+ * several (above 256), a last column tile that is partial, and more row slices than rows. */
+START_TEST(test_layernorm_local_size)
+{
+    static const struct ln_case full[] = {{3, 1000}, {65, 17}, {10, 1}},
+                                small[] = {{3, 520}, {65, 17}, {10, 1}};
+    const struct ln_case *cases = TC_SMALL_OR(full, small);
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    char opts[80]; /* the f32 program the ops build */
+    clt__opts_layernorm(opts, sizeof opts, CLT_DTYPE_F32, CLT_DTYPE_F32);
+    for (size_t ci = 0; ci < sizeof full / sizeof *full; ci++) {
+        const size_t R = cases[ci].R, D = cases[ci].D, n = R * D;
+        /* what the kernels write: y, mean, rstd; dx; dweight, dbias */
+        const size_t nout = n + 2 * R + n + 2 * D;
+        float *x = NT_FLOATS(n), *w = NT_FLOATS(D), *first = NT_FLOATS(nout),
+              *got = NT_FLOATS(nout);
+        fill_rows(&r, x, R, D);
+        tc_fill_nonzero(&r, w, D, 0.2f, 1.5f);
+        clt_tensor *xt = nt_tensor2(ctx, CLT_DTYPE_F32, R, D),
+                   *dyt = nt_tensor2(ctx, CLT_DTYPE_F32, R, D),
+                   *yt = nt_tensor2(ctx, CLT_DTYPE_F32, R, D),
+                   *dxt = nt_tensor2(ctx, CLT_DTYPE_F32, R, D),
+                   *wt = nt_tensor1(ctx, CLT_DTYPE_F32, D), *mt = nt_tensor1(ctx, CLT_DTYPE_F32, R),
+                   *rt = nt_tensor1(ctx, CLT_DTYPE_F32, R),
+                   *dwt = nt_tensor1(ctx, CLT_DTYPE_F32, D),
+                   *dbt = nt_tensor1(ctx, CLT_DTYPE_F32, D);
+        clt_tensor *outs[] = {yt, mt, rt, dxt, dwt, dbt};
+        const size_t lens[] = {n, R, R, n, D, D};
+        tc_write(xt, x);
+        tc_fill_nonzero(&r, x, n, 0.05f, 2.0f);
+        tc_write(dyt, x);
+        tc_write(wt, w);
+        TC_OK(ctx, clt_op_layernorm_forward(yt, mt, rt, xt, wt, wt, (float)EPS));
+        TC_OK(ctx, clt_op_layernorm_backward(dxt, dwt, dbt, dyt, xt, mt, rt, wt, 0.0f));
+        for (size_t i = 0, at = 0; i < 6; at += lens[i], i++)
+            tc_read(outs[i], first + at);
+        /* per kernel: its outputs (first and count in outs) and its number of groups */
+        static const char *const names[] = {"layernorm_forward", "layernorm_backward_dx",
+                                            "layernorm_backward_params"};
+        const size_t out0[] = {0, 3, 4}, nouts[] = {3, 1, 2}, groups[] = {R, R, (D + 15) / 16};
+        for (int which = 0; which < 3; which++) {
+            cl_kernel k = nt_kernel(ctx, "layernorm", opts, names[which]);
+            int tried = 0;
+            for (size_t li = 0; li < NT_N_LOCAL_SIZES; li++) {
+                for (size_t j = 0; j < nouts[which]; j++)
+                    tc_poison(outs[out0[which] + j]);
+                if (!nt_launch_local(ctx, k, groups[which], nt_local_sizes[li])) continue;
+                tried++;
+                for (size_t i = 0, at = 0; i < 6; at += lens[i], i++)
+                    tc_read(outs[i], got + at);
+                ck_assert_msg(nt_same_bits(first, got, nout),
+                              "%s R%zu D%zu differs with local size %zu", names[which], R, D,
+                              nt_local_sizes[li]);
+            }
+            ck_assert_int_ge(tried, 4);
+            /* a size the kernel refused (on a small device) may have left outputs poisoned */
+            for (size_t i = 0, at = 0; i < 6; at += lens[i], i++)
+                tc_write(outs[i], first + at);
+        }
+        clt_tensor *ts[] = {xt, dyt, yt, dxt, wt, mt, rt, dwt, dbt};
+        for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
+            clt_tensor_free(ts[i]);
+        free(x);
+        free(w);
+        free(first);
+        free(got);
+    }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* The reference backward against central finite differences of f = sum(y dy) in double, with
+ * and without the parameters. */
+START_TEST(test_layernorm_ref_finite_differences)
+{
+    static const struct ln_case cases[] = {{1, 1}, {1, 2}, {3, 7}, {2, 17}, {4, 5}};
+    tc_rng r = tc_rng_for(__func__);
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+        for (int affine = 1; affine >= 0; affine--) {
+            const struct ln_case *c = &cases[ci];
+            const int R = (int)c->R, D = (int)c->D;
+            const size_t n = c->R * c->D;
+            double *x = NT_DOUBLES(n), *dy = NT_DOUBLES(n), *y = NT_DOUBLES(n), *dx = NT_DOUBLES(n);
+            double *w = NT_DOUBLES(c->D), *b = NT_DOUBLES(c->D), *dw = NT_DOUBLES(c->D),
+                   *db = NT_DOUBLES(c->D);
+            for (size_t i = 0; i < n; i++) {
+                x[i] = tc_uniform(&r, -2.0, 2.0);
+                dy[i] = tc_uniform(&r, -2.0, 2.0);
+            }
+            for (int i = 0; i < D; i++) {
+                w[i] = tc_uniform(&r, 0.5, 1.5);
+                b[i] = tc_uniform(&r, -1.0, 1.0);
+            }
+            const double *wa = affine ? w : NULL, *ba = affine ? b : NULL;
+            ref_layernorm_backward(x, wa, dy, dx, dw, db, R, D, EPS);
+            const double h = 1e-6;
+            /* f as a function of x[i], w[d] or b[d] (the parameters: with affine only) */
+            const size_t nvar = affine ? n + 2 * c->D : n;
+            for (size_t k = 0; k < nvar; k++) {
+                double *v = k < n ? &x[k] : k < n + c->D ? &w[k - n] : &b[k - n - c->D];
+                double want = k < n ? dx[k] : k < n + c->D ? dw[k - n] : db[k - n - c->D];
+                double f[2], v0 = *v;
+                for (int side = 0; side < 2; side++) {
+                    *v = v0 + (side ? -h : h);
+                    ref_layernorm_forward(x, wa, ba, y, NULL, NULL, R, D, EPS);
+                    f[side] = 0.0;
+                    for (size_t j = 0; j < n; j++)
+                        f[side] += y[j] * dy[j];
+                }
+                *v = v0;
+                double fd = (f[0] - f[1]) / (2 * h);
+                ck_assert_msg(fabs(fd - want) <= 1e-6 + 1e-5 * fabs(want),
+                              "case %zu%s: gradient %zu = %.9g, finite difference %.9g; seed %llu",
+                              ci, affine ? "" : " (no parameters)", k, want, fd,
+                              (unsigned long long)r.seed);
+            }
+            void *ps[] = {x, dy, y, dx, w, b, dw, db};
+            for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
+                free(ps[i]);
+        }
+}
+END_TEST
+
+/* Each bad argument: its status, a message naming the op, and nothing enqueued (y stays
+ * poisoned). */
+#define BAD(want, expr, opname)                                                                    \
+    do {                                                                                           \
+        ck_assert_int_eq((expr), (want));                                                          \
+        ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), opname) ||                                  \
+                          (want) == CLT_ERR_DEVICE_MISMATCH,                                       \
+                      "%s: message \"%s\"", #expr, clt_ctx_errmsg(ctx));                           \
+    } while (0)
+
+START_TEST(test_layernorm_errors)
+{
+    clt_ctx *ctx = tc_ctx(), *ctx2 = tc_ctx();
+    const float vals[12] = {1, -2, 3, 4, -5, 6, 7, 8, -9, 10, 11, 12};
+    clt_tensor *x = nt_tensor2(ctx, CLT_DTYPE_F32, 3, 4), *y = nt_tensor2(ctx, CLT_DTYPE_F32, 3, 4),
+               *y11 = nt_tensor1(ctx, CLT_DTYPE_F32, 11),
+               *yh = nt_tensor2(ctx, CLT_DTYPE_F16, 3, 4),
+               *xi = nt_tensor2(ctx, CLT_DTYPE_I32, 3, 4), *w = nt_tensor1(ctx, CLT_DTYPE_F32, 4),
+               *w3 = nt_tensor1(ctx, CLT_DTYPE_F32, 3), *wh = nt_tensor1(ctx, CLT_DTYPE_F16, 4),
+               *m = nt_tensor1(ctx, CLT_DTYPE_F32, 3), *rs = nt_tensor1(ctx, CLT_DTYPE_F32, 3),
+               *m4 = nt_tensor1(ctx, CLT_DTYPE_F32, 4), *other = nt_tensor1(ctx2, CLT_DTYPE_F32, 4),
+               *xo = nt_tensor2(ctx2, CLT_DTYPE_F32, 3, 4);
+    tc_write(x, vals);
+    tc_write(w, vals);
+    TC_OK(ctx, clt_op_layernorm_forward(y, m, rs, x, w, w, 1e-5f));
+    tc_poison(y);
+    const char *fw = "layernorm_forward", *bw = "layernorm_backward";
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_forward(y11, m, rs, x, w, w, 1e-5f), fw);
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_forward(yh, m, rs, x, w, w, 1e-5f), fw);
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_forward(y, m, rs, xi, w, w, 1e-5f), fw);
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_forward(y, m, rs, x, w3, w, 1e-5f), fw);
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_forward(y, m, rs, x, w, w3, 1e-5f), fw);
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_forward(y, m, rs, x, wh, w, 1e-5f), fw);
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_forward(y, m4, rs, x, w, w, 1e-5f), fw);
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_forward(y, m, m4, x, w, w, 1e-5f), fw);
+    BAD(CLT_ERR_INVALID_ARG, clt_op_layernorm_forward(y, m, rs, x, w, w, 0.0f), fw);
+    BAD(CLT_ERR_INVALID_ARG, clt_op_layernorm_forward(y, m, rs, x, w, w, -1e-5f), fw);
+    BAD(CLT_ERR_INVALID_ARG, clt_op_layernorm_forward(y, m, rs, x, w, w, NAN), fw);
+    BAD(CLT_ERR_DEVICE_MISMATCH, clt_op_layernorm_forward(y, m, rs, x, other, w, 1e-5f), fw);
+    BAD(CLT_ERR_DEVICE_MISMATCH, clt_op_layernorm_forward(y, m, rs, xo, w, w, 1e-5f), fw);
+    /* backward: x for dy; y as dx */
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_backward(y11, w, w, x, x, m, rs, w, 0.0f), bw);
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_backward(yh, w, w, x, x, m, rs, w, 0.0f), bw);
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_backward(y, w, w, y11, x, m, rs, w, 0.0f), bw);
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_backward(y, w, w, xi, x, m, rs, w, 0.0f), bw);
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_backward(y, w3, w, x, x, m, rs, w, 0.0f), bw);
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_backward(y, w, wh, x, x, m, rs, w, 0.0f), bw);
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_backward(y, w, w, x, x, m4, rs, w, 0.0f), bw);
+    BAD(CLT_ERR_SHAPE, clt_op_layernorm_backward(y, w, w, x, x, m, rs, w3, 0.0f), bw);
+    BAD(CLT_ERR_INVALID_ARG, clt_op_layernorm_backward(y, w, w, x, x, m, rs, w, NAN), bw);
+    BAD(CLT_ERR_INVALID_ARG, clt_op_layernorm_backward(y, w, w, x, x, m, rs, w, INFINITY), bw);
+    BAD(CLT_ERR_DEVICE_MISMATCH, clt_op_layernorm_backward(y, w, other, x, x, m, rs, w, 0.0f), bw);
+    BAD(CLT_ERR_DEVICE_MISMATCH, clt_op_layernorm_backward(y, w, w, xo, x, m, rs, w, 0.0f), bw);
+    /* nothing ran: y still holds the poison */
+    float got[12];
+    tc_read(y, got);
+    for (int i = 0; i < 12; i++)
+        ck_assert_msg(isnan(got[i]), "y[%d] = %g was written", i, got[i]);
+    clt_tensor *ts[] = {x, y, y11, yh, xi, w, w3, wh, m, rs, m4, other, xo};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
+        clt_tensor_free(ts[i]);
+    clt_ctx_free(ctx);
+    clt_ctx_free(ctx2);
+    tc_assert_no_live();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("layernorm");
+    TCase *tc = tc_tcase("layernorm");
+    tcase_add_test(tc, test_layernorm_f32);
+    tcase_add_test(tc, test_layernorm_no_affine);
+    tcase_add_test(tc, test_layernorm_half_storage);
+    tcase_add_test(tc, test_layernorm_in_place);
+    tcase_add_test(tc, test_layernorm_local_size);
+    tcase_add_test(tc, test_layernorm_ref_finite_differences);
+    tcase_add_test(tc, test_layernorm_errors);
+    suite_add_tcase(s, tc);
+    return tc_run(s);
+}
