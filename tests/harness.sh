@@ -1,7 +1,8 @@
 #!/bin/sh
 # The tests' own conventions, so that none can pass having checked nothing: every check program
 # under tests/ ends with tc_run (common.c: exit 77 when no test ran) and runs no SRunner of its
-# own, and every shell test sources tests/lib.sh (its fail and skip) instead of defining fail.
+# own, every shell test sources tests/lib.sh (its fail and skip) instead of defining fail, and
+# every kernel family's test program is in tools/oclgrind.sh's list.
 # One line per offending file. Usage: harness.sh [TESTS_DIR] (default: this script's folder).
 set -eu
 . "$(dirname "$0")/lib.sh"
@@ -35,6 +36,21 @@ for f in "$dir"/*.sh "$dir"/*/*.sh; do
         bad=1
     fi
 done
+# Every kernel family's test program also runs on Oclgrind's simulated GPU (CI's oclgrind stage):
+# its name in tools/oclgrind.sh's list.
+oclgrind=$dir/../tools/oclgrind.sh
+if [ -f "$oclgrind" ]; then
+    listed=$(sed -n '/^programs=(/,/)/p' "$oclgrind")
+    for f in "$dir"/ops/test_*.c; do
+        [ -f "$f" ] || continue
+        name=$(basename "$f" .c)
+        name=${name#test_}
+        if ! printf '%s\n' "$listed" | grep -qw -- "$name"; then
+            echo "$f: not in tools/oclgrind.sh's programs (the simulated GPU never runs it)"
+            bad=1
+        fi
+    done
+fi
 [ "$nprog" -ge 1 ] && [ "$nsh" -ge 1 ] || fail "no test programs or scripts under $dir"
 [ "$bad" -eq 0 ] || fail "the tests above break the conventions of tests/lib.sh and tc_run"
 echo "harness: $nprog test programs end with tc_run, $nsh scripts source lib.sh"

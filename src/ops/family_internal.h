@@ -3,7 +3,7 @@
  * descriptor (the cl/ sources of its programs, its number of kernel slots, and every program it
  * may build, for the portability list), and the ops keep the families' kernel handles in their
  * per-ctx state, so the runtime below names no family. Adding a family: its files, one line in
- * CLT__OP_FAMILIES below, and its tests (docs/architecture.md, "Adding a kernel family"). */
+ * CLT__OP_FAMILIES below, and its tests (docs/architecture.md, "Where to add", "A kernel family"). */
 #ifndef CLTRAIN_FAMILY_INTERNAL_H
 #define CLTRAIN_FAMILY_INTERNAL_H
 

@@ -1,5 +1,5 @@
 /* Helpers shared by the C wrappers of the neural-network layer ops (activation.c, linear.c,
- * loss.c, dropout.c, input.c): argument checks with messages naming the op and the tensor, the
+ * loss.c, dropout.c, input.c, conv.c, pool.c, batchnorm.c, layernorm.c, ...): argument checks with messages naming the op and the tensor, the
  * row length of a (..., N) tensor, and the launch of a given number of work-groups. */
 #ifndef CLTRAIN_OPS_NN_INTERNAL_H
 #define CLTRAIN_OPS_NN_INTERNAL_H
