@@ -8,7 +8,8 @@
 #
 # usage: tools/bench_vs_torch.sh [ROUNDS] [BUILD_DIR] [MODELS]
 #        (defaults: 3, build, "CNN-S CNN-M"; MODELS "all" is the four)
-# PyTorch comes from $PYTHON (default python3; Debian: python3-torch); set OPENBLAS_CORETYPE
+# PyTorch comes from $PYTHON (default python3; Debian: python3-torch and libopenblas0-pthread,
+# refused when its matrix product is a reference BLAS's); set OPENBLAS_CORETYPE
 # for its OpenBLAS where it misdetects the CPU (Haswell on AMD Zen 3, SkylakeX on AVX-512
 # Xeons). CLTRAIN_DEVICE picks cltrain's device (default cpu: the comparison is on the same
 # cores) and TORCH_DEVICE PyTorch's (default cpu); on a GPU: CLTRAIN_DEVICE=gpu TORCH_DEVICE=cuda.
@@ -22,7 +23,23 @@ bin="$build/src/cli/cltrain"
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "bench_vs_torch: ROUNDS must be a positive integer, got \"$rounds\"" >&2; exit 2; }
 [ -x "$bin" ] || { echo "bench_vs_torch: no $bin; build first (tools/setup.sh $build)" >&2; exit 2; }
 py=${PYTHON:-python3}
-"$py" -c "import torch" 2>/dev/null || { echo "bench_vs_torch: $py cannot import torch (Debian: apt-get install python3-torch; or set PYTHON)" >&2; exit 2; }
+"$py" -c "import torch" 2>/dev/null || { echo "bench_vs_torch: $py cannot import torch (Debian: apt-get install python3-torch libopenblas0-pthread; or set PYTHON)" >&2; exit 2; }
+# Debian's python3-torch takes whichever libblas.so.3 is installed: with only the reference BLAS
+# (libblas3) its matrix products run at a few GFLOP/s and every ratio below would flatter
+# cltrain tenfold. Refuse such a PyTorch rather than print those ratios.
+blas=$("$py" -c "
+import os, time, torch
+torch.set_num_threads(os.cpu_count())
+a = torch.randn(512, 512); b = torch.randn(512, 512)
+a @ b
+t = time.perf_counter(); n = 10
+for _ in range(n): a @ b
+print(int(2 * 512 ** 3 * n / (time.perf_counter() - t) / 1e9))")
+if [ "${TORCH_DEVICE:-cpu}" = cpu ] && [ "$blas" -lt 20 ]; then
+  echo "bench_vs_torch: PyTorch's matrix product runs at $blas GFLOP/s on this CPU: a reference" \
+    "BLAS (Debian: apt-get install libopenblas0-pthread, and set OPENBLAS_CORETYPE)" >&2
+  exit 2
+fi
 
 cnn_m="conv 64 k3 p1, batchnorm, relu, maxpool 2, conv 128 k3 p1, batchnorm, relu, maxpool 2, flatten, dropout 0.25, linear 128, relu, linear 10"
 mlp_m="linear 1024, relu, linear 1024, relu, linear 10"
