@@ -56,6 +56,13 @@ extern "C" {
  *                                                    nn.BatchNorm2d(C), per feature over B of
  *                                                    (B, F) as nn.BatchNorm1d(F); eps 1e-5,
  *                                                    momentum 0.1, affine, running statistics
+ *            | "layernorm"                            layer normalisation over the last
+ *                                                    dimension, as nn.LayerNorm(D): each
+ *                                                    sample of (B, F) over its F features, each
+ *                                                    position of (B, T, C) over its C; eps
+ *                                                    1e-5, elementwise affine (weight 1, bias 0
+ *                                                    at init), no running statistics. A
+ *                                                    (C, H, W) input is an error (flatten first)
  *            | "residual" "{" layers "}"               a block whose output is body(x) +
  *                                                    shortcut(x), as torchvision's BasicBlock
  *                                                    without its final ReLU (write
@@ -108,6 +115,7 @@ typedef enum clt_layer_kind {
     CLT_LAYER_BATCHNORM, /* nn.BatchNorm2d on (C, H, W), nn.BatchNorm1d on (F) */
     CLT_LAYER_RESIDUAL,  /* "residual { LAYERS }": body(x) + shortcut(x), as torchvision's
                             BasicBlock without its final ReLU */
+    CLT_LAYER_LAYERNORM, /* nn.LayerNorm over the last dimension: (F) or (T, C) inputs */
     CLT_LAYER__COUNT
 } clt_layer_kind;
 
@@ -143,7 +151,7 @@ typedef struct clt_spec {
  * for "linear 256, relu, linaer 128":
  *   model spec: layer 3 ("linaer 128") at column 19: unknown layer "linaer"; expected linear,
  *   relu, gelu, tanh, sigmoid, dropout, flatten, silu, leakyrelu, conv, maxpool, avgpool,
- *   globalavgpool, batchnorm or residual
+ *   globalavgpool, batchnorm, residual or layernorm
  * Positions are 1-based and say "line L, column C" when the text has several lines.
  * Returns CLT_OK; CLT_ERR_FORMAT for a text that does not follow the grammar (including an
  * empty one); CLT_ERR_INVALID_ARG for a preset without a valid `classes`; CLT_ERR_HOST_MEMORY.
@@ -186,8 +194,8 @@ CLT_API clt_status clt_spec_to_string(const clt_spec *s, char **out);
 CLT_API void clt_spec_free(clt_spec *s);
 
 /* "linear", "relu", "gelu", "tanh", "sigmoid", "dropout", "flatten", "silu", "leakyrelu",
- * "conv", "maxpool", "avgpool", "globalavgpool", "batchnorm", "residual"; "unknown" out of
- * range. */
+ * "conv", "maxpool", "avgpool", "globalavgpool", "batchnorm", "residual", "layernorm";
+ * "unknown" out of range. */
 CLT_API const char *clt_layer_kind_name(clt_layer_kind k);
 
 #ifdef __cplusplus

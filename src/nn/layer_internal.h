@@ -12,9 +12,20 @@
  *      member; see the struct below), declared at the end of this header, added to
  *      src/nn/meson.build, and its pointer at its clt_layer_kind index in src/nn/layers/table.c.
  *      State that is not a parameter (running statistics) is declared by `buffers` (see
- *      struct clt__buffer_decl): the model lays it out, checkpoints save it by name.
+ *      struct clt__buffer_decl): the model lays it out, checkpoints save it by name. Buffers
+ *      do not grow with the batch: what backward needs per sample is the kept output (`kept`,
+ *      in the output's storage, 16-bit in mixed precision) or, when it must stay f32 whatever
+ *      the precision (layernorm's row statistics), `saved`; the model allocates both and the
+ *      memory estimate counts them. The input x a backward reads (L->x) is the layer before's
+ *      kept output or the model's input, and may be shaped otherwise than L->in (the model's
+ *      input is any (B, ...) of the right size): view it as the op needs.
  *   3. tests/nn/test_spec.c (parse and round trip; the unknown-layer message lists every name
- *      in table order) and tests/nn/test_model.c (a host reference and a check_spec line).
+ *      in table order: its expected text appears three times there, and test_kind_names lists
+ *      the names) and tests/nn/test_model.c (a host reference and a check_spec line; a kind
+ *      with parameters adds them to host_net_of, which lays out the flat offsets, and a line
+ *      to test_estimate_every_kind).
+ *   4. Where users read the kinds: the grammar's list in docs/cltrain.1 and README.md, and
+ *      tools/checkpoint_numpy.py, which rebuilds a model from a checkpoint's spec text.
  * A kind that needs kernels of its own (layernorm, attention) first adds an op family, its
  * files and one table line (docs/architecture.md, "Where to add", has the whole recipe):
  * cl/<family>.cl; src/ops/<family>.c with the ops' wrappers (declared in ops_internal.h), its
@@ -182,6 +193,8 @@ struct clt__layer {
     clt_tensor *y_full;                 /* (max_batch, act elements) kept output, or NULL */
     clt_tensor *y;                      /* view (B, ...) of y_full for the current batch, or a
                                            kind's own view (flatten of a shaped input) */
+    clt_tensor *saved;                  /* (max_batch, kind->saved) f32 kept for backward, or
+                                           NULL */
     const clt_tensor *x;                /* input of the last forward */
     const clt_tensor *out_t;            /* output of the last forward: y or x */
     clt_tensor *ws;                     /* the model's workspace (max_batch * plan.workspace +
@@ -273,6 +286,11 @@ struct clt__layer_kind {
      * model allocates and the memory estimate counts exactly this. */
     size_t (*kept)(const clt_layer_spec *l, const struct clt__shape *in,
                    const struct clt__shape *out);
+    /* f32 elements per sample it keeps for backward beside its output, whatever the model's
+     * precision (layernorm's row statistics), allocated as L->saved (max_batch, that) and
+     * counted by the memory estimate as activations. NULL: none. */
+    size_t (*saved)(const clt_layer_spec *l, const struct clt__shape *in,
+                    const struct clt__shape *out);
     /* Elements of scratch the passes use (NULL: none), in L->ws: per sample (returned) and
      * *fixed more that do not grow with the batch. One workspace of max_batch times the largest
      * per-sample count plus the largest fixed count, in the model's precision, is shared by all
@@ -343,6 +361,7 @@ struct clt__plan_layer {
     int param, nparams; /* first parameter, count */
     int buffer, nbuffers; /* first buffer, count */
     size_t kept;        /* kind->kept: elements per sample it keeps (0: none) */
+    size_t saved;       /* kind->saved: f32 elements per sample it keeps (0: none) */
     clt_dtype ydt;      /* storage of its kept output */
 };
 
@@ -414,5 +433,6 @@ extern const struct clt__layer_kind clt__layer_avgpool;
 extern const struct clt__layer_kind clt__layer_globalavgpool;
 extern const struct clt__layer_kind clt__layer_batchnorm;
 extern const struct clt__layer_kind clt__layer_residual;
+extern const struct clt__layer_kind clt__layer_layernorm;
 
 #endif

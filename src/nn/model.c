@@ -191,6 +191,7 @@ static clt_status plan_unit(struct clt__plan *p, struct plan_caps *caps, struct 
         else p->buffer_total += bi->numel;
     }
     pl->kept = k->kept(l, &pl->in, &pl->out);
+    pl->saved = k->saved ? k->saved(l, &pl->in, &pl->out) : 0;
     if (k->workspace) {
         size_t fixed = 0, ws = k->workspace(l, &pl->in, &pl->out, &fixed);
         if (ws > p->workspace) p->workspace = ws;
@@ -368,10 +369,12 @@ clt_status clt__model_mem_estimate_shaped(const clt_spec *spec, const struct clt
         const struct clt__plan_layer *pl = &plan.layers[i];
         if (pl->kept)
             est_add(by_category, CLT_MEM_ACTIVATIONS, B * pl->kept * clt_dtype_size(pl->ydt));
+        if (pl->saved) est_add(by_category, CLT_MEM_ACTIVATIONS, B * pl->saved * 4);
         for (int j = 0; j < pl->nchildren; j++) {
             const struct clt__plan_layer *c = &plan.children[pl->child + j];
             if (c->kept)
                 est_add(by_category, CLT_MEM_ACTIVATIONS, B * c->kept * clt_dtype_size(c->ydt));
+            if (c->saved) est_add(by_category, CLT_MEM_ACTIVATIONS, B * c->saved * 4);
         }
     }
     for (int k = 0; k < 2; k++)
@@ -533,6 +536,10 @@ static clt_status setup_layer(clt_model *m, struct clt__layer *L, const struct c
         size_t dims[2] = {m->max_batch, pl->kept};
         CLT_TRY(clt_tensor_create(&L->y_full, ctx, L->ydt, 2, dims, CLT_MEM_ACTIVATIONS));
     }
+    if (pl->saved) {
+        size_t dims[2] = {m->max_batch, pl->saved};
+        CLT_TRY(clt_tensor_create(&L->saved, ctx, CLT_DTYPE_F32, 2, dims, CLT_MEM_ACTIVATIONS));
+    }
 fail:
     return st;
 }
@@ -691,6 +698,7 @@ static void free_layer(struct clt__layer *L)
     for (int j = 0; j < CLT__LAYER_MAX_BUFFERS; j++) clt_tensor_free(L->buf[j]);
     clt_tensor_free(L->y);
     clt_tensor_free(L->y_full);
+    clt_tensor_free(L->saved);
 }
 
 void clt_model_free(clt_model *m)

@@ -3,6 +3,7 @@
  * and its round trip, and reading from a file. */
 #include "common.h"
 #include "cltrain/errors.h"
+#include "cltrain/model.h" /* the layers' shapes: clt_model_param_elements, host-only */
 #include "cltrain/spec.h"
 
 #include <check.h>
@@ -127,7 +128,7 @@ START_TEST(test_errors_layers)
     expect_error("linear 256, relu, linaer 128", 10, CLT_ERR_FORMAT,
                  "model spec: layer 3 (\"linaer 128\") at column 19: unknown layer \"linaer\"; "
                  "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu, "
-                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm or residual");
+                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual or layernorm");
     expect_error("relu, linear", 10, CLT_ERR_FORMAT,
                  "model spec: layer 2 (\"linear\") at column 13: linear needs a width, e.g. "
                  "\"linear 128\"");
@@ -212,7 +213,7 @@ START_TEST(test_errors_positions_and_empty)
     expect_error("linear 10\n# comment\n\nrelu\n   tanhh, linear 3\n", 10, CLT_ERR_FORMAT,
                  "model spec: layer 3 (\"tanhh\") at line 5, column 4: unknown layer \"tanhh\"; "
                  "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu, "
-                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm or residual");
+                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual or layernorm");
     expect_error("relu, linear 3, gelu , linear 0x10 # hex\n", 10, CLT_ERR_FORMAT,
                  "model spec: layer 4 (\"linear 0x10\") at column 31: width must be a positive "
                  "integer, got \"0x10\"");
@@ -384,6 +385,8 @@ START_TEST(test_to_string_round_trip)
          "maxpool 2, maxpool 3 s2, avgpool 2 s1, avgpool 4, globalavgpool, maxpool 255"},
         {"conv 4 k3, BatchNorm, relu,batchnorm ,flatten, linear 3, batchnorm",
          "conv 4 k3, batchnorm, relu, batchnorm, flatten, linear 3, batchnorm"},
+        {"linear 8, LayerNorm, relu,layernorm , linear 3, layernorm",
+         "linear 8, layernorm, relu, layernorm, linear 3, layernorm"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         clt_spec a, b;
@@ -629,6 +632,9 @@ START_TEST(test_pool)
     expect_error("conv 4 k3, batchnorm 4, linear 3", 10, CLT_ERR_FORMAT,
                  "model spec: layer 2 (\"batchnorm 4\") at column 22: batchnorm takes no "
                  "arguments, got \"4\"");
+    expect_error("linear 8, layernorm 1e-5, linear 3", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 2 (\"layernorm 1e-5\") at column 21: layernorm takes no "
+                 "arguments, got \"1e-5\"");
     expect_error("globalavgpool 2", 10, CLT_ERR_FORMAT,
                  "model spec: layer 1 (\"globalavgpool 2\") at column 15: globalavgpool takes no "
                  "arguments, got \"2\"");
@@ -640,7 +646,8 @@ START_TEST(test_kind_names)
     static const char *const names[] = {"linear",  "relu",      "gelu",    "tanh",
                                         "sigmoid", "dropout",   "flatten", "silu",
                                         "leakyrelu", "conv",    "maxpool", "avgpool",
-                                        "globalavgpool", "batchnorm", "residual"};
+                                        "globalavgpool", "batchnorm", "residual",
+                                        "layernorm"};
     ck_assert_int_eq(sizeof names / sizeof *names, CLT_LAYER__COUNT);
     for (int k = 0; k < CLT_LAYER__COUNT; k++) {
         ck_assert_str_eq(clt_layer_kind_name((clt_layer_kind)k), names[k]);
@@ -664,6 +671,45 @@ END_TEST
 
 /* residual { LAYERS }: the body, its canonical text and round trip, braces over lines, the
  * errors (with their positions), validation of hand-built blocks and the resnet preset. */
+/* layernorm: no arguments, a layer of the model's outputs allowed after the last linear layer,
+ * (F) and (T, C) inputs with weight and bias of the last dimension, and a (C, H, W) input
+ * refused with the reason and the fix (the plan needs no device). */
+START_TEST(test_layernorm)
+{
+    clt_spec s;
+    ck_assert_int_eq(clt_spec_parse("linear 64, layernorm, relu, linear 10, layernorm", 10, &s),
+                     CLT_OK);
+    ck_assert_int_eq(s.n, 5);
+    ck_assert_int_eq(s.layers[1].kind, CLT_LAYER_LAYERNORM);
+    ck_assert_int_eq(s.layers[4].kind, CLT_LAYER_LAYERNORM);
+    ck_assert_int_eq(clt_spec_validate(&s, 20, 10), CLT_OK);
+    ck_assert_int_eq(clt_spec_check_output(&s), CLT_OK);
+    uint64_t P = 0;
+    ck_assert_int_eq(clt_model_param_elements(&s, 20, 10, NULL, &P), CLT_OK);
+    ck_assert_uint_eq(P, 20 * 64 + 64 + 2 * 64 + 64 * 10 + 10 + 2 * 10);
+    clt_spec_free(&s);
+
+    struct clt_model_params p = clt_model_default_params();
+    ck_assert_int_eq(clt_spec_parse("layernorm, linear 3", 0, &s), CLT_OK);
+    p.input_shape[0] = 5; /* (T, C) = (5, 4): normalised over C */
+    p.input_shape[1] = 4;
+    ck_assert_int_eq(clt_model_param_elements(&s, 20, 3, &p, &P), CLT_OK);
+    ck_assert_uint_eq(P, 2 * 4 + 20 * 3 + 3);
+    p.input_shape[0] = 1; /* (C, H, W) */
+    p.input_shape[1] = 4;
+    p.input_shape[2] = 5;
+    ck_assert_int_eq(clt_model_param_elements(&s, 20, 3, &p, &P), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: layer 1 (layernorm) normalises the last dimension of flat (F) "
+                     "or sequence (T,C) inputs, got 1x4x5; put a flatten before it");
+    clt_spec_free(&s);
+    ck_assert_int_eq(clt_spec_parse("flatten, layernorm, linear 3", 0, &s), CLT_OK);
+    ck_assert_int_eq(clt_model_param_elements(&s, 20, 3, &p, &P), CLT_OK);
+    ck_assert_uint_eq(P, 2 * 20 + 20 * 3 + 3);
+    clt_spec_free(&s);
+}
+END_TEST
+
 START_TEST(test_residual)
 {
     const char *canon = "residual { conv 64 k3 p1, batchnorm, relu, conv 64 k3 p1, batchnorm }";
@@ -730,7 +776,7 @@ START_TEST(test_residual)
     expect_error("residual {\n conv 8 k3,\n linaer 3 }, linear 10", 10, CLT_ERR_FORMAT,
                  "model spec: layer 1 (\"linaer 3\") at line 3, column 2: unknown layer "
                  "\"linaer\"; expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu, "
-                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm or residual");
+                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual or layernorm");
     expect_error("residual { relu, residual { relu } }", 10, CLT_ERR_FORMAT,
                  "model spec: layer 1 (\"residual\") at column 18: a residual block inside a "
                  "residual block is not supported");
@@ -793,6 +839,7 @@ int main(void)
     tcase_add_test(tc, test_conv);
     tcase_add_test(tc, test_pool);
     tcase_add_test(tc, test_residual);
+    tcase_add_test(tc, test_layernorm);
     suite_add_tcase(suite, tc);
     return tc_run(suite);
 }

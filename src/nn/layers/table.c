@@ -21,6 +21,7 @@ static const struct clt__layer_kind *const kinds[CLT_LAYER__COUNT] = {
     [CLT_LAYER_GLOBALAVGPOOL] = &clt__layer_globalavgpool,
     [CLT_LAYER_BATCHNORM] = &clt__layer_batchnorm,
     [CLT_LAYER_RESIDUAL] = &clt__layer_residual,
+    [CLT_LAYER_LAYERNORM] = &clt__layer_layernorm,
 };
 
 const struct clt__layer_kind *clt__layer_kind_of(clt_layer_kind k)
