@@ -6,8 +6,8 @@ usage: checkpoint_numpy.py CHECKPOINT IDX_IMAGES[.gz] [PREDICTIONS.csv]
 
 Reads the safetensors file by hand (8-byte header length, JSON header, raw little-endian data),
 rebuilds the layer list from the spec in __metadata__ (linear, conv, maxpool, avgpool,
-globalavgpool, flatten, batchnorm in evaluation mode, the activations, residual blocks with
-their "{i}.body.{j}.*" and "{i}.proj.{0,1}.*" tensors; dropout is the identity),
+globalavgpool, flatten, batchnorm in evaluation mode, layernorm, the activations, residual
+blocks with their "{i}.body.{j}.*" and "{i}.proj.{0,1}.*" tensors; dropout is the identity),
 shapes the inputs as "input_shape" says, scales them as the metadata says, and prints the
 predicted class of every image. With PREDICTIONS.csv (from `cltrain predict`)
 it compares classes and probabilities and exits non-zero on a mismatch.
@@ -99,6 +99,13 @@ def batchnorm(tensors, name, x):
         + tensors[f'{name}.bias'].reshape(shape)
 
 
+def layernorm(tensors, name, x):
+    """nn.LayerNorm over the last dimension (features, or C of a (T, C) input)."""
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-5) * tensors[f'{name}.weight'] + tensors[f'{name}.bias']
+
+
 def forward(tensors, spec, x, prefix='', flat=True):
     acts = {'relu': lambda v, _: np.maximum(v, 0), 'tanh': lambda v, _: np.tanh(v),
             'sigmoid': lambda v, _: 1 / (1 + np.exp(-v)),
@@ -140,6 +147,8 @@ def forward(tensors, spec, x, prefix='', flat=True):
             x = x.reshape(len(x), -1)
         elif word == 'batchnorm':  # evaluation mode: the running statistics
             x = batchnorm(tensors, name, x)
+        elif word == 'layernorm':
+            x = layernorm(tensors, name, x)
         elif word in acts:
             x = acts[word](x, args)
         # dropout is the identity at inference

@@ -32,3 +32,9 @@ make_tmp
 "$CLTRAIN_BIN" predict --load "$tmp/res.safetensors" --data fashion-mnist --output "$tmp/res.csv"
 "$numpy_python" "$here/../../tools/checkpoint_numpy.py" "$tmp/res.safetensors" \
   "$data/t10k-images-idx3-ubyte.gz" "$tmp/res.csv"
+# layernorm over the features of a linear layer's output
+"$CLTRAIN_BIN" train --data fashion-mnist --model "linear 32, layernorm, relu, linear 10, layernorm" \
+  --steps 40 --log-every 0 --normalize --save "$tmp/ln.safetensors" --quiet
+"$CLTRAIN_BIN" predict --load "$tmp/ln.safetensors" --data fashion-mnist --output "$tmp/ln.csv"
+"$numpy_python" "$here/../../tools/checkpoint_numpy.py" "$tmp/ln.safetensors" \
+  "$data/t10k-images-idx3-ubyte.gz" "$tmp/ln.csv"

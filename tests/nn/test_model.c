@@ -85,6 +85,10 @@ static struct host_net host_net_of(const clt_model *m, uint64_t seed)
             h.woff[i] = (long)pi->offset;
             if (s->layers[i].bias) h.boff[i] = (long)clt_model_param_info(m, k++)->offset;
         }
+        if (s->layers[i].kind == CLT_LAYER_LAYERNORM) {
+            h.woff[i] = (long)clt_model_param_info(m, k++)->offset;
+            h.boff[i] = (long)clt_model_param_info(m, k++)->offset;
+        }
         h.out[i] = w;
     }
     return h;
@@ -139,6 +143,10 @@ static void host_forward(const struct host_net *h, const double *w, double **act
         case CLT_LAYER_LEAKYRELU:
             ref_act_forward_alpha(ref_of(h->layer[i].kind), h->layer[i].alpha, x, y, n);
             break;
+        case CLT_LAYER_LAYERNORM:
+            ref_layernorm_forward(x, w + h->woff[i], w + h->boff[i], y, NULL, NULL, B,
+                                  (int)h->in[i], 1e-5);
+            break;
         case CLT_LAYER_DROPOUT:
             for (size_t j = 0; j < n; j++)
                 y[j] = train && h->layer[i].p > 0 ? x[j] * dropout_mult(h, i, step, j) : x[j];
@@ -174,6 +182,10 @@ static void host_backward(const struct host_net *h, const double *w, double **ac
         case CLT_LAYER_LEAKYRELU:
             ref_act_backward_alpha(ref_of(h->layer[i].kind), h->layer[i].alpha, acts[i], dy, dx,
                                    n);
+            break;
+        case CLT_LAYER_LAYERNORM:
+            ref_layernorm_backward(acts[i], w + h->woff[i], dy, dx, grads + h->woff[i],
+                                   grads + h->boff[i], B, (int)h->in[i], 1e-5);
             break;
         case CLT_LAYER_DROPOUT:
             for (size_t j = 0; j < n; j++)
@@ -214,6 +226,15 @@ static void check_spec(clt_ctx *ctx, tc_rng *r, const char *text, size_t IN, siz
         if (h.out[i] > widest) widest = h.out[i];
 
     float *pf = read_params(m);
+    /* layernorm weights and biases off their 1 and 0, so that they matter */
+    bool moved = false;
+    for (int i = 0; i < h.n; i++)
+        if (h.layer[i].kind == CLT_LAYER_LAYERNORM) {
+            tc_fill_nonzero(r, pf + h.woff[i], h.in[i], 0.5f, 1.5f);
+            tc_fill_nonzero(r, pf + h.boff[i], h.in[i], 0.1f, 1.0f);
+            moved = true;
+        }
+    if (moved) TC_OK(ctx, clt_model_write_params(m, pf));
     double *w = malloc(P * sizeof *w);
     ck_assert_ptr_nonnull(w);
     for (size_t i = 0; i < P; i++)
@@ -476,6 +497,8 @@ START_TEST(test_forward_backward)
     check_spec(ctx, &r, "linear 8, silu, linear 6, leakyrelu 0.2, linear 4, leakyrelu, linear 3",
                5, 3, 7, 7, true, 0);
     check_spec(ctx, &r, "silu, linear 5, leakyrelu -0.5, linear 2", 6, 2, 4, 3, false, 0);
+    check_spec(ctx, &r, "linear 17, layernorm, relu, linear 3, layernorm", 6, 3, 5, 5, true, 0);
+    check_spec(ctx, &r, "layernorm, linear 8, gelu, layernorm, linear 1", 33, 1, 4, 3, false, 0);
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }
@@ -590,7 +613,7 @@ START_TEST(test_estimate_every_kind)
         "flatten, linear 9, relu, linear 7 nobias, gelu, dropout 0.3, linear 5, tanh, sigmoid, "
         "silu, leakyrelu 0.1, flatten",
         "silu, linear 6, leakyrelu, linear 5, flatten",
-        "linear 5, dropout 0.1"};
+        "linear 5, dropout 0.1", "layernorm, linear 6, layernorm, relu, linear 5, layernorm"};
     const clt_dtype precs[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
     for (size_t si = 0; si < sizeof specs / sizeof *specs; si++)
         for (size_t pi = 0; pi < sizeof precs / sizeof *precs; pi++) {
