@@ -179,6 +179,15 @@ check_ok "csv conv eval" -- "$CLTRAIN_BIN" eval --load "$tmp/csvconv.ckpt" \
     --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0
 grep -q "accuracy [0-9.]*% (30 samples)" "$tmp/out" || fail "csv conv eval: $(cat "$tmp/out")"
 
+# a layernorm model trains: finite epoch losses, the last below the first
+check_ok "csv layernorm" -- \
+    "$CLTRAIN_BIN" train --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0 \
+    --model "linear 16, layernorm, relu, linear 3" --epochs 4 --batch-size 16 --lr 0.01
+sed -n 's/^epoch [0-9]*\/4: train loss \([0-9.]*\),.*/\1/p' "$tmp/out" >"$tmp/ln.loss"
+awk 'NR == 1 { first = $1 } { last = $1; n++ } END { exit !(n == 4 && last < first) }' \
+    "$tmp/ln.loss" ||
+    fail "csv layernorm: losses $(tr '\n' ' ' <"$tmp/ln.loss"): $(cat "$tmp/out")"
+
 check_ok "regression" -- "$CLTRAIN_BIN" train --data "csv:$tmp/train_reg.csv,$tmp/test_reg.csv" \
     --label-column 0 --task regression --model "linear 8, relu, linear 1" --epochs 3 \
     --batch-size 16 --lr 0.01 --save "$tmp/reg.ckpt"

@@ -604,6 +604,68 @@ START_TEST(test_shaped_input)
 }
 END_TEST
 
+/* layernorm on a (T, C) input normalises each position over C (R = B T rows of D = C), the
+ * model's input handed over flat: "layernorm, linear 3" on (5, 4) against the float64 host
+ * layers, forward and every gradient, with weights and biases off 1 and 0. */
+START_TEST(test_layernorm_sequence)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    enum { B = 3, T = 5, C = 4, OUT = 3 };
+    clt_spec s = parse_spec("layernorm, linear 3");
+    struct clt_model_params p = clt_model_default_params();
+    p.seed = 11;
+    p.max_batch = 4;
+    p.input_shape[0] = T;
+    p.input_shape[1] = C;
+    clt_model *m = NULL;
+    TC_OK(ctx, clt_model_create(&m, ctx, &s, T * C, OUT, &p));
+    size_t P = clt_tensor_numel(clt_model_params(m));
+    ck_assert_uint_eq(P, 2 * C + T * C * OUT + OUT);
+    ck_assert_str_eq(clt_model_param_info(m, 0)->name, "0.weight");
+    ck_assert_uint_eq(clt_model_param_info(m, 0)->dims[0], C);
+    ck_assert_str_eq(clt_model_param_info(m, 1)->name, "0.bias");
+    float *pf = read_params(m);
+    tc_fill_nonzero(&r, pf, 2 * C, 0.5f, 1.5f);
+    TC_OK(ctx, clt_model_write_params(m, pf));
+    double w[2 * C + T * C * OUT + OUT], g[2 * C + T * C * OUT + OUT];
+    for (size_t i = 0; i < P; i++)
+        w[i] = pf[i];
+    float xf[B * T * C], df[B * OUT], got[B * T * C * OUT + 64];
+    tc_fill_nonzero(&r, xf, B * T * C, 0.1f, 1.5f);
+    tc_fill_nonzero(&r, df, B * OUT, 0.1f, 1.0f);
+    double x[B * T * C], h[B * T * C], y[B * OUT], d[B * OUT], dh[B * T * C];
+    for (int i = 0; i < B * T * C; i++)
+        x[i] = xf[i];
+    for (int i = 0; i < B * OUT; i++)
+        d[i] = df[i];
+    size_t xd[2] = {B, T * C}, dd[2] = {B, OUT};
+    clt_tensor *xt = NULL, *dout = NULL, *out = NULL;
+    TC_OK(ctx, clt_tensor_create(&xt, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_create(&dout, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_OTHER));
+    tc_write(xt, xf);
+    tc_write(dout, df);
+    TC_OK(ctx, clt_model_forward(m, xt, true, 0, &out));
+    tc_read(out, got);
+    ref_layernorm_forward(x, w, w + C, h, NULL, NULL, B * T, C, 1e-5);
+    ref_linear_forward(h, w + 2 * C, w + 2 * C + T * C * OUT, y, B, T * C, OUT);
+    tc_check_close(got, y, B * OUT, 1e-5, 1e-4, "layernorm (T, C): forward", r.seed);
+    tc_poison(clt_model_grads(m));
+    TC_OK(ctx, clt_model_backward(m, dout, false));
+    tc_read(clt_model_grads(m), got);
+    ref_linear_backward(h, w + 2 * C, d, dh, g + 2 * C, g + 2 * C + T * C * OUT, B, T * C, OUT);
+    ref_layernorm_backward(x, w, dh, NULL, g, g + C, B * T, C, 1e-5);
+    tc_check_close(got, g, P, 1e-5, 1e-4, "layernorm (T, C): gradients", r.seed);
+    clt_tensor_free(xt);
+    clt_tensor_free(dout);
+    clt_model_free(m);
+    clt_spec_free(&s);
+    free(pf);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 /* The memory estimate is what the model allocates, per category, for every layer kind, in
  * every precision; the parameter count is the flat tensors' length. */
 START_TEST(test_estimate_every_kind)
@@ -1885,6 +1947,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_dropout_in_block);
     tcase_add_test(tc, test_shaped_input);
     tcase_add_test(tc, test_estimate_every_kind);
+    tcase_add_test(tc, test_layernorm_sequence);
     tcase_add_test(tc, test_conv_model);
     tcase_add_test(tc, test_batchnorm_model);
     tcase_add_test(tc, test_residual_model);
