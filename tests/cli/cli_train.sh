@@ -3,7 +3,8 @@
 # (200 train / 50 test gzipped 4x4 images, label a function of the pixels) with a checkpoint
 # and JSON-lines metrics, the resident and streaming loaders (same results), Ctrl-C, eval with
 # a confusion matrix, predict to CSV, resume, CSV classification and regression, --augment
-# (both loaders alike), and bench. Needs CLTRAIN_BIN (set by meson test).
+# (both loaders alike), a layernorm model that trains, and bench. Needs CLTRAIN_BIN (set by
+# meson test).
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
