@@ -16,6 +16,9 @@
  *     clt_outfile_printf(f, "%d,%g\n", step, loss);
  *     if (clt_outfile_commit(f) != CLT_OK)            // fsync + rename; frees f either way
  *         fprintf(stderr, "%s\n", clt_last_errmsg()); // path is as it was
+ *
+ * A program that reads files and writes others checks first that no output is one of its
+ * inputs (clt_outfile_same).
  */
 #ifndef CLTRAIN_OUTFILE_H
 #define CLTRAIN_OUTFILE_H
@@ -24,6 +27,7 @@
 
 #include "cltrain/status.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -45,6 +49,15 @@ extern "C" {
  * message names the path and what is wrong), CLT_ERR_INVALID_ARG for an empty path, or
  * CLT_ERR_HOST_MEMORY. Thread-safe. */
 CLT_API clt_status clt_outfile_check(const char *path);
+
+/* Whether the paths a and b name the same file, as an output written at one would replace or
+ * change the other: *same is true when both exist and are one file (the same device and inode,
+ * through symlinks and hard links), or when neither exists and both would be created as the
+ * same name in the same folder (symlinks followed as clt_outfile_check does). A path whose
+ * folder is missing or unreadable names no file and is the same as none. Writes nothing.
+ * Returns CLT_OK, CLT_ERR_INVALID_ARG (a NULL or empty path; same must not be NULL) or
+ * CLT_ERR_HOST_MEMORY; *same is false then. Thread-safe. */
+CLT_API clt_status clt_outfile_same(const char *a, const char *b, bool *same);
 
 /* A file being written; owned by the caller until clt_outfile_commit or clt_outfile_discard,
  * which free it. Used by one thread at a time (distinct files: from any threads). */

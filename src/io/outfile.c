@@ -334,3 +334,67 @@ fail:
     free(real);
     return st;
 }
+
+/* ---- the same file ---------------------------------------------------------------------- */
+
+/* What a path names: an existing file (name NULL) or a name to create in an existing folder
+ * (dev and ino: the folder's); known false when it names neither. */
+struct identity {
+    bool known;
+    dev_t dev;
+    ino_t ino;
+    char *name;
+};
+
+static clt_status identify(const char *path, struct identity *id)
+{
+    clt_status st = CLT_OK;
+    char *real = NULL;
+    struct stat sb;
+    bool exists;
+    memset(id, 0, sizeof *id);
+    if (stat(path, &sb) == 0) {
+        *id = (struct identity){.known = true, .dev = sb.st_dev, .ino = sb.st_ino};
+        return CLT_OK;
+    }
+    if (errno != ENOENT) return CLT_OK; /* unreadable: the same as nothing */
+    st = resolve(path, &real, &sb, &exists);
+    if (st != CLT_OK || exists) { /* a missing folder names nothing; exists: it appeared */
+        st = st == CLT_ERR_HOST_MEMORY ? st : CLT_OK;
+        goto fail;
+    }
+    const char *slash = strrchr(real, '/'); /* real is "<folder>/<name>" */
+    char *dir = NULL;
+    CLT_ALLOC(NULL, dir, (size_t)(slash - real) + 2);
+    memcpy(dir, real, (size_t)(slash - real));
+    strcpy(dir + (slash - real), slash == real ? "/" : "");
+    bool ok = stat(dir, &sb) == 0;
+    free(dir);
+    if (!ok) goto fail;
+    CLT_ALLOC(NULL, id->name, strlen(slash + 1) + 1);
+    strcpy(id->name, slash + 1);
+    id->known = true;
+    id->dev = sb.st_dev;
+    id->ino = sb.st_ino;
+fail:
+    free(real);
+    return st;
+}
+
+clt_status clt_outfile_same(const char *a, const char *b, bool *same)
+{
+    clt_status st = CLT_OK;
+    struct identity x = {0}, y = {0};
+    CLT_ASSERT(same);
+    *same = false;
+    if (!a || !*a || !b || !*b)
+        CLT_FAIL(NULL, CLT_ERR_INVALID_ARG, "clt_outfile_same: a path is NULL or empty");
+    CLT_TRY(identify(a, &x));
+    CLT_TRY(identify(b, &y));
+    *same = x.known && y.known && x.dev == y.dev && x.ino == y.ino &&
+            (x.name && y.name ? strcmp(x.name, y.name) == 0 : !x.name && !y.name);
+fail:
+    free(x.name);
+    free(y.name);
+    return st;
+}
