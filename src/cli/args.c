@@ -122,6 +122,9 @@ int cli_check_outputs(const struct train_args *a)
         return cli_error("--save %s", clt_last_errmsg());
     if (a->metrics && clt_outfile_check(a->metrics) != CLT_OK)
         return cli_error("--metrics %s", clt_last_errmsg());
+    /* held until the process ends: a second run writing either path fails now */
+    if (a->save && cli_lock_output("--save", a->save) != CLI_OK) return CLI_FAIL;
+    if (a->metrics && cli_lock_output("--metrics", a->metrics) != CLI_OK) return CLI_FAIL;
     return CLI_OK;
 }
 

@@ -45,6 +45,12 @@ void cli_paths_add_data(struct cli_paths *ps, const char *flag, const char *spec
  * output's flag) or as another output: one line naming both flags and paths, CLI_USAGE. Empties
  * ps. Touches no device. */
 int cli_paths_check(struct cli_paths *ps);
+/* Locks an output for the life of the process (clt_outfile_lock_acquire); a lock held by
+ * another process is one line naming it and CLI_FAIL. cli_release_locks, called once the
+ * command has returned, releases them all. */
+int cli_lock_output(const char *flag, const char *path);
+void cli_release_locks(void);
+
 int cli_devices(int argc, char **argv);
 int cli_selfcheck(int argc, char **argv);
 int cli_train(int argc, char **argv);

@@ -175,6 +175,7 @@ int cli_predict(int argc, char **argv)
     /* an output that cannot be written is reported before the model runs */
     if (output && clt_outfile_check(output) != CLT_OK)
         return cli_error("--output %s", clt_last_errmsg());
+    if (output && cli_lock_output("--output", output) != CLI_OK) return CLI_FAIL;
     struct loaded l = {0};
     int32_t *classes = NULL;
     float *probs = NULL;

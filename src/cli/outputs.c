@@ -1,5 +1,6 @@
 /* The files a command reads and writes, against each other: no output may be one of the run's
- * inputs or another output, checked before any device work. */
+ * inputs or another output (checked before any device work), and each output is locked for the
+ * life of the process, so that a second run writing the same path fails at once. */
 #include "cli/cli.h"
 
 #include <stdlib.h>
@@ -95,4 +96,21 @@ int cli_paths_check(struct cli_paths *ps)
     ps->nowned = 0;
     ps->n = 0;
     return rc;
+}
+
+static clt_outfile_lock *locks[CLI_MAX_PATHS];
+static int nlocks;
+
+int cli_lock_output(const char *flag, const char *path)
+{
+    if (nlocks == CLI_MAX_PATHS) return cli_error("%s %s: too many outputs to lock", flag, path);
+    if (clt_outfile_lock_acquire(&locks[nlocks], path) != CLT_OK)
+        return cli_error("%s %s", flag, clt_last_errmsg());
+    nlocks++;
+    return CLI_OK;
+}
+
+void cli_release_locks(void)
+{
+    while (nlocks > 0) clt_outfile_lock_release(locks[--nlocks]);
 }

@@ -3,7 +3,8 @@
 # and predict --output refuse a FIFO, a directory or a device node up front, follow a symlink
 # (the link survives, its target is replaced), report a missing directory before training,
 # clean stale temporary files of dead runs; an output that is one of the run's inputs (also
-# through a symlink or a hard link) or another output is refused before training;
+# through a symlink or a hard link) or another output is refused before training; a run whose
+# output a live run writes fails at once naming that process, and kill -9 frees the output;
 # predict/eval > /dev/full and a file-size limit hit while writing fail naming the file; SIGTERM
 # and SIGHUP stop like Ctrl-C (exit 143 and 129, checkpoint written). Tiny CSV data written
 # here. Needs CLTRAIN_BIN (set by meson test).
@@ -197,6 +198,44 @@ same_refused "--save and --metrics to one new file" "$tmp/base.safetensors" \
 # the same name in different folders is two files
 train --epochs 1 --save "$tmp/outdir/m.st" --metrics "$tmp/real/m.st"
 [ "$rc" -eq 0 ] || soft_fail "outputs of one name in two folders: exit $rc: $(cat "$tmp/err")"
+
+# -- one writer per output: a second run fails at once naming the first; kill -9 frees it ------
+lk="$tmp/locked.safetensors"
+"$CLTRAIN_BIN" train --data "$D" --label-column 0 --model "$M" --batch-size 16 \
+    --epochs 100000 --log-every 0 --save-every 1 --save "$lk" --metrics "$tmp/locked.jsonl" \
+    >/dev/null 2>"$tmp/bg.err" &
+bg=$!
+trap 'kill -9 "$bg" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
+i=0 # until it has saved (its lock is taken before training), at most 60 s
+while [ ! -s "$lk" ] && [ "$i" -lt 600 ] && kill -0 "$bg" 2>/dev/null; do
+    sleep 0.1
+    i=$((i + 1))
+done
+if [ ! -s "$lk" ]; then
+    soft_fail "lock: the first run did not save: $(cat "$tmp/bg.err")"
+else
+    for out in "--save $lk" "--metrics $tmp/locked.jsonl"; do
+        t0=$(date +%s)
+        train --epochs 1 $out
+        t1=$(date +%s)
+        [ "$rc" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+            grep -q -- "^cltrain: ${out%% *} .*locked.* is being written by process $bg " "$tmp/err" ||
+            soft_fail "lock: a second run with $out: exit $rc: $(cat "$tmp/err") $(tail -2 "$tmp/out")"
+        [ $((t1 - t0)) -le 10 ] || soft_fail "lock: the second run took $((t1 - t0)) s to fail"
+    done
+    run "$CLTRAIN_BIN" predict --load "$tmp/base.safetensors" --data "$D" --label-column 0 \
+        --output "$lk"
+    [ "$rc" -eq 1 ] && grep -q "process $bg " "$tmp/err" ||
+        soft_fail "lock: predict --output to a locked path: exit $rc: $(cat "$tmp/err")"
+    kill -0 "$bg" 2>/dev/null || soft_fail "lock: the first run ended: $(cat "$tmp/bg.err")"
+fi
+kill -9 "$bg" 2>/dev/null
+wait "$bg" 2>/dev/null || true
+[ -e "$lk.lock" ] || soft_fail "lock: no lock file $lk.lock was left by kill -9 (the case is moot)"
+train --epochs 1 --save "$lk" --metrics "$tmp/locked.jsonl"
+[ "$rc" -eq 0 ] || soft_fail "lock: a run after kill -9 of the holder: exit $rc: $(cat "$tmp/err")"
+[ -e "$lk.lock" ] && soft_fail "lock: $lk.lock was left after a run that ended normally"
+trap 'rm -rf "$tmp"' EXIT INT TERM
 
 # -- write errors are errors ---------------------------------------------------------------------
 set +e
