@@ -218,9 +218,10 @@ else
         t0=$(date +%s)
         train --epochs 1 $out
         t1=$(date +%s)
-        [ "$rc" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
-            grep -q -- "^cltrain: ${out%% *} .*locked.* is being written by process $bg " "$tmp/err" ||
-            soft_fail "lock: a second run with $out: exit $rc: $(cat "$tmp/err") $(tail -2 "$tmp/out")"
+        want="^cltrain: ${out%% *} .*locked.* is being written by process $bg "
+        [ "$rc" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$want" "$tmp/err" ||
+            soft_fail "lock: a second run with $out: exit $rc: $(cat "$tmp/err")" \
+                "$(tail -2 "$tmp/out")"
         [ $((t1 - t0)) -le 10 ] || soft_fail "lock: the second run took $((t1 - t0)) s to fail"
     done
     run "$CLTRAIN_BIN" predict --load "$tmp/base.safetensors" --data "$D" --label-column 0 \
