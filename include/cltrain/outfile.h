@@ -16,6 +16,11 @@
  *     clt_outfile_printf(f, "%d,%g\n", step, loss);
  *     if (clt_outfile_commit(f) != CLT_OK)            // fsync + rename; frees f either way
  *         fprintf(stderr, "%s\n", clt_last_errmsg()); // path is as it was
+ *
+ * A program that reads files and writes others checks first that no output is one of its
+ * inputs (clt_outfile_same), and holds clt_outfile_lock_acquire's lock on each output while it
+ * runs, so that a second process writing the same path fails at once instead of alternating
+ * with the first.
  */
 #ifndef CLTRAIN_OUTFILE_H
 #define CLTRAIN_OUTFILE_H
@@ -24,6 +29,7 @@
 
 #include "cltrain/status.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -45,6 +51,35 @@ extern "C" {
  * message names the path and what is wrong), CLT_ERR_INVALID_ARG for an empty path, or
  * CLT_ERR_HOST_MEMORY. Thread-safe. */
 CLT_API clt_status clt_outfile_check(const char *path);
+
+/* Whether the paths a and b name the same file, as an output written at one would replace or
+ * change the other: *same is true when both exist and are one file (the same device and inode,
+ * through symlinks and hard links), or when neither exists and both would be created as the
+ * same name in the same folder (symlinks followed as clt_outfile_check does). A path whose
+ * folder is missing or unreadable names no file and is the same as none. Writes nothing.
+ * Returns CLT_OK, CLT_ERR_INVALID_ARG (a NULL or empty path; same must not be NULL) or
+ * CLT_ERR_HOST_MEMORY; *same is false then. Thread-safe. */
+CLT_API clt_status clt_outfile_same(const char *a, const char *b, bool *same);
+
+/* An advisory lock on an output for the life of a run; owned by the caller until
+ * clt_outfile_lock_release. */
+typedef struct clt_outfile_lock clt_outfile_lock;
+
+/* Locks the output `path` against other processes: resolves it as clt_outfile_check does (the
+ * same refusals), creates or opens "<real>.lock" beside the resolved target, takes a POSIX
+ * write lock (fcntl F_SETLK) on it and writes this process's id into it. The lock file is not
+ * the output: clt_outfile_commit's rename leaves it alone. The system releases the lock when
+ * the process ends in any way (kill -9 included); a lock file left by a dead process is taken
+ * over by the next caller, never in its way. Does not wait: when another process holds the
+ * lock, returns CLT_ERR_IO with a message naming the path, that process's id and the lock
+ * file. Locks of one process do not exclude each other (POSIX record locks): check outputs
+ * against each other with clt_outfile_same. Returns CLT_OK, CLT_ERR_IO, CLT_ERR_INVALID_ARG
+ * (an empty path) or CLT_ERR_HOST_MEMORY; *out is NULL unless CLT_OK. out must not be NULL.
+ * Thread-safe. */
+CLT_API clt_status clt_outfile_lock_acquire(clt_outfile_lock **out, const char *path);
+
+/* Removes the lock file and releases the lock; frees l. Accepts NULL. */
+CLT_API void clt_outfile_lock_release(clt_outfile_lock *l);
 
 /* A file being written; owned by the caller until clt_outfile_commit or clt_outfile_discard,
  * which free it. Used by one thread at a time (distinct files: from any threads). */

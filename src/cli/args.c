@@ -122,6 +122,9 @@ int cli_check_outputs(const struct train_args *a)
         return cli_error("--save %s", clt_last_errmsg());
     if (a->metrics && clt_outfile_check(a->metrics) != CLT_OK)
         return cli_error("--metrics %s", clt_last_errmsg());
+    /* held until the process ends: a second run writing either path fails now */
+    if (a->save && cli_lock_output("--save", a->save) != CLI_OK) return CLI_FAIL;
+    if (a->metrics && cli_lock_output("--metrics", a->metrics) != CLI_OK) return CLI_FAIL;
     return CLI_OK;
 }
 
@@ -227,6 +230,18 @@ int cli_check_train_args(struct train_args *a)
     if (a->save_every && !a->save) return cli_usage_error("--save-every needs --save FILE");
     if (a->augment && clt_augment_parse(a->augment, &a->aug) != CLT_OK)
         return cli_usage_error("%s", clt_last_errmsg());
+    /* an output may not replace an input or share a file with another output (--save may
+     * replace --resume's checkpoint: the run continued in place) */
+    struct cli_paths ps = {0};
+    cli_paths_add_data(&ps, "--data", a->data);
+    cli_paths_add(&ps, "--resume", a->resume, false, "--save");
+    cli_paths_add(&ps, "--init", a->init, false, NULL);
+    if (a->model_seen && access(a->model, R_OK) == 0) /* a file, as cli_parse_model reads it */
+        cli_paths_add(&ps, "--model", a->model, false, NULL);
+    cli_paths_add(&ps, "--save", a->save, true, NULL);
+    cli_paths_add(&ps, "--metrics", a->metrics, true, NULL);
+    rc = cli_paths_check(&ps);
+    if (rc != CLI_OK) return rc;
     /* outputs that cannot be written are reported now, not after the whole run (under
      * mpirun by rank 0, which alone writes them, once MPI is up: open_mpi) */
     if (!a->mpi && cli_check_outputs(a) != CLI_OK) return CLI_FAIL;

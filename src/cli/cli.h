@@ -8,6 +8,8 @@
 #include "cltrain/cltrain.h"
 #include "cltrain/opencl.h"
 
+#include <stdbool.h>
+
 /* Exit codes: 0 success, 1 a runtime failure (device, data, memory), 2 a usage error. */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
@@ -17,6 +19,37 @@ int cli_error(const char *fmt, ...);
 int cli_usage_error(const char *fmt, ...);
 /* Printed after "cltrain: " by both from now on ("rank 1: "; NULL or "" for none). */
 void cli_set_error_prefix(const char *prefix);
+
+/* ---- outputs.c ---- */
+/* A file a command reads or writes: the flag that names it ("--save", "--data"), its path, and
+ * whether the command writes it. replaced_by: an input that the output of this flag may replace
+ * (--resume's checkpoint by --save: a run continued in place), else NULL. */
+struct cli_path {
+    const char *flag, *path;
+    bool output;
+    const char *replaced_by;
+};
+enum { CLI_MAX_PATHS = 32 };
+struct cli_paths {
+    int n, nowned;
+    struct cli_path p[CLI_MAX_PATHS];
+    char *owned[CLI_MAX_PATHS];
+};
+/* Adds one path (NULL or "": nothing); the string must outlive cli_paths_check. */
+void cli_paths_add(struct cli_paths *ps, const char *flag, const char *path, bool output,
+                   const char *replaced_by);
+/* Adds the files a --data spec reads (csv:TRAIN[,TEST], the IDX files of idx:DIR or of a named
+ * set's folder) as inputs. */
+void cli_paths_add_data(struct cli_paths *ps, const char *flag, const char *spec);
+/* Refuses an output that is the same file as an input (unless its replaced_by names the
+ * output's flag) or as another output: one line naming both flags and paths, CLI_USAGE. Empties
+ * ps. Touches no device. */
+int cli_paths_check(struct cli_paths *ps);
+/* Locks an output for the life of the process (clt_outfile_lock_acquire); a lock held by
+ * another process is one line naming it and CLI_FAIL. cli_release_locks, called once the
+ * command has returned, releases them all. */
+int cli_lock_output(const char *flag, const char *path);
+void cli_release_locks(void);
 
 int cli_devices(int argc, char **argv);
 int cli_selfcheck(int argc, char **argv);

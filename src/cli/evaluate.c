@@ -166,9 +166,16 @@ int cli_predict(int argc, char **argv)
         data = csv_spec;
         split = "test";
     }
+    struct cli_paths ps = {0};
+    cli_paths_add(&ps, "--load", load, false, NULL);
+    cli_paths_add_data(&ps, input ? "--input" : "--data", data);
+    cli_paths_add(&ps, "--output", output, true, NULL);
+    rc = cli_paths_check(&ps);
+    if (rc != CLI_OK) return rc;
     /* an output that cannot be written is reported before the model runs */
     if (output && clt_outfile_check(output) != CLT_OK)
         return cli_error("--output %s", clt_last_errmsg());
+    if (output && cli_lock_output("--output", output) != CLI_OK) return CLI_FAIL;
     struct loaded l = {0};
     int32_t *classes = NULL;
     float *probs = NULL;

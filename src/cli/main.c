@@ -89,6 +89,7 @@ static int run_command(int argc, char **argv)
 int main(int argc, char **argv)
 {
     int rc = run_command(argc, argv);
+    cli_release_locks(); /* the outputs are written */
     errno = 0;
     bool flush_failed = fflush(stdout) != 0;
     int err = errno;

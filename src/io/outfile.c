@@ -334,3 +334,152 @@ fail:
     free(real);
     return st;
 }
+
+/* ---- the same file, locks ------------------------------------------------------------------ */
+
+/* What a path names: an existing file (name NULL) or a name to create in an existing folder
+ * (dev and ino: the folder's); known false when it names neither. */
+struct identity {
+    bool known;
+    dev_t dev;
+    ino_t ino;
+    char *name;
+};
+
+static clt_status identify(const char *path, struct identity *id)
+{
+    clt_status st = CLT_OK;
+    char *real = NULL;
+    struct stat sb;
+    bool exists;
+    memset(id, 0, sizeof *id);
+    if (stat(path, &sb) == 0) {
+        *id = (struct identity){.known = true, .dev = sb.st_dev, .ino = sb.st_ino};
+        return CLT_OK;
+    }
+    if (errno != ENOENT) return CLT_OK; /* unreadable: the same as nothing */
+    st = resolve(path, &real, &sb, &exists);
+    if (st != CLT_OK || exists) { /* a missing folder names nothing; exists: it appeared */
+        st = st == CLT_ERR_HOST_MEMORY ? st : CLT_OK;
+        goto fail;
+    }
+    const char *slash = strrchr(real, '/'); /* real is "<folder>/<name>" */
+    char *dir = NULL;
+    CLT_ALLOC(NULL, dir, (size_t)(slash - real) + 2);
+    memcpy(dir, real, (size_t)(slash - real));
+    strcpy(dir + (slash - real), slash == real ? "/" : "");
+    bool ok = stat(dir, &sb) == 0;
+    free(dir);
+    if (!ok) goto fail;
+    CLT_ALLOC(NULL, id->name, strlen(slash + 1) + 1);
+    strcpy(id->name, slash + 1);
+    id->known = true;
+    id->dev = sb.st_dev;
+    id->ino = sb.st_ino;
+fail:
+    free(real);
+    return st;
+}
+
+clt_status clt_outfile_same(const char *a, const char *b, bool *same)
+{
+    clt_status st = CLT_OK;
+    struct identity x = {0}, y = {0};
+    CLT_ASSERT(same);
+    *same = false;
+    if (!a || !*a || !b || !*b)
+        CLT_FAIL(NULL, CLT_ERR_INVALID_ARG, "clt_outfile_same: a path is NULL or empty");
+    CLT_TRY(identify(a, &x));
+    CLT_TRY(identify(b, &y));
+    *same = x.known && y.known && x.dev == y.dev && x.ino == y.ino &&
+            (x.name && y.name ? strcmp(x.name, y.name) == 0 : !x.name && !y.name);
+fail:
+    free(x.name);
+    free(y.name);
+    return st;
+}
+
+struct clt_outfile_lock {
+    char *path; /* the lock file */
+    int fd;
+};
+
+/* The id of the process holding the lock on fd: from the system, else from the file. */
+static long lock_holder(int fd)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK && fl.l_pid > 0)
+        return (long)fl.l_pid;
+    char buf[32];
+    ssize_t k = pread(fd, buf, sizeof buf - 1, 0);
+    if (k <= 0) return 0;
+    buf[k] = '\0';
+    long pid = strtol(buf, NULL, 10);
+    return pid > 0 ? pid : 0;
+}
+
+clt_status clt_outfile_lock_acquire(clt_outfile_lock **out, const char *path)
+{
+    clt_status st = CLT_OK;
+    clt_outfile_lock *l = NULL;
+    char *real = NULL;
+    struct stat sb;
+    bool exists;
+    CLT_ASSERT(out);
+    *out = NULL;
+    CLT_TRY(resolve(path, &real, &sb, &exists));
+    CLT_ALLOC(NULL, l, 1);
+    l->fd = -1;
+    CLT_ALLOC(NULL, l->path, strlen(real) + 6);
+    sprintf(l->path, "%s.lock", real);
+    /* a holder removes the file before it lets go: a lock taken on a removed file is retried */
+    for (int tries = 0;; tries++) {
+        l->fd = open(l->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+        if (l->fd < 0)
+            CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot create the lock file %s: %s", path, l->path,
+                     strerror(errno));
+        if (fstat(l->fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+            CLT_FAIL(NULL, CLT_ERR_IO, "%s: the lock file %s is not a regular file", path,
+                     l->path);
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fcntl(l->fd, F_SETLK, &fl) != 0) {
+            if (errno != EACCES && errno != EAGAIN)
+                CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot lock %s: %s", path, l->path,
+                         strerror(errno));
+            long pid = lock_holder(l->fd);
+            char who[48] = "another process";
+            if (pid) snprintf(who, sizeof who, "process %ld", pid);
+            CLT_FAIL(NULL, CLT_ERR_IO, "%s is being written by %s (it holds %s): wait for it "
+                     "to end or write elsewhere", path, who, l->path);
+        }
+        struct stat now;
+        if (stat(l->path, &now) == 0 && now.st_dev == sb.st_dev && now.st_ino == sb.st_ino) break;
+        if (tries >= 100)
+            CLT_FAIL(NULL, CLT_ERR_IO, "%s: the lock file %s keeps being replaced", path,
+                     l->path);
+        close(l->fd); /* removed by its holder meanwhile: lock the new one */
+        l->fd = -1;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(l->fd, 0) != 0 || pwrite(l->fd, pid, (size_t)n, 0) != n)
+        CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot write the lock file %s: %s", path, l->path,
+                 strerror(errno));
+    *out = l;
+    l = NULL;
+fail:
+    if (l && l->fd >= 0) close(l->fd);
+    if (l) free(l->path);
+    free(l);
+    free(real);
+    return st;
+}
+
+void clt_outfile_lock_release(clt_outfile_lock *l)
+{
+    if (!l) return;
+    (void)unlink(l->path); /* while still locked: the next taker finds no stale file */
+    close(l->fd);
+    free(l->path);
+    free(l);
+}

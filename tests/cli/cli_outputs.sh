@@ -2,9 +2,12 @@
 # Outputs never destroy what they should not, and write errors are errors: --save, --metrics
 # and predict --output refuse a FIFO, a directory or a device node up front, follow a symlink
 # (the link survives, its target is replaced), report a missing directory before training,
-# clean stale temporary files of dead runs; predict/eval > /dev/full and a file-size limit hit
-# while writing fail naming the file; SIGTERM and SIGHUP stop like Ctrl-C (exit 143 and 129,
-# checkpoint written). Tiny CSV data written here. Needs CLTRAIN_BIN (set by meson test).
+# clean stale temporary files of dead runs; an output that is one of the run's inputs (also
+# through a symlink or a hard link) or another output is refused before training; a run whose
+# output a live run writes fails at once naming that process, and kill -9 frees the output;
+# predict/eval > /dev/full and a file-size limit hit while writing fail naming the file; SIGTERM
+# and SIGHUP stop like Ctrl-C (exit 143 and 129, checkpoint written). Tiny CSV data written
+# here. Needs CLTRAIN_BIN (set by meson test).
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -34,7 +37,7 @@ refused() {
         soft_fail "$1: exit code $rc (expected a refusal): $(cat "$tmp/err") $(tail -3 "$tmp/out")"
     elif grep -q '^epoch\|^cltrain: training on' "$tmp/out"; then
         soft_fail "$1: reported only after training started (exit $rc): $(cat "$tmp/err")"
-    elif ! grep -q "$2" "$tmp/err"; then
+    elif ! grep -q -- "$2" "$tmp/err"; then
         soft_fail "$1: message does not match '$2': $(cat "$tmp/err")"
     fi
 }
@@ -134,6 +137,106 @@ else
     refused "--save in a read-only directory" "ro"
 fi
 chmod 755 "$tmp/ro"
+
+# -- an output may not be one of the run's inputs, nor share a file with another output ------
+# same_refused LABEL FILE PATTERN: the last run was refused as a usage error (exit 2) before
+# training, in one line matching PATTERN, and FILE is unchanged (its copy: $tmp/keep)
+same_refused() {
+    refused "$1" "$3"
+    [ "$rc" -eq 2 ] || soft_fail "$1: exit code $rc, expected 2 (usage)"
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || soft_fail "$1: not one line: $(cat "$tmp/err")"
+    if ! cmp -s "$2" "$tmp/keep"; then
+        soft_fail "$1: $2 was changed"
+        cp "$tmp/keep" "$2" # for the cases after this one
+    fi
+}
+cp "$tmp/train.csv" "$tmp/keep"
+train --epochs 50 --save "$tmp/train.csv"
+same_refused "--save over --data's training file" "$tmp/train.csv" \
+    "^cltrain: --save .*train.csv and --data .*train.csv name the same file"
+cp "$tmp/test.csv" "$tmp/keep"
+ln -s test.csv "$tmp/test-link.csv"
+train --epochs 50 --metrics "$tmp/test-link.csv"
+same_refused "--metrics through a symlink to --data's test file" "$tmp/test.csv" \
+    "--metrics .*test-link.csv and --data .*test.csv name the same file"
+cp "$tmp/base.safetensors" "$tmp/keep"
+run "$CLTRAIN_BIN" predict --load "$tmp/base.safetensors" --data "$D" --label-column 0 \
+    --output "$tmp/base.safetensors"
+same_refused "predict --output over --load" "$tmp/base.safetensors" \
+    "--output .*base.safetensors and --load .*base.safetensors name the same file"
+ln "$tmp/base.safetensors" "$tmp/hard.safetensors"
+train --epochs 50 --init "$tmp/base.safetensors" --save "$tmp/hard.safetensors"
+same_refused "--save to a hard link of --init" "$tmp/base.safetensors" \
+    "--save .*hard.safetensors and --init .*base.safetensors name the same file"
+train --epochs 50 --resume "$tmp/base.safetensors" --metrics "$tmp/base.safetensors"
+same_refused "--metrics into --resume's checkpoint" "$tmp/base.safetensors" \
+    "--metrics .*base.safetensors and --resume .*base.safetensors"
+printf 'linear 16, relu, linear 3\n' >"$tmp/model.txt"
+cp "$tmp/model.txt" "$tmp/keep"
+run "$CLTRAIN_BIN" train --data "$D" --label-column 0 --model "$tmp/model.txt" --epochs 50 \
+    --save "$tmp/model.txt"
+same_refused "--save over --model's file" "$tmp/model.txt" \
+    "--save .*model.txt and --model .*model.txt"
+cp "$tmp/test.csv" "$tmp/keep"
+run "$CLTRAIN_BIN" predict --load "$tmp/base.safetensors" --input "$tmp/test.csv" \
+    --label-column 0 --output "$tmp/test.csv"
+same_refused "predict --output over --input" "$tmp/test.csv" "--output .*and --input"
+write_idx "$tmp/idx" 32 16
+cp "$tmp/idx/t10k-labels-idx1-ubyte.gz" "$tmp/keep"
+run "$CLTRAIN_BIN" train --data "idx:$tmp/idx" --model "$M" --epochs 50 \
+    --save "$tmp/idx/t10k-labels-idx1-ubyte.gz"
+same_refused "--save over an IDX file of --data" "$tmp/idx/t10k-labels-idx1-ubyte.gz" \
+    "--save .*t10k-labels-idx1-ubyte.gz and --data .*t10k-labels-idx1-ubyte.gz"
+# two outputs, neither there yet: the same name in the same folder, one through a symlink
+mkdir "$tmp/outdir"
+ln -s outdir "$tmp/out-link"
+cp "$tmp/base.safetensors" "$tmp/keep"
+train --epochs 50 --save "$tmp/outdir/new.st" --metrics "$tmp/out-link/new.st"
+same_refused "--save and --metrics to one new file" "$tmp/base.safetensors" \
+    "--save .*new.st and --metrics .*new.st name the same file: each output needs its own"
+[ -e "$tmp/outdir/new.st" ] && soft_fail "--save and --metrics to one new file: it was created"
+# the same name in different folders is two files
+train --epochs 1 --save "$tmp/outdir/m.st" --metrics "$tmp/real/m.st"
+[ "$rc" -eq 0 ] || soft_fail "outputs of one name in two folders: exit $rc: $(cat "$tmp/err")"
+
+# -- one writer per output: a second run fails at once naming the first; kill -9 frees it ------
+lk="$tmp/locked.safetensors"
+"$CLTRAIN_BIN" train --data "$D" --label-column 0 --model "$M" --batch-size 16 \
+    --epochs 100000 --log-every 0 --save-every 1 --save "$lk" --metrics "$tmp/locked.jsonl" \
+    >/dev/null 2>"$tmp/bg.err" &
+bg=$!
+trap 'kill -9 "$bg" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
+i=0 # until it has saved (its lock is taken before training), at most 60 s
+while [ ! -s "$lk" ] && [ "$i" -lt 600 ] && kill -0 "$bg" 2>/dev/null; do
+    sleep 0.1
+    i=$((i + 1))
+done
+if [ ! -s "$lk" ]; then
+    soft_fail "lock: the first run did not save: $(cat "$tmp/bg.err")"
+else
+    for out in "--save $lk" "--metrics $tmp/locked.jsonl"; do
+        t0=$(date +%s)
+        train --epochs 1 $out
+        t1=$(date +%s)
+        want="^cltrain: ${out%% *} .*locked.* is being written by process $bg "
+        [ "$rc" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$want" "$tmp/err" ||
+            soft_fail "lock: a second run with $out: exit $rc: $(cat "$tmp/err")" \
+                "$(tail -2 "$tmp/out")"
+        [ $((t1 - t0)) -le 10 ] || soft_fail "lock: the second run took $((t1 - t0)) s to fail"
+    done
+    run "$CLTRAIN_BIN" predict --load "$tmp/base.safetensors" --data "$D" --label-column 0 \
+        --output "$lk"
+    [ "$rc" -eq 1 ] && grep -q "process $bg " "$tmp/err" ||
+        soft_fail "lock: predict --output to a locked path: exit $rc: $(cat "$tmp/err")"
+    kill -0 "$bg" 2>/dev/null || soft_fail "lock: the first run ended: $(cat "$tmp/bg.err")"
+fi
+kill -9 "$bg" 2>/dev/null
+wait "$bg" 2>/dev/null || true
+[ -e "$lk.lock" ] || soft_fail "lock: no lock file $lk.lock was left by kill -9 (the case is moot)"
+train --epochs 1 --save "$lk" --metrics "$tmp/locked.jsonl"
+[ "$rc" -eq 0 ] || soft_fail "lock: a run after kill -9 of the holder: exit $rc: $(cat "$tmp/err")"
+[ -e "$lk.lock" ] && soft_fail "lock: $lk.lock was left after a run that ended normally"
+trap 'rm -rf "$tmp"' EXIT INT TERM
 
 # -- write errors are errors ---------------------------------------------------------------------
 set +e

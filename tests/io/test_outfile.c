@@ -2,7 +2,9 @@
  * with the replaced file's permissions, and a discard or a failed commit (a file size limit)
  * leaves the target and no temporary behind; symlinks are followed and kept; directories, FIFOs
  * and missing folders are refused with messages naming the path; stale temporaries of dead
- * processes are removed, this process's are not; appends accumulate. Pure C, no OpenCL; each
+ * processes are removed, this process's are not; appends accumulate; clt_outfile_same knows one
+ * file through symlinks and hard links, and one name to create in one folder; a lock held
+ * refuses another process, naming this one, and is removed on release. Pure C, no OpenCL; each
  * test works in its own mkdtemp folder. */
 #include "common.h"
 #include "cltrain/errors.h"
@@ -149,6 +151,86 @@ START_TEST(test_symlink)
 }
 END_TEST
 
+static bool same(const char *a, const char *b)
+{
+    char x[1024];
+    bool r = true;
+    snprintf(x, sizeof x, "%s", in_dir(a)); /* in_dir's buffer is reused */
+    TC_OK(NULL, clt_outfile_same(x, in_dir(b), &r));
+    return r;
+}
+
+START_TEST(test_same)
+{
+    put(in_dir("a.csv"), "a");
+    put(in_dir("b.csv"), "a");
+    ck_assert_int_eq(mkdir(in_dir("sub"), 0755), 0);
+    ck_assert_int_eq(symlink("a.csv", in_dir("sym.csv")), 0);
+    ck_assert_int_eq(symlink("sub", in_dir("subl")), 0);
+    ck_assert_int_eq(symlink("sub/new.st", in_dir("dangling.st")), 0);
+    char hard[1024];
+    snprintf(hard, sizeof hard, "%s", in_dir("hard.csv"));
+    ck_assert_int_eq(link(in_dir("a.csv"), hard), 0);
+    ck_assert(same("a.csv", "a.csv"));
+    ck_assert(same("a.csv", "./a.csv"));
+    ck_assert(same("sym.csv", "a.csv"));
+    ck_assert(same("hard.csv", "a.csv"));
+    ck_assert(!same("a.csv", "b.csv")); /* equal contents, two files */
+    ck_assert(same("sub/new.st", "subl/new.st")); /* neither exists: one name, one folder */
+    ck_assert(same("dangling.st", "sub/new.st"));
+    ck_assert(!same("sub/new.st", "new.st"));
+    ck_assert(!same("sub/new.st", "sub/other.st"));
+    ck_assert(!same("missing/x", "missing/x")); /* no such folder: names no file */
+    bool r = true;
+    ck_assert_int_eq(clt_outfile_same("", in_dir("a.csv"), &r), CLT_ERR_INVALID_ARG);
+    ck_assert(!r);
+    unlink(in_dir("sym.csv"));
+    unlink(in_dir("subl"));
+    unlink(in_dir("dangling.st"));
+}
+END_TEST
+
+/* Whether a forked process gets the lock on path (exit 0), or fails naming this process (1). */
+static int child_locks(const char *path)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char me[64];
+        snprintf(me, sizeof me, "process %ld ", (long)getppid());
+        clt_outfile_lock *l = NULL;
+        clt_status st = clt_outfile_lock_acquire(&l, path);
+        clt_outfile_lock_release(l);
+        _exit(st == CLT_OK ? 0 : st == CLT_ERR_IO && tc_contains(clt_last_errmsg(), me) ? 1 : 2);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+START_TEST(test_lock)
+{
+    char path[1024], lock[1040];
+    snprintf(path, sizeof path, "%s", in_dir("m.st"));
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    clt_outfile_lock *l = NULL;
+    TC_OK(NULL, clt_outfile_lock_acquire(&l, path));
+    ck_assert_int_eq(child_locks(path), 1); /* held: refused, naming this process */
+    clt_outfile *f = NULL; /* the output is written and replaced under the lock */
+    TC_OK(NULL, clt_outfile_open(&f, path));
+    TC_OK(NULL, clt_outfile_commit(f));
+    ck_assert_int_eq(child_locks(path), 1);
+    clt_outfile_lock_release(l);
+    ck_assert_int_ne(access(lock, F_OK), 0); /* removed */
+    ck_assert_int_eq(child_locks(path), 0);
+    put(lock, "999999\n"); /* left by a dead process: taken over */
+    TC_OK(NULL, clt_outfile_lock_acquire(&l, path));
+    clt_outfile_lock_release(l);
+    clt_outfile_lock_release(NULL);
+}
+END_TEST
+
 /* Each refusal through every entry point: CLT_ERR_IO with a message naming the path and why,
  * *out NULL. */
 static void check_refused(const char *path, const char *why)
@@ -232,6 +314,8 @@ int main(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_stale_temporaries);
     tcase_add_test(tc, test_append);
+    tcase_add_test(tc, test_same);
+    tcase_add_test(tc, test_lock);
     suite_add_tcase(s, tc);
     return tc_run(s);
 }
