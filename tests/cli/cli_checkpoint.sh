@@ -149,6 +149,27 @@ ck_edit "$ck" "$tmp/nocrc.safetensors" drop-meta crc32c
 check_ok "eval without checksums: a note" "has no checksums" "accuracy" -- \
     eval_ "$tmp/nocrc.safetensors"
 
+# trailing bytes after the last tensor (the file's size against the header's end)
+cp "$ck" "$tmp/pad.safetensors"
+printf 'xyz' >>"$tmp/pad.safetensors"
+size=$(wc -c <"$tmp/pad.safetensors")
+for cmd in eval_ predict_ resume_ init_; do
+    check_bad "$cmd of a checkpoint with 3 trailing bytes" "pad.safetensors" "is $size bytes" \
+        "accounts for $((size - 3))" -- $cmd "$tmp/pad.safetensors"
+done
+# a FIFO with no writer: refused at once (timeout: a regression must not hang the suite)
+mkfifo "$tmp/fifo.safetensors"
+fifo="$tmp/fifo.safetensors"
+T="timeout 10 $CLTRAIN_BIN"
+check_bad "eval --load of a FIFO" "fifo.safetensors" "FIFO" "not a regular file" -- \
+    $T eval --load "$fifo" --data "$D"
+check_bad "predict --load of a FIFO" "fifo.safetensors" "FIFO" -- \
+    $T predict --load "$fifo" --data "$D" --output "$tmp/p.csv"
+check_bad "train --resume of a FIFO" "fifo.safetensors" "FIFO" -- \
+    $T train --data "$D" --epochs 3 --batch-size 32 --resume "$fifo"
+check_bad "train --init of a FIFO" "fifo.safetensors" "FIFO" -- \
+    $T train --data "$D" --model "$M" --steps 2 --init "$fifo"
+
 # -- 3. non-finite weights ----------------------------------------------------------------------
 ck_edit "$ck" "$tmp/nan.safetensors" set 2.weight 5 nan
 ck_edit "$ck" "$tmp/inf.safetensors" set 0.bias 1 -inf
