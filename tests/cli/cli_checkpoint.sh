@@ -28,7 +28,9 @@ make_tmp
 # ck_edit IN OUT OP [ARGS]: rewrites a checkpoint. Ops: drop-meta KEY..., set-meta KEY VALUE,
 # flip TENSOR N (invert N bytes of its data, checksums kept), set TENSOR INDEX VALUE (f32, the
 # checksum recomputed), add-amp (an I32 amp.scaler_state, checksummed), float-shape TENSOR
-# (its shape written as 8.0), hand-made MODEL CLASSES (a self-consistent file, random weights).
+# (its shape written as 8.0), poke-meta KEY VALUE (set-meta with "crc32c_metadata" kept as it
+# was: an edit after cltrain wrote the file). Every other op recomputes "crc32c_metadata" (when
+# present) as cltrain does, so that the checks behind it are reached.
 ck_edit() {
     python3 - "$@" <<'PY'
 import json, struct, sys
@@ -56,7 +58,7 @@ rehash = True
 if op == "drop-meta":
     for k in args:
         meta.pop(k, None)
-elif op == "set-meta":
+elif op in ("set-meta", "poke-meta"):
     meta[args[0]] = args[1]
 elif op == "flip":
     b = t[args[0]]
@@ -77,6 +79,11 @@ for k in t:
     out += bytes(t[k])
 if "crc32c" in meta and rehash:
     meta["crc32c"] = json.dumps({k: "%08x" % crc32c(bytes(t[k])) for k in t})
+if "crc32c_metadata" in meta and op != "poke-meta":
+    # CRC-32C over the other keys and values, keys sorted bytewise, each followed by a NUL
+    canon = b"".join(k.encode() + b"\0" + meta[k].encode() + b"\0"
+                     for k in sorted(meta, key=lambda k: k.encode()) if k != "crc32c_metadata")
+    meta["crc32c_metadata"] = "%08x" % crc32c(canon)
 hdr["__metadata__"] = meta
 hb = json.dumps(hdr).encode()
 hb += b" " * ((8 - len(hb) % 8) % 8)
@@ -169,6 +176,39 @@ check_bad "train --resume of a FIFO" "fifo.safetensors" "FIFO" -- \
     $T train --data "$D" --epochs 3 --batch-size 32 --resume "$fifo"
 check_bad "train --init of a FIFO" "fifo.safetensors" "FIFO" -- \
     $T train --data "$D" --model "$M" --steps 2 --init "$fifo"
+
+# the metadata's own checksum: an edit of any value after cltrain wrote it is refused
+python3 - "$ck" "$tmp/meta" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+meta = json.loads(raw[8:8 + n])["__metadata__"]
+with open(sys.argv[2], "w") as f:
+    f.write("%s\n%s\n%s\n" % (meta["input_mean"], meta["model"], meta["step"]))
+PY
+mean=$(sed -n 1p "$tmp/meta")
+spec=$(sed -n 2p "$tmp/meta")
+step=$(sed -n 3p "$tmp/meta")
+case $mean in
+"[0"*) mean9="[9${mean#\[0}" ;;
+0*) mean9="9${mean#0}" ;;
+*) fail "input_mean of the checkpoint is $mean, expected 0 or [0, ..." ;;
+esac
+ck_edit "$ck" "$tmp/mean9.safetensors" poke-meta input_mean "$mean9"
+ck_edit "$ck" "$tmp/tanh.safetensors" poke-meta model "$(echo "$spec" | sed 's/relu/tanh/')"
+ck_edit "$ck" "$tmp/scale.safetensors" poke-meta input_scale 0.0392156876
+ck_edit "$ck" "$tmp/shape.safetensors" poke-meta input_shape 1,2,8
+ck_edit "$ck" "$tmp/step.safetensors" poke-meta step $((step - 3))
+for edit in mean9 tanh scale shape step; do
+    for cmd in eval_ predict_ resume_ init_; do
+        check_bad "$cmd, $edit changed after saving" "$edit.safetensors" "metadata was changed" \
+            -- $cmd "$tmp/$edit.safetensors"
+    done
+done
+ck_edit "$ck" "$tmp/oldmeta.safetensors" drop-meta crc32c_metadata
+check_ok "eval of a file without a metadata checksum (an older cltrain's)" "accuracy" -- \
+    eval_ "$tmp/oldmeta.safetensors"
+[ ! -s "$tmp/err" ] || fail "eval of an older file printed: $(cat "$tmp/err")"
 
 # -- 3. non-finite weights ----------------------------------------------------------------------
 ck_edit "$ck" "$tmp/nan.safetensors" set 2.weight 5 nan
