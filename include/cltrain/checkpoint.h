@@ -121,12 +121,14 @@ CLT_API struct clt_checkpoint_info clt_checkpoint_get_info(const clt_checkpoint 
 CLT_API const char *clt_checkpoint_optimizer(const clt_checkpoint *ck);
 /* Copies the weights into a model built from the checkpoint's spec: every parameter must be
  * present with the model's shape and dtype F32 (CLT_ERR_FORMAT naming the tensor otherwise)
- * and finite (CLT_ERR_NUMERIC naming the tensor and the element). A plain state dict must hold
+ * and finite, a batchnorm running variance also not negative (CLT_ERR_NUMERIC naming the
+ * tensor, the first bad element and its value). A plain state dict must hold
  * nothing else (CLT_ERR_FORMAT naming the extra tensor). On failure the model is unchanged.
  * A blocking upload (clt_model_write_params). */
 CLT_API clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m);
 /* Restores optimizer state tensors and the step count (CLT_ERR_FORMAT if the checkpoint has no
- * state for this optimizer; CLT_ERR_NUMERIC for a non-finite value, naming the tensor). A
+ * state for this optimizer; CLT_ERR_NUMERIC for a non-finite value or a negative second moment
+ * "exp_avg_sq", naming the tensor, the element and its value). A
  * counted host wait (setup). */
 CLT_API clt_status clt_checkpoint_load_optim(const clt_checkpoint *ck, clt_optim *o,
                                              const clt_model *m);

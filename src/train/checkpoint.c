@@ -684,7 +684,40 @@ const char *clt_checkpoint_optimizer(const clt_checkpoint *ck)
     return clt_st_meta(ck->file, "optimizer");
 }
 
-/* Copies tensor `name`, which must be F32 with the parameter's shape and finite, into dst. */
+/* A tensor that holds variances or second moments (batchnorm's running_var, Adam's exp_avg_sq),
+ * which cannot be negative. */
+static bool nonnegative_tensor(const char *name)
+{
+    static const char *const suffixes[] = {".running_var", ".exp_avg_sq"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
+        size_t k = strlen(suffixes[i]);
+        if (n >= k && strcmp(name + n - k, suffixes[i]) == 0) return true;
+    }
+    return false;
+}
+
+/* The values of tensor `name`: finite everywhere and, for a variance or second moment, not
+ * negative. CLT_ERR_NUMERIC naming the tensor, the first bad element and its value. */
+static clt_status check_domain(const clt_checkpoint *ck, const char *name, const float *v,
+                               size_t n, const char *what)
+{
+    bool nonneg = nonnegative_tensor(name);
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(v[i]))
+            return clt__fail(NULL, CLT_ERR_NUMERIC, "%s: tensor \"%s\" holds %s at element %zu "
+                             "(of %zu): the %s not usable", ck->path, name,
+                             isnan(v[i]) ? "NaN" : "an infinity", i, n, what);
+        if (nonneg && v[i] < 0)
+            return clt__fail(NULL, CLT_ERR_NUMERIC, "%s: tensor \"%s\" holds %g at element %zu "
+                             "(of %zu): a variance cannot be negative; the %s not usable",
+                             ck->path, name, (double)v[i], i, n, what);
+    }
+    return CLT_OK;
+}
+
+/* Copies tensor `name`, which must be F32 with the parameter's shape and finite (and not
+ * negative for a second moment), into dst. */
 static clt_status take(const clt_checkpoint *ck, const char *name,
                        const struct clt_param_info *pi, float *dst)
 {
@@ -706,12 +739,7 @@ static clt_status take(const clt_checkpoint *ck, const char *name,
                          clt_dtype_name(t->dtype), got, want);
     }
     memcpy(dst, t->data, t->nbytes);
-    for (size_t i = 0; i < pi->numel; i++)
-        if (!isfinite(dst[i]))
-            return clt__fail(NULL, CLT_ERR_NUMERIC, "%s: tensor \"%s\" holds %s at element %zu "
-                             "(of %zu): the weights are not usable", ck->path, name,
-                             isnan(dst[i]) ? "NaN" : "an infinity", i, pi->numel);
-    return CLT_OK;
+    return check_domain(ck, name, dst, pi->numel, "weights are");
 }
 
 /* Copies buffer bi's tensor into its place in f32 or i64: F32 (C) with finite values, or I64
@@ -741,12 +769,7 @@ static clt_status take_buffer(const clt_checkpoint *ck, const struct clt_buffer_
                          bi->name, bi->numel);
     float *dst = f32 + bi->offset;
     memcpy(dst, t->data, t->nbytes);
-    for (size_t i = 0; i < bi->numel; i++)
-        if (!isfinite(dst[i]))
-            return clt__fail(NULL, CLT_ERR_NUMERIC, "%s: tensor \"%s\" holds %s at element %zu "
-                             "(of %zu): the statistics are not usable", ck->path, bi->name,
-                             isnan(dst[i]) ? "NaN" : "an infinity", i, bi->numel);
-    return CLT_OK;
+    return check_domain(ck, bi->name, dst, bi->numel, "statistics are");
 }
 
 clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m)

@@ -220,6 +220,35 @@ for cmd in eval_ predict_ resume_ init_; do
         $cmd "$tmp/inf.safetensors"
 done
 
+# values outside their domain (checksums valid): a negative variance or second moment, and
+# finite weights so large that the outputs overflow (a NaN loss is never printed with exit 0)
+ck_edit "$ck" "$tmp/vneg.safetensors" set optim.2.weight.exp_avg_sq 4 -0.5
+check_bad "resume with a negative Adam second moment" '"optim.2.weight.exp_avg_sq"' \
+    "element 4" "-0.5" "negative" -- resume_ "$tmp/vneg.safetensors"
+B="linear 8, batchnorm, relu, linear 3"
+"$CLTRAIN_BIN" train --data "$D" --model "$B" --epochs 1 --batch-size 32 --log-every 0 \
+    --save "$tmp/bn.safetensors" --quiet >/dev/null || fail "training the batchnorm model failed"
+ck_edit "$tmp/bn.safetensors" "$tmp/bnneg.safetensors" set 1.running_var 2 -3
+for cmd in eval_ predict_ resume_; do
+    check_bad "$cmd with a negative batchnorm running variance" '"1.running_var"' "element 2" \
+        "-3" "negative" -- $cmd "$tmp/bnneg.safetensors"
+done
+check_bad "init with a negative batchnorm running variance" '"1.running_var"' "negative" -- \
+    "$CLTRAIN_BIN" train --data "$D" --model "$B" --steps 2 --init "$tmp/bnneg.safetensors"
+ck_edit "$ck" "$tmp/huge.safetensors" set 2.bias 0 3e38 # logits inf, -inf, inf: loss NaN
+ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.bias 1 -3e38
+ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.bias 2 3e38
+check_bad "eval whose loss is not finite" "huge.safetensors" "loss" "not finite" -- \
+    eval_ "$tmp/huge.safetensors"
+# hidden units at 3e38 and weights +-3e38: logit 0 is inf - inf, NaN probabilities
+ck_edit "$ck" "$tmp/huge.safetensors" set 0.bias 0 3e38
+ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 0.bias 1 3e38
+ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.weight 0 3e38
+ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.weight 1 -3e38
+check_bad "eval whose logits are NaN" "loss" "not finite" -- eval_ "$tmp/huge.safetensors"
+check_bad "predict whose probabilities are not finite" "not finite" "sample 0" -- \
+    predict_ "$tmp/huge.safetensors"
+
 # -- 4. metadata against itself and the data ---------------------------------------------------
 ck_edit "$ck" "$tmp/c11.safetensors" set-meta classes 11
 check_bad "eval, classes 11 against the spec (never an empty message)" "contradicts itself" \
