@@ -3,8 +3,10 @@
  * as "optim.{i}.weight.exp_avg" etc., and __metadata__ with format ("cltrain-1"), model (the
  * spec), input_scale, input_mean, input_std, classes, task, features, input_shape (models
  * with a shaped input: "1,28,28"), step, epoch, seed,
- * optimizer (JSON), run (JSON: the run's geometry, see clt_run_geometry) and crc32c (JSON:
- * tensor name -> CRC-32C of its bytes, 8 hex digits, verified on every open). Written to a
+ * optimizer (JSON), run (JSON: the run's geometry, see clt_run_geometry), crc32c (JSON:
+ * tensor name -> CRC-32C of its bytes, 8 hex digits, verified on every open) and
+ * crc32c_metadata (8 hex digits: CRC-32C over every other metadata key and value, keys sorted
+ * bytewise, each key and each value followed by a NUL byte; verified on every open). Written to a
  * temporary file, flushed and renamed. Also opens plain safetensors state dicts (PyTorch's
  * save_file(model.state_dict())) as a source of weights. Not thread-safe (per ctx).
  *
@@ -81,7 +83,10 @@ typedef struct clt_checkpoint clt_checkpoint;
 /* Opens and validates a cltrain checkpoint: the safetensors format; "format" absent or
  * "cltrain-1" (another cltrain-N is refused as an unknown version); the metadata cltrain needs,
  * integers written as integers; the metadata consistent with itself (the spec's last layer
- * has `classes` outputs, 1 for regression; features); every tensor's CRC-32C when the file
+ * has `classes` outputs, 1 for regression; features); the metadata's CRC-32C when the file has
+ * "crc32c_metadata" (a mismatch: "its metadata was changed after it was written"; files of
+ * other tools and of cltrain before it have none and open as before); every tensor's CRC-32C
+ * when the file
  * has "crc32c" (a mismatch names the tensor; a file without checksums opens, see
  * clt_checkpoint_has_checksums); "run" when present. CLT_ERR_IO (cannot read), CLT_ERR_FORMAT
  * (a one-line message naming the file: "not a cltrain checkpoint" for a file without
@@ -116,12 +121,14 @@ CLT_API struct clt_checkpoint_info clt_checkpoint_get_info(const clt_checkpoint 
 CLT_API const char *clt_checkpoint_optimizer(const clt_checkpoint *ck);
 /* Copies the weights into a model built from the checkpoint's spec: every parameter must be
  * present with the model's shape and dtype F32 (CLT_ERR_FORMAT naming the tensor otherwise)
- * and finite (CLT_ERR_NUMERIC naming the tensor and the element). A plain state dict must hold
+ * and finite, a batchnorm running variance also not negative (CLT_ERR_NUMERIC naming the
+ * tensor, the first bad element and its value). A plain state dict must hold
  * nothing else (CLT_ERR_FORMAT naming the extra tensor). On failure the model is unchanged.
  * A blocking upload (clt_model_write_params). */
 CLT_API clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m);
 /* Restores optimizer state tensors and the step count (CLT_ERR_FORMAT if the checkpoint has no
- * state for this optimizer; CLT_ERR_NUMERIC for a non-finite value, naming the tensor). A
+ * state for this optimizer; CLT_ERR_NUMERIC for a non-finite value or a negative second moment
+ * "exp_avg_sq", naming the tensor, the element and its value). A
  * counted host wait (setup). */
 CLT_API clt_status clt_checkpoint_load_optim(const clt_checkpoint *ck, clt_optim *o,
                                              const clt_model *m);

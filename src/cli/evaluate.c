@@ -109,6 +109,12 @@ int cli_eval(int argc, char **argv)
         if (confusion && classify) matrix = calloc(N * N, sizeof *matrix);
         if (clt_evaluate(l.m, l.data, (size_t)batch, l.info.task, &r, matrix) != CLT_OK) {
             rc = cli_fail_status(l.ctx);
+        } else if (!isfinite(r.loss)) {
+            /* never a NaN printed as a result: finite weights whose outputs overflow */
+            rc = cli_error("eval: %s: the loss on the %s split of %s is not finite (%g): the "
+                           "model's outputs overflow on these inputs; the checkpoint's weights "
+                           "or input normalisation do not fit this data",
+                           load, split, data, r.loss);
         } else {
             if (classify)
                 printf("%s split of %s: loss %.4f, accuracy %.2f%% (%zu samples)\n", split, data,
@@ -194,6 +200,14 @@ int cli_predict(int argc, char **argv)
         cli_fail_status(l.ctx);
         goto done;
     }
+    for (size_t i = 0; i < n * N; i++)
+        if (!isfinite(probs[i])) {
+            cli_error("predict: %s: the model's output for sample %zu of the %s split of %s is "
+                      "not finite (%g): its outputs overflow on these inputs; the checkpoint's "
+                      "weights or input normalisation do not fit this data",
+                      load, i / N, split, data, (double)probs[i]);
+            goto done;
+        }
     if (output && clt_outfile_open(&f, output) != CLT_OK) {
         cli_error("--output %s", clt_last_errmsg());
         goto done;

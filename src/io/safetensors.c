@@ -1,6 +1,7 @@
 /* safetensors files: the atomic writer (through cltrain/outfile.h: temporary file, fsync,
- * rename, symlinks followed, non-regular files refused) and the reader, which
- * loads the whole file and validates header, entries and offsets before handing out tensors.
+ * rename, symlinks followed, non-regular files refused) and the reader, which reads the header,
+ * validates it, its entries and offsets against the file's size, and only then reads the data
+ * section (never more bytes than the header accounts for) before handing out tensors.
  * Failures carry a one-line message naming the file (clt_last_errmsg). */
 #include "io/safetensors_internal.h"
 
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #define META_KEY "__metadata__"
+#define CLT_ST_HEADER_MAX 100000000 /* bytes of header JSON, as the safetensors package */
 
 static const struct {
     const char *name;
@@ -37,7 +39,7 @@ typedef struct meta_pair {
 } meta_pair;
 
 struct clt_st_file {
-    unsigned char *mem; /* the whole file, placed so that the data section is 8-byte aligned */
+    unsigned char *data; /* the data section (malloc'ed: 8-byte aligned) */
     clt_st_tensor *tensors;
     const clt_st_tensor **by_name; /* sorted by name */
     int count;
@@ -254,50 +256,56 @@ fail:
 
 /* ---- reading ---- */
 
-static clt_status read_file(const char *path, unsigned char **mem_out, size_t *size_out,
-                            size_t *pad_out)
+/* "a FIFO (named pipe)" etc. for a mode that is not a regular file. */
+static const char *kind_name(mode_t m)
+{
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+/* Opens `path` for reading: O_NONBLOCK so that a FIFO without a writer cannot block the open,
+ * then fstat, and anything but a regular file refused before a byte is read. */
+static clt_status open_regular(const char *path, int *fd_out, size_t *size_out)
 {
     clt_status st = CLT_OK;
-    FILE *fp = NULL;
-    unsigned char *mem = NULL, len8[8];
     struct stat sb;
-    size_t size, pad;
-    uint64_t hlen = 0;
-
-    fp = fopen(path, "rb");
-    if (!fp) CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fileno(fp), &sb) != 0)
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0)
         CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) CLT_FAIL(NULL, CLT_ERR_IO, "%s: not a regular file", path);
-    if ((uintmax_t)sb.st_size > SIZE_MAX / 2)
+    if (!S_ISREG(sb.st_mode))
+        CLT_FAIL(NULL, CLT_ERR_IO, "%s: is %s, not a regular file: a checkpoint is read from a "
+                 "file", path, kind_name(sb.st_mode));
+    if (sb.st_size < 0 || (uintmax_t)sb.st_size > SIZE_MAX / 2)
         CLT_FAIL(NULL, CLT_ERR_HOST_MEMORY, "%s: file too large to load", path);
-    size = (size_t)sb.st_size;
-    if (size < 8)
-        CLT_FAIL(NULL, CLT_ERR_FORMAT,
-                 "%s: file is %zu bytes, shorter than 8 bytes (the header length field)", path,
-                 size);
-    if (fread(len8, 1, 8, fp) != 8)
-        CLT_FAIL(NULL, CLT_ERR_IO, "%s: read failed or file shrank while reading", path);
-    for (int i = 0; i < 8; i++)
-        hlen |= (uint64_t)len8[i] << (8 * i);
-    if (hlen > size - 8)
-        CLT_FAIL(NULL, CLT_ERR_FORMAT,
-                 "%s: header length %llu runs past the end of the file (%zu bytes)", path,
-                 (unsigned long long)hlen, size);
-    pad = (size_t)((8 - hlen % 8) % 8);
-    mem = malloc(pad + size);
-    if (!mem) CLT_FAIL(NULL, CLT_ERR_HOST_MEMORY, "%s: out of host memory (%zu bytes)", path, size);
-    memcpy(mem + pad, len8, 8);
-    if (fread(mem + pad + 8, 1, size - 8, fp) != size - 8)
-        CLT_FAIL(NULL, CLT_ERR_IO, "%s: read failed or file shrank while reading", path);
-    *mem_out = mem;
-    *size_out = size;
-    *pad_out = pad;
-    mem = NULL;
+    *size_out = (size_t)sb.st_size;
+    *fd_out = fd;
+    fd = -1;
 fail:
-    free(mem);
-    if (fp) fclose(fp);
+    if (fd >= 0) close(fd);
     return st;
+}
+
+/* Reads exactly n bytes at offset `at`. */
+static clt_status read_at(int fd, const char *path, void *buf, size_t n, uint64_t at)
+{
+    unsigned char *p = buf;
+    size_t have = 0;
+    while (have < n) {
+        size_t ask = n - have < ((size_t)1 << 30) ? n - have : ((size_t)1 << 30);
+        ssize_t got = pread(fd, p + have, ask, (off_t)(at + have));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) return clt__fail(NULL, CLT_ERR_IO, "%s: read failed: %s", path,
+                                      strerror(errno));
+        if (got == 0)
+            return clt__fail(NULL, CLT_ERR_IO, "%s: the file shrank while it was read", path);
+        have += (size_t)got;
+    }
+    return CLT_OK;
 }
 
 /* The integer at arr->items[i], if it is a non-negative integer written as one (not 32.0). */
@@ -310,8 +318,8 @@ static bool get_uint(const clt__json *arr, size_t i, int64_t *out)
 }
 
 static clt_status parse_entry(clt_st_tensor *t, const char *path, const clt__json *e,
-                              const char *key, size_t key_len, const unsigned char *data,
-                              size_t data_len, uint64_t *begin_out)
+                              const char *key, size_t key_len, size_t data_len,
+                              uint64_t *begin_out)
 {
     clt_status st = CLT_OK;
     char nm[80], buf[80], shp[96];
@@ -387,7 +395,7 @@ static clt_status parse_entry(clt_st_tensor *t, const char *path, const clt__jso
         CLT_FAIL(NULL, CLT_ERR_FORMAT,
                  "%s: tensor \"%s\": data_offsets span %lld bytes but %s shape %s needs %llu bytes",
                  path, nm, (long long)(end - b), dtypes[d].name, shp, (unsigned long long)need);
-    t->data = data + b;
+    t->data = NULL; /* set once the data section is read */
     t->nbytes = (size_t)(end - b);
     *begin_out = (uint64_t)b;
 fail:
@@ -448,8 +456,11 @@ clt_status clt_st_open(clt_st_file **out, const char *path)
     clt__json *root = NULL;
     clt__json_error jerr = {0, ""};
     span *spans = NULL;
-    unsigned char *mem = NULL;
-    size_t size = 0, pad = 0, hlen, data_len;
+    char *header = NULL;
+    unsigned char len8[8];
+    int fd = -1;
+    size_t size = 0, hlen = 0, data_len;
+    uint64_t hlen64 = 0, data_end = 0;
     const clt__json *meta = NULL;
     char nm[80], nm2[80];
 
@@ -458,14 +469,27 @@ clt_status clt_st_open(clt_st_file **out, const char *path)
     if (!little_endian())
         CLT_FAIL(NULL, CLT_ERR_UNSUPPORTED, "%s: safetensors needs a little-endian host", path);
     CLT_ALLOC(NULL, f, 1);
-    CLT_TRY(read_file(path, &f->mem, &size, &pad));
-    mem = f->mem + pad;
-    hlen = 0;
+    CLT_TRY(open_regular(path, &fd, &size));
+    if (size < 8)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT,
+                 "%s: file is %zu bytes, shorter than 8 bytes (the header length field)", path,
+                 size);
+    CLT_TRY(read_at(fd, path, len8, 8, 0));
     for (int i = 0; i < 8; i++)
-        hlen |= (size_t)mem[i] << (8 * i);
+        hlen64 |= (uint64_t)len8[i] << (8 * i);
+    if (hlen64 > size - 8)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT,
+                 "%s: header length %llu runs past the end of the file (%zu bytes)", path,
+                 (unsigned long long)hlen64, size);
+    if (hlen64 > CLT_ST_HEADER_MAX)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: header length %llu is over the %d bytes cltrain reads",
+                 path, (unsigned long long)hlen64, CLT_ST_HEADER_MAX);
+    hlen = (size_t)hlen64;
     data_len = size - 8 - hlen;
+    CLT_ALLOC(NULL, header, hlen ? hlen : 1);
+    CLT_TRY(read_at(fd, path, header, hlen, 8));
 
-    st = clt__json_parse(&root, (const char *)mem + 8, hlen, &jerr);
+    st = clt__json_parse(&root, header, hlen, &jerr);
     if (st == CLT_ERR_HOST_MEMORY)
         CLT_FAIL(NULL, st, "%s: out of host memory parsing the header", path);
     if (st != CLT_OK)
@@ -486,10 +510,11 @@ clt_status clt_st_open(clt_st_file **out, const char *path)
             continue;
         }
         clt_st_tensor *t = &f->tensors[f->count];
-        CLT_TRY(parse_entry(t, path, &root->items[i], root->keys[i], root->key_lens[i],
-                            mem + 8 + hlen, data_len, &spans[f->count].begin));
+        CLT_TRY(parse_entry(t, path, &root->items[i], root->keys[i], root->key_lens[i], data_len,
+                            &spans[f->count].begin));
         spans[f->count].end = spans[f->count].begin + t->nbytes;
         spans[f->count].index = f->count;
+        if (spans[f->count].end > data_end) data_end = spans[f->count].end;
         f->by_name[f->count] = t;
         f->count++;
     }
@@ -515,9 +540,23 @@ clt_status clt_st_open(clt_st_file **out, const char *path)
         }
         if (last < 0 || spans[i].end > spans[last].end) last = i;
     }
+    /* The data section ends with the last tensor: anything after it is refused before it is
+     * read (a file padded to gigabytes is not loaded). */
+    if (data_end != data_len)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT,
+                 "%s: the file is %zu bytes, but its header accounts for %llu (8 + %zu header "
+                 "bytes + %llu bytes of tensor data): %zu bytes of trailing data",
+                 path, size, (unsigned long long)(8 + hlen + data_end), hlen,
+                 (unsigned long long)data_end, data_len - (size_t)data_end);
+    CLT_ALLOC(NULL, f->data, data_len ? data_len : 1);
+    CLT_TRY(read_at(fd, path, f->data, data_len, 8 + (uint64_t)hlen));
+    for (int i = 0; i < f->count; i++)
+        f->tensors[spans[i].index].data = f->data + spans[i].begin;
     *out = f;
     f = NULL;
 fail:
+    if (fd >= 0) close(fd);
+    free(header);
     free(spans);
     clt__json_free(root);
     clt_st_close(f);
@@ -535,7 +574,7 @@ void clt_st_close(clt_st_file *f)
     free(f->meta_by_key);
     free(f->by_name);
     free(f->tensors);
-    free(f->mem);
+    free(f->data);
     free(f);
 }
 

@@ -20,7 +20,7 @@
 /* One tensor of a file. Dtypes map F32, F16, BF16, I32, U8 <-> CLT_DTYPE_* and I64 <->
  * CLT_ST_I64; others are refused. ndim is 0 (a scalar) to 4; shape[i] for i >= ndim is 1. nbytes is
  * numel * element size. For writing, `data` is the caller's memory (may be NULL when nbytes is
- * 0). For reading, `data` points into the file's memory, owned by the clt_st_file and valid
+ * 0). For reading, `data` points into the file's data section, owned by the clt_st_file and valid
  * until clt_st_close; the data section starts 8-byte aligned in memory, but a tensor is only
  * as aligned as its offset in the file (files from clt_st_write lay tensors out contiguously in
  * the order given, so put the widest dtypes first for aligned reads, or memcpy). */
@@ -54,18 +54,22 @@ clt_status clt_st_write(const char *path, const clt_st_tensor *tensors, int n,
 
 typedef struct clt_st_file clt_st_file;
 
-/* Reads the whole file at `path` into memory and validates it: at least 8 bytes; the header
- * length inside the file; the header a well-formed JSON object (the message gives the byte
- * position); every tensor entry an object with a known "dtype" string, a "shape" of at most 4
- * non-negative integers and "data_offsets" [begin, end] of integers with begin <= end <= the
- * data section's size and end - begin == numel * element size; tensor names unique, under
- * CLT_ST_NAME_MAX bytes and free of NUL; no two tensors' bytes overlapping (rejected; gaps and
- * bytes after the last tensor are tolerated); "__metadata__", if present, an object of
- * strings without NUL. Extra keys inside a tensor entry are ignored.
- * On success *out owns the file's memory; release it with clt_st_close. Returns CLT_ERR_IO
- * (cannot open or read), CLT_ERR_FORMAT (any violation above; a one-line message naming the
- * file and what was wrong), CLT_ERR_HOST_MEMORY, CLT_ERR_INVALID_ARG (NULL out or path), or
- * CLT_ERR_UNSUPPORTED on a big-endian host. Messages: clt_last_errmsg(). Thread-safe. */
+/* Reads and validates the safetensors file at `path`: a regular file (opened without blocking;
+ * a FIFO, directory, device or socket is refused with CLT_ERR_IO before anything is read); at
+ * least 8 bytes; the header length inside the file and at most 100,000,000 bytes; the header a
+ * well-formed JSON object (the message gives the byte position); every tensor entry an object
+ * with a known "dtype" string, a "shape" of at most 4 non-negative integers and "data_offsets"
+ * [begin, end] of integers with begin <= end <= the data section's size and end - begin ==
+ * numel * element size; tensor names unique, under CLT_ST_NAME_MAX bytes and free of NUL; no
+ * two tensors' bytes overlapping (rejected; gaps are tolerated); the file ending where the last
+ * tensor ends (trailing bytes are refused, naming the file's size and the header's end, before
+ * the data section is read); "__metadata__", if present, an object of strings without NUL.
+ * Extra keys inside a tensor entry are ignored. Only the header and the data section are read,
+ * each once. On success *out owns the data's memory; release it with clt_st_close. Returns
+ * CLT_ERR_IO (cannot open or read, not a regular file), CLT_ERR_FORMAT (any violation above; a
+ * one-line message naming the file and what was wrong), CLT_ERR_HOST_MEMORY,
+ * CLT_ERR_INVALID_ARG (NULL out or path), or CLT_ERR_UNSUPPORTED on a big-endian host.
+ * Messages: clt_last_errmsg(). Thread-safe. */
 clt_status clt_st_open(clt_st_file **out, const char *path);
 /* Releases the file and all its memory (every data pointer obtained from it). Accepts NULL. */
 void clt_st_close(clt_st_file *f);

@@ -1,6 +1,7 @@
 /* Checkpoints: the model's parameters named as PyTorch's nn.Sequential state_dict, optimizer
- * state as extra tensors, and the run's metadata (its geometry and a CRC-32C per tensor), in a
- * safetensors file written atomically; and loading with every checksum verified, the metadata
+ * state as extra tensors, and the run's metadata (its geometry, a CRC-32C per tensor and one of
+ * the metadata), in a safetensors file written atomically; and loading with every checksum
+ * verified, the metadata
  * checked against itself, and every name, dtype, shape and value checked against the model.
  * Plain state dicts (PyTorch's save_file) open as weights for --init. */
 #include "cltrain/checkpoint.h"
@@ -16,6 +17,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- saving ------------------------------------------------------------------------------- */
@@ -71,6 +73,36 @@ static char *json_run(const struct clt_run_geometry *g)
     return b.data;
 }
 
+#define META_CRC_KEY "crc32c_metadata"
+
+typedef struct meta_ref {
+    const char *key, *val;
+} meta_ref;
+
+static int cmp_meta_ref(const void *a, const void *b)
+{
+    return strcmp(((const meta_ref *)a)->key, ((const meta_ref *)b)->key);
+}
+
+clt_status clt__checkpoint_meta_crc32c(const char *const *keys, const char *const *vals, int n,
+                                       uint32_t *out)
+{
+    meta_ref *refs = malloc((size_t)(n > 0 ? n : 1) * sizeof *refs);
+    uint32_t crc = 0;
+    int k = 0;
+    if (!refs) return clt__fail(NULL, CLT_ERR_HOST_MEMORY, "out of host memory");
+    for (int i = 0; i < n; i++)
+        if (strcmp(keys[i], META_CRC_KEY) != 0) refs[k++] = (meta_ref){keys[i], vals[i]};
+    qsort(refs, (size_t)k, sizeof *refs, cmp_meta_ref);
+    for (int i = 0; i < k; i++) {
+        crc = clt__crc32c(crc, refs[i].key, strlen(refs[i].key) + 1);
+        crc = clt__crc32c(crc, refs[i].val, strlen(refs[i].val) + 1);
+    }
+    free(refs);
+    *out = crc;
+    return CLT_OK;
+}
+
 /* The metadata "crc32c": {"name":"8 hex digits",...} over the tensors to be written. */
 static char *json_crcs(const clt_st_tensor *ts, int n)
 {
@@ -105,7 +137,8 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
     cl_event ev[8] = {0};
     cl_uint nev = 0;
     char *mean = NULL, *std = NULL, *opt = NULL, *spec = NULL, *run = NULL, *crcs = NULL;
-    char scale[32], classes[16], step[32], epoch[16], seed[32], features[32], shape[96];
+    char scale[32], classes[16], step[32], epoch[16], seed[32], features[32], shape[96],
+        meta_crc[16];
 
     const clt_tensor *amp = info->scaler_state;
     size_t amp_n = amp ? clt_tensor_numel(amp) : 0;
@@ -208,6 +241,10 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
     if (opt) META("optimizer", opt);
     if (run) META("run", run);
     META("crc32c", crcs);
+    uint32_t mcrc = 0;
+    CLT_TRY(clt__checkpoint_meta_crc32c(keys, vals, nmeta, &mcrc));
+    snprintf(meta_crc, sizeof meta_crc, "%08" PRIx32, mcrc);
+    META(META_CRC_KEY, meta_crc); /* last: it covers every key above */
 #undef META
     st = clt_st_write(path, ts, n, keys, vals, nmeta);
     if (st != CLT_OK) clt__fail(ctx, st, "%s", clt_last_errmsg());
@@ -339,6 +376,36 @@ static clt_status parse_floats(const clt_checkpoint *ck, const char *key, size_t
     vals = NULL;
 fail:
     clt__json_free(v);
+    free(vals);
+    return st;
+}
+
+/* Verifies the metadata against "crc32c_metadata" when present (files of other tools and of
+ * cltrain before it have none: they open as before). */
+static clt_status verify_meta_crc(const clt_checkpoint *ck)
+{
+    clt_status st = CLT_OK;
+    const char *s = clt_st_meta(ck->file, META_CRC_KEY);
+    int n = clt_st_meta_count(ck->file);
+    const char **keys = NULL, **vals = NULL;
+    if (!s) return CLT_OK;
+    if (strlen(s) != 8 || strspn(s, "0123456789abcdefABCDEF") != 8)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: metadata \"" META_CRC_KEY "\" is \"%.40s\", not 8 hex "
+                 "digits: the file's metadata was changed after it was written", ck->path, s);
+    CLT_ALLOC(NULL, keys, (size_t)n);
+    CLT_ALLOC(NULL, vals, (size_t)n);
+    for (int i = 0; i < n; i++) {
+        keys[i] = clt_st_meta_key(ck->file, i);
+        vals[i] = clt_st_meta(ck->file, keys[i]);
+    }
+    uint32_t want = (uint32_t)strtoul(s, NULL, 16), got = 0;
+    CLT_TRY(clt__checkpoint_meta_crc32c(keys, vals, n, &got));
+    if (got != want)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: its metadata was changed after it was written: the "
+                 "CRC-32C of __metadata__ is %08" PRIx32 ", its \"" META_CRC_KEY "\" says %08"
+                 PRIx32 "; the file was edited or corrupted", ck->path, got, want);
+fail:
+    free(keys);
     free(vals);
     return st;
 }
@@ -490,6 +557,7 @@ static clt_status open_any(clt_checkpoint **out, const char *path, bool allow_pl
     CLT_ALLOC(NULL, ck, 1);
     snprintf(ck->path, sizeof ck->path, "%s", path);
     CLT_TRY(clt_st_open(&ck->file, path));
+    CLT_TRY(verify_meta_crc(ck));
     CLT_TRY(verify_crcs(ck));
     const char *format = clt_st_meta(ck->file, "format");
     bool ours = clt_st_meta(ck->file, "model") || (format && strncmp(format, "cltrain", 7) == 0);
@@ -616,7 +684,40 @@ const char *clt_checkpoint_optimizer(const clt_checkpoint *ck)
     return clt_st_meta(ck->file, "optimizer");
 }
 
-/* Copies tensor `name`, which must be F32 with the parameter's shape and finite, into dst. */
+/* A tensor that holds variances or second moments (batchnorm's running_var, Adam's exp_avg_sq),
+ * which cannot be negative. */
+static bool nonnegative_tensor(const char *name)
+{
+    static const char *const suffixes[] = {".running_var", ".exp_avg_sq"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
+        size_t k = strlen(suffixes[i]);
+        if (n >= k && strcmp(name + n - k, suffixes[i]) == 0) return true;
+    }
+    return false;
+}
+
+/* The values of tensor `name`: finite everywhere and, for a variance or second moment, not
+ * negative. CLT_ERR_NUMERIC naming the tensor, the first bad element and its value. */
+static clt_status check_domain(const clt_checkpoint *ck, const char *name, const float *v,
+                               size_t n, const char *what)
+{
+    bool nonneg = nonnegative_tensor(name);
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(v[i]))
+            return clt__fail(NULL, CLT_ERR_NUMERIC, "%s: tensor \"%s\" holds %s at element %zu "
+                             "(of %zu): the %s not usable", ck->path, name,
+                             isnan(v[i]) ? "NaN" : "an infinity", i, n, what);
+        if (nonneg && v[i] < 0)
+            return clt__fail(NULL, CLT_ERR_NUMERIC, "%s: tensor \"%s\" holds %g at element %zu "
+                             "(of %zu): a variance cannot be negative; the %s not usable",
+                             ck->path, name, (double)v[i], i, n, what);
+    }
+    return CLT_OK;
+}
+
+/* Copies tensor `name`, which must be F32 with the parameter's shape and finite (and not
+ * negative for a second moment), into dst. */
 static clt_status take(const clt_checkpoint *ck, const char *name,
                        const struct clt_param_info *pi, float *dst)
 {
@@ -638,12 +739,7 @@ static clt_status take(const clt_checkpoint *ck, const char *name,
                          clt_dtype_name(t->dtype), got, want);
     }
     memcpy(dst, t->data, t->nbytes);
-    for (size_t i = 0; i < pi->numel; i++)
-        if (!isfinite(dst[i]))
-            return clt__fail(NULL, CLT_ERR_NUMERIC, "%s: tensor \"%s\" holds %s at element %zu "
-                             "(of %zu): the weights are not usable", ck->path, name,
-                             isnan(dst[i]) ? "NaN" : "an infinity", i, pi->numel);
-    return CLT_OK;
+    return check_domain(ck, name, dst, pi->numel, "weights are");
 }
 
 /* Copies buffer bi's tensor into its place in f32 or i64: F32 (C) with finite values, or I64
@@ -673,12 +769,7 @@ static clt_status take_buffer(const clt_checkpoint *ck, const struct clt_buffer_
                          bi->name, bi->numel);
     float *dst = f32 + bi->offset;
     memcpy(dst, t->data, t->nbytes);
-    for (size_t i = 0; i < bi->numel; i++)
-        if (!isfinite(dst[i]))
-            return clt__fail(NULL, CLT_ERR_NUMERIC, "%s: tensor \"%s\" holds %s at element %zu "
-                             "(of %zu): the statistics are not usable", ck->path, bi->name,
-                             isnan(dst[i]) ? "NaN" : "an infinity", i, bi->numel);
-    return CLT_OK;
+    return check_domain(ck, bi->name, dst, bi->numel, "statistics are");
 }
 
 clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m)

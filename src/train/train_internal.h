@@ -12,4 +12,11 @@
  * Thread-safe. */
 uint32_t clt__checkpoint_data_crc32c(const clt_dataset *d);
 
+/* The metadata checksum a checkpoint stores as "crc32c_metadata": CRC-32C over every other
+ * metadata key and value (keys sorted bytewise, as strcmp), each as its bytes followed by a NUL.
+ * The n pairs are not modified; a pair keyed "crc32c_metadata" is skipped. CLT_ERR_HOST_MEMORY
+ * (the sort's index). Thread-safe. */
+clt_status clt__checkpoint_meta_crc32c(const char *const *keys, const char *const *vals, int n,
+                                       uint32_t *out);
+
 #endif

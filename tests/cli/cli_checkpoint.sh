@@ -28,7 +28,9 @@ make_tmp
 # ck_edit IN OUT OP [ARGS]: rewrites a checkpoint. Ops: drop-meta KEY..., set-meta KEY VALUE,
 # flip TENSOR N (invert N bytes of its data, checksums kept), set TENSOR INDEX VALUE (f32, the
 # checksum recomputed), add-amp (an I32 amp.scaler_state, checksummed), float-shape TENSOR
-# (its shape written as 8.0), hand-made MODEL CLASSES (a self-consistent file, random weights).
+# (its shape written as 8.0), poke-meta KEY VALUE (set-meta with "crc32c_metadata" kept as it
+# was: an edit after cltrain wrote the file). Every other op recomputes "crc32c_metadata" (when
+# present) as cltrain does, so that the checks behind it are reached.
 ck_edit() {
     python3 - "$@" <<'PY'
 import json, struct, sys
@@ -56,7 +58,7 @@ rehash = True
 if op == "drop-meta":
     for k in args:
         meta.pop(k, None)
-elif op == "set-meta":
+elif op in ("set-meta", "poke-meta"):
     meta[args[0]] = args[1]
 elif op == "flip":
     b = t[args[0]]
@@ -77,6 +79,11 @@ for k in t:
     out += bytes(t[k])
 if "crc32c" in meta and rehash:
     meta["crc32c"] = json.dumps({k: "%08x" % crc32c(bytes(t[k])) for k in t})
+if "crc32c_metadata" in meta and op != "poke-meta":
+    # CRC-32C over the other keys and values, keys sorted bytewise, each followed by a NUL
+    canon = b"".join(k.encode() + b"\0" + meta[k].encode() + b"\0"
+                     for k in sorted(meta, key=lambda k: k.encode()) if k != "crc32c_metadata")
+    meta["crc32c_metadata"] = "%08x" % crc32c(canon)
 hdr["__metadata__"] = meta
 hb = json.dumps(hdr).encode()
 hb += b" " * ((8 - len(hb) % 8) % 8)
@@ -149,6 +156,60 @@ ck_edit "$ck" "$tmp/nocrc.safetensors" drop-meta crc32c
 check_ok "eval without checksums: a note" "has no checksums" "accuracy" -- \
     eval_ "$tmp/nocrc.safetensors"
 
+# trailing bytes after the last tensor (the file's size against the header's end)
+cp "$ck" "$tmp/pad.safetensors"
+printf 'xyz' >>"$tmp/pad.safetensors"
+size=$(wc -c <"$tmp/pad.safetensors")
+for cmd in eval_ predict_ resume_ init_; do
+    check_bad "$cmd of a checkpoint with 3 trailing bytes" "pad.safetensors" "is $size bytes" \
+        "accounts for $((size - 3))" -- $cmd "$tmp/pad.safetensors"
+done
+# a FIFO with no writer: refused at once (timeout: a regression must not hang the suite)
+mkfifo "$tmp/fifo.safetensors"
+fifo="$tmp/fifo.safetensors"
+T="timeout 10 $CLTRAIN_BIN"
+check_bad "eval --load of a FIFO" "fifo.safetensors" "FIFO" "not a regular file" -- \
+    $T eval --load "$fifo" --data "$D"
+check_bad "predict --load of a FIFO" "fifo.safetensors" "FIFO" -- \
+    $T predict --load "$fifo" --data "$D" --output "$tmp/p.csv"
+check_bad "train --resume of a FIFO" "fifo.safetensors" "FIFO" -- \
+    $T train --data "$D" --epochs 3 --batch-size 32 --resume "$fifo"
+check_bad "train --init of a FIFO" "fifo.safetensors" "FIFO" -- \
+    $T train --data "$D" --model "$M" --steps 2 --init "$fifo"
+
+# the metadata's own checksum: an edit of any value after cltrain wrote it is refused
+python3 - "$ck" "$tmp/meta" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+meta = json.loads(raw[8:8 + n])["__metadata__"]
+with open(sys.argv[2], "w") as f:
+    f.write("%s\n%s\n%s\n" % (meta["input_mean"], meta["model"], meta["step"]))
+PY
+mean=$(sed -n 1p "$tmp/meta")
+spec=$(sed -n 2p "$tmp/meta")
+step=$(sed -n 3p "$tmp/meta")
+case $mean in
+"[0"*) mean9="[9${mean#\[0}" ;;
+0*) mean9="9${mean#0}" ;;
+*) fail "input_mean of the checkpoint is $mean, expected 0 or [0, ..." ;;
+esac
+ck_edit "$ck" "$tmp/mean9.safetensors" poke-meta input_mean "$mean9"
+ck_edit "$ck" "$tmp/tanh.safetensors" poke-meta model "$(echo "$spec" | sed 's/relu/tanh/')"
+ck_edit "$ck" "$tmp/scale.safetensors" poke-meta input_scale 0.0392156876
+ck_edit "$ck" "$tmp/shape.safetensors" poke-meta input_shape 1,2,8
+ck_edit "$ck" "$tmp/step.safetensors" poke-meta step $((step - 3))
+for edit in mean9 tanh scale shape step; do
+    for cmd in eval_ predict_ resume_ init_; do
+        check_bad "$cmd, $edit changed after saving" "$edit.safetensors" "metadata was changed" \
+            -- $cmd "$tmp/$edit.safetensors"
+    done
+done
+ck_edit "$ck" "$tmp/oldmeta.safetensors" drop-meta crc32c_metadata
+check_ok "eval of a file without a metadata checksum (an older cltrain's)" "accuracy" -- \
+    eval_ "$tmp/oldmeta.safetensors"
+[ ! -s "$tmp/err" ] || fail "eval of an older file printed: $(cat "$tmp/err")"
+
 # -- 3. non-finite weights ----------------------------------------------------------------------
 ck_edit "$ck" "$tmp/nan.safetensors" set 2.weight 5 nan
 ck_edit "$ck" "$tmp/inf.safetensors" set 0.bias 1 -inf
@@ -158,6 +219,35 @@ for cmd in eval_ predict_ resume_ init_; do
     check_bad "$cmd of a checkpoint with an infinity" '"0.bias"' "infinity" -- \
         $cmd "$tmp/inf.safetensors"
 done
+
+# values outside their domain (checksums valid): a negative variance or second moment, and
+# finite weights so large that the outputs overflow (a NaN loss is never printed with exit 0)
+ck_edit "$ck" "$tmp/vneg.safetensors" set optim.2.weight.exp_avg_sq 4 -0.5
+check_bad "resume with a negative Adam second moment" '"optim.2.weight.exp_avg_sq"' \
+    "element 4" "-0.5" "negative" -- resume_ "$tmp/vneg.safetensors"
+B="linear 8, batchnorm, relu, linear 3"
+"$CLTRAIN_BIN" train --data "$D" --model "$B" --epochs 1 --batch-size 32 --log-every 0 \
+    --save "$tmp/bn.safetensors" --quiet >/dev/null || fail "training the batchnorm model failed"
+ck_edit "$tmp/bn.safetensors" "$tmp/bnneg.safetensors" set 1.running_var 2 -3
+for cmd in eval_ predict_ resume_; do
+    check_bad "$cmd with a negative batchnorm running variance" '"1.running_var"' "element 2" \
+        "-3" "negative" -- $cmd "$tmp/bnneg.safetensors"
+done
+check_bad "init with a negative batchnorm running variance" '"1.running_var"' "negative" -- \
+    "$CLTRAIN_BIN" train --data "$D" --model "$B" --steps 2 --init "$tmp/bnneg.safetensors"
+ck_edit "$ck" "$tmp/huge.safetensors" set 2.bias 0 3e38 # logits inf, -inf, inf: loss NaN
+ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.bias 1 -3e38
+ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.bias 2 3e38
+check_bad "eval whose loss is not finite" "huge.safetensors" "loss" "not finite" -- \
+    eval_ "$tmp/huge.safetensors"
+# hidden units at 3e38 and weights +-3e38: logit 0 is inf - inf, NaN probabilities
+ck_edit "$ck" "$tmp/huge.safetensors" set 0.bias 0 3e38
+ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 0.bias 1 3e38
+ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.weight 0 3e38
+ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.weight 1 -3e38
+check_bad "eval whose logits are NaN" "loss" "not finite" -- eval_ "$tmp/huge.safetensors"
+check_bad "predict whose probabilities are not finite" "not finite" "sample 0" -- \
+    predict_ "$tmp/huge.safetensors"
 
 # -- 4. metadata against itself and the data ---------------------------------------------------
 ck_edit "$ck" "$tmp/c11.safetensors" set-meta classes 11

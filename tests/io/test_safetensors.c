@@ -579,15 +579,15 @@ START_TEST(tolerated_files)
 {
     const char *path = in_dir("ok.safetensors");
     clt_st_file *f = NULL;
-    /* Unaligned header, gaps, trailing bytes, zero-size tensors sharing an offset, extra keys,
-     * padding and whitespace. */
+    /* Unaligned header, gaps, zero-size tensors sharing an offset, extra keys, padding and
+     * whitespace. */
     write_raw(path,
               " {\"z\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,4]},"
               "\"y\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[4,8],\"extra\":[1]},"
               "\"e\":{\"dtype\":\"F16\",\"shape\":[2,0],\"data_offsets\":[4,4]},"
               "\"x\":{\"dtype\":\"F32\",\"shape\":[1,1],\"data_offsets\":[0,4]},"
               "\"__metadata__\":{\"format\":\"pt\"}}   ",
-              UINT64_MAX, 20);
+              UINT64_MAX, 8);
     ck_assert_msg(clt_st_open(&f, path) == CLT_OK, "%s", clt_last_errmsg());
     ck_assert_int_eq(clt_st_count(f), 4);
     ck_assert_str_eq(clt_st_get(f, 0)->name, "z");
@@ -598,6 +598,42 @@ START_TEST(tolerated_files)
     ck_assert_uint_eq(clt_st_find(f, "e")->nbytes, 0);
     ck_assert_int_eq(clt_st_find(f, "e")->shape[1], 0);
     clt_st_close(f);
+}
+END_TEST
+
+/* Bytes after the last tensor are refused, naming the file's size and the header's end, before
+ * the data section is read (a padded file is not loaded whole); a FIFO (no writer) or a
+ * directory is refused without blocking. */
+START_TEST(trailing_and_special_files)
+{
+    const char *hdr = "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    size_t hlen = strlen(hdr);
+    char size_text[64], end_text[64];
+    write_raw(in_dir("exact.safetensors"), hdr, UINT64_MAX, 8);
+    clt_st_file *f = NULL;
+    ck_assert_msg(clt_st_open(&f, in_dir("exact.safetensors")) == CLT_OK, "%s",
+                  clt_last_errmsg());
+    clt_st_close(f);
+    size_t pads[] = {1, 3, 4096};
+    for (size_t i = 0; i < sizeof pads / sizeof *pads; i++) {
+        snprintf(size_text, sizeof size_text, "%zu bytes", 8 + hlen + 8 + pads[i]);
+        snprintf(end_text, sizeof end_text, "%zu", 8 + hlen + 8);
+        expect_format(hdr, 8 + pads[i], size_text);
+        expect_format(hdr, 8 + pads[i], end_text);
+    }
+    /* no tensors: nothing may follow the header */
+    expect_format("{}", 1, "11 bytes");
+
+    const char *fifo = in_dir("fifo.safetensors");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    f = (clt_st_file *)&f;
+    ck_assert_int_eq(clt_st_open(&f, fifo), CLT_ERR_IO); /* would block before the check */
+    ck_assert_ptr_null(f);
+    ck_assert_msg(strstr(clt_last_errmsg(), fifo) && strstr(clt_last_errmsg(), "FIFO"), "%s",
+                  clt_last_errmsg());
+    ck_assert_int_eq(unlink(fifo), 0);
+    ck_assert_int_eq(clt_st_open(&f, g_dir), CLT_ERR_IO);
+    ck_assert_msg(strstr(clt_last_errmsg(), "directory"), "%s", clt_last_errmsg());
 }
 END_TEST
 
@@ -786,6 +822,7 @@ int main(void)
     tcase_add_test(files, header_layout);
     tcase_add_test(files, corrupt_files);
     tcase_add_test(files, tolerated_files);
+    tcase_add_test(files, trailing_and_special_files);
     tcase_add_test(files, truncated_files);
     tcase_add_test(files, mutated_files);
     tcase_add_test(files, atomic_write);

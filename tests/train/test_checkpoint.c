@@ -431,7 +431,9 @@ static void rewrite(const char *src, const char *dst, const char *name, bool dro
     int kept = 0;
     for (int i = 0; i < nm; i++) {
         /* a changed tensor set drops the checksums, as another tool's edit would */
-        if (name && strcmp(clt_st_meta_key(f, i), "crc32c") == 0) continue;
+        if (name && (strcmp(clt_st_meta_key(f, i), "crc32c") == 0 ||
+                     strcmp(clt_st_meta_key(f, i), "crc32c_metadata") == 0))
+            continue;
         keys[kept] = clt_st_meta_key(f, i);
         vals[kept] = clt_st_meta(f, keys[kept]);
         kept++;
@@ -444,26 +446,37 @@ static void rewrite(const char *src, const char *dst, const char *name, bool dro
     clt_st_close(f);
 }
 
-/* Like rewrite, with one metadata value replaced. */
-static void rewrite_meta(const char *src, const char *dst, const char *key, const char *value)
+/* Like rewrite, with one metadata value replaced (NULL: the key dropped); the metadata checksum
+ * is dropped too (a file of an older cltrain, whose metadata only the parser checks) unless
+ * keep_crc (an edit after cltrain wrote it). */
+static void rewrite_meta_crc(const char *src, const char *dst, const char *key, const char *value,
+                             bool keep_crc)
 {
     clt_st_file *f = NULL;
     ck_assert_msg(clt_st_open(&f, src) == CLT_OK, "%s", clt_last_errmsg());
-    int n = clt_st_count(f), nm = clt_st_meta_count(f);
+    int n = clt_st_count(f), nm = clt_st_meta_count(f), k = 0;
     clt_st_tensor *ts = calloc((size_t)n, sizeof *ts);
     const char **keys = calloc((size_t)nm, sizeof *keys), **vals = calloc((size_t)nm, sizeof *vals);
     ck_assert(ts && keys && vals);
     for (int i = 0; i < n; i++)
         ts[i] = *clt_st_get(f, i);
     for (int i = 0; i < nm; i++) {
-        keys[i] = clt_st_meta_key(f, i);
-        vals[i] = strcmp(keys[i], key) == 0 ? value : clt_st_meta(f, keys[i]);
+        const char *kk = clt_st_meta_key(f, i);
+        if (!keep_crc && strcmp(kk, "crc32c_metadata") == 0) continue;
+        if (strcmp(kk, key) == 0 && !value) continue;
+        keys[k] = kk;
+        vals[k++] = strcmp(kk, key) == 0 ? value : clt_st_meta(f, kk);
     }
-    ck_assert_msg(clt_st_write(dst, ts, n, keys, vals, nm) == CLT_OK, "%s", clt_last_errmsg());
+    ck_assert_msg(clt_st_write(dst, ts, n, keys, vals, k) == CLT_OK, "%s", clt_last_errmsg());
     free(ts);
     free(keys);
     free(vals);
     clt_st_close(f);
+}
+
+static void rewrite_meta(const char *src, const char *dst, const char *key, const char *value)
+{
+    rewrite_meta_crc(src, dst, key, value, false);
 }
 
 /* Loading into a fresh model fails with CLT_ERR_FORMAT naming `tensor` and the file. */
@@ -584,6 +597,82 @@ START_TEST(test_validation)
     ck_assert_int_eq(clt_checkpoint_open(&none, bad), CLT_ERR_IO);
     ck_assert(tc_contains(clt_last_errmsg(), bad));
     free(bytes);
+    tc_rmdir(dir);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* ---- the metadata's own checksum ------------------------------------------------------- */
+
+/* Every metadata value is covered by "crc32c_metadata": one changed byte of input_mean, another
+ * activation in the spec, a scaled input_scale, another input_shape or step is refused by both
+ * opens, naming the file; a file without the key (an older cltrain) opens as before; a key that
+ * is not 8 hex digits is refused. */
+START_TEST(test_metadata_checksum)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    char dir[1024], good[4096], bad[4096];
+    tc_mkdtemp(dir, sizeof dir);
+    snprintf(good, sizeof good, "%s/good.safetensors", dir);
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
+    clt_model *m = make_model(ctx, SPEC, IN, 3);
+    clt_optim *o = stepped_optim(m, &r, CLT_OPTIM_ADAM, 0, 1);
+    float mean[IN] = {0}, std[IN];
+    for (int i = 0; i < IN; i++) std[i] = 1.0f;
+    struct clt_checkpoint_info info = {
+        .norm = {.features = IN, .scale = 1.0f, .mean = mean, .std = std},
+        .classes = N,
+        .step = 20};
+    TC_OK(ctx, clt_checkpoint_save(good, m, o, &info));
+    clt_optim_free(o);
+    clt_model_free(m);
+
+    clt_st_file *f = NULL;
+    ck_assert_int_eq(clt_st_open(&f, good), CLT_OK);
+    const char *stored = clt_st_meta(f, "crc32c_metadata");
+    ck_assert_msg(stored && strlen(stored) == 8, "no crc32c_metadata: %s", stored ? stored : "-");
+    char mean_text[256], spec_text[256];
+    snprintf(mean_text, sizeof mean_text, "%s", clt_st_meta(f, "input_mean"));
+    snprintf(spec_text, sizeof spec_text, "%s", clt_st_meta(f, "model"));
+    clt_st_close(f);
+    ck_assert_msg(mean_text[0] == '[' && mean_text[1] == '0', "input_mean %s", mean_text);
+    mean_text[1] = '9';
+    char *relu = strstr(spec_text, "relu");
+    ck_assert_ptr_nonnull(relu);
+    memcpy(relu, "tanh", 4);
+    const char *edits[][2] = {{"input_mean", mean_text}, {"model", spec_text},
+                              {"input_scale", "10"},     {"step", "5"},
+                              {"seed", "7"},             {"format", NULL},
+                              {"crc32c", NULL},          {"epoch", "3"}};
+    for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
+        char label[128];
+        snprintf(label, sizeof label, "%s %s, checksum kept", edits[i][0],
+                 edits[i][1] ? edits[i][1] : "dropped");
+        rewrite_meta_crc(good, bad, edits[i][0], edits[i][1], true);
+        expect_open_fails(bad, "metadata was changed", label);
+        clt_checkpoint *ck = NULL;
+        ck_assert_int_eq(clt_checkpoint_open_weights(&ck, bad), CLT_ERR_FORMAT);
+        ck_assert_ptr_null(ck);
+    }
+    rewrite_meta_crc(good, bad, "crc32c_metadata", "12345678", true);
+    expect_open_fails(bad, "metadata was changed", "another checksum");
+    rewrite_meta_crc(good, bad, "crc32c_metadata", "xyz", true);
+    expect_open_fails(bad, "crc32c_metadata", "a checksum that is not hex");
+    /* the key removed: an older cltrain's file, verified as before */
+    rewrite_meta(good, bad, "step", "20");
+    clt_checkpoint *ck = NULL;
+    ck_assert_msg(clt_checkpoint_open(&ck, bad) == CLT_OK, "%s", clt_last_errmsg());
+    ck_assert(clt_checkpoint_has_checksums(ck));
+    ck_assert_int_eq(clt_checkpoint_get_info(ck).step, 20);
+    clt_checkpoint_close(ck);
+    /* the unchanged file, and one whose metadata is rewritten in another order, open */
+    ck_assert_msg(clt_checkpoint_open(&ck, good) == CLT_OK, "%s", clt_last_errmsg());
+    clt_checkpoint_close(ck);
+    rewrite_meta_crc(good, bad, "step", "20", true);
+    ck_assert_msg(clt_checkpoint_open(&ck, bad) == CLT_OK, "%s", clt_last_errmsg());
+    clt_checkpoint_close(ck);
     tc_rmdir(dir);
     clt_ctx_free(ctx);
     tc_assert_no_live();
@@ -762,6 +851,7 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_batchnorm_buffers);
     tcase_add_test(tc, test_validation);
+    tcase_add_test(tc, test_metadata_checksum);
     tcase_add_test(tc, test_resume_other_optimizer);
     tcase_add_test(tc, test_atomic_save);
     suite_add_tcase(s, tc);
