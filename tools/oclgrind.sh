@@ -86,6 +86,8 @@ declare -A expected_api=(
   [test_runtime]="clBuildProgram CL_BUILD_PROGRAM_FAILURE
 clBuildProgram CL_BUILD_PROGRAM_FAILURE
 clSetKernelArg CL_INVALID_ARG_SIZE"
+  # test_selfcheck: clt_ctx_selfcheck with the kernels read from tests/broken
+  [test_elementwise]="clBuildProgram CL_BUILD_PROGRAM_FAILURE"
 )
 
 # The API reports in an output file, one "function error" line each, sorted.
