@@ -8,6 +8,7 @@
 
 #include "../common.h"
 
+#include "runtime/half_internal.h"
 #include "runtime/rng_internal.h"
 #include "runtime/program_internal.h" /* clt__kernel: the WG-size tests fetch the op's cached
                                        * kernel */
@@ -117,6 +118,40 @@ static const size_t nt_local_sizes[] = {1, 3, 32, 64, 100, 128, 256, 1024};
 static inline bool nt_same_bits(const float *a, const float *b, size_t n)
 {
     return memcmp(a, b, n * sizeof *a) == 0;
+}
+
+/* Writes v (n values) into t in t's dtype (f32, or f16/bf16 rounded to nearest even) and keeps
+ * what t then holds in held. */
+static inline void nt_write_as(clt_tensor *t, const float *v, double *held, size_t n)
+{
+    const clt_dtype d = clt_tensor_dtype(t);
+    if (d == CLT_DTYPE_F32) {
+        tc_write(t, v);
+        nt_widen(v, held, n);
+        return;
+    }
+    uint16_t *h = nt_alloc(n, sizeof *h);
+    for (size_t i = 0; i < n; i++) {
+        h[i] = d == CLT_DTYPE_F16 ? clt_f32_to_f16(v[i]) : clt_f32_to_bf16(v[i]);
+        held[i] = d == CLT_DTYPE_F16 ? clt_f16_to_f32(h[i]) : clt_bf16_to_f32(h[i]);
+    }
+    tc_write(t, h);
+    free(h);
+}
+
+/* The n values of t (f32, f16 or bf16) as f32. */
+static inline void nt_read_as_f32(const clt_tensor *t, float *out, size_t n)
+{
+    const clt_dtype d = clt_tensor_dtype(t);
+    if (d == CLT_DTYPE_F32) {
+        tc_read(t, out);
+        return;
+    }
+    uint16_t *h = nt_alloc(n, sizeof *h);
+    tc_read(t, h);
+    for (size_t i = 0; i < n; i++)
+        out[i] = d == CLT_DTYPE_F16 ? clt_f16_to_f32(h[i]) : clt_bf16_to_f32(h[i]);
+    free(h);
 }
 
 #endif

@@ -24,47 +24,12 @@ struct bn_case {
     size_t B, C, S;
 };
 
-static uint16_t to16(clt_dtype d, float v)
-{
-    return d == CLT_DTYPE_F16 ? clt_f32_to_f16(v) : clt_f32_to_bf16(v);
-}
-
-static float from16(clt_dtype d, uint16_t v)
-{
-    return d == CLT_DTYPE_F16 ? clt_f16_to_f32(v) : clt_bf16_to_f32(v);
-}
-
 /* x into a tensor of dtype d, and what the tensor holds (rounded) into xd. */
 static clt_tensor *upload(clt_ctx *ctx, clt_dtype d, const float *x, double *xd, size_t n)
 {
     clt_tensor *t = nt_tensor1(ctx, d, n);
-    if (d == CLT_DTYPE_F32) {
-        tc_write(t, x);
-        nt_widen(x, xd, n);
-        return t;
-    }
-    uint16_t *h = nt_alloc(n, 2);
-    for (size_t i = 0; i < n; i++) {
-        h[i] = to16(d, x[i]);
-        xd[i] = from16(d, h[i]);
-    }
-    tc_write(t, h);
-    free(h);
+    nt_write_as(t, x, xd, n);
     return t;
-}
-
-/* A tensor of dtype d into f32. */
-static void download(const clt_tensor *t, float *out, size_t n)
-{
-    clt_dtype d = clt_tensor_dtype(t);
-    if (d == CLT_DTYPE_F32) {
-        tc_read(t, out);
-        return;
-    }
-    uint16_t *h = nt_alloc(n, 2);
-    tc_read(t, h);
-    for (size_t i = 0; i < n; i++) out[i] = from16(d, h[i]);
-    free(h);
 }
 
 /* Tolerances by storage: fp32 as the header says; 16-bit outputs add their rounding (f16
@@ -129,7 +94,7 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct bn_case *c, clt_dty
     tc_poison(yt);
     tc_poison(st);
     TC_OK(ctx, clt_op_batchnorm_forward_train(yt, xt, wt, bt, st, rmt, rvt, &g));
-    download(yt, got, nx);
+    nt_read_as_f32(yt, got, nx);
     ref_batchnorm_forward_train(xd, wd, bd, ref, NULL, NULL, iB, iC, iS, EPS);
     snprintf(msg, sizeof msg, "%s: training forward", what);
     tc_check_close(got, ref, nx, atol, rtol, msg, r->seed);
@@ -146,7 +111,7 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct bn_case *c, clt_dty
     tc_poison(dwt);
     tc_poison(dbt);
     TC_OK(ctx, clt_op_batchnorm_backward(dxt, dwt, dbt, dyt, xt, wt, NULL, st, &g, 0.0f));
-    download(dxt, got, nx);
+    nt_read_as_f32(dxt, got, nx);
     ref_batchnorm_backward(xd, wd, dyd, ref, dwr, dbr, iB, iC, iS, EPS);
     tol(gdt, true, &atol, &rtol);
     snprintf(msg, sizeof msg, "%s: dx", what);
@@ -163,7 +128,7 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct bn_case *c, clt_dty
     /* deterministic */
     tc_poison(dxt);
     TC_OK(ctx, clt_op_batchnorm_backward(dxt, dwt, dbt, dyt, xt, wt, NULL, st, &g, 0.0f));
-    download(dxt, again, nx);
+    nt_read_as_f32(dxt, again, nx);
     ck_assert_msg(memcmp(got, again, nx * sizeof *got) == 0, "%s: dx not bit-identical", what);
     /* beta 1 accumulates; no dx */
     tc_write(dwt, dw0);
@@ -189,7 +154,7 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct bn_case *c, clt_dty
     nt_widen(rvg, rvgd, C);
     tc_poison(yt);
     TC_OK(ctx, clt_op_batchnorm_forward_eval(yt, xt, wt, bt, rmt, rvt, &g));
-    download(yt, got, nx);
+    nt_read_as_f32(yt, got, nx);
     ref_batchnorm_forward_eval(xd, wd, bd, rmgd, rvgd, ref, iB, iC, iS, EPS);
     tol(xdt, false, &atol, &rtol);
     snprintf(msg, sizeof msg, "%s: evaluation forward", what);
@@ -284,7 +249,7 @@ static void check_relu_case(clt_ctx *ctx, tc_rng *r, const struct bn_case *c, cl
     /* training forward: relu of the reference's, about half of it zero */
     tc_poison(yt);
     TC_OK(ctx, clt_op_batchnorm_forward_train(yt, xt, wt, bt, st, NULL, NULL, &g));
-    download(yt, y, nx);
+    nt_read_as_f32(yt, y, nx);
     ref_batchnorm_forward_train(xd, wd, bd, ref, NULL, NULL, iB, iC, iS, EPS);
     size_t zeros = 0;
     for (size_t i = 0; i < nx; i++) {
@@ -301,7 +266,7 @@ static void check_relu_case(clt_ctx *ctx, tc_rng *r, const struct bn_case *c, cl
     tc_poison(dwt);
     tc_poison(dbt);
     TC_OK(ctx, clt_op_batchnorm_backward(dxt, dwt, dbt, dyt, xt, wt, bt, st, &g, 0.0f));
-    download(dxt, got, nx);
+    nt_read_as_f32(dxt, got, nx);
     ref_batchnorm_backward(xd, wd, dyd, ref, dwr, dbr, iB, iC, iS, EPS);
     tol(CLT_DTYPE_F32, true, &atol, &rtol);
     snprintf(msg, sizeof msg, "%s: dx", what);
@@ -318,7 +283,7 @@ static void check_relu_case(clt_ctx *ctx, tc_rng *r, const struct bn_case *c, cl
         /* the unfused pair's bits: plain forward, relu on the host, the mask on dy */
         float *yp = NT_FLOATS(nx), *dxp = NT_FLOATS(nx), *dym = NT_FLOATS(nx);
         TC_OK(ctx, clt_op_batchnorm_forward_train(yt, xt, wt, bt, st, NULL, NULL, &plain));
-        download(yt, yp, nx);
+        nt_read_as_f32(yt, yp, nx);
         for (size_t i = 0; i < nx; i++) {
             yp[i] = yp[i] < 0.0f ? 0.0f : yp[i];
             dym[i] = yp[i] > 0.0f ? dy[i] : 0.0f;
@@ -327,7 +292,7 @@ static void check_relu_case(clt_ctx *ctx, tc_rng *r, const struct bn_case *c, cl
         clt_tensor *dymt = nt_tensor1(ctx, CLT_DTYPE_F32, nx);
         tc_write(dymt, dym);
         TC_OK(ctx, clt_op_batchnorm_backward(dxt, dwt, dbt, dymt, xt, wt, NULL, st, &plain, 0.0f));
-        download(dxt, dxp, nx);
+        nt_read_as_f32(dxt, dxp, nx);
         ck_assert_msg(nt_same_bits(got, dxp, nx), "%s: dx bits differ from the unfused", what);
         tc_read(dwt, cplain);
         TC_OK(ctx, clt_op_batchnorm_backward(NULL, dwt, dbt, dyt, xt, wt, bt, st, &g, 0.0f));
@@ -348,7 +313,7 @@ static void check_relu_case(clt_ctx *ctx, tc_rng *r, const struct bn_case *c, cl
     nt_widen(rv, rvd, C);
     tc_poison(yt);
     TC_OK(ctx, clt_op_batchnorm_forward_eval(yt, xt, wt, bt, rmt, rvt, &g));
-    download(yt, got, nx);
+    nt_read_as_f32(yt, got, nx);
     ref_batchnorm_forward_eval(xd, wd, bd, rmd, rvd, ref, iB, iC, iS, EPS);
     for (size_t i = 0; i < nx; i++) ref[i] = ref[i] < 0 ? 0 : ref[i];
     tol(xdt, false, &atol, &rtol);

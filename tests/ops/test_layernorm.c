@@ -28,49 +28,12 @@ struct ln_case {
 /* Which parameters the forward takes: weight and bias, neither, or a weight alone. */
 enum ln_affine { LN_AFFINE, LN_PLAIN, LN_WEIGHT_ONLY };
 
-static uint16_t to16(clt_dtype d, float v)
-{
-    return d == CLT_DTYPE_F16 ? clt_f32_to_f16(v) : clt_f32_to_bf16(v);
-}
-
-static float from16(clt_dtype d, uint16_t v)
-{
-    return d == CLT_DTYPE_F16 ? clt_f16_to_f32(v) : clt_bf16_to_f32(v);
-}
-
 /* x (R, D) into a tensor of dtype d, and what the tensor holds (rounded) into xd. */
 static clt_tensor *upload(clt_ctx *ctx, clt_dtype d, const float *x, double *xd, size_t R, size_t D)
 {
-    const size_t n = R * D;
     clt_tensor *t = nt_tensor2(ctx, d, R, D);
-    if (d == CLT_DTYPE_F32) {
-        tc_write(t, x);
-        nt_widen(x, xd, n);
-        return t;
-    }
-    uint16_t *h = nt_alloc(n, 2);
-    for (size_t i = 0; i < n; i++) {
-        h[i] = to16(d, x[i]);
-        xd[i] = from16(d, h[i]);
-    }
-    tc_write(t, h);
-    free(h);
+    nt_write_as(t, x, xd, R * D);
     return t;
-}
-
-/* A tensor of dtype d into f32. */
-static void download(const clt_tensor *t, float *out, size_t n)
-{
-    clt_dtype d = clt_tensor_dtype(t);
-    if (d == CLT_DTYPE_F32) {
-        tc_read(t, out);
-        return;
-    }
-    uint16_t *h = nt_alloc(n, 2);
-    tc_read(t, h);
-    for (size_t i = 0; i < n; i++)
-        out[i] = from16(d, h[i]);
-    free(h);
 }
 
 /* The tolerances of an output stored as d (see the header). */
@@ -140,7 +103,7 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct ln_case *c, clt_dty
     tc_poison(rt);
     TC_OK(ctx, clt_op_layernorm_forward(yt, mt, rt, xt, wuse, buse, (float)EPS));
     ref_layernorm_forward(xd, wref, bref, ref, meanr, rstdr, iR, iD, EPS);
-    download(yt, got, n);
+    nt_read_as_f32(yt, got, n);
     tol(xdt, &atol, &rtol);
     snprintf(msg, sizeof msg, "%s: y", what);
     tc_check_close(got, ref, n, atol, rtol, msg, r->seed);
@@ -153,7 +116,7 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct ln_case *c, clt_dty
     /* without the statistics: the same y, mean and rstd left alone */
     tc_poison(yt);
     TC_OK(ctx, clt_op_layernorm_forward(yt, NULL, NULL, xt, wuse, buse, (float)EPS));
-    download(yt, again, n);
+    nt_read_as_f32(yt, again, n);
     ck_assert_msg(nt_same_bits(got, again, n), "%s: y differs without mean and rstd", what);
     tc_read(rt, again);
     ck_assert_msg(nt_same_bits(rgot, again, R), "%s: rstd written without being given", what);
@@ -164,7 +127,7 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct ln_case *c, clt_dty
     tc_poison(dbt);
     TC_OK(ctx, clt_op_layernorm_backward(dxt, dwt, dbt, dyt, xt, mt, rt, wuse, 0.0f));
     ref_layernorm_backward(xd, wref, dyd, ref, dwr, dbr, iR, iD, EPS);
-    download(dxt, got, n);
+    nt_read_as_f32(dxt, got, n);
     tol(gdt, &atol, &rtol);
     snprintf(msg, sizeof msg, "%s: dx", what);
     tc_check_close(got, ref, n, atol, rtol, msg, r->seed);
@@ -180,7 +143,7 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct ln_case *c, clt_dty
     tc_poison(dwt);
     tc_poison(dbt);
     TC_OK(ctx, clt_op_layernorm_backward(dxt, dwt, dbt, dyt, xt, mt, rt, wuse, 0.0f));
-    download(dxt, again, n);
+    nt_read_as_f32(dxt, again, n);
     ck_assert_msg(nt_same_bits(got, again, n), "%s: dx not bit-identical", what);
     tc_read(dwt, dgot);
     ck_assert_msg(nt_same_bits(dw1, dgot, D), "%s: dweight not bit-identical", what);
@@ -196,7 +159,7 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct ln_case *c, clt_dty
     ck_assert_msg(nt_same_bits(db1, dgot, D), "%s: dbias alone differs", what);
     tc_poison(dxt);
     TC_OK(ctx, clt_op_layernorm_backward(dxt, NULL, NULL, dyt, xt, mt, rt, wuse, 0.0f));
-    download(dxt, again, n);
+    nt_read_as_f32(dxt, again, n);
     ck_assert_msg(nt_same_bits(got, again, n), "%s: dx alone differs", what);
 
     /* beta 1 accumulates; without dx (left as it was) */
@@ -213,7 +176,7 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct ln_case *c, clt_dty
     tc_read(dbt, dgot);
     snprintf(msg, sizeof msg, "%s: dbias (beta 1)", what);
     nt_check_reduction(dgot, dbr, D, msg, r->seed);
-    download(dxt, again, n);
+    nt_read_as_f32(dxt, again, n);
     ck_assert_msg(nt_same_bits(got, again, n), "%s: dx written without being given", what);
 
     clt_tensor *ts[] = {xt, dyt, yt, dxt, wt, bt, dwt, dbt, mt, rt};
