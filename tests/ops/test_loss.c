@@ -106,6 +106,18 @@ static void check_xent(clt_ctx *ctx, tc_rng *r, const float *logits, const int32
     free(dref);
 }
 
+/* check_xent on fresh inputs of one shape, without and with label smoothing. */
+static void check_xent_shape(clt_ctx *ctx, tc_rng *r, size_t B, size_t N)
+{
+    float *logits = NT_FLOATS(B * N);
+    int32_t *labels = nt_alloc(B, sizeof *labels);
+    make_xent_inputs(r, logits, labels, B, N);
+    check_xent(ctx, r, logits, labels, B, N, 0.0f);
+    check_xent(ctx, r, logits, labels, B, N, 0.1f);
+    free(logits);
+    free(labels);
+}
+
 START_TEST(test_xent_shapes)
 {
     static const size_t full[][2] = {{1, 1},    {1, 10},    {17, 17},   {17, 1000},
@@ -115,16 +127,8 @@ START_TEST(test_xent_shapes)
     const size_t(*shapes)[2] = TC_SMALL_OR(full, small);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
-    for (size_t si = 0; si < sizeof full / sizeof *full; si++) {
-        size_t B = shapes[si][0], N = shapes[si][1];
-        float *logits = NT_FLOATS(B * N);
-        int32_t *labels = nt_alloc(B, sizeof *labels);
-        make_xent_inputs(&r, logits, labels, B, N);
-        check_xent(ctx, &r, logits, labels, B, N, 0.0f);
-        check_xent(ctx, &r, logits, labels, B, N, 0.1f);
-        free(logits);
-        free(labels);
-    }
+    for (size_t si = 0; si < sizeof full / sizeof *full; si++)
+        check_xent_shape(ctx, &r, shapes[si][0], shapes[si][1]);
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }
@@ -364,16 +368,8 @@ START_TEST(test_public_losses)
     clt_ctx *ctx = tc_ctx();
     xent_fn = clt_loss_softmax_xent;
     static const size_t shapes[][2] = {{1, 10}, {17, 17}, {300, 10}};
-    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
-        size_t B = shapes[si][0], N = shapes[si][1];
-        float *logits = NT_FLOATS(B * N);
-        int32_t *labels = nt_alloc(B, sizeof *labels);
-        make_xent_inputs(&r, logits, labels, B, N);
-        check_xent(ctx, &r, logits, labels, B, N, 0.0f);
-        check_xent(ctx, &r, logits, labels, B, N, 0.1f);
-        free(logits);
-        free(labels);
-    }
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        check_xent_shape(ctx, &r, shapes[si][0], shapes[si][1]);
 
     /* mse: loss_acc = v0 + 1/n * sum (p - t)^2, dpred = 1/n * 2 (p - t) */
     const size_t n = 17;
