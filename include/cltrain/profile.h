@@ -46,8 +46,8 @@ struct clt_profile_row {
 CLT_API clt_status clt_profile_collect(clt_ctx *ctx);
 /* Copies up to max rows (largest total first) and returns the number of rows there are. */
 CLT_API int clt_profile_rows(const clt_ctx *ctx, struct clt_profile_row *rows, int max);
-/* Collects, then prints the table: per name calls, total ms, mean us, share of device time,
- * and for copies bytes and GB/s. */
+/* Collects, then prints the table: a title line naming the device, a header line, then per
+ * name calls, total ms, mean us, share of device time, and for copies bytes and GB/s. */
 CLT_API clt_status clt_profile_print(clt_ctx *ctx, FILE *f);
 
 #ifdef __cplusplus

@@ -324,9 +324,15 @@ static int bench_data(const struct data_bench *o)
     struct clt_data_params dp = clt_data_default_params();
     struct clt_ctx_params cp = clt_ctx_default_params();
     cp.device = o->device;
-    if (clt_data_open(o->data, &dp, &train, NULL) != CLT_OK ||
-        clt_spec_parse(o->model, train.classes, &spec) != CLT_OK ||
-        clt_spec_to_string(&spec, &text) != CLT_OK) {
+    clt_status st = clt_data_open(o->data, &dp, &train, NULL);
+    if (st != CLT_OK) {
+        rc = cli_fail_data(st);
+        goto done;
+    }
+    rc = cli_parse_model("--model", o->model, train.classes, &spec);
+    if (rc != CLI_OK) goto done;
+    rc = CLI_FAIL;
+    if (clt_spec_to_string(&spec, &text) != CLT_OK) {
         cli_error("%s", clt_last_errmsg());
         goto done;
     }
@@ -409,10 +415,9 @@ static int step_state_create(struct step_state *s, const struct step_bench *o)
         cli_error("%s", clt_last_errmsg());
         goto done;
     }
-    if (clt_spec_parse(o->model, (int)o->classes, &s->spec) != CLT_OK) {
-        cli_error("%s", clt_last_errmsg());
-        goto done;
-    }
+    rc = cli_parse_model("--model", o->model, (int)o->classes, &s->spec);
+    if (rc != CLI_OK) goto done;
+    rc = CLI_FAIL;
     struct clt_model_params mp = clt_model_default_params();
     mp.max_batch = B;
     mp.precision = o->precision;

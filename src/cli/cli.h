@@ -20,6 +20,17 @@ int cli_usage_error(const char *fmt, ...);
 /* Printed after "cltrain: " by both from now on ("rank 1: "; NULL or "" for none). */
 void cli_set_error_prefix(const char *prefix);
 
+/* ---- setup.c (shared by train, eval, predict and bench) ---- */
+/* clt_data_open's failure st: the message, and CLI_USAGE for a bad --data spec (an unknown
+ * data set, CLT_ERR_INVALID_ARG), else CLI_FAIL. */
+int cli_fail_data(clt_status st);
+/* A spec given as a file's path or as text, for the flag `flag` ("--model"): CLI_OK, else the
+ * message printed and CLI_USAGE (a spec that does not parse, a path-like argument naming no
+ * file) or CLI_FAIL (a file that cannot be read). cli_spec_is_path: the rule for "path-like",
+ * a '/' or a single word with a dot. */
+int cli_parse_model(const char *flag, const char *text, int classes, clt_spec *spec);
+bool cli_spec_is_path(const char *text);
+
 /* ---- outputs.c ---- */
 /* A file a command reads or writes: the flag that names it ("--save", "--data"), its path, and
  * whether the command writes it. replaced_by: an input that the output of this flag may replace

@@ -47,7 +47,8 @@ static int load_for_inference(struct loaded *l, const char *load, const char *da
      * evaluates and a label the model cannot output is an error */
     bool named = strcmp(data, "mnist") == 0 || strcmp(data, "fashion-mnist") == 0;
     if (!named && l->info.task == CLT_TASK_CLASSIFICATION) dp.classes = l->info.classes;
-    if (clt_data_open(data, &dp, &l->train, &l->test) != CLT_OK) return cli_fail_status(NULL);
+    clt_status st = clt_data_open(data, &dp, &l->train, &l->test);
+    if (st != CLT_OK) return cli_fail_data(st);
     if (l->info.task == CLT_TASK_CLASSIFICATION &&
         (l->train.classes > l->info.classes || (named && l->train.classes != l->info.classes)))
         return cli_error("%s: the checkpoint's model has %d classes, %s has %d", load,

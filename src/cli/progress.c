@@ -98,7 +98,9 @@ void cli_end_line(struct reporter *r)
 static void print_summary(struct reporter *r, const struct clt_train_event *e,
                           const struct clt_train_event *eval)
 {
-    if (!r->quiet) {
+    /* --quiet: the run's last summary alone, its final result */
+    bool final = e->step == e->total_steps;
+    if (!r->silent && (!r->quiet || final)) {
         printf("epoch %d/%d: train loss %.4f", e->epoch, e->epochs, r->epoch_loss);
         if (eval && isnan(eval->accuracy)) printf(", test loss %.4f", eval->loss);
         else if (eval)
@@ -118,20 +120,26 @@ void cli_on_event(const struct clt_train_event *e, void *user)
     r->last_event = *e;
     r->last_event.path = r->last_event.message = NULL; /* valid during the call only */
     r->have_event = true;
-    if (!r->eta_set && (e->kind == CLT_EVENT_LOG || e->kind == CLT_EVENT_EPOCH)) {
+    /* Seconds per step: since the first report, or at that report its own rate, unless
+     * programs were built (compiled, or loaded from the disk cache, which a driver may still
+     * compile at the first launch) before it: then that rate is mostly the build's, and the
+     * first line has no estimate ("ETA -"). */
+    bool first = !r->eta_set && (e->kind == CLT_EVENT_LOG || e->kind == CLT_EVENT_EPOCH);
+    if (first) {
         r->eta_set = true;
         r->eta_step = e->step;
         r->eta_t = e->elapsed_s;
     }
-    /* seconds per step: since the first report, or at that report its own rate */
+    bool built = e->stats.compiles + e->stats.disk_cache_hits > r->builds;
     double per_step = e->step > r->eta_step
                           ? (e->elapsed_s - r->eta_t) / (double)(e->step - r->eta_step)
-                      : e->samples_per_s > 0
+                      : e->samples_per_s > 0 && !(first && built)
                           ? (double)e->batch_size * (e->accumulate > 1 ? e->accumulate : 1) /
                                 e->samples_per_s
-                          : 0;
+                          : -1;
     double left = (double)(e->total_steps - e->step) * per_step;
-    fmt_duration(left, eta, sizeof eta);
+    if (per_step < 0 && e->step < e->total_steps) snprintf(eta, sizeof eta, "-");
+    else fmt_duration(left, eta, sizeof eta);
     fmt_duration(e->elapsed_s, elapsed, sizeof elapsed);
     switch (e->kind) {
     case CLT_EVENT_LOG:

@@ -14,12 +14,12 @@
 /* Both splits of --data; a missing class gets the hint to give --classes. */
 static int open_train_data(const struct train_args *a, struct train_run *r)
 {
-    if (clt_data_open(a->data, &a->dp, &r->train, &r->test) != CLT_OK) {
+    clt_status st = clt_data_open(a->data, &a->dp, &r->train, &r->test);
+    if (st != CLT_OK) {
         if (!a->n_classes && strstr(clt_last_errmsg(), "never appear in the training split"))
-            cli_error("%s Give the number of classes with --classes N (labels 0..N-1) to train "
-                      "anyway", clt_last_errmsg());
-        else cli_fail_status(NULL);
-        return CLI_FAIL;
+            return cli_error("%s Give the number of classes with --classes N (labels 0..N-1) "
+                             "to train anyway", clt_last_errmsg());
+        return cli_fail_data(st);
     }
     if (a->input_shape) {
         size_t shape[3];
@@ -80,16 +80,16 @@ static int open_start(struct train_args *a, struct train_run *r)
     return CLI_OK;
 }
 
-/* The model spec, checked against the data, and its canonical text. */
+/* The model spec, checked against the data, and its canonical text. A spec that does not
+ * parse or does not fit the data is a usage error. */
 static int parse_train_spec(const struct train_args *a, struct train_run *r)
 {
-    if (cli_parse_model(a->model, r->classes, &r->spec) != CLT_OK ||
-        clt_spec_validate(&r->spec, (int)r->train.features, r->classes) != CLT_OK ||
-        clt_spec_check_output(&r->spec) != CLT_OK ||
-        clt_spec_to_string(&r->spec, &r->spec_text) != CLT_OK) {
-        cli_fail_status(NULL);
-        return CLI_FAIL;
-    }
+    int rc = cli_parse_model("--model", a->model, r->classes, &r->spec);
+    if (rc != CLI_OK) return rc;
+    if (clt_spec_validate(&r->spec, (int)r->train.features, r->classes) != CLT_OK ||
+        clt_spec_check_output(&r->spec) != CLT_OK)
+        return cli_usage_error("%s", clt_last_errmsg());
+    if (clt_spec_to_string(&r->spec, &r->spec_text) != CLT_OK) return cli_fail_status(NULL);
     return CLI_OK;
 }
 
@@ -129,7 +129,10 @@ static int open_mpi(const struct train_args *a, struct train_run *r)
     r->rank = clt_comm_rank(r->mpi);
     r->size = clt_comm_size(r->mpi);
     set_rank_prefix(r->rank);
-    if (r->rank != 0) r->rep.quiet = true;
+    if (r->rank != 0) r->rep.quiet = r->rep.silent = true;
+    /* mpirun hands its ranks a pseudo-terminal even when its own output goes to a file: no
+     * progress line rewritten in place under it */
+    r->rep.tty = false;
     return r->rank == 0 ? cli_check_outputs(a) : CLI_OK;
 }
 
@@ -235,6 +238,18 @@ static int plan_steps(struct train_args *a, struct train_run *r)
         return CLI_FAIL;
     }
     r->eff = a->batch * a->accumulate;
+    /* a batch larger than the data trains, on the whole split per step: legal but most often
+     * a slip (a digit too many, or the wrong data set), so it is said once */
+    if (r->eff > (long)r->train.n && r->rank == 0 && !a->drop_last) { /* drop_last: refused */
+        char what[96];
+        if (a->accumulate > 1)
+            snprintf(what, sizeof what, "--batch-size %ld x --accumulate %ld (%ld)", a->batch,
+                     a->accumulate, r->eff);
+        else snprintf(what, sizeof what, "--batch-size %ld", a->batch);
+        fprintf(stderr, "cltrain: warning: %s is larger than the training split of %s (%zu "
+                        "samples): every step takes the whole split\n", what, a->data,
+                r->train.n);
+    }
     long spe = a->drop_last ? (long)r->train.n / r->eff
                             : ((long)r->train.n + r->eff - 1) / r->eff;
     long total = a->epochs * spe;
@@ -469,6 +484,7 @@ static int run_training(const struct train_args *a, struct train_run *r)
     bool speaker = r->rank == 0; /* --memory and --profile: replica 0's, rank 0's */
     if (a->memory && speaker) print_memory(r, clt_train_setup_batch(r->setup));
     r->rep.last = clt_ctx_stats(r->ctx); /* epoch summaries count the run's waits, not set-up's */
+    r->rep.builds = r->rep.last.compiles + r->rep.last.disk_cache_hits;
     cli_catch_stop_signals();
     /* a group: every replica reads the same interrupt flag and the library agrees on the
      * step to stop at; the failure reported is the first replica's own */

@@ -15,7 +15,9 @@ struct reporter {
     FILE *metrics;
     bool metrics_failed; /* a write to it failed (metrics_errno: why, 0 if unknown) */
     int metrics_errno;
-    bool tty, quiet;
+    bool tty;    /* stdout is a terminal and no MPI launcher sits between: one updating line */
+    bool quiet;  /* --quiet: the final epoch's summary only */
+    bool silent; /* an MPI rank other than 0: nothing (rank 0 speaks for all) */
     bool line_open, has_test;
     double epoch_loss, epoch_s, epoch_rate; /* of the epoch whose evaluation comes next */
     struct clt_ctx_stats last;             /* counters at the previous epoch's summary */
@@ -26,6 +28,7 @@ struct reporter {
     long eta_step;  /* the ETA's rate runs from the first report (a resumed run's first step */
     double eta_t;   /* is not this process's): its step and elapsed time, once eta_set */
     bool eta_set;
+    long builds; /* programs compiled or loaded from the disk cache before the run */
 };
 
 /* The flags of `cltrain train` as given, then what check_train_args derives from them. */
@@ -103,8 +106,6 @@ int cli_fail_train(clt_ctx *ctx, clt_status st, const struct clt_train_setup_par
 /* The one-line note for a checkpoint without checksums, once it has loaded. */
 void cli_note_unverified(const clt_checkpoint *ck, const char *path);
 bool cli_is_help(int argc, char **argv); /* --help or -h among the arguments */
-/* A spec given as a file's path or as text. */
-clt_status cli_parse_model(const char *text, int classes, clt_spec *spec);
 /* The ctx on the selected device (a bad CLTRAIN_GEMM or CLTRAIN_MAX_MEMORY fails here). */
 int cli_open_ctx(const char *device, bool profiling, bool sync_debug, clt_ctx **ctx);
 

@@ -19,6 +19,15 @@ int cli_fail_status(clt_ctx *ctx)
     return cli_error("%s", msg[0] ? msg : "failed without a message (a bug: please report it)");
 }
 
+/* A --data spec that clt_data_open refused: a spec it cannot read as a data set (an unknown
+ * name, "idx:" without a folder, a --label-column outside the file) is a usage error
+ * (CLT_ERR_INVALID_ARG), a file that cannot be read or parsed a failure. */
+int cli_fail_data(clt_status st)
+{
+    return st == CLT_ERR_INVALID_ARG ? cli_usage_error("%s", clt_last_errmsg())
+                                     : cli_fail_status(NULL);
+}
+
 /* The one-line note for a checkpoint without checksums, once it has loaded. */
 void cli_note_unverified(const clt_checkpoint *ck, const char *path)
 {
@@ -59,11 +68,34 @@ bool cli_is_help(int argc, char **argv)
     return false;
 }
 
-/* A spec given as a file's path or as text. */
-clt_status cli_parse_model(const char *text, int classes, clt_spec *spec)
+/* Whether a --model argument names a file rather than spelling a spec: it contains a '/', or
+ * it is one word (no blank, no comma) with a dot ("net.txt", "model.spec"). No spec text has
+ * either: layer kinds are words, and a number with a dot ("dropout 0.5") follows a blank. */
+bool cli_spec_is_path(const char *text)
 {
-    if (access(text, R_OK) == 0) return clt_spec_parse_file(text, classes, spec);
-    return clt_spec_parse(text, classes, spec);
+    if (strchr(text, '/')) return true;
+    return strchr(text, '.') && !strpbrk(text, " \t\n,");
+}
+
+/* A spec given as a file's path or as text: a readable file is read; an argument that looks
+ * like a path (cli_spec_is_path) and names no file is "no such file", not a spec error. A spec
+ * that does not parse is a usage error; a file that cannot be read, a failure. */
+int cli_parse_model(const char *flag, const char *text, int classes, clt_spec *spec)
+{
+    clt_status st;
+    if (access(text, R_OK) == 0) {
+        st = clt_spec_parse_file(text, classes, spec);
+    } else if (cli_spec_is_path(text)) {
+        int err = errno;
+        return cli_usage_error("%s %s: %s (an argument with a '/', or one word with a dot, is "
+                               "read as a spec file)", flag, text,
+                               err == ENOENT ? "no such file" : strerror(err));
+    } else {
+        st = clt_spec_parse(text, classes, spec);
+    }
+    if (st == CLT_OK) return CLI_OK;
+    if (st == CLT_ERR_IO || st == CLT_ERR_HOST_MEMORY) return cli_fail_status(NULL);
+    return cli_usage_error("%s", clt_last_errmsg());
 }
 
 int cli_open_ctx(const char *device, bool profiling, bool sync_debug, clt_ctx **ctx)

@@ -211,6 +211,27 @@ static bool contains_nocase(const char *hay, const char *needle)
     return nl == 0;
 }
 
+/* What to install for a selector that matched nothing, fitting what is present: PoCL only
+ * when no CPU device is listed and the selector could have meant one (cpu, auto, a name);
+ * for a GPU, an accelerator or a name, the vendor's OpenCL driver. Indices and P:D get none:
+ * the list says what exists. */
+static const char *install_hint(const clt_device_info *devs, int n, const char *selector)
+{
+    bool cpu = false, pocl = false;
+    for (int i = 0; i < n; i++) {
+        cpu = cpu || devs[i].type == CLT_DEVICE_CPU;
+        pocl = pocl || contains_nocase(devs[i].platform_version, "pocl");
+    }
+    bool wants_cpu = strcasecmp(selector, "cpu") == 0;
+    bool wants_pocl = contains_nocase(selector, "pocl");
+    bool by_number = all_digits(selector, strlen(selector)) || strchr(selector, ':');
+    if ((wants_cpu && !cpu) || (wants_pocl && !pocl))
+        return "; for a CPU device install PoCL: apt-get install pocl-opencl-icd";
+    if (by_number || wants_cpu || wants_pocl) return "";
+    return "; a device missing from this list needs its vendor's OpenCL driver (an ICD file in "
+           "/etc/OpenCL/vendors)";
+}
+
 static clt_status no_device(const clt_device_info *devs, int n, const char *selector)
 {
     char found[4096];
@@ -226,13 +247,13 @@ static clt_status no_device(const clt_device_info *devs, int n, const char *sele
     if (n == 0)
         return clt__fail(NULL, CLT_ERR_NO_DEVICE,
                          "no OpenCL platform or device found (selector \"%s\"); for a CPU "
-                         "device install PoCL: apt-get install pocl-opencl-icd",
+                         "device install PoCL: apt-get install pocl-opencl-icd; for a GPU, its "
+                         "vendor's OpenCL driver",
                          selector);
     return clt__fail(NULL, CLT_ERR_NO_DEVICE,
                      "no OpenCL device matches \"%s\"; found %d: %s; selectors: auto, gpu, cpu, "
-                     "accelerator, N, P:D or part of a name (for a CPU device: apt-get install "
-                     "pocl-opencl-icd)",
-                     selector, n, found);
+                     "accelerator, N, P:D or part of a name%s",
+                     selector, n, found, install_hint(devs, n, selector));
 }
 
 /* A selector, parsed once for both the single choice and the list of matches. */

@@ -173,8 +173,9 @@ clt_status clt_profile_print(clt_ctx *ctx, FILE *f)
     qsort(p->rows, (size_t)p->nrows, sizeof *p->rows, by_total);
     for (int i = 0; i < p->nrows; i++) /* idle time is not device time */
         if (p->rows[i].r.kind != CLT_PROFILE_DATA_WAIT) device_ms += p->rows[i].r.total_ms;
-    fprintf(f, "profile (%s): %-30s %8s %11s %10s %6s %12s %8s\n", ctx->dev.device_name, "name",
-            "calls", "total ms", "mean us", "share", "bytes", "GB/s");
+    /* the title on its own line; the header's columns line up with the rows' */
+    fprintf(f, "profile (%s):\n  %-40s %8s %11s %10s %6s %12s %8s\n", ctx->dev.device_name,
+            "name", "calls", "total ms", "mean us", "share", "bytes", "GB/s");
     for (int i = 0; i < p->nrows; i++) {
         const struct clt_profile_row *r = &p->rows[i].r;
         const char *tag = r->kind == CLT_PROFILE_UPLOAD     ? " [upload]"

@@ -192,17 +192,37 @@ START_TEST(test_only_pocl)
     clt_device_info d[1] = {pocl(0, 0)};
     ck_assert_int_eq(pick(d, 1, "auto"), 0);
     ck_assert_int_eq(pick(d, 1, "cpu"), 0);
-    const char *msg = no_pick(d, 1, "gpu");
+    /* PoCL is there: the hints for a missing GPU never suggest installing it */
+    const char *gpu_sels[] = {"gpu", "nvidia", "nosuchdevice"};
+    for (size_t i = 0; i < sizeof gpu_sels / sizeof *gpu_sels; i++) {
+        const char *msg = no_pick(d, 1, gpu_sels[i]);
+        ck_assert_msg(strstr(msg, POCL_DEVICE) != NULL, "lists the found device: %s", msg);
+        ck_assert_msg(strstr(msg, "pocl-opencl-icd") == NULL, "PoCL is installed: %s", msg);
+        ck_assert_msg(strstr(msg, "vendor's OpenCL driver") != NULL, "a GPU's driver: %s", msg);
+    }
+    const char *msg = no_pick(d, 1, "9");
     ck_assert_msg(strstr(msg, POCL_DEVICE) != NULL, "lists the found device: %s", msg);
-    ck_assert_msg(strstr(msg, "apt-get install pocl-opencl-icd") != NULL, "how to get PoCL: %s",
-                  msg);
-    msg = no_pick(d, 1, "9");
-    ck_assert_msg(strstr(msg, POCL_DEVICE) != NULL, "lists the found device: %s", msg);
-    msg = no_pick(d, 1, "nosuchdevice");
-    ck_assert_msg(strstr(msg, POCL_DEVICE) != NULL, "lists the found device: %s", msg);
+    ck_assert_msg(strstr(msg, "install") == NULL, "an index needs no install hint: %s", msg);
     no_pick(d, 1, "1");
     no_pick(d, 1, "0:1");
     no_pick(d, 1, "accelerator");
+}
+END_TEST
+
+START_TEST(test_gpu_without_cpu)
+{
+    /* a GPU alone: "cpu" and "pocl" suggest PoCL, "nvidia" (the GPU is AMD's) its driver */
+    clt_device_info d[1] = {dev(0, 0, 0, CLT_DEVICE_GPU, "AMD Accelerated Parallel Processing",
+                                "OpenCL 2.1 AMD-APP", "gfx1030", 40, 2500, 16 * GIB)};
+    const char *msg = no_pick(d, 1, "cpu");
+    ck_assert_msg(strstr(msg, "gfx1030") != NULL, "lists the found device: %s", msg);
+    ck_assert_msg(strstr(msg, "apt-get install pocl-opencl-icd") != NULL, "PoCL for a CPU: %s",
+                  msg);
+    msg = no_pick(d, 1, "pocl");
+    ck_assert_msg(strstr(msg, "apt-get install pocl-opencl-icd") != NULL, "%s", msg);
+    msg = no_pick(d, 1, "nvidia");
+    ck_assert_msg(strstr(msg, "pocl") == NULL, "no PoCL for a GPU: %s", msg);
+    ck_assert_msg(strstr(msg, "vendor's OpenCL driver") != NULL, "%s", msg);
 }
 END_TEST
 
@@ -490,6 +510,7 @@ int main(void)
     tcase_add_test(tc, test_amd_intel_pocl);
     tcase_add_test(tc, test_accelerator_over_cpu);
     tcase_add_test(tc, test_only_pocl);
+    tcase_add_test(tc, test_gpu_without_cpu);
     tcase_add_test(tc, test_nothing);
     tcase_add_test(tc, test_out_of_range_and_garbage);
     tcase_add_test(tc, test_default_selector);
