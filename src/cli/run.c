@@ -238,18 +238,6 @@ static int plan_steps(struct train_args *a, struct train_run *r)
         return CLI_FAIL;
     }
     r->eff = a->batch * a->accumulate;
-    /* a batch larger than the data trains, on the whole split per step: legal but most often
-     * a slip (a digit too many, or the wrong data set), so it is said once */
-    if (r->eff > (long)r->train.n && r->rank == 0 && !a->drop_last) { /* drop_last: refused */
-        char what[96];
-        if (a->accumulate > 1)
-            snprintf(what, sizeof what, "--batch-size %ld x --accumulate %ld (%ld)", a->batch,
-                     a->accumulate, r->eff);
-        else snprintf(what, sizeof what, "--batch-size %ld", a->batch);
-        fprintf(stderr, "cltrain: warning: %s is larger than the training split of %s (%zu "
-                        "samples): every step takes the whole split\n", what, a->data,
-                r->train.n);
-    }
     long spe = a->drop_last ? (long)r->train.n / r->eff
                             : ((long)r->train.n + r->eff - 1) / r->eff;
     long total = a->epochs * spe;
@@ -392,6 +380,21 @@ static void describe_devices(const struct train_run *r, char *dst, size_t n)
         if (r->group) append(dst, n, &len, " share %d", r->shares[i]);
     }
     if (r->mpi) append(dst, n, &len, ", rank 0 of %d (MPI)", r->size);
+}
+
+/* A batch larger than the data trains, on the whole split per step: legal but most often a
+ * slip (a digit too many, or the wrong data set), so it is said once, when the run is set up
+ * (drop_last refuses it instead). */
+static void warn_batch(const struct train_args *a, const struct train_run *r)
+{
+    if (r->eff <= (long)r->train.n || r->rank != 0 || a->drop_last) return;
+    char what[96];
+    if (a->accumulate > 1)
+        snprintf(what, sizeof what, "--batch-size %ld x --accumulate %ld (%ld)", a->batch,
+                 a->accumulate, r->eff);
+    else snprintf(what, sizeof what, "--batch-size %ld", a->batch);
+    fprintf(stderr, "cltrain: warning: %s is larger than the training split of %s (%zu "
+                    "samples): every step takes the whole split\n", what, a->data, r->train.n);
 }
 
 /* The auto-batch choice and the header line: device, data, model, optimizer, batch, memory. */
@@ -592,6 +595,7 @@ int cli_train(int argc, char **argv)
     if (rc == CLI_OK) rc = open_metrics(&a, &r);
     if (rc == CLI_OK) rc = create_setup(&a, &r);
     if (rc == CLI_OK) {
+        warn_batch(&a, &r);
         print_plan(&a, &r);
         rc = a.dry_run ? dry_run_report(&r) : run_training(&a, &r);
     }

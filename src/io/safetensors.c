@@ -48,6 +48,11 @@ struct clt_st_file {
     int nmeta;
 };
 
+const char *clt_st_dtype_name(clt_dtype d)
+{
+    return d == CLT_ST_I64 ? "i64" : clt_dtype_name(d);
+}
+
 static bool little_endian(void)
 {
     const uint16_t one = 1;

@@ -14,7 +14,7 @@
 #define CLT_ST_NAME_MAX 256 /* bytes in a tensor name, with its terminating NUL */
 
 /* A file-only dtype: "I64", 64-bit signed integers (PyTorch's int64, e.g. batchnorm's
- * num_batches_tracked). No device tensor has it; clt_dtype_name gives "unknown". */
+ * num_batches_tracked). No device tensor has it: clt_dtype_name gives "unknown", clt_st_dtype_name "i64". */
 #define CLT_ST_I64 ((clt_dtype)64)
 
 /* One tensor of a file. Dtypes map F32, F16, BF16, I32, U8 <-> CLT_DTYPE_* and I64 <->
@@ -51,6 +51,10 @@ typedef struct clt_st_tensor {
 clt_status clt_st_write(const char *path, const clt_st_tensor *tensors, int n,
                         const char *const *meta_keys, const char *const *meta_values,
                         int nmeta);
+
+/* A file dtype's name for messages, as clt_dtype_name spells device dtypes: "f32", "f16",
+ * "bf16", "i32", "u8", and "i64" for CLT_ST_I64. */
+const char *clt_st_dtype_name(clt_dtype d);
 
 typedef struct clt_st_file clt_st_file;
 

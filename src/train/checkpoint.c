@@ -697,10 +697,19 @@ static bool nonnegative_tensor(const char *name)
     return false;
 }
 
-/* The values of tensor `name`: finite everywhere and, for a variance or second moment, not
- * negative. CLT_ERR_NUMERIC naming the tensor, the first bad element and its value. */
+/* The largest magnitude a loaded weight or statistic may have. float32 ends at 3.4e38: a
+ * weight beyond 1e30 overflows as soon as it meets an activation of 3.4e8 or is summed with a
+ * few such products, so the first forward pass turns it into inf and the loss into NaN; no
+ * trained network holds one (PyTorch's initialisations give |w| < 1, training rarely 1e3). The
+ * file is refused naming the tensor, not trained into a NaN blamed on the learning rate.
+ * Optimizer state (Adam's second moments are squared gradients) is only checked finite. */
+#define WEIGHT_MAX 1e30f
+
+/* The values of tensor `name`: finite everywhere, at most `bound` in magnitude and, for a
+ * variance or second moment, not negative. CLT_ERR_NUMERIC naming the tensor, the first bad
+ * element and its value. */
 static clt_status check_domain(const clt_checkpoint *ck, const char *name, const float *v,
-                               size_t n, const char *what)
+                               size_t n, const char *what, float bound)
 {
     bool nonneg = nonnegative_tensor(name);
     for (size_t i = 0; i < n; i++) {
@@ -708,6 +717,11 @@ static clt_status check_domain(const clt_checkpoint *ck, const char *name, const
             return clt__fail(NULL, CLT_ERR_NUMERIC, "%s: tensor \"%s\" holds %s at element %zu "
                              "(of %zu): the %s not usable", ck->path, name,
                              isnan(v[i]) ? "NaN" : "an infinity", i, n, what);
+        if (fabsf(v[i]) > bound)
+            return clt__fail(NULL, CLT_ERR_NUMERIC, "%s: tensor \"%s\" holds %g at element %zu "
+                             "(of %zu): beyond %g, a value overflows float32 in the forward "
+                             "pass (the loss would become NaN); the %s not usable", ck->path,
+                             name, (double)v[i], i, n, (double)bound, what);
         if (nonneg && v[i] < 0)
             return clt__fail(NULL, CLT_ERR_NUMERIC, "%s: tensor \"%s\" holds %g at element %zu "
                              "(of %zu): a variance cannot be negative; the %s not usable",
@@ -716,10 +730,10 @@ static clt_status check_domain(const clt_checkpoint *ck, const char *name, const
     return CLT_OK;
 }
 
-/* Copies tensor `name`, which must be F32 with the parameter's shape and finite (and not
- * negative for a second moment), into dst. */
+/* Copies tensor `name`, which must be F32 with the parameter's shape, finite, at most `bound`
+ * in magnitude (and not negative for a second moment), into dst. */
 static clt_status take(const clt_checkpoint *ck, const char *name,
-                       const struct clt_param_info *pi, float *dst)
+                       const struct clt_param_info *pi, float *dst, float bound)
 {
     const clt_st_tensor *t = clt_st_find(ck->file, name);
     if (!t) return clt__fail(NULL, CLT_ERR_FORMAT, "%s: no tensor \"%s\"", ck->path, name);
@@ -736,10 +750,11 @@ static clt_status take(const clt_checkpoint *ck, const char *name,
                                      t->shape[d]);
         return clt__fail(NULL, CLT_ERR_FORMAT,
                          "%s: tensor \"%s\" is %s [%s], the model needs f32 %s", ck->path, name,
-                         clt_dtype_name(t->dtype), got, want);
+                         clt_st_dtype_name(t->dtype), got, want);
     }
     memcpy(dst, t->data, t->nbytes);
-    return check_domain(ck, name, dst, pi->numel, "weights are");
+    return check_domain(ck, name, dst, pi->numel, bound < INFINITY ? "weights are" : "state is",
+                        bound);
 }
 
 /* Copies buffer bi's tensor into its place in f32 or i64: F32 (C) with finite values, or I64
@@ -755,8 +770,10 @@ static clt_status take_buffer(const clt_checkpoint *ck, const struct clt_buffer_
     if (bi->i64) {
         int64_t v = 0;
         if (t->dtype != CLT_ST_I64 || t->ndim != 0 || t->nbytes != sizeof v)
-            return clt__fail(NULL, CLT_ERR_FORMAT, "%s: tensor \"%s\" must be I64 with shape [] "
-                             "(PyTorch's num_batches_tracked)", ck->path, bi->name);
+            return clt__fail(NULL, CLT_ERR_FORMAT, "%s: tensor \"%s\" is %s with %d "
+                             "dimension%s, the model needs i64 with shape [] (PyTorch's "
+                             "num_batches_tracked)", ck->path, bi->name,
+                             clt_st_dtype_name(t->dtype), t->ndim, t->ndim == 1 ? "" : "s");
         memcpy(&v, t->data, sizeof v);
         if (v < 0)
             return clt__fail(NULL, CLT_ERR_FORMAT, "%s: tensor \"%s\" is %" PRId64 ", a count "
@@ -765,11 +782,13 @@ static clt_status take_buffer(const clt_checkpoint *ck, const struct clt_buffer_
         return CLT_OK;
     }
     if (t->dtype != CLT_DTYPE_F32 || t->ndim != 1 || t->shape[0] != (int64_t)bi->numel)
-        return clt__fail(NULL, CLT_ERR_FORMAT, "%s: tensor \"%s\" must be f32 [%zu]", ck->path,
-                         bi->name, bi->numel);
+        return clt__fail(NULL, CLT_ERR_FORMAT, "%s: tensor \"%s\" is %s with %d dimension%s, "
+                         "the model needs f32 [%zu]", ck->path, bi->name,
+                         clt_st_dtype_name(t->dtype), t->ndim, t->ndim == 1 ? "" : "s",
+                         bi->numel);
     float *dst = f32 + bi->offset;
     memcpy(dst, t->data, t->nbytes);
-    return check_domain(ck, bi->name, dst, bi->numel, "statistics are");
+    return check_domain(ck, bi->name, dst, bi->numel, "statistics are", WEIGHT_MAX);
 }
 
 clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m)
@@ -797,7 +816,7 @@ clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m)
     CLT_ALLOC(ctx, host, clt_tensor_numel(clt_model_params(m)));
     for (int i = 0; i < clt_model_param_count(m); i++) {
         const struct clt_param_info *pi = clt_model_param_info(m, i);
-        CLT_TRY(take(ck, pi->name, pi, host + pi->offset));
+        CLT_TRY(take(ck, pi->name, pi, host + pi->offset, WEIGHT_MAX));
     }
     int nb = clt_model_buffer_count(m);
     size_t nbf = 0, nbi = 0;
@@ -855,7 +874,7 @@ clt_status clt_checkpoint_load_optim(const clt_checkpoint *ck, clt_optim *o, con
             const struct clt_param_info *pi = clt_model_param_info(m, i);
             char tname[CLT_ST_NAME_MAX];
             snprintf(tname, sizeof tname, "optim.%s.%s", pi->name, state);
-            CLT_TRY(take(ck, tname, pi, host + pi->offset));
+            CLT_TRY(take(ck, tname, pi, host + pi->offset, INFINITY));
         }
         CLT_TRY(clt_tensor_write(t, host, false, &ev));
         CLT_TRY(clt_ctx_wait(ctx, CLT_WAIT_SETUP, 1, &ev));

@@ -296,6 +296,8 @@ struct clt_trainer {
     double reduce_s;
     long reduce_steps;
     bool stop; /* a replica was interrupted: agreed by the last reduction */
+    const char *from; /* the checkpoint the run started from (resume, init), else NULL */
+    long first_step;  /* t->step when this process's run began */
 };
 
 clt_optim *clt_trainer_optim(clt_trainer *t)
@@ -502,8 +504,18 @@ fail:
     return st;
 }
 
+/* A loss that is not finite. In the first interval of a run started from a checkpoint the
+ * likelier cause is the file (its weights overflow the forward pass: loading refuses only
+ * values beyond 1e30) rather than the learning rate, which has had few steps to act. */
 static clt_status numeric_failure(clt_trainer *t, double loss, long from)
 {
+    if (t->from && from == t->first_step)
+        return clt__fail(t->ctx, CLT_ERR_NUMERIC,
+                         "the training loss became %s between steps %ld and %ld (epoch %d), the "
+                         "first of this run, which started from %s: its weights likely overflow "
+                         "the forward pass (very large values); check that file's tensors, or "
+                         "lower --lr", isnan(loss) ? "NaN" : "infinite", from + 1, t->step,
+                         t->epoch + 1, t->from);
     return clt__fail(t->ctx, CLT_ERR_NUMERIC,
                      "the training loss became %s between steps %ld and %ld (epoch %d); lower "
                      "--lr, or check the data for non-finite values",
@@ -710,6 +722,7 @@ clt_status clt_trainer_run(clt_trainer *t)
     t->t0 = now_s();
     double log_t = t->t0;
     long log_from = t->step; /* first step of the current log interval */
+    t->first_step = t->step;
     size_t log_samples = 0;
     /* The loader yields this run's batches in order: epoch by epoch, each epoch's order from
      * the seed, starting mid-epoch after a resume. */
@@ -973,6 +986,7 @@ static clt_status setup_build(clt_train_setup *s)
     tp.accumulate = s->accumulate;
     CLT_TRY(clt_trainer_create(&s->trainer, s->model, s->loader, s->test, &tp));
     if (p->resume_path) CLT_TRY(clt_trainer_resume(s->trainer, p->resume_path));
+    s->trainer->from = from; /* p's string: the caller's, which outlives the run */
 fail:
     /* checkpoint and spec failures are recorded for the thread only: the caller reads the ctx */
     if (st != CLT_OK && clt_last_errmsg()[0]) clt__fail(s->ctx, st, "%s", clt_last_errmsg());

@@ -15,7 +15,9 @@ make_tmp
 # -- data: idx folders (gzipped, write_idx in tests/lib.sh), CSV files, checkpoints ---------------
 # write_ckpt FILE [damage]: a cltrain checkpoint written by hand (struct + json) for the model
 # "linear 8, relu, linear 3" on 16 features. damage: truncate (cut in the data), hlen (header
-# length past the end), shapes (0.weight stored as (16, 8)).
+# length past the end), shapes (0.weight stored as (16, 8)), i64 (0.weight stored as I64),
+# huge (one weight of 2.weight 1e38: finite), overflow (every weight 1e20: each below the
+# load bound of 1e30, the two layers' product beyond float32).
 write_ckpt() {
     python3 - "$@" <<'EOF'
 import json, struct, sys
@@ -30,8 +32,15 @@ for name, shape in shapes:
     for s in shape:
         n *= s
     vals = [((k * 7919) % 13 - 6) / 40.0 for k in range(n)]
+    if damage == "huge" and name == "2.weight":
+        vals[5] = 1e38
+    if damage == "overflow" and name.endswith("weight"):
+        vals = [1e20] * n
+    dtype = "F32"
     blob = struct.pack("<%df" % n, *vals)
-    header[name] = {"dtype": "F32", "shape": shape,
+    if damage == "i64" and name == "0.weight":
+        dtype, blob = "I64", struct.pack("<%dq" % n, *range(n))
+    header[name] = {"dtype": dtype, "shape": shape,
                     "data_offsets": [len(data), len(data) + len(blob)]}
     data += blob
 header["__metadata__"] = {
@@ -59,6 +68,9 @@ write_ckpt "$tmp/good.ckpt"
 write_ckpt "$tmp/truncated.ckpt" truncate
 write_ckpt "$tmp/hlen.ckpt" hlen
 write_ckpt "$tmp/shapes.ckpt" shapes
+write_ckpt "$tmp/i64.ckpt" i64
+write_ckpt "$tmp/huge.ckpt" huge
+write_ckpt "$tmp/overflow.ckpt" overflow
 save="$tmp/saves/model.safetensors"
 mkdir "$tmp/saves"
 
@@ -126,15 +138,38 @@ check_bad "--classes 70000" "--classes 70000" "at most 65536" -- \
 check_bad "--classes with regression" "--classes" "classification" -- \
     train --data "csv:$tmp/onebased.csv" --task regression --classes 4 --model "linear 1"
 
-# model specs
-check_bad "unknown layer" "model spec" "conv2" "linear, relu" -- \
+# model specs: a spec that does not parse or does not fit the data is a usage error (exit 2),
+# as a bad flag value is
+check_bad --code 2 "unknown layer" "model spec" "conv2" "linear, relu" -- \
     train --data "idx:$tmp/good" --model "linear 8, conv2 3, linear 3"
-check_bad "missing width" "model spec" '"linear"' "width" -- \
+check_bad --code 2 "misspelt layer" "model spec" 'unknown layer "linaer"' -- \
+    train --data "idx:$tmp/good" --model "linaer 10"
+check_bad --code 2 "missing width" "model spec" '"linear"' "width" -- \
     train --data "idx:$tmp/good" --model "linear"
-check_bad "width 0" "model spec" '"linear 0"' "positive" -- \
+check_bad --code 2 "width 0" "model spec" '"linear 0"' "positive" -- \
     train --data "idx:$tmp/good" --model "linear 0, relu, linear 3"
-check_bad "last layer != classes" "5" "3 classes" -- \
+check_bad --code 2 "last layer != classes" "5" "3 classes" -- \
     train --data "idx:$tmp/good" --model "linear 8, relu, linear 5"
+check_bad --code 2 "bench: misspelt layer" 'unknown layer "linaer"' -- \
+    "$CLTRAIN_BIN" bench --model "linaer 3" --steps 1
+# an argument with a '/', or one word with a dot, is a spec file's path: a missing one is named
+check_bad --code 2 "--model ../nope.txt" "--model ../nope.txt: no such file" -- \
+    train --data "idx:$tmp/good" --model ../nope.txt
+check_bad --code 2 "--model nope.spec" "--model nope.spec: no such file" -- \
+    train --data "idx:$tmp/good" --model nope.spec
+check_bad --code 2 "bench --model a/b" "--model a/b: no such file" -- \
+    "$CLTRAIN_BIN" bench --model a/b --steps 1
+printf 'linear 8, relu\nlinear 3\n' >"$tmp/net.spec"
+"$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "$tmp/net.spec" --steps 1 --batch-size 8 \
+    --quiet >"$tmp/ok.out" 2>"$tmp/ok.err" || fail "--model FILE failed: $(cat "$tmp/ok.err")"
+echo "ok: --model FILE reads the file"
+# unknown data sets: usage errors in every command that reads --data
+check_bad --code 2 "train: unknown data set" "unknown data set 'nosuchset'" -- \
+    train --data nosuchset --model "$M"
+check_bad --code 2 "eval: unknown data set" "unknown data set 'nosuchset'" -- \
+    "$CLTRAIN_BIN" eval --load "$tmp/good.ckpt" --data nosuchset
+check_bad --code 2 "bench: unknown data set" "unknown data set 'nosuchset'" -- \
+    "$CLTRAIN_BIN" bench --data nosuchset --epochs 1
 # issue 12: empty layers were skipped; an activation after the last linear layer was trained
 check_bad "empty layer" "model spec" "layer 2" "empty layer" -- \
     train --data "idx:$tmp/good" --model "linear 8,,relu, linear 3"
@@ -198,6 +233,28 @@ check_bad "eval, header length past the end" "hlen.ckpt" "header length" -- \
     "$CLTRAIN_BIN" eval --load "$tmp/hlen.ckpt" --data "idx:$tmp/good"
 check_bad "eval, wrong shapes" "shapes.ckpt" "0.weight" "f32 [16, 8]" "needs f32 [8, 16]" -- \
     "$CLTRAIN_BIN" eval --load "$tmp/shapes.ckpt" --data "idx:$tmp/good"
+check_bad "eval, an I64 weight" "i64.ckpt" '"0.weight" is i64 [8, 16]' "needs f32 [8, 16]" -- \
+    "$CLTRAIN_BIN" eval --load "$tmp/i64.ckpt" --data "idx:$tmp/good"
+# a finite but huge weight is refused on load, naming the file and the tensor (not trained into
+# a NaN blamed on --lr); weights below the bound that still overflow together: the NaN of the
+# run's first steps names the file it started from
+check_bad "--init with a weight of 1e38" "huge.ckpt" '"2.weight"' "1e+38" "overflows float32" -- \
+    train --data "idx:$tmp/good" --init "$tmp/huge.ckpt"
+check_bad "--resume with a weight of 1e38" "huge.ckpt" '"2.weight"' "1e+38" -- \
+    train --data "idx:$tmp/good" --resume "$tmp/huge.ckpt"
+check_bad "eval with a weight of 1e38" "huge.ckpt" '"2.weight"' "1e+38" -- \
+    "$CLTRAIN_BIN" eval --load "$tmp/huge.ckpt" --data "idx:$tmp/good"
+# (the file has no checksums: its note comes first on stderr, then the one error line)
+rc=0
+"$CLTRAIN_BIN" train --data "idx:$tmp/good" --init "$tmp/overflow.ckpt" --steps 2 \
+    --batch-size 8 --log-every 1 --save "$save" >"$tmp/bad.out" 2>"$tmp/bad.err" || rc=$?
+[ "$rc" -eq 1 ] || fail "--init whose weights overflow: exit code $rc: $(cat "$tmp/bad.err")"
+grep -v "^cltrain: note: " "$tmp/bad.err" >"$tmp/bad.line" || true
+[ "$(wc -l <"$tmp/bad.line")" -eq 1 ] &&
+    grep -q "^cltrain: the training loss became .* between steps 1 and 1 .*started from $tmp/overflow.ckpt: its weights likely overflow the forward pass" "$tmp/bad.line" ||
+    fail "--init whose weights overflow: $(cat "$tmp/bad.err")"
+[ -z "$(ls -A "$tmp/saves")" ] || fail "--init whose weights overflow: left $(ls -A "$tmp/saves")"
+echo "ok: --init whose weights overflow: $(cat "$tmp/bad.line")"
 check_bad "eval, missing checkpoint" "nothere.ckpt" -- \
     "$CLTRAIN_BIN" eval --load "$tmp/nothere.ckpt" --data "idx:$tmp/good"
 check_bad "resume from a damaged checkpoint" "truncated.ckpt" -- \
