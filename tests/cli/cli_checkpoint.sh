@@ -220,11 +220,17 @@ for cmd in eval_ predict_ resume_ init_; do
         $cmd "$tmp/inf.safetensors"
 done
 
-# values outside their domain (checksums valid): a negative variance or second moment, and
-# finite weights so large that the outputs overflow (a NaN loss is never printed with exit 0)
+# values outside their domain (checksums valid): a negative variance or second moment, a
+# weight beyond 1e30 (refused on load), and finite weights below it so large together that the
+# outputs overflow (a NaN loss is never printed with exit 0)
 ck_edit "$ck" "$tmp/vneg.safetensors" set optim.2.weight.exp_avg_sq 4 -0.5
 check_bad "resume with a negative Adam second moment" '"optim.2.weight.exp_avg_sq"' \
     "element 4" "-0.5" "negative" -- resume_ "$tmp/vneg.safetensors"
+ck_edit "$ck" "$tmp/big.safetensors" set 2.weight 4 3e38
+for cmd in eval_ predict_ resume_ init_; do
+    check_bad "$cmd with a weight of 3e38" '"2.weight"' "element 4" "3e+38" "overflows" -- \
+        $cmd "$tmp/big.safetensors"
+done
 B="linear 8, batchnorm, relu, linear 3"
 "$CLTRAIN_BIN" train --data "$D" --model "$B" --epochs 1 --batch-size 32 --log-every 0 \
     --save "$tmp/bn.safetensors" --quiet >/dev/null || fail "training the batchnorm model failed"
@@ -235,16 +241,16 @@ for cmd in eval_ predict_ resume_; do
 done
 check_bad "init with a negative batchnorm running variance" '"1.running_var"' "negative" -- \
     "$CLTRAIN_BIN" train --data "$D" --model "$B" --steps 2 --init "$tmp/bnneg.safetensors"
-ck_edit "$ck" "$tmp/huge.safetensors" set 2.bias 0 3e38 # logits inf, -inf, inf: loss NaN
-ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.bias 1 -3e38
-ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.bias 2 3e38
+# (each value below the load bound of 1e30, their products beyond float32's 3.4e38)
+ck_edit "$ck" "$tmp/huge.safetensors" set 0.bias 0 9e29 # hidden unit 0 at 9e29
+ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.weight 0 9e29 # logit 0 inf
 check_bad "eval whose loss is not finite" "huge.safetensors" "loss" "not finite" -- \
     eval_ "$tmp/huge.safetensors"
-# hidden units at 3e38 and weights +-3e38: logit 0 is inf - inf, NaN probabilities
-ck_edit "$ck" "$tmp/huge.safetensors" set 0.bias 0 3e38
-ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 0.bias 1 3e38
-ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.weight 0 3e38
-ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.weight 1 -3e38
+# hidden units at 9e29 and weights +-9e29: logit 0 is inf - inf, NaN probabilities
+ck_edit "$ck" "$tmp/huge.safetensors" set 0.bias 0 9e29
+ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 0.bias 1 9e29
+ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.weight 0 9e29
+ck_edit "$tmp/huge.safetensors" "$tmp/huge.safetensors" set 2.weight 1 -9e29
 check_bad "eval whose logits are NaN" "loss" "not finite" -- eval_ "$tmp/huge.safetensors"
 check_bad "predict whose probabilities are not finite" "not finite" "sample 0" -- \
     predict_ "$tmp/huge.safetensors"
