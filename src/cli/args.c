@@ -24,7 +24,8 @@ int cli_parse_train_args(int argc, char **argv, struct train_args *a, bool *help
          "+ 1, every class present; give it for 1-based labels or classes absent from the data)",
          NULL},
         {"model", OPT_STR, &a->model,
-         "a spec (\"linear 256, relu, linear 10\"), a file, mlp or logreg", &a->model_seen},
+         "a spec (\"linear 256, relu, linear 10\"), a file (a '/' or one word with a dot is "
+         "always a path), mlp or logreg", &a->model_seen},
         {"init-scheme", OPT_STR, &a->init_scheme, "default (PyTorch's), kaiming or xavier", NULL},
         {"epochs", OPT_POS_INT, &a->epochs, "passes over the training split (10)", NULL},
         {"steps", OPT_POS_INT, &a->steps, "stop after this many optimizer steps", NULL},
@@ -97,7 +98,8 @@ int cli_parse_train_args(int argc, char **argv, struct train_args *a, bool *help
          "mpirun: more ranks on a machine than matching devices share them (local rank k "
          "takes match k mod count)",
          NULL},
-        {"quiet", OPT_FLAG, &a->quiet, "print only the final result", NULL},
+        {"quiet", OPT_FLAG, &a->quiet, "print only the final result (the last epoch's summary)",
+         NULL},
         {"memory", OPT_FLAG, &a->memory,
          "print the device memory report before and after training", NULL},
         {"dry-run", OPT_FLAG, &a->dry_run,

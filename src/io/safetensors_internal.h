@@ -14,7 +14,8 @@
 #define CLT_ST_NAME_MAX 256 /* bytes in a tensor name, with its terminating NUL */
 
 /* A file-only dtype: "I64", 64-bit signed integers (PyTorch's int64, e.g. batchnorm's
- * num_batches_tracked). No device tensor has it: clt_dtype_name gives "unknown", clt_st_dtype_name "i64". */
+ * num_batches_tracked). No device tensor has it: clt_dtype_name gives "unknown",
+ * clt_st_dtype_name "i64". */
 #define CLT_ST_I64 ((clt_dtype)64)
 
 /* One tensor of a file. Dtypes map F32, F16, BF16, I32, U8 <-> CLT_DTYPE_* and I64 <->

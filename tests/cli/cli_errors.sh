@@ -251,7 +251,9 @@ rc=0
 [ "$rc" -eq 1 ] || fail "--init whose weights overflow: exit code $rc: $(cat "$tmp/bad.err")"
 grep -v "^cltrain: note: " "$tmp/bad.err" >"$tmp/bad.line" || true
 [ "$(wc -l <"$tmp/bad.line")" -eq 1 ] &&
-    grep -q "^cltrain: the training loss became .* between steps 1 and 1 .*started from $tmp/overflow.ckpt: its weights likely overflow the forward pass" "$tmp/bad.line" ||
+    grep -q "^cltrain: the training loss became .* between steps 1 and 1 .*started from" \
+        "$tmp/bad.line" && grep -qF "$tmp/overflow.ckpt: its weights likely overflow the forward" \
+        "$tmp/bad.line" ||
     fail "--init whose weights overflow: $(cat "$tmp/bad.err")"
 [ -z "$(ls -A "$tmp/saves")" ] || fail "--init whose weights overflow: left $(ls -A "$tmp/saves")"
 echo "ok: --init whose weights overflow: $(cat "$tmp/bad.line")"

@@ -30,7 +30,7 @@ check_ok "--quiet with --steps" -- train --epochs 5 --steps 7 --quiet
 # -- a batch larger than the training split: one warning line, and the run trains -------------
 check_ok "--batch-size 70 on 40 samples" -- train --steps 2 --batch-size 70 --quiet
 [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
-    grep -q "^cltrain: warning: --batch-size 70 is larger than the training split of idx:.* (40 samples)" \
+    grep -q "^cltrain: warning: --batch-size 70 is larger than the training split of idx:.* (40 sa" \
         "$tmp/err" || fail "--batch-size 70: stderr: $(cat "$tmp/err")"
 check_ok "--batch-size 40 on 40 samples" -- train --steps 1 --batch-size 40 --quiet
 [ ! -s "$tmp/err" ] || fail "--batch-size 40: a warning: $(cat "$tmp/err")"
@@ -80,10 +80,12 @@ _, status = os.waitpid(pid, 0)
 open(out, "wb").write(data)
 assert os.WEXITSTATUS(status) == 0, data
 EOF
-grep -q "$(printf '\033')\[K" "$tmp/tty.out" || fail "no progress line on a terminal: $(cat "$tmp/tty.out")"
+grep -q "$(printf '\033')\[K" "$tmp/tty.out" ||
+    fail "no progress line on a terminal: $(cat "$tmp/tty.out")"
 echo "ok: on a terminal the progress line is rewritten"
 check_ok "to a file" -- train --steps 3 --log-every 1
-! grep -q "$(printf '[\r\033]')" "$tmp/out" "$tmp/err" || fail "escape codes in a file: $(cat "$tmp/out")"
+! grep -q "$(printf '[\r\033]')" "$tmp/out" "$tmp/err" ||
+    fail "escape codes in a file: $(cat "$tmp/out")"
 [ "$(grep -c "^epoch 1/1 step [123]/3 " "$tmp/out")" -eq 3 ] || fail "to a file: $(cat "$tmp/out")"
 # under mpirun with its output to a file
 if command -v mpirun >/dev/null; then
