@@ -102,7 +102,6 @@ int cli_fail_train(clt_ctx *ctx, clt_status st, const struct clt_train_setup_par
                    size_t batch);
 /* The one-line note for a checkpoint without checksums, once it has loaded. */
 void cli_note_unverified(const clt_checkpoint *ck, const char *path);
-bool cli_is_help(int argc, char **argv); /* --help or -h among the arguments */
 /* A spec given as a file's path or as text. */
 clt_status cli_parse_model(const char *text, int classes, clt_spec *spec);
 /* The ctx on the selected device (a bad CLTRAIN_GEMM or CLTRAIN_MAX_MEMORY fails here). */

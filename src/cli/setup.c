@@ -52,13 +52,6 @@ int cli_fail_train(clt_ctx *ctx, clt_status st, const struct clt_train_setup_par
     return rc;
 }
 
-bool cli_is_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
-    return false;
-}
-
 /* A spec given as a file's path or as text. */
 clt_status cli_parse_model(const char *text, int classes, clt_spec *spec)
 {
