@@ -173,7 +173,8 @@ static const struct tune_opt {
     const char *metavar; /* its value's placeholder; NULL: a flag without a value */
     const char *help;
 } tune_opts[] = {
-    {F_DEVICE, "device", "SEL", "the device: auto, gpu, cpu, accelerator, N, P:D or part of a name"},
+    {F_DEVICE, "device", "SEL",
+     "the device: auto, gpu, cpu, accelerator, N, P:D or part of a name"},
     {F_OUTPUT, "output", "FILE",
      "where to write (default: $CLTRAIN_TUNE_FILE, else the device's file in the program cache "
      "folder)"},

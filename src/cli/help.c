@@ -52,7 +52,8 @@ static void print_spec_help(void)
            "comment,\ne.g. \"linear 256, relu, dropout 0.1, linear 10\"; words are "
            "case-insensitive\n\nlayers:\n");
     for (int k = 0; k < CLT_LAYER__COUNT; k++)
-        cli_print_row(clt_layer_kind_usage((clt_layer_kind)k), clt_layer_kind_help((clt_layer_kind)k));
+        cli_print_row(clt_layer_kind_usage((clt_layer_kind)k),
+                      clt_layer_kind_help((clt_layer_kind)k));
     printf("\npresets (a whole spec; N is the number of classes):\n");
     for (int i = 0; clt_spec_preset_get(i); i++) {
         const clt_spec_preset *p = clt_spec_preset_get(i);
