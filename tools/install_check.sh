@@ -59,10 +59,10 @@ check "nothing else in include/cltrain/ ($(echo "$installed" | tr '\n' ' '))" \
 check "pkgconfig/cltrain.pc" -f "$libdir/pkgconfig/cltrain.pc"
 check "bin/cltrain" -x "$bindir/cltrain"
 check "bin/cltrain-tune" -x "$bindir/cltrain-tune"
-if [ -f docs/cltrain.1 ]; then
-    mandir=$root/$(opt mandir)
-    check "man1/cltrain.1" -f "$mandir/man1/cltrain.1"
-fi
+mandir=$root/$(opt mandir)
+for page in cltrain cltrain-tune; do
+    if [ -f "docs/$page.1" ]; then check "man1/$page.1" -f "$mandir/man1/$page.1"; fi
+done
 ((fail == 0)) || { echo "install_check: files missing"; exit 1; }
 
 # Build against the installed copy only: the .pc says prefix=$prefix, the sysroot maps its

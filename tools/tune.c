@@ -9,11 +9,10 @@
  * instead of the presets' (a model's own, or 4096^3 for a device's peak). With --dtype bf16 or
  * f16 it tunes the choices for 16-bit operands (mixed precision) instead, among the variants
  * that take them, and keeps the f32 choices of the existing file.
- * usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] [--layout L]
- *                     [--repeats N] [--min] [--variant SPEC]... [--shape MxNxK]...
- *                     [--dtype D] [--clblast] [--openblas LIB] */
+ * Its flags are the table tune_opts below (--help, docs/cltrain-tune.1). */
 #include "ops/tune_internal.h"
 #include "cltrain/cltrain.h"
+#include "cli/man.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -162,37 +161,96 @@ static bool check_choice(struct run *r, const struct clt_gemm_choice *c, const s
     return near_ref(r, r->got, count, why, n);
 }
 
+/* The flags of cltrain-tune, one table for parsing, --help and the manual page (--man-sections:
+ * tools/gen_man.sh writes them into docs/cltrain-tune.1). */
+enum tune_flag {
+    F_DEVICE, F_OUTPUT, F_QUICK, F_ALL, F_LAYOUT, F_REPEATS, F_MIN, F_VARIANT, F_SHAPE, F_DTYPE,
+    F_CLBLAST, F_OPENBLAS, F_HELP
+};
+static const struct tune_opt {
+    enum tune_flag id;
+    const char *name;    /* without "--" */
+    const char *metavar; /* its value's placeholder; NULL: a flag without a value */
+    const char *help;
+} tune_opts[] = {
+    {F_DEVICE, "device", "SEL",
+     "the device: auto, gpu, cpu, accelerator, N, P:D or part of a name"},
+    {F_OUTPUT, "output", "FILE",
+     "where to write (default: $CLTRAIN_TUNE_FILE, else the device's file in the program cache "
+     "folder)"},
+    {F_QUICK, "quick", NULL, "only the presets' own shapes (mlp, cnn), fewer repeats"},
+    {F_ALL, "all", NULL,
+     "also the variants unlikely to win on this device type (local-memory tiles on a CPU, "
+     "mismatched vector directions)"},
+    {F_LAYOUT, "layout", "L", "only layout L (NT, NN or TN); the others keep the defaults"},
+    {F_REPEATS, "repeats", "N", "timed repeats per variant and shape, 1 to 64 (5; 3 with --quick)"},
+    {F_MIN, "min", NULL, "rank by the fastest repeat, not the median (noisy machines)"},
+    {F_VARIANT, "variant", "SPEC",
+     "time SPEC (e.g. \"direct tm8 tn32 vw16 veck0 mdim0 wg4x1\") instead of the built-in "
+     "table; repeatable (at most 32)"},
+    {F_SHAPE, "shape", "MxNxK",
+     "time C (M x N) = op(A) (M x K) op(B) (K x N) in every layout instead of the presets' shapes "
+     "(e.g. 4096x4096x4096); the choice written then fits these; repeatable"},
+    {F_DTYPE, "dtype", "D",
+     "the operands' storage: f32 (default; the 16-bit choices then follow the f32 ones), or bf16 "
+     "or f16: the choices for 16-bit operands (mixed precision), among the variants that take "
+     "them, beside the f32 choices of the existing file"},
+    {F_CLBLAST, "clblast", NULL,
+     "also tune CLBlast's Xgemm kernel (its parameters through CLBlastOverrideParameters, each "
+     "candidate checked) on the large shapes; the winner goes to the file if it beats CLBlast's "
+     "database"},
+    {F_OPENBLAS, "openblas", "LIB",
+     "also time cblas_sgemm from the OpenBLAS library LIB (e.g. libopenblas.so.0) on the host, "
+     "in the same rounds as the variants: a row of the table, never a choice"},
+    {F_HELP, "help", NULL, "print this help"},
+};
+#define NOPTS ((int)(sizeof tune_opts / sizeof tune_opts[0]))
+
+/* "--name METAVAR" of option o into buf. */
+static void opt_left(const struct tune_opt *o, char *buf, size_t size)
+{
+    snprintf(buf, size, "--%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+}
+
+/* The usage line, then each option and its help broken at spaces before column 100. */
 static int usage(FILE *f, int rc)
 {
-    fprintf(f, "usage: cltrain-tune [--device SEL] [--output FILE] [--quick] [--all] "
-               "[--layout L]\n                    [--repeats N] [--min] [--variant SPEC]... "
-               "[--shape MxNxK]...\n                    [--dtype D] [--clblast] [--openblas LIB]\n"
-               "  --device SEL   auto, gpu, cpu, accelerator, N, P:D or part of a name\n"
-               "  --output FILE  where to write (default: $CLTRAIN_TUNE_FILE, else the device's\n"
-               "                 file in the program cache dir)\n"
-               "  --quick        only the presets' own shapes (mlp, cnn), fewer repeats\n"
-               "  --all          also the variants unlikely to win on this device type\n"
-               "                 (local-memory tiles on a CPU, mismatched vector directions)\n"
-               "  --layout L     only layout L (NT, NN or TN); the others keep the defaults\n"
-               "  --repeats N    timed repeats per variant and shape (5; 3 with --quick)\n"
-               "  --min          rank by the fastest repeat, not the median (noisy machines)\n"
-               "  --variant SPEC time SPEC (e.g. \"direct tm8 tn32 vw16 veck0 mdim0 wg4x1\")\n"
-               "                 instead of the built-in table; repeatable\n"
-               "  --shape MxNxK  time C (M x N) = op(A) (M x K) op(B) (K x N) in every layout\n"
-               "                 instead of the presets' shapes (e.g. 4096x4096x4096); the\n"
-               "                 choice written then fits these; repeatable\n"
-               "  --dtype D      the operands' storage: f32 (default; the 16-bit choices then\n"
-               "                 follow the f32 ones), or bf16 or f16: the choices for 16-bit\n"
-               "                 operands (mixed precision), among the variants that take\n"
-               "                 them, beside the f32 choices of the existing file\n"
-               "  --clblast      also tune CLBlast's Xgemm kernel (its parameters through\n"
-               "                 CLBlastOverrideParameters, each candidate checked) on the\n"
-               "                 large shapes; the winner goes to the file if it beats\n"
-               "                 CLBlast's database\n"
-               "  --openblas LIB also time cblas_sgemm from the OpenBLAS library LIB (e.g.\n"
-               "                 libopenblas.so.0) on the host, in the same rounds as the\n"
-               "                 variants: a row of the table, never a choice\n");
+    enum { INDENT = 20, WIDTH = 100 };
+    int col = fprintf(f, "usage: cltrain-tune");
+    for (int i = 0; i < NOPTS; i++) {
+        char left[64];
+        opt_left(&tune_opts[i], left, sizeof left);
+        if (col + 3 + (int)strlen(left) > WIDTH) col = fprintf(f, "\n%*s", INDENT - 1, "") - 1;
+        col += fprintf(f, " [%s]", left);
+    }
+    fputc('\n', f);
+    for (int i = 0; i < NOPTS; i++) {
+        char left[64];
+        opt_left(&tune_opts[i], left, sizeof left);
+        col = fprintf(f, "  %s", left);
+        if (col >= INDENT) col = fprintf(f, "\n") - 1;
+        col += fprintf(f, "%*s", INDENT - col, "");
+        for (const char *t = tune_opts[i].help; *t;) {
+            int len = (int)strcspn(t, " ");
+            if (col > INDENT && col + 1 + len > WIDTH) col = fprintf(f, "\n%*s", INDENT, "") - 1;
+            else if (col > INDENT) col += fprintf(f, " ");
+            col += fprintf(f, "%.*s", len, t);
+            t += len;
+            t += strspn(t, " ");
+        }
+        fputc('\n', f);
+    }
     return rc;
+}
+
+/* The manual's option list (docs/cltrain-tune.1, through tools/gen_man.sh). */
+static int man_sections(void)
+{
+    man_region_begin(stdout, "options");
+    for (int i = 0; i < NOPTS; i++)
+        man_option(stdout, tune_opts[i].name, tune_opts[i].metavar, tune_opts[i].help);
+    man_region_end(stdout, "options");
+    return 0;
 }
 
 /* The flags of cltrain-tune. */
@@ -224,73 +282,109 @@ static bool parse_shape(const char *text, struct shape *out)
     return true;
 }
 
-/* Parses argv into *a; returns -1 to go on, else the exit code (after --help or an error). */
+/* The option table's entry for argv word `arg` ("--name" or "--name=value"), its value after
+ * '=' in *eq (else NULL); NULL when there is none. */
+static const struct tune_opt *find_opt(const char *arg, const char **eq)
+{
+    *eq = NULL;
+    if (strncmp(arg, "--", 2) != 0) return NULL;
+    const char *name = arg + 2, *e = strchr(name, '=');
+    size_t len = e ? (size_t)(e - name) : strlen(name);
+    for (int i = 0; i < NOPTS; i++)
+        if (strlen(tune_opts[i].name) == len && strncmp(tune_opts[i].name, name, len) == 0) {
+            *eq = e ? e + 1 : NULL;
+            return &tune_opts[i];
+        }
+    return NULL;
+}
+
+/* --dtype's value into *out; false for another word. */
+static bool parse_dtype(const char *v, clt_dtype *out)
+{
+    if (strcmp(v, "f32") == 0 || strcmp(v, "fp32") == 0) *out = CLT_DTYPE_F32;
+    else if (strcmp(v, "bf16") == 0) *out = CLT_DTYPE_BF16;
+    else if (strcmp(v, "f16") == 0 || strcmp(v, "fp16") == 0) *out = CLT_DTYPE_F16;
+    else return false;
+    return true;
+}
+
+/* One option with its value v (NULL for a flag) into *a; -1 to go on, else the exit code. */
+static int apply_opt(const struct tune_opt *o, const char *v, struct tune_args *a)
+{
+    switch (o->id) {
+    case F_DEVICE: a->device = v; break;
+    case F_OUTPUT: a->output = v; break;
+    case F_LAYOUT: a->only = v; break;
+    case F_OPENBLAS: a->openblas = v; break;
+    case F_QUICK: a->quick = true; break;
+    case F_ALL: a->all = true; break;
+    case F_MIN: a->use_min = true; break;
+    case F_CLBLAST: a->clblast = true; break;
+    case F_HELP: return usage(stdout, 0);
+    case F_REPEATS:
+        a->repeats = atoi(v);
+        if (a->repeats < 1 || a->repeats > 64 || strspn(v, "0123456789") != strlen(v)) {
+            fprintf(stderr, "cltrain-tune: --repeats: expected 1 to 64, got \"%s\"\n", v);
+            return 2;
+        }
+        break;
+    case F_VARIANT: {
+        struct clt_gemm_choice *g = &a->given[a->ngiven];
+        if (a->ngiven == 32 || clt_gemm_choice_parse(v, g) != CLT_OK ||
+            g->kernel == CLT_GEMM_CLBLAST) {
+            fprintf(stderr, "cltrain-tune: --variant: %s\n",
+                    a->ngiven == 32 ? "at most 32" : clt_last_errmsg());
+            return 2;
+        }
+        a->ngiven++;
+        break;
+    }
+    case F_SHAPE:
+        if (a->nshapes == MAX_SHAPES || !parse_shape(v, &a->shapes[a->nshapes])) {
+            if (a->nshapes == MAX_SHAPES)
+                fprintf(stderr, "cltrain-tune: --shape: at most %d\n", MAX_SHAPES);
+            else
+                fprintf(stderr, "cltrain-tune: --shape: expected MxNxK, sizes 1 to 1048576 and at "
+                                "most 2^28 elements per operand (e.g. 4096x4096x4096), got "
+                                "\"%s\"\n",
+                        v);
+            return 2;
+        }
+        a->nshapes++;
+        break;
+    case F_DTYPE:
+        if (!parse_dtype(v, &a->dtype)) {
+            fprintf(stderr, "cltrain-tune: --dtype: expected f32, bf16 or f16, got \"%s\"\n", v);
+            return 2;
+        }
+        break;
+    }
+    return -1;
+}
+
+/* Parses argv into *a through the option table; returns -1 to go on, else the exit code (after
+ * --help, --man-sections or an error). */
 static int parse_args(int argc, char **argv, struct tune_args *a)
 {
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
-            a->device = argv[++i];
-        else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc)
-            a->only = argv[++i];
-        else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
-            a->repeats = atoi(argv[++i]);
-            if (a->repeats < 1 || a->repeats > 64) {
-                fprintf(stderr, "cltrain-tune: --repeats: expected 1 to 64\n");
-                return 2;
-            }
-        } else if (strcmp(argv[i], "--min") == 0)
-            a->use_min = true;
-        else if (strcmp(argv[i], "--variant") == 0 && i + 1 < argc) {
-            struct clt_gemm_choice *g = &a->given[a->ngiven];
-            if (a->ngiven == 32 || clt_gemm_choice_parse(argv[++i], g) != CLT_OK ||
-                g->kernel == CLT_GEMM_CLBLAST) {
-                fprintf(stderr, "cltrain-tune: --variant: %s\n",
-                        a->ngiven == 32 ? "at most 32" : clt_last_errmsg());
-                return 2;
-            }
-            a->ngiven++;
-        } else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
-            ++i;
-            if (a->nshapes == MAX_SHAPES || !parse_shape(argv[i], &a->shapes[a->nshapes])) {
-                if (a->nshapes == MAX_SHAPES)
-                    fprintf(stderr, "cltrain-tune: --shape: at most %d\n", MAX_SHAPES);
-                else
-                    fprintf(stderr,
-                            "cltrain-tune: --shape: expected MxNxK, sizes 1 to 1048576 and at "
-                            "most 2^28 elements per operand (e.g. 4096x4096x4096), got \"%s\"\n",
-                            argv[i]);
-                return 2;
-            }
-            a->nshapes++;
-        } else if (strcmp(argv[i], "--output") == 0 && i + 1 < argc)
-            a->output = argv[++i];
-        else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
-            ++i;
-            if (strcmp(argv[i], "f32") == 0 || strcmp(argv[i], "fp32") == 0)
-                a->dtype = CLT_DTYPE_F32;
-            else if (strcmp(argv[i], "bf16") == 0)
-                a->dtype = CLT_DTYPE_BF16;
-            else if (strcmp(argv[i], "f16") == 0 || strcmp(argv[i], "fp16") == 0)
-                a->dtype = CLT_DTYPE_F16;
-            else {
-                fprintf(stderr, "cltrain-tune: --dtype: expected f32, bf16 or f16, got \"%s\"\n",
-                        argv[i]);
-                return 2;
-            }
-        } else if (strcmp(argv[i], "--quick") == 0)
-            a->quick = true;
-        else if (strcmp(argv[i], "--clblast") == 0)
-            a->clblast = true;
-        else if (strcmp(argv[i], "--openblas") == 0 && i + 1 < argc)
-            a->openblas = argv[++i];
-        else if (strcmp(argv[i], "--all") == 0)
-            a->all = true;
-        else if (strcmp(argv[i], "--help") == 0)
-            return usage(stdout, 0);
-        else {
+        const char *eq = NULL;
+        if (strcmp(argv[i], "--man-sections") == 0) return man_sections();
+        const struct tune_opt *o = find_opt(argv[i], &eq);
+        if (!o) {
             fprintf(stderr, "cltrain-tune: unknown argument \"%s\"\n", argv[i]);
             return usage(stderr, 2);
         }
+        if (!o->metavar && eq) {
+            fprintf(stderr, "cltrain-tune: --%s takes no value\n", o->name);
+            return 2;
+        }
+        const char *v = o->metavar ? (eq ? eq : i + 1 < argc ? argv[++i] : NULL) : NULL;
+        if (o->metavar && !v) {
+            fprintf(stderr, "cltrain-tune: --%s needs a value %s\n", o->name, o->metavar);
+            return 2;
+        }
+        int rc = apply_opt(o, v, a);
+        if (rc >= 0) return rc;
     }
     return -1;
 }

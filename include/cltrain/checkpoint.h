@@ -1,5 +1,8 @@
-/* Checkpoints as safetensors files that PyTorch loads without renaming: "{i}.weight" (OUT, IN)
- * and "{i}.bias" (OUT) as nn.Sequential's state_dict for the same layer list, optimizer state
+/* Checkpoints as safetensors files that PyTorch loads without renaming: "{i}.weight" (OUT, IN),
+ * or (OUT, IN, K, K) for a convolution, and "{i}.bias" (OUT) as nn.Sequential's state_dict for
+ * the same layer list, batchnorm's buffers ("{i}.running_mean", "{i}.running_var",
+ * "{i}.num_batches_tracked") beside them, a residual block's layers as "{i}.body.{j}.*" and
+ * "{i}.proj.{j}.*" (the names of the model's clt_param_info and clt_buffer_info), optimizer state
  * as "optim.{i}.weight.exp_avg" etc., and __metadata__ with format ("cltrain-1"), model (the
  * spec), input_scale, input_mean, input_std, classes, task, features, input_shape (models
  * with a shaped input: "1,28,28"), step, epoch, seed,

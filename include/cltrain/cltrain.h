@@ -1,8 +1,9 @@
 /* cltrain: a portable neural-network trainer on OpenCL. Includes every public header: the ctx
  * and devices, statuses and errors, tensors, the model and its spec, optimizers, data and the
  * loader, losses for a loop of one's own, training and evaluation, checkpoints, and safe
- * output files; none of them needs the OpenCL headers. Raw OpenCL access (a ctx's queues, a tensor's buffer, waits on
- * events) is cltrain/opencl.h, included separately. Everything else is private to the library.
+ * output files; none of them needs the OpenCL headers. Raw OpenCL access (a ctx's queues, a
+ * tensor's buffer, waits on events) is cltrain/opencl.h, included separately. Everything else
+ * is private to the library.
  *
  * Usage:
  *

@@ -1,7 +1,8 @@
 /* A model: the layers of a model spec on one ctx, with every parameter in one flat device
  * tensor and every gradient in another (reached by offsets), and the activations that backward
  * needs kept on the device. Parameters are named and shaped as PyTorch's nn.Sequential
- * state_dict for the same layer list ("{i}.weight" (OUT, IN), "{i}.bias" (OUT)).
+ * state_dict for the same layer list ("{i}.weight" (OUT, IN) or a convolution's (OUT, IN, K, K),
+ * "{i}.bias" (OUT); a residual block's "{i}.body.{j}.*" and "{i}.proj.{j}.*", see spec.h).
  * Not thread-safe (per ctx).
  *
  * Usage:
@@ -45,9 +46,9 @@ struct clt_model_params {
      * CLT_MEM_PARAMS, refreshed by clt_model_write_params, and by every optimizer step once
      * clt_optim_set_copy(o, clt_model_weights(m)) is made) is what the layers read; the layer
      * outputs kept for backward and the gradients passed between layers are 16-bit from the
-     * first linear layer up to (not including) the last one; the last linear layer's output,
-     * the layers after it and the model's output stay f32, as do the flat gradients. Every
-     * kernel computes in f32. */
+     * first layer with weights (linear, conv or a residual block) up to (not including) the
+     * last one, which is linear; the last linear layer's output, the layers after it and the
+     * model's output stay f32, as do the flat gradients. Every kernel computes in f32. */
     clt_dtype precision;
     /* The shape of one input sample, (C, H, W) or (T, C): its leading non-zero entries, whose
      * product must be the model's in_features (CLT_ERR_INVALID_ARG otherwise). All zero (the

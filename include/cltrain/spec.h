@@ -198,6 +198,30 @@ CLT_API void clt_spec_free(clt_spec *s);
  * "unknown" out of range. */
 CLT_API const char *clt_layer_kind_name(clt_layer_kind k);
 
+/* The grammar of kind k's entry, its name and argument words: "linear OUT [nobias]", "conv OUT
+ * kK [sS] [pP] [nobias]", "residual { LAYERS }" (upper-case words and the letters after a
+ * lower-case prefix stand for numbers; brackets mark what may be left out); NULL out of range.
+ * Thread-safe; the string is static. */
+CLT_API const char *clt_layer_kind_usage(clt_layer_kind k);
+
+/* One line saying what kind k computes ("2-D convolution, as nn.Conv2d(C, OUT, K, stride=S,
+ * padding=P)"), as cltrain's help and manual print it; NULL out of range. Thread-safe; the
+ * string is static. */
+CLT_API const char *clt_layer_kind_help(clt_layer_kind k);
+
+/* A preset: a name that stands for a whole spec. */
+typedef struct clt_spec_preset {
+    const char *name;   /* "mlp" */
+    const char *layers; /* its spec, the word N standing for the number of classes:
+                           "linear 256, relu, linear 128, relu, linear N" */
+    const char *help;   /* one line saying what it is for */
+} clt_spec_preset;
+
+/* Preset i, from 0, in the order "mlp", "logreg", "cnn", "resnet"; NULL past the last (and for a
+ * negative i), so `for (int i = 0; clt_spec_preset_get(i); i++)` visits them all. Thread-safe;
+ * the preset is static. */
+CLT_API const clt_spec_preset *clt_spec_preset_get(int i);
+
 #ifdef __cplusplus
 }
 #endif

@@ -91,8 +91,9 @@ struct clt_train_params {
      * micro-batches of batch_size; a last partial step has fewer (its last one partial) and
      * is scaled by its own sample count; drop_last drops a last partial *step*. Steps,
      * log_every, save_every, max_steps and the schedules count optimizer steps. Dropout
-     * draws a mask per micro-batch; layers with batch statistics (none yet) would see
-     * micro-batches. */
+     * draws a mask per micro-batch, and batchnorm normalises each micro-batch by its own
+     * statistics and updates its running statistics once per micro-batch (as PyTorch does
+     * with gradient accumulation), so a batchnorm model's step is not exactly one batch of E. */
     int accumulate;
     bool shuffle;            /* default true: a new permutation each epoch from the seed */
     bool drop_last;          /* drop a last partial batch (default false) */
@@ -121,9 +122,9 @@ struct clt_train_params {
      * is then the *global* micro-batch, of which the replica takes its slice
      * (clt_comm_slice, rank order: slices of one batch are consecutive in the epoch's order);
      * the model's and the loader's largest batch need only hold the largest slice
-     * (clt_train_setup sizes them so). After backward the flat gradients are summed over the replicas
-     * (read into pinned host memory, one counted host wait CLT_WAIT_REDUCE per step, the sum,
-     * written back) and every replica takes the same step; the loss and the evaluation (each
+     * (clt_train_setup sizes them so). After backward the flat gradients are summed over the
+     * replicas (read into pinned host memory, one counted host wait CLT_WAIT_REDUCE per step,
+     * the sum, written back) and every replica takes the same step; the loss and the evaluation (each
      * replica evaluates its slice of the test split) are summed at the points where they are
      * read; batch-norm running statistics are averaged over the replicas before every
      * evaluation and checkpoint; dropout draws stream (micro-batch, rank). Replica 0 alone

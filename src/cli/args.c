@@ -23,9 +23,7 @@ int cli_parse_train_args(int argc, char **argv, struct train_args *a, bool *help
          "classification: the number of classes N, labels 0..N-1 (default: the largest label "
          "+ 1, every class present; give it for 1-based labels or classes absent from the data)",
          NULL},
-        {"model", OPT_STR, &a->model,
-         "a spec (\"linear 256, relu, linear 10\"), a file (a '/' or one word with a dot is "
-         "always a path), mlp or logreg", &a->model_seen},
+        {"model", OPT_STR, &a->model, cli_model_help("mlp"), &a->model_seen},
         {"init-scheme", OPT_STR, &a->init_scheme, "default (PyTorch's), kaiming or xavier", NULL},
         {"epochs", OPT_POS_INT, &a->epochs, "passes over the training split (10)", NULL},
         {"steps", OPT_POS_INT, &a->steps, "stop after this many optimizer steps", NULL},
@@ -111,8 +109,7 @@ int cli_parse_train_args(int argc, char **argv, struct train_args *a, bool *help
         {NULL, OPT_FLAG, NULL, NULL, NULL}};
     *help = cli_is_help(argc, argv);
     if (*help) {
-        printf("usage: cltrain train [options]\n");
-        cli_print_options(stdout, opts);
+        cli_print_help("train", "cltrain train [options]", opts);
         return CLI_OK;
     }
     return cli_parse(argc, argv, opts, "train");

@@ -552,7 +552,7 @@ int cli_bench(int argc, char **argv)
         {"prefetch", OPT_POS_INT, &prefetch, "--data: streaming staging buffers (3)", NULL},
         {"log-every", OPT_NONNEG_INT, &log_every, "--data: steps between loss reads (100)",
          NULL},
-        {"model", OPT_STR, &model, "a model spec, a spec file or preset (mlp)", NULL},
+        {"model", OPT_STR, &model, cli_model_help("mlp"), NULL},
         {"batch-size", OPT_POS_INT, &batch, "samples per step (128)", NULL},
         {"steps", OPT_POS_INT, &steps, "timed steps per repeat (200)", NULL},
         {"warmup", OPT_NONNEG_INT, &warmup, "untimed steps first (10)", NULL},
@@ -568,8 +568,7 @@ int cli_bench(int argc, char **argv)
         {NULL, OPT_FLAG, NULL, NULL, NULL}};
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: cltrain bench [options]\n");
-            cli_print_options(stdout, opts);
+            cli_print_help("bench", "cltrain bench [options]", opts);
             return CLI_OK;
         }
     int rc = cli_parse(argc, argv, opts, "bench");

@@ -9,6 +9,7 @@
 #include "cltrain/opencl.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 
 /* Exit codes: 0 success, 1 a runtime failure (device, data, memory), 2 a usage error. */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
@@ -61,6 +62,16 @@ int cli_paths_check(struct cli_paths *ps);
  * command has returned, releases them all. */
 int cli_lock_output(const char *flag, const char *path);
 void cli_release_locks(void);
+
+/* ---- help.c ---- */
+/* `cltrain --help`: the commands and the device selectors. */
+void cli_usage(FILE *f);
+/* `cltrain help [spec | --man-sections]`: the commands, the model spec's layer kinds and presets,
+ * or the manual's generated regions (tools/gen_man.sh). */
+int cli_help(int argc, char **argv);
+/* --model's help: a spec, a file or a preset, the presets named from their table, and the
+ * default. Static storage. */
+const char *cli_model_help(const char *default_model);
 
 int cli_devices(int argc, char **argv);
 int cli_selfcheck(int argc, char **argv);

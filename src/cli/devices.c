@@ -2,32 +2,12 @@
  * selector picks; `cltrain selfcheck`: builds a kernel on the chosen device and round-trips a
  * tensor through it. */
 #include "cli/cli.h"
+#include "cli/options.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Parses "--device SEL" / "--device=SEL" and "--json"; returns CLI_OK or a usage error. */
-static int parse_args(int argc, char **argv, const char **device, int *json)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (json && strcmp(a, "--json") == 0) {
-            *json = 1;
-        } else if (strcmp(a, "--device") == 0) {
-            if (i + 1 >= argc)
-                return cli_usage_error("--device needs a selector, e.g. --device gpu");
-            *device = argv[++i];
-        } else if (strncmp(a, "--device=", 9) == 0) {
-            *device = a + 9;
-        } else {
-            return cli_usage_error("unknown option \"%s\" for this command; try: cltrain --help",
-                                   a);
-        }
-    }
-    return CLI_OK;
-}
 
 static void json_string(const char *s)
 {
@@ -92,8 +72,21 @@ static void print_table(const clt_device_info *d, int n, int pick, const char *s
 int cli_devices(int argc, char **argv)
 {
     const char *device = NULL;
-    int json = 0, pick = -1, n = 0, rc = parse_args(argc, argv, &device, &json);
+    bool json = false;
+    int pick = -1, n = 0;
+    const struct cli_opt opts[] = {
+        {"json", OPT_FLAG, &json, "print the list as JSON", NULL},
+        {"device", OPT_STR, &device,
+         "mark the device SEL picks instead of the default selector's (auto, gpu, cpu, "
+         "accelerator, N, P:D or a name)",
+         NULL},
+        {NULL, OPT_FLAG, NULL, NULL, NULL}};
+    if (cli_is_help(argc, argv)) {
+        cli_print_help("devices", "cltrain devices [--json] [--device SEL]", opts);
+        return CLI_OK;
+    }
     clt_device_info *devs = NULL;
+    int rc = cli_parse(argc, argv, opts, "devices");
     if (rc != CLI_OK) return rc;
     const char *selector = device ? device : clt_device_default_selector();
     if (clt_device_list(&devs, &n) != CLT_OK) return cli_error("%s", clt_last_errmsg());
@@ -110,7 +103,17 @@ int cli_devices(int argc, char **argv)
 int cli_selfcheck(int argc, char **argv)
 {
     const char *device = NULL;
-    int rc = parse_args(argc, argv, &device, NULL);
+    const struct cli_opt opts[] = {
+        {"device", OPT_STR, &device,
+         "the device to check (default: $CLTRAIN_DEVICE, else auto): auto, gpu, cpu, "
+         "accelerator, N, P:D or a name",
+         NULL},
+        {NULL, OPT_FLAG, NULL, NULL, NULL}};
+    if (cli_is_help(argc, argv)) {
+        cli_print_help("selfcheck", "cltrain selfcheck [--device SEL]", opts);
+        return CLI_OK;
+    }
+    int rc = cli_parse(argc, argv, opts, "selfcheck");
     if (rc != CLI_OK) return rc;
     struct clt_ctx_params p = clt_ctx_default_params();
     p.device = device;

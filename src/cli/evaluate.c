@@ -91,8 +91,7 @@ int cli_eval(int argc, char **argv)
         {"device", OPT_STR, &device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
         {NULL, OPT_FLAG, NULL, NULL, NULL}};
     if (cli_is_help(argc, argv)) {
-        printf("usage: cltrain eval --load FILE [options]\n");
-        cli_print_options(stdout, opts);
+        cli_print_help("eval", "cltrain eval --load FILE [options]", opts);
         return CLI_OK;
     }
     int rc = cli_parse(argc, argv, opts, "eval");
@@ -157,9 +156,10 @@ int cli_predict(int argc, char **argv)
         {"device", OPT_STR, &device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
         {NULL, OPT_FLAG, NULL, NULL, NULL}};
     if (cli_is_help(argc, argv)) {
-        printf("usage: cltrain predict --load FILE [options]\n"
-               "writes CSV lines: index,predicted,p0,p1,... (regression: index,value)\n");
-        cli_print_options(stdout, opts);
+        cli_print_help("predict",
+                       "cltrain predict --load FILE [options]\n"
+                       "writes CSV lines: index,predicted,p0,p1,... (regression: index,value)",
+                       opts);
         return CLI_OK;
     }
     int rc = cli_parse(argc, argv, opts, "predict");

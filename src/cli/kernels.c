@@ -2,6 +2,7 @@
  * (tests/portability/kernel_guard.py): --list prints every program the library may build on a
  * device profile, --source prints a program's complete source as the library compiles it. */
 #include "cli/cli.h"
+#include "cli/options.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,17 +41,6 @@ static void print_variant(const char *files, const char *options, void *user)
     printf("%s\t%s\t%s\n", files, options, full);
 }
 
-static void usage(FILE *f)
-{
-    fputs("usage: cltrain kernels --list [--profile gpu|small-gpu|cpu | --device SEL]\n"
-          "       cltrain kernels --source FILES\n"
-          "  --list     every program the library may build, one per line:\n"
-          "             FILES<TAB>OPTIONS<TAB>COMPLETE OPTIONS (with the device defines)\n"
-          "  --profile  a synthetic device (default gpu); --device: a real one\n"
-          "  --source   the complete source of the program FILES (e.g. rng,dropout)\n",
-          f);
-}
-
 static int list_for_device(const char *selector)
 {
     clt_device_info *devs = NULL;
@@ -70,25 +60,26 @@ int cli_kernels(int argc, char **argv)
 {
     const char *prof = NULL, *device = NULL, *source = NULL;
     bool list = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_value = i + 1 < argc;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return CLI_OK;
-        } else if (strcmp(a, "--list") == 0) {
-            list = true;
-        } else if (strcmp(a, "--profile") == 0 && has_value) {
-            prof = argv[++i];
-        } else if (strcmp(a, "--device") == 0 && has_value) {
-            device = argv[++i];
-        } else if (strcmp(a, "--source") == 0 && has_value) {
-            source = argv[++i];
-        } else {
-            return cli_usage_error("kernels: unknown or incomplete option \"%s\"; try: cltrain "
-                                   "kernels --help", a);
-        }
+    const struct cli_opt opts[] = {
+        {"list", OPT_FLAG, &list,
+         "every program the library may build, one per line: FILES<TAB>OPTIONS<TAB>COMPLETE "
+         "OPTIONS (with the device defines)",
+         NULL},
+        {"profile", OPT_STR, &prof,
+         "--list: the options for a synthetic device, gpu (default), small-gpu or cpu", NULL},
+        {"device", OPT_STR, &device, "--list: the options for a real device SEL instead", NULL},
+        {"source", OPT_STR, &source,
+         "the complete source of the program FILES (e.g. rng,dropout)", NULL},
+        {NULL, OPT_FLAG, NULL, NULL, NULL}};
+    if (cli_is_help(argc, argv)) {
+        cli_print_help("kernels",
+                       "cltrain kernels --list [--profile gpu|small-gpu|cpu | --device SEL]\n"
+                       "       cltrain kernels --source FILES",
+                       opts);
+        return CLI_OK;
     }
+    int rc = cli_parse(argc, argv, opts, "kernels");
+    if (rc != CLI_OK) return rc;
     if (list == (source != NULL))
         return cli_usage_error("kernels: give either --list or --source FILES");
     if (prof && device) return cli_usage_error("kernels: give --profile or --device, not both");
@@ -99,7 +90,7 @@ int cli_kernels(int argc, char **argv)
         fputs(text, stdout);
         free(text);
     } else if (device) {
-        int rc = list_for_device(device);
+        rc = list_for_device(device);
         if (rc != CLI_OK) return rc;
     } else {
         clt_device_info dev;

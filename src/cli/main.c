@@ -42,38 +42,18 @@ int cli_usage_error(const char *fmt, ...)
     return code;
 }
 
-static void usage(FILE *f)
-{
-    fputs("usage: cltrain COMMAND [options]\n"
-          "\n"
-          "commands:\n"
-          "  devices [--json] [--device SEL]   list OpenCL devices; mark the one SEL picks\n"
-          "  selfcheck [--device SEL]          build a kernel and round-trip a tensor\n"
-          "  train [options]                   train a model (default: MLP on Fashion-MNIST)\n"
-          "  eval --load FILE [options]        loss and accuracy of a checkpoint\n"
-          "  predict --load FILE [options]     predicted classes and probabilities as CSV\n"
-          "  bench [options]                   training steps/s on synthetic resident data\n"
-          "  kernels --list | --source FILES   (developers) every program the library may\n"
-          "                                    build, or one program's complete source\n"
-          "  (COMMAND --help lists a command's options)\n"
-          "\n"
-          "device selectors (--device, else $CLTRAIN_DEVICE, else auto):\n"
-          "  auto, gpu, cpu, accelerator, N (index as listed), P:D (platform:device),\n"
-          "  or part of a device or platform name\n",
-          f);
-}
-
 static int run_command(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        cli_usage(stderr);
         return CLI_USAGE;
     }
     const char *cmd = argv[1];
-    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
-        usage(stdout);
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
+        cli_usage(stdout);
         return CLI_OK;
     }
+    if (strcmp(cmd, "help") == 0) return cli_help(argc - 1, argv + 1);
     if (strcmp(cmd, "devices") == 0) return cli_devices(argc - 1, argv + 1);
     if (strcmp(cmd, "selfcheck") == 0) return cli_selfcheck(argc - 1, argv + 1);
     if (strcmp(cmd, "train") == 0) return cli_train(argc - 1, argv + 1);

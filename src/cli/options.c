@@ -3,6 +3,7 @@
 #include "cli/options.h"
 
 #include "cli/cli.h"
+#include "cli/man.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -139,10 +140,99 @@ int cli_parse(int argc, char **argv, const struct cli_opt *opts, const char *com
     return CLI_OK;
 }
 
-void cli_print_options(FILE *f, const struct cli_opt *opts)
+/* The words that stand for a string option's value, by the option's name. Presentation only:
+ * an option missing here still appears everywhere, as "VALUE". */
+static const struct {
+    const char *name, *metavar;
+} string_metavars[] = {
+    {"data", "SPEC"},        {"model", "SPEC"},        {"augment", "SPEC"},
+    {"device", "SEL"},       {"devices", "SEL,..."},   {"device-shares", "W1,W2,..."},
+    {"save", "FILE"},        {"resume", "FILE"},       {"init", "FILE"},
+    {"load", "FILE"},        {"metrics", "FILE"},      {"output", "FILE"},
+    {"input", "FILE"},       {"label-column", "N"},    {"task", "TASK"},
+    {"init-scheme", "SCHEME"}, {"precision", "P"},     {"optimizer", "NAME"},
+    {"schedule", "NAME"},    {"loader", "MODE"},       {"input-shape", "C,H,W"},
+    {"split", "SPLIT"},      {"profile", "NAME"},      {"source", "FILES"},
+};
+
+const char *cli_opt_metavar(const struct cli_opt *o)
 {
-    for (const struct cli_opt *o = opts; o->name; o++)
-        fprintf(f, "  --%-16s %s\n", o->name, o->help);
+    switch (o->type) {
+    case OPT_FLAG:
+        return NULL;
+    case OPT_POS_INT:
+    case OPT_NONNEG_INT:
+    case OPT_U64:
+        return "N";
+    case OPT_POS_FLOAT:
+    case OPT_NONNEG_FLOAT:
+    case OPT_UNIT_FLOAT:
+        return "X";
+    case OPT_STR:
+        break;
+    }
+    for (size_t i = 0; i < sizeof string_metavars / sizeof string_metavars[0]; i++)
+        if (strcmp(string_metavars[i].name, o->name) == 0) return string_metavars[i].metavar;
+    return "VALUE";
+}
+
+bool cli_is_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
+    return false;
+}
+
+enum { ROW_INDENT = 28, ROW_WIDTH = 100 };
+
+void cli_print_row(const char *left, const char *text)
+{
+    int col = printf("  %s", left);
+    if (col >= ROW_INDENT) {
+        putchar('\n');
+        col = 0;
+    }
+    printf("%*s", ROW_INDENT - col, "");
+    col = ROW_INDENT;
+    while (*text) {
+        int len = (int)strcspn(text, " ");
+        if (col > ROW_INDENT && col + 1 + len > ROW_WIDTH) {
+            printf("\n%*s", ROW_INDENT, "");
+            col = ROW_INDENT;
+        } else if (col > ROW_INDENT) {
+            putchar(' ');
+            col++;
+        }
+        printf("%.*s", len, text);
+        col += len;
+        text += len;
+        while (*text == ' ') text++;
+    }
+    putchar('\n');
+}
+
+static bool help_roff;
+
+void cli_set_help_roff(bool roff)
+{
+    help_roff = roff;
+}
+
+void cli_print_help(const char *command, const char *usage, const struct cli_opt *opts)
+{
+    if (help_roff) {
+        printf(".SS %s\n", command);
+        for (const struct cli_opt *o = opts; o->name; o++)
+            man_option(stdout, o->name, cli_opt_metavar(o), o->help);
+        return;
+    }
+    printf("usage: %s\n", usage);
+    for (const struct cli_opt *o = opts; o->name; o++) {
+        char left[64];
+        const char *mv = cli_opt_metavar(o);
+        snprintf(left, sizeof left, "--%s%s%s", o->name, mv ? " " : "", mv ? mv : "");
+        cli_print_row(left, o->help);
+    }
 }
 
 int cli_parse_precision(const char *v, clt_dtype *out)

@@ -31,7 +31,20 @@ struct cli_opt {
 /* Parses argv[1..] ("--name value" or "--name=value"). Returns CLI_OK or prints one line and
  * returns CLI_USAGE. */
 int cli_parse(int argc, char **argv, const struct cli_opt *opts, const char *command);
-void cli_print_options(FILE *f, const struct cli_opt *opts);
+/* --help of `cltrain COMMAND`: "usage: <usage>" (lines of their own after a newline) and the
+ * options, one a line, on stdout. In roff mode (cli_set_help_roff) it writes the manual's
+ * ".SS COMMAND" and an entry per option instead: the manual's option lists are this output, the
+ * same table that parses them (tools/gen_man.sh). */
+/* "  LEFT" and `text` from column 28 on stdout, its lines broken at spaces before column 100
+ * (a LEFT too wide for its column puts the text on the next line). */
+void cli_print_row(const char *left, const char *text);
+bool cli_is_help(int argc, char **argv); /* --help or -h among the arguments */
+void cli_print_help(const char *command, const char *usage, const struct cli_opt *opts);
+void cli_set_help_roff(bool roff);
+/* The placeholder of an option's value in the manual and the usage lines: N for integers, X for
+ * other numbers, and for a string a word by its name ("FILE" for --save, "SEL" for --device),
+ * "VALUE" when the name is not in its list; NULL for a flag. */
+const char *cli_opt_metavar(const struct cli_opt *o);
 /* The strict integer parser the table uses, for values checked after parsing: decimal digits
  * with an optional '-', the whole string, within [lo, hi]; else prints "--NAME V: expected an
  * integer in [lo, hi]" and returns CLI_USAGE. */

@@ -105,7 +105,6 @@ int cli_fail_train(clt_ctx *ctx, clt_status st, const struct clt_train_setup_par
                    size_t batch);
 /* The one-line note for a checkpoint without checksums, once it has loaded. */
 void cli_note_unverified(const clt_checkpoint *ck, const char *path);
-bool cli_is_help(int argc, char **argv); /* --help or -h among the arguments */
 /* The ctx on the selected device (a bad CLTRAIN_GEMM or CLTRAIN_MAX_MEMORY fails here). */
 int cli_open_ctx(const char *device, bool profiling, bool sync_debug, clt_ctx **ctx);
 

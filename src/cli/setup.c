@@ -61,13 +61,6 @@ int cli_fail_train(clt_ctx *ctx, clt_status st, const struct clt_train_setup_par
     return rc;
 }
 
-bool cli_is_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
-    return false;
-}
-
 /* Whether a --model argument names a file rather than spelling a spec: it contains a '/', or
  * it is one word (no blank, no comma) with a dot ("net.txt", "model.spec"). No spec text has
  * either: layer kinds are words, and a number with a dot ("dropout 0.5") follows a blank. */

@@ -24,8 +24,11 @@
  *      the names) and tests/nn/test_model.c (a host reference and a check_spec line; a kind
  *      with parameters adds them to host_net_of, which lays out the flat offsets, and a line
  *      to test_estimate_every_kind).
- *   4. Where users read the kinds: the grammar's list in docs/cltrain.1 and README.md, and
- *      tools/checkpoint_numpy.py, which rebuilds a model from a checkpoint's spec text.
+ *   4. Where users read the kinds: `usage` and `help` (every entry has both) are what
+ *      `cltrain help spec` and the manual's layer list print: regenerate docs/cltrain.1 with
+ *      tools/gen_man.sh (the man_pages test fails until then); by hand, the grammar in
+ *      include/cltrain/spec.h and README.md, and tools/checkpoint_numpy.py, which rebuilds a
+ *      model from a checkpoint's spec text.
  * A kind that needs kernels of its own (layernorm, attention) first adds an op family, its
  * files and one table line (docs/architecture.md, "Where to add", has the whole recipe):
  * cl/<family>.cl; src/ops/<family>.c with the ops' wrappers (declared in ops_internal.h), its
@@ -40,9 +43,9 @@
  *     in the `acts` table of src/ops/activation.c (kernel stem, which saved tensor its backward
  *     reads: the one place that says it; linear's fusion asks clt_op_act_backward_reads_y);
  *   - the table entry: CLT_LAYER_FOO in clt_layer_kind (include/cltrain/spec.h),
- *     `CLT__ACTIVATION(foo, FOO);` in src/nn/layers/activation.c, its extern below and its
- *     pointer in src/nn/layers/table.c (parsing, printing, shape, memory, forward, backward and
- *     clt_spec_check_output then follow);
+ *     `CLT__ACTIVATION(foo, FOO, "its one-line help");` in src/nn/layers/activation.c,
+ *     its extern below and its pointer in src/nn/layers/table.c (parsing, printing, shape,
+ *     memory, forward, backward and clt_spec_check_output then follow);
  *   - the test: one line in the `acts` table of tests/ops/test_activation.c, with REF_ACT_FOO
  *     and its value and derivative in tests/ref/ref_nn.c.
  * An activation with a parameter uses CLT__ACTIVATION_KIND with its own parse, format and check
@@ -244,6 +247,8 @@ struct clt__layer_kind {
     clt_layer_kind kind;
     const char *name;   /* its word in a spec: "linear" */
     const char *usage;  /* its grammar: "linear OUT [nobias]" */
+    const char *help;   /* one line saying what it computes (clt_layer_kind_help: cltrain's help
+                           and manual print it) */
     /* An elementwise activation: clt_spec_check_output refuses it after the last weighted
      * layer, where it would clip or squash the logits. */
     bool activation;

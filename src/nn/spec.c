@@ -17,22 +17,46 @@
 #define SPEC_QUOTE_MAX 60       /* longest text quoted in a message */
 #define SPEC_FILE_MAX (1 << 20) /* bytes */
 
-/* Presets: a name and its text, with %d for the number of classes. */
-static const struct {
-    const char *name;
-    const char *text;
-} presets[] = {
-    {"mlp", "linear 256, relu, linear 128, relu, linear %d"},
-    {"logreg", "linear %d"},
-    {"cnn", "conv 32 k3 p1, batchnorm, relu, maxpool 2, conv 64 k3 p1, batchnorm, relu, maxpool 2, "
-            "flatten, dropout 0.25, linear 128, relu, linear %d"},
+/* Presets: a name standing for a whole spec, its text with the word N for the number of
+ * classes, and one line saying what it is for (cltrain's help and manual print them). */
+static const clt_spec_preset presets[] = {
+    {"mlp", "linear 256, relu, linear 128, relu, linear N",
+     "a multi-layer perceptron for flat inputs (the default of cltrain train)"},
+    {"logreg", "linear N", "multinomial logistic regression (linear regression for one output)"},
+    {"cnn",
+     "conv 32 k3 p1, batchnorm, relu, maxpool 2, conv 64 k3 p1, batchnorm, relu, maxpool 2, "
+     "flatten, dropout 0.25, linear 128, relu, linear N",
+     "a small convolutional network for (1, 28, 28)-like images"},
 #define RESNET_BLOCK(c, s)                                                                         \
     "residual { conv " c " k3" s " p1, batchnorm, relu, conv " c " k3 p1, batchnorm }, relu, "
-    {"resnet", "conv 32 k3 p1, batchnorm, relu, " RESNET_BLOCK("32", "") RESNET_BLOCK("32", "")
-                   RESNET_BLOCK("64", " s2") RESNET_BLOCK("64", "") RESNET_BLOCK("128", " s2")
-                       RESNET_BLOCK("128", "") "globalavgpool, linear %d"},
+    {"resnet",
+     "conv 32 k3 p1, batchnorm, relu, " RESNET_BLOCK("32", "") RESNET_BLOCK("32", "")
+         RESNET_BLOCK("64", " s2") RESNET_BLOCK("64", "") RESNET_BLOCK("128", " s2")
+             RESNET_BLOCK("128", "") "globalavgpool, linear N",
+     "a residual network of six basic blocks (32, 64, 128 channels) for (C, H, W) images"},
 #undef RESNET_BLOCK
 };
+#define NPRESETS ((int)(sizeof presets / sizeof presets[0]))
+
+const clt_spec_preset *clt_spec_preset_get(int i)
+{
+    return i >= 0 && i < NPRESETS ? &presets[i] : NULL;
+}
+
+/* The preset's text with its word N replaced by `classes` into buf; false when it does not fit. */
+static bool expand_preset(const clt_spec_preset *p, int classes, char *buf, size_t size)
+{
+    size_t used = 0;
+    for (const char *c = p->layers; *c; c++) {
+        bool word_n = *c == 'N' && (c == p->layers || c[-1] == ' ') &&
+                      (c[1] == '\0' || c[1] == ',' || c[1] == ' ');
+        int len = word_n ? snprintf(buf + used, size - used, "%d", classes)
+                         : snprintf(buf + used, size - used, "%c", *c);
+        if (len < 0 || (size_t)len >= size - used) return false;
+        used += (size_t)len;
+    }
+    return true;
+}
 
 /* Where the text came from: messages say "model spec" or `model spec file "<path>"`. */
 typedef struct source {
@@ -70,6 +94,16 @@ typedef struct args_where {
 const char *clt_layer_kind_name(clt_layer_kind k)
 {
     return (unsigned)k < CLT_LAYER__COUNT ? clt__layer_kind_of(k)->name : "unknown";
+}
+
+const char *clt_layer_kind_usage(clt_layer_kind k)
+{
+    return (unsigned)k < CLT_LAYER__COUNT ? clt__layer_kind_of(k)->usage : NULL;
+}
+
+const char *clt_layer_kind_help(clt_layer_kind k)
+{
+    return (unsigned)k < CLT_LAYER__COUNT ? clt__layer_kind_of(k)->help : NULL;
 }
 
 static bool is_blank(char c)
@@ -292,7 +326,7 @@ static clt_status parse_layer(const source *src, const entry *e, int layer, clt_
         kind++;
     if (kind == CLT_LAYER__COUNT) {
         char kinds[256];
-        for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        for (int i = 0; i < NPRESETS; i++)
             if (word_is(e->tok[0], e->len[0], presets[i].name))
                 SPEC_FAIL(e->tok[0], "preset \"%s\" must be the whole spec, not one of its layers",
                           presets[i].name);
@@ -398,7 +432,7 @@ static clt_status parse_preset(const source *src, const entry *e, int classes, c
     const int layer = 1;
     char text[1024]; /* the longest preset with an 8-digit N */
     *found = false;
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0] && !*found; i++) {
+    for (int i = 0; i < NPRESETS && !*found; i++) {
         if (!word_is(e->tok[0], e->len[0], presets[i].name)) continue;
         *found = true;
         if (e->ntok > 1)
@@ -410,7 +444,8 @@ static clt_status parse_preset(const source *src, const entry *e, int classes, c
                             presets[i].name, CLT_SPEC_MAX_WIDTH, classes);
             goto fail;
         }
-        snprintf(text, sizeof text, presets[i].text, classes);
+        bool fits = expand_preset(&presets[i], classes, text, sizeof text);
+        CLT_ASSERT(fits); /* 1024 bytes hold the longest preset with an 8-digit N */
         const source expanded = {text, NULL, false};
         CLT_TRY(parse_source(&expanded, classes, out));
     }
@@ -438,9 +473,13 @@ static clt_status parse_source(const source *src, int classes, clt_spec *out)
         }
     }
     if (count == 0) {
-        st = source_fail(src, CLT_ERR_FORMAT,
-                         "no layers; expected e.g. \"linear 128, relu, linear 10\" or a preset "
-                         "(mlp, logreg, cnn, resnet)");
+        char detail[256];
+        int used = snprintf(detail, sizeof detail, "no layers; expected e.g. \"linear 128, "
+                                                   "relu, linear 10\" or a preset ");
+        for (int i = 0; i < NPRESETS && used > 0 && (size_t)used < sizeof detail; i++)
+            used += snprintf(detail + used, sizeof detail - (size_t)used, "%s%s%s",
+                             i ? ", " : "(", presets[i].name, i == NPRESETS - 1 ? ")" : "");
+        st = source_fail(src, CLT_ERR_FORMAT, detail);
         goto fail;
     }
     if (count > SPEC_MAX_LAYERS) {

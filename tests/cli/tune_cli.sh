@@ -55,7 +55,7 @@ EOF
 # bad flags: exit 2, the first stderr line naming the flag (an unknown flag's is followed by the
 # usage), no file
 for args in "--shape 0x4x4" "--shape 4x4" "--shape 4x4x4x" "--shape 4x4x4q" "--shape 4x-4x4" \
-    "--shape 2000000x1x1" "--shape 20000x20000x1" "--repeats 0" "--dtype f64" \
+    "--shape 2000000x1x1" "--shape 20000x20000x1" "--repeats 0" "--repeats 5x" "--dtype f64" \
     "--dtype bf16 --clblast" "--bogus"; do
     set +e
     # shellcheck disable=SC2086

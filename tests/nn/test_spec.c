@@ -123,6 +123,44 @@ START_TEST(test_presets)
 }
 END_TEST
 
+/* The preset table: the four presets in order, each with a line of help, each name parsing to
+ * its text with N the number of classes (a spec of its own: one word, 12345 classes), and NULL
+ * outside the table. */
+START_TEST(test_preset_table)
+{
+    static const char *const names[] = {"mlp", "logreg", "cnn", "resnet"};
+    int n = 0;
+    for (; clt_spec_preset_get(n); n++) {
+        const clt_spec_preset *p = clt_spec_preset_get(n);
+        ck_assert_int_lt(n, 4);
+        ck_assert_str_eq(p->name, names[n]);
+        ck_assert_ptr_nonnull(p->help);
+        ck_assert_int_gt(strlen(p->help), 10);
+        ck_assert_ptr_null(strchr(p->help, '\n'));
+        /* the layers, N read as 12345 by hand: the last word */
+        const char *tail = strrchr(p->layers, ' ');
+        ck_assert_ptr_nonnull(tail);
+        ck_assert_str_eq(tail, " N");
+        char want[2048];
+        snprintf(want, sizeof want, "%.*s 12345", (int)(tail - p->layers), p->layers);
+        clt_spec s, t;
+        char *a = NULL, *b = NULL;
+        ck_assert_int_eq(clt_spec_parse(p->name, 12345, &s), CLT_OK);
+        ck_assert_int_eq(clt_spec_parse(want, 12345, &t), CLT_OK);
+        ck_assert_int_eq(clt_spec_to_string(&s, &a), CLT_OK);
+        ck_assert_int_eq(clt_spec_to_string(&t, &b), CLT_OK);
+        ck_assert_str_eq(a, b);
+        free(a);
+        free(b);
+        clt_spec_free(&s);
+        clt_spec_free(&t);
+    }
+    ck_assert_int_eq(n, 4);
+    ck_assert_ptr_null(clt_spec_preset_get(-1));
+    ck_assert_ptr_null(clt_spec_preset_get(4));
+}
+END_TEST
+
 START_TEST(test_errors_layers)
 {
     expect_error("linear 256, relu, linaer 128", 10, CLT_ERR_FORMAT,
@@ -651,6 +689,15 @@ START_TEST(test_kind_names)
     ck_assert_int_eq(sizeof names / sizeof *names, CLT_LAYER__COUNT);
     for (int k = 0; k < CLT_LAYER__COUNT; k++) {
         ck_assert_str_eq(clt_layer_kind_name((clt_layer_kind)k), names[k]);
+        /* its grammar starts with its name; its help is one line */
+        const char *usage = clt_layer_kind_usage((clt_layer_kind)k);
+        const char *help = clt_layer_kind_help((clt_layer_kind)k);
+        ck_assert_ptr_nonnull(usage);
+        ck_assert_int_eq(strncmp(usage, names[k], strlen(names[k])), 0);
+        ck_assert(usage[strlen(names[k])] == '\0' || usage[strlen(names[k])] == ' ');
+        ck_assert_ptr_nonnull(help);
+        ck_assert_int_gt(strlen(help), 10);
+        ck_assert_ptr_null(strchr(help, '\n'));
         clt_spec s;
         char text[32];
         snprintf(text, sizeof text, "%s%s", names[k],
@@ -666,6 +713,8 @@ START_TEST(test_kind_names)
     }
     ck_assert_str_eq(clt_layer_kind_name(CLT_LAYER__COUNT), "unknown");
     ck_assert_str_eq(clt_layer_kind_name((clt_layer_kind)-1), "unknown");
+    ck_assert_ptr_null(clt_layer_kind_usage(CLT_LAYER__COUNT));
+    ck_assert_ptr_null(clt_layer_kind_help((clt_layer_kind)-1));
 }
 END_TEST
 
@@ -827,6 +876,7 @@ int main(void)
     tcase_add_test(tc, test_parse_all_kinds);
     tcase_add_test(tc, test_parse_comments_newlines_spaces);
     tcase_add_test(tc, test_presets);
+    tcase_add_test(tc, test_preset_table);
     tcase_add_test(tc, test_errors_layers);
     tcase_add_test(tc, test_errors_dropout);
     tcase_add_test(tc, test_errors_positions_and_empty);

@@ -85,11 +85,12 @@ static clt_status check_alpha(const clt_layer_spec *l, int layer)
 
 /* One activation kind: its spec word `stem`, its clt_layer_kind and clt_act suffixes, its
  * grammar, and how its arguments parse, print and check. */
-#define CLT__ACTIVATION_KIND(stem, KIND, ACT, use, parse_fn, format_fn, check_fn)                 \
+#define CLT__ACTIVATION_KIND(stem, KIND, ACT, use, help_text, parse_fn, format_fn, check_fn)      \
     const struct clt__layer_kind clt__layer_##stem = {                                             \
         .kind = CLT_LAYER_##KIND,                                                                  \
         .name = #stem,                                                                             \
         .usage = use,                                                                              \
+        .help = help_text,                                                                         \
         .activation = true,                                                                        \
         .act = CLT_ACT_##ACT,                                                                      \
         .parse = parse_fn,                                                                         \
@@ -101,14 +102,15 @@ static clt_status check_alpha(const clt_layer_spec *l, int layer)
         .forward = forward,                                                                        \
         .backward = backward,                                                                      \
     }
-#define CLT__ACTIVATION(stem, KIND)                                                               \
-    CLT__ACTIVATION_KIND(stem, KIND, KIND, #stem, clt__layer_parse_none, clt__layer_format_none,  \
-                         clt__layer_check_none)
+#define CLT__ACTIVATION(stem, KIND, help_text)                                                    \
+    CLT__ACTIVATION_KIND(stem, KIND, KIND, #stem, help_text, clt__layer_parse_none,               \
+                         clt__layer_format_none, clt__layer_check_none)
 
-CLT__ACTIVATION(relu, RELU);
-CLT__ACTIVATION(gelu, GELU);
-CLT__ACTIVATION(tanh, TANH);
-CLT__ACTIVATION(sigmoid, SIGMOID);
-CLT__ACTIVATION(silu, SILU);
-CLT__ACTIVATION_KIND(leakyrelu, LEAKYRELU, LEAKYRELU, "leakyrelu [A]", parse_alpha, format_alpha,
-                     check_alpha);
+CLT__ACTIVATION(relu, RELU, "max(0, x), as nn.ReLU");
+CLT__ACTIVATION(gelu, GELU, "x * Phi(x) in its tanh approximation, as nn.GELU(approximate='tanh')");
+CLT__ACTIVATION(tanh, TANH, "tanh(x), as nn.Tanh");
+CLT__ACTIVATION(sigmoid, SIGMOID, "1 / (1 + exp(-x)), as nn.Sigmoid");
+CLT__ACTIVATION(silu, SILU, "x * sigmoid(x), as nn.SiLU");
+CLT__ACTIVATION_KIND(leakyrelu, LEAKYRELU, LEAKYRELU, "leakyrelu [A]",
+                     "x > 0 ? x : A * x, as nn.LeakyReLU(A); the slope A defaults to 0.01",
+                     parse_alpha, format_alpha, check_alpha);

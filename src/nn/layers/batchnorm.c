@@ -127,6 +127,8 @@ const struct clt__layer_kind clt__layer_batchnorm = {
     .kind = CLT_LAYER_BATCHNORM,
     .name = "batchnorm",
     .usage = "batchnorm",
+    .help = "batch normalisation per channel of (C, H, W) as nn.BatchNorm2d, per feature of a "
+            "flat input as nn.BatchNorm1d: eps 1e-5, momentum 0.1, affine, running statistics",
     .parse = clt__layer_parse_none,
     .format = clt__layer_format_none,
     .check = clt__layer_check_none,

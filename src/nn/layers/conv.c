@@ -188,6 +188,8 @@ const struct clt__layer_kind clt__layer_conv = {
     .kind = CLT_LAYER_CONV,
     .name = "conv",
     .usage = "conv OUT kK [sS] [pP] [nobias]",
+    .help = "2-D convolution of (C, H, W), as nn.Conv2d(C, OUT, K, stride=S, padding=P): "
+            "stride 1 and zero padding 0 by default, bias on by default",
     .weighted = true,
     .parse = parse,
     .format = format,

@@ -78,6 +78,8 @@ const struct clt__layer_kind clt__layer_dropout = {
     .kind = CLT_LAYER_DROPOUT,
     .name = "dropout",
     .usage = "dropout P",
+    .help = "in training, zeroes each element with probability P (0 <= P < 1) and scales the "
+            "others by 1/(1-P), as nn.Dropout; the identity in evaluation",
     .parse = parse,
     .format = format,
     .check = check,

@@ -47,6 +47,7 @@ const struct clt__layer_kind clt__layer_flatten = {
     .kind = CLT_LAYER_FLATTEN,
     .name = "flatten",
     .usage = "flatten",
+    .help = "(C, H, W) to C*H*W features; the identity on flat inputs",
     .parse = clt__layer_parse_none,
     .format = clt__layer_format_none,
     .check = clt__layer_check_none,

@@ -120,6 +120,9 @@ const struct clt__layer_kind clt__layer_layernorm = {
     .kind = CLT_LAYER_LAYERNORM,
     .name = "layernorm",
     .usage = "layernorm",
+    .help = "layer normalisation over the last dimension, as nn.LayerNorm: each sample of a flat "
+            "input over its features, each position of (T, C) over C; eps 1e-5, weight 1 and "
+            "bias 0 at init; an image input needs a flatten first",
     .parse = clt__layer_parse_none,
     .format = clt__layer_format_none,
     .check = clt__layer_check_none,

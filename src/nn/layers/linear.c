@@ -155,6 +155,8 @@ const struct clt__layer_kind clt__layer_linear = {
     .kind = CLT_LAYER_LINEAR,
     .name = "linear",
     .usage = "linear OUT [nobias]",
+    .help = "fully connected, as nn.Linear(IN, OUT); on an image input it takes the flattened "
+            "features, on a (T, C) input it acts per position; bias on by default",
     .weighted = true,
     .grads_act_before = true,
     .parse = parse,

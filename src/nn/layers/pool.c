@@ -150,11 +150,12 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
     return clt_op_pool_backward(kind, &g, dx, dy, kind == CLT_POOL_MAX ? L->x : NULL);
 }
 
-#define CLT__POOL_KIND(stem, KIND, use, parse_fn, format_fn, check_fn, shape_fn)                  \
+#define CLT__POOL_KIND(stem, KIND, use, help_text, parse_fn, format_fn, check_fn, shape_fn)       \
     const struct clt__layer_kind clt__layer_##stem = {                                             \
         .kind = CLT_LAYER_##KIND,                                                                  \
         .name = #stem,                                                                             \
         .usage = use,                                                                              \
+        .help = help_text,                                                                         \
         .parse = parse_fn,                                                                         \
         .format = format_fn,                                                                       \
         .check = check_fn,                                                                         \
@@ -165,7 +166,14 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
         .backward = backward,                                                                      \
     }
 
-CLT__POOL_KIND(maxpool, MAXPOOL, "maxpool K [sS]", parse, format, check, out_shape);
-CLT__POOL_KIND(avgpool, AVGPOOL, "avgpool K [sS]", parse, format, check, out_shape);
-CLT__POOL_KIND(globalavgpool, GLOBALAVGPOOL, "globalavgpool", clt__layer_parse_none,
-               clt__layer_format_none, clt__layer_check_none, global_out_shape);
+CLT__POOL_KIND(maxpool, MAXPOOL, "maxpool K [sS]",
+               "the maximum of each K x K window of (C, H, W), as nn.MaxPool2d(K, stride=S): no "
+               "padding, stride K by default",
+               parse, format, check, out_shape);
+CLT__POOL_KIND(avgpool, AVGPOOL, "avgpool K [sS]",
+               "the mean of each K x K window, likewise, as nn.AvgPool2d(K, stride=S)", parse,
+               format, check, out_shape);
+CLT__POOL_KIND(globalavgpool, GLOBALAVGPOOL, "globalavgpool",
+               "(C, H, W) to C, the mean of each channel, as nn.AdaptiveAvgPool2d(1) then "
+               "flatten", clt__layer_parse_none, clt__layer_format_none, clt__layer_check_none,
+               global_out_shape);

@@ -260,6 +260,9 @@ const struct clt__layer_kind clt__layer_residual = {
     .kind = CLT_LAYER_RESIDUAL,
     .name = "residual",
     .usage = "residual { LAYERS }",
+    .help = "body(x) + shortcut(x), as torchvision's BasicBlock without its final ReLU: LAYERS "
+            "(no residual among them) is the body; the shortcut is the identity, or a 1x1 "
+            "convolution (and a batchnorm when the body has one) where the shape changes",
     .weighted = true,
     .parse = parse,
     .format = format,
