@@ -158,6 +158,9 @@ CLT_API size_t clt_loader_count(const clt_loader *l);     /* samples in the spli
 CLT_API size_t clt_loader_features(const clt_loader *l);  /* F */
 CLT_API size_t clt_loader_max_batch(const clt_loader *l); /* params.batch_size */
 CLT_API clt_dtype clt_loader_label_dtype(const clt_loader *l); /* i32 labels or f32 targets */
+/* The input scaling the loader was created with (a copy: mean and std, when not NULL, are
+ * owned by the loader and valid until clt_loader_free). The trainer stores it in checkpoints. */
+CLT_API struct clt_input_norm clt_loader_norm(const clt_loader *l);
 
 /* Which batches a run takes: epoch e is the shuffle of (seed, e) (or file order without
  * shuffle) cut into batches of batch_size, the last one partial unless

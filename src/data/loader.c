@@ -190,6 +190,10 @@ struct clt_loader {
     clt_dtype ydt;
     long fail_at;
     bool pinned, profiling;
+    /* the input scaling the batches go through, kept so that a trainer can store it in its
+     * checkpoints without the caller repeating it (mean, std: copies owned here, or NULL) */
+    struct clt_input_norm norm;
+    float *norm_mean, *norm_std;
     clt_tensor *xout, *yout; /* (max_batch, F) f32, (max_batch): the batch handed out */
     clt_tensor *bx, *by;     /* views of the current batch (bx: as assembled) */
     /* augmentation: the batch is assembled into xpre (max_batch, F) f32 and augmented from
@@ -353,6 +357,26 @@ size_t clt_loader_count(const clt_loader *l) { return l->n; }
 size_t clt_loader_features(const clt_loader *l) { return l->F; }
 size_t clt_loader_max_batch(const clt_loader *l) { return l->mb; }
 clt_dtype clt_loader_label_dtype(const clt_loader *l) { return l->ydt; }
+struct clt_input_norm clt_loader_norm(const clt_loader *l) { return l->norm; }
+
+/* Keeps a copy of the caller's scaling (its arrays need not outlive the call). */
+static clt_status keep_norm(clt_loader *l, const struct clt_input_norm *norm)
+{
+    clt_status st = CLT_OK;
+    l->norm = *norm;
+    if (norm->mean) {
+        CLT_ALLOC(l->ctx, l->norm_mean, norm->features);
+        memcpy(l->norm_mean, norm->mean, norm->features * sizeof *l->norm_mean);
+    }
+    if (norm->std) {
+        CLT_ALLOC(l->ctx, l->norm_std, norm->features);
+        memcpy(l->norm_std, norm->std, norm->features * sizeof *l->norm_std);
+    }
+    l->norm.mean = l->norm_mean;
+    l->norm.std = l->norm_std;
+fail:
+    return st;
+}
 
 /* The order of epoch e: a permutation from the seed, or file order. */
 static void epoch_order(const struct clt_loader_order *o, long epoch, uint32_t *perm, size_t n)
@@ -573,6 +597,7 @@ clt_status clt_loader_create(clt_loader **out, clt_ctx *ctx, const clt_dataset *
     l->nslots = p->prefetch;
     l->fail_at = p->fail_at;
     l->perm_epoch = -1;
+    CLT_TRY(keep_norm(l, norm));
     l->own_thread = !clt_ctx_device(ctx)->serial_runtime;
     const char *env = getenv("CLTRAIN_LOADER_FAIL_AT");
     if (env && *env) {
@@ -1098,5 +1123,7 @@ void clt_loader_free(clt_loader *l)
     clt_resident_free(l->res);
     clt_tensor_free(l->perm);
     free(l->tperm);
+    free(l->norm_mean);
+    free(l->norm_std);
     free(l);
 }

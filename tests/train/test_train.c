@@ -181,9 +181,6 @@ static struct run_out train_once(clt_ctx *ctx, const char *spec_text, const stru
     }
     struct clt_train_params tp = *tp_in;
     tp.seed = seed;
-    tp.classes = tr->d.classes;
-    tp.model_text = spec_text;
-    tp.norm = norm;
     tp.on_event = on_event;
     tp.user = cap;
     TC_OK(ctx, clt_trainer_create(&t, m, rtr, rte, &tp));
@@ -248,8 +245,6 @@ START_TEST(test_sgd_step)
     tp.log_every = 1;
     tp.optim = clt_optim_default_params(CLT_OPTIM_SGD);
     tp.optim.lr = 0.1f;
-    tp.classes = N;
-    tp.norm = norm;
     tp.on_event = on_event;
     tp.user = &cap;
     TC_OK(ctx, clt_trainer_create(&t, m, rtr, NULL, &tp));
@@ -646,8 +641,6 @@ START_TEST(test_epoch_coverage)
     tp.epochs = 1;
     tp.batch_size = B;
     tp.seed = seed;
-    tp.task = CLT_TASK_REGRESSION;
-    tp.classes = 1;
     tp.optim = clt_optim_default_params(CLT_OPTIM_SGD);
     tp.optim.lr = 0.1f;
     TC_OK(ctx, clt_trainer_create(&t, m, r, NULL, &tp));
