@@ -171,7 +171,8 @@ CLT_API clt_status clt_trainer_save(clt_trainer *t, const char *path);
 
 /* Mean loss and accuracy of the model over a resident split, in batches of batch_size; one
  * counted host wait (CLT_WAIT_EVAL). confusion (classes x classes, row = true label, column =
- * predicted) is filled when non-NULL. accuracy is NAN for regression. */
+ * predicted) is filled when non-NULL. accuracy is NAN for regression. A split without labels
+ * or targets (clt_data_params.no_labels) is CLT_ERR_INVALID_ARG. */
 struct clt_eval_result {
     double loss, accuracy;
     size_t count;
@@ -179,8 +180,9 @@ struct clt_eval_result {
 CLT_API clt_status clt_evaluate(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
                                 struct clt_eval_result *out, long *confusion);
 /* Predicted class (or value, regression) and class probabilities for every sample:
- * classes (n) and probs (n, N), caller-owned arrays, either may be NULL. One counted host wait
- * (CLT_WAIT_EVAL). */
+ * classes (n) and probs (n, N), caller-owned arrays, either may be NULL. The split's labels,
+ * if it has any, are not read: inputs alone (clt_data_params.no_labels) will do. One counted
+ * host wait (CLT_WAIT_EVAL). */
 CLT_API clt_status clt_predict(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
                                int32_t *classes, float *probs);
 

@@ -44,7 +44,7 @@ static clt_status batch_gather(struct batch *b, clt_resident *r, size_t start, s
     clt_status st = CLT_OK;
     size_t xd[2] = {B, clt_resident_features(r)};
     CLT_TRY(clt_tensor_view(&b->x, xbuf, 0, 2, xd));
-    CLT_TRY(clt_tensor_view(&b->y, ybuf, 0, 1, &B));
+    if (ybuf) CLT_TRY(clt_tensor_view(&b->y, ybuf, 0, 1, &B)); /* NULL: inputs only */
     CLT_TRY(clt_resident_gather(r, NULL, start, B, b->x, b->y));
 fail:
     return st;
@@ -125,6 +125,9 @@ static clt_status evaluate(clt_model *m, clt_resident *data, size_t batch_size, 
     const clt_tensor *labels = clt_resident_labels(data);
     CLT_ASSERT(!comm || !confusion);
     if (comm) clt_comm_slice(comm, comm->rank, n, &from, &to);
+    if (!labels)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "evaluation needs labels or targets; the split has "
+                                           "none (clt_predict takes inputs alone)");
     CLT_TRY(clt_tensor_same_ctx(clt_model_params(m), labels));
     if (!bufs) {
         CLT_TRY(eval_bufs_create(&own, m, data, bs));
@@ -211,10 +214,10 @@ clt_status clt_predict(clt_model *m, clt_resident *data, size_t batch_size, clt_
     size_t bs = batch_size < clt_model_max_batch(m) ? batch_size : clt_model_max_batch(m);
     size_t xd[2] = {bs, F}, pd[2] = {n, N};
     bool classify = task == CLT_TASK_CLASSIFICATION;
-    const clt_tensor *labels = clt_resident_labels(data);
-    CLT_TRY(clt_tensor_same_ctx(clt_model_params(m), labels));
+    if (clt_resident_ctx(data) != ctx)
+        CLT_FAIL(ctx, CLT_ERR_DEVICE_MISMATCH, "device mismatch: the model and the data to "
+                 "predict on live on different ctxs; create both from one ctx");
     CLT_TRY(clt_tensor_create(&xbuf, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_ACTIVATIONS));
-    CLT_TRY(clt_tensor_create(&ybuf, ctx, clt_tensor_dtype(labels), 1, &bs, CLT_MEM_ACTIVATIONS));
     CLT_TRY(clt_tensor_create(&pred, ctx, CLT_DTYPE_I32, 1, &n, CLT_MEM_WORKSPACE));
     CLT_TRY(clt_tensor_create(&prob, ctx, CLT_DTYPE_F32, 2, pd, CLT_MEM_WORKSPACE));
     for (size_t start = 0; start < n; start += bs) {
@@ -354,6 +357,9 @@ clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *t
                  a->index, a->device_name, (void *)ctx, b->index, b->device_name,
                  (void *)clt_loader_ctx(train));
     }
+    if (test && !clt_resident_labels(test))
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "the test split has no labels or targets to evaluate "
+                                           "on");
     if (test) CLT_TRY(clt_tensor_same_ctx(clt_model_params(model), clt_resident_labels(test)));
     if (clt_loader_features(train) != clt_model_in_features(model))
         CLT_FAIL(ctx, CLT_ERR_SHAPE, "the data has %zu features, the model expects %zu",
