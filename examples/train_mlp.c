@@ -90,9 +90,6 @@ int main(int argc, char **argv)
     tp.batch_size = mp.max_batch;
     tp.log_every = ((steps > 0 && steps < per_epoch ? steps : per_epoch) + 9) / 10;
     tp.optim = clt_optim_default_params(CLT_OPTIM_ADAM);
-    tp.model_text = spec_text;
-    tp.norm = norm;
-    tp.classes = train.classes;
     tp.data_name = "fashion-mnist";
     tp.on_event = on_event;
     CHECK(ctx, clt_trainer_create(&trainer, model, loader, NULL, &tp));

@@ -20,6 +20,7 @@
 #include "cltrain/errors.h"
 #include "cltrain/status.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,7 +43,8 @@ typedef enum clt_task {
 
 /* One split of a data set, all in host memory, samples in file order. Exactly one of u8 and
  * f32 holds the inputs, row-major (n, features); exactly one of labels and targets holds the
- * answers. Both may be NULL when n == 0. The struct owns every pointer in it; release them
+ * answers, except in a split read without labels (clt_data_params.no_labels), where both are
+ * NULL. Both may be NULL when n == 0. The struct owns every pointer in it; release them
  * with clt_dataset_free. */
 typedef struct clt_dataset {
     size_t n;               /* samples */
@@ -72,9 +74,15 @@ struct clt_data_params {
      * positive value fixes it, and a label >= classes is then an error. The named sets
      * "mnist" and "fashion-mnist" use 10 when this is 0. */
     int classes;
+    /* CSV only: the files have no label column (inputs to predict on): every column is a
+     * feature, label_column is ignored, and the splits hold neither labels nor targets (both
+     * NULL); classes is then p->classes as given (classification) or 1 (regression). Such a
+     * split can be made resident for clt_predict but not evaluated or trained on. Default
+     * false. IDX data sets always have labels: ignored there. */
+    bool no_labels;
 };
 
-/* label_column -1, classification, classes 0 (inferred). Thread-safe. */
+/* label_column -1, classification, classes 0 (inferred), labelled. Thread-safe. */
 CLT_API struct clt_data_params clt_data_default_params(void);
 
 /* Opens the data set named by `spec` and loads its training and test splits:
@@ -126,8 +134,8 @@ CLT_API clt_status clt_data_load_idx(const char *images_path, const char *labels
  * number". The label column (p->label_column) becomes labels (classification: non-negative
  * integers < CLT_DATA_MAX_CLASSES, or < p->classes when that is positive; classes = p->classes
  * or the largest label + 1) or targets (regression; classes = 1); the other columns, in file
- * order, become f32 features with input_scale 1. At least one feature column and one data row
- * are required. p may be NULL for the defaults. *out is overwritten without being freed.
+ * order, become f32 features with input_scale 1; with p->no_labels every column is a feature.
+ * At least one feature column and one data row are required. p may be NULL for the defaults. *out is overwritten without being freed.
  * Returns CLT_OK, CLT_ERR_INVALID_ARG, CLT_ERR_IO, CLT_ERR_FORMAT or CLT_ERR_HOST_MEMORY; on
  * failure *out is zeroed. Thread-safe. */
 CLT_API clt_status clt_data_load_csv(const char *path, const struct clt_data_params *p,

@@ -48,7 +48,7 @@ struct clt_input_norm {
 
 /* ---- a split resident on the device ------------------------------------------------------- */
 
-/* A split (inputs as stored and labels/targets) copied once to the device, with the per-feature
+/* A split (inputs as stored and its labels or targets, when it has them) copied once to the device, with the per-feature
  * scale and shift of `norm`. Set-up waits are counted as CLT_WAIT_SETUP. Returns
  * CLT_ERR_INVALID_ARG (empty set, more than 2^31 samples), CLT_ERR_SHAPE (norm->features differs
  * from the data's), CLT_ERR_OUT_OF_MEMORY, CLT_ERR_HOST_MEMORY or CLT_ERR_OPENCL. The data set
@@ -60,11 +60,14 @@ CLT_API void clt_resident_free(clt_resident *r); /* no host wait; accepts NULL *
 CLT_API size_t clt_resident_count(const clt_resident *r);
 CLT_API size_t clt_resident_features(const clt_resident *r);
 CLT_API clt_ctx *clt_resident_ctx(const clt_resident *r);
-/* The labels (n) i32 or targets (n) f32 on the device, in file order (owned by r). */
+/* The labels (n) i32 or targets (n) f32 on the device, in file order (owned by r); NULL for a
+ * split read without labels (clt_data_params.no_labels), which clt_predict takes but
+ * clt_evaluate and the trainer refuse. */
 CLT_API const clt_tensor *clt_resident_labels(const clt_resident *r);
 /* Enqueues (compute queue, no host wait) the gather of B samples into x (B, F) f32, standardised,
- * and y (B) (the labels' dtype): samples order[start .. start + B) when order ((n) i32) is not
- * NULL, else samples start .. start + B in file order. */
+ * and y (B) (the labels' dtype; NULL: inputs only; CLT_ERR_INVALID_ARG when the split has no
+ * labels): samples order[start .. start + B) when order ((n) i32) is not NULL, else samples
+ * start .. start + B in file order. */
 CLT_API clt_status clt_resident_gather(clt_resident *r, const clt_tensor *order, size_t start,
                                        size_t B, clt_tensor *x, clt_tensor *y);
 
@@ -158,6 +161,9 @@ CLT_API size_t clt_loader_count(const clt_loader *l);     /* samples in the spli
 CLT_API size_t clt_loader_features(const clt_loader *l);  /* F */
 CLT_API size_t clt_loader_max_batch(const clt_loader *l); /* params.batch_size */
 CLT_API clt_dtype clt_loader_label_dtype(const clt_loader *l); /* i32 labels or f32 targets */
+/* The input scaling the loader was created with (a copy: mean and std, when not NULL, are
+ * owned by the loader and valid until clt_loader_free). The trainer stores it in checkpoints. */
+CLT_API struct clt_input_norm clt_loader_norm(const clt_loader *l);
 
 /* Which batches a run takes: epoch e is the shuffle of (seed, e) (or file order without
  * shuffle) cut into batches of batch_size, the last one partial unless

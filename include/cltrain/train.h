@@ -100,13 +100,15 @@ struct clt_train_params {
     uint64_t seed;           /* shuffling (and the model's dropout, through the model) */
     long log_every;          /* steps between log points (default 100; 0: only at epoch ends) */
     float label_smoothing;   /* classification */
-    clt_task task;
     struct clt_optim_params optim;
     const char *save_path;   /* write a checkpoint at the end (NULL: none) */
     long save_every;         /* also every N steps (0: never) */
-    const char *model_text;  /* the spec as given, stored in checkpoints */
-    struct clt_input_norm norm; /* stored in checkpoints */
-    int classes;
+    /* What checkpoints need to rebuild the model is not repeated here: the trainer takes it
+     * from what it was given. The spec from the model, the task from the training loader's
+     * labels (i32 labels: classification; f32 targets: regression, whose model must have one
+     * output), the classes from the model's outputs (1 for regression), the input scaling
+     * from the loader (clt_loader_norm). So a checkpoint saved with these defaults loads in
+     * `cltrain eval` and `cltrain predict`. */
     /* The training data's identity, stored in checkpoints with the run's geometry and compared
      * by clt_trainer_resume: its name (--data; NULL: "") and the split's CRC-32C (see
      * clt_run_geometry; clt_train_setup_create fills it from train_set when 0). */
@@ -141,7 +143,8 @@ typedef struct clt_trainer clt_trainer;
  * device) and a trainer that takes its batches from `train` and evaluates on `test` (may be
  * NULL) after each epoch. Both must live on the model's ctx (CLT_ERR_DEVICE_MISMATCH) and
  * outlive the trainer; p->batch_size must not exceed the model's or the loader's largest
- * batch (CLT_ERR_INVALID_ARG). */
+ * batch (CLT_ERR_INVALID_ARG); regression targets with a model of more than one output are
+ * CLT_ERR_SHAPE. */
 CLT_API clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *train,
                                       clt_resident *test, const struct clt_train_params *p);
 /* Frees the trainer and its optimizer (not the model or the loaders) after finishing the
@@ -169,7 +172,8 @@ CLT_API clt_status clt_trainer_save(clt_trainer *t, const char *path);
 
 /* Mean loss and accuracy of the model over a resident split, in batches of batch_size; one
  * counted host wait (CLT_WAIT_EVAL). confusion (classes x classes, row = true label, column =
- * predicted) is filled when non-NULL. accuracy is NAN for regression. */
+ * predicted) is filled when non-NULL. accuracy is NAN for regression. A split without labels
+ * or targets (clt_data_params.no_labels) is CLT_ERR_INVALID_ARG. */
 struct clt_eval_result {
     double loss, accuracy;
     size_t count;
@@ -177,8 +181,9 @@ struct clt_eval_result {
 CLT_API clt_status clt_evaluate(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
                                 struct clt_eval_result *out, long *confusion);
 /* Predicted class (or value, regression) and class probabilities for every sample:
- * classes (n) and probs (n, N), caller-owned arrays, either may be NULL. One counted host wait
- * (CLT_WAIT_EVAL). */
+ * classes (n) and probs (n, N), caller-owned arrays, either may be NULL. The split's labels,
+ * if it has any, are not read: inputs alone (clt_data_params.no_labels) will do. One counted
+ * host wait (CLT_WAIT_EVAL). */
 CLT_API clt_status clt_predict(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
                                int32_t *classes, float *probs);
 

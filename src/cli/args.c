@@ -109,7 +109,12 @@ int cli_parse_train_args(int argc, char **argv, struct train_args *a, bool *help
         {NULL, OPT_FLAG, NULL, NULL, NULL}};
     *help = cli_is_help(argc, argv);
     if (*help) {
-        cli_print_help("train", "cltrain train [options]", opts);
+        const char *usage =
+            "cltrain train [options]\n"
+            "input: --data, a training split and a test split; every sample has a label\n"
+            "  (IDX: the labels files; CSV: the column --label-column, a class 0..N-1 or,\n"
+            "  --task regression, a number)";
+        cli_print_help("train", usage, opts);
         return CLI_OK;
     }
     return cli_parse(argc, argv, opts, "train");

@@ -70,8 +70,6 @@ static clt_status train_with(clt_ctx *ctx, const clt_spec *spec, const clt_datas
     tp.max_steps = steps;
     tp.batch_size = (size_t)o->batch;
     tp.log_every = o->log_every;
-    tp.task = d->task;
-    tp.classes = d->classes;
     tp.on_event = on_epoch;
     tp.user = cap;
     st = clt_model_create(&m, ctx, spec, d->features, (size_t)d->classes, &mp);

@@ -18,10 +18,16 @@ struct loaded {
     clt_ctx *ctx;
     clt_model *m;
     clt_dataset train, test;
+    const clt_dataset *d; /* the split evaluated: &train or &test */
     clt_resident *data;
     clt_spec spec;
     struct clt_checkpoint_info info;
 };
+
+/* Whether a CSV split has a label column (predict): --no-labels says none; else the checkpoint
+ * decides from the column count: as many columns as it has input features, no label; one
+ * more, a label at --label-column. */
+enum labels { LABELS_YES, LABELS_NO, LABELS_DETECT };
 
 static void loaded_free(struct loaded *l)
 {
@@ -34,8 +40,54 @@ static void loaded_free(struct loaded *l)
     clt_dataset_free(&l->test);
 }
 
+/* After a failed read with labels: whether the CSV files read as inputs alone have the
+ * checkpoint's F features, i.e. they have no label column (the read then failed on a cell of
+ * the features taken for a label). */
+static bool inputs_alone(const char *data, const struct clt_data_params *dp, size_t F)
+{
+    struct clt_data_params all = *dp;
+    clt_dataset tr = {0}, te = {0};
+    all.no_labels = true;
+    bool fits = clt_data_open(data, &all, &tr, &te) == CLT_OK && tr.features == F;
+    clt_dataset_free(&tr);
+    clt_dataset_free(&te);
+    return fits;
+}
+
+/* LABELS_DETECT on CSV data: reads the split with every column an input and keeps it that way
+ * when that is the checkpoint's feature count; one column more means a label, read again
+ * with labels. Anything else is an error naming both counts. */
+static int open_data(struct loaded *l, const char *load, const char *data,
+                     struct clt_data_params *dp, enum labels labels)
+{
+    bool csv = strncmp(data, "csv:", 4) == 0;
+    size_t F = l->info.norm.features;
+    dp->no_labels = csv && labels != LABELS_YES;
+    clt_status st = clt_data_open(data, dp, &l->train, &l->test);
+    if (st != CLT_OK) {
+        if (csv && labels == LABELS_YES && inputs_alone(data, dp, F))
+            return cli_error("%s: the checkpoint expects %zu input features and %s has %zu "
+                             "columns: inputs without a label column; eval needs labels "
+                             "(cltrain predict takes inputs alone)", load, F, data, F);
+        return cli_fail_data(st);
+    }
+    if (!csv || labels != LABELS_DETECT) return CLI_OK;
+    size_t cols = l->train.features; /* the splits agree (clt_data_open) */
+    if (cols == F) return CLI_OK;
+    if (cols != F + 1)
+        return cli_error("%s: the checkpoint expects %zu input features; %s has %zu columns, "
+                         "expected %zu (inputs alone) or %zu (inputs and a label at "
+                         "--label-column)", load, F, data, cols, F, F + 1);
+    clt_dataset_free(&l->train);
+    clt_dataset_free(&l->test);
+    dp->no_labels = false;
+    st = clt_data_open(data, dp, &l->train, &l->test);
+    return st == CLT_OK ? CLI_OK : cli_fail_data(st);
+}
+
 static int load_for_inference(struct loaded *l, const char *load, const char *data,
-                              const char *split, const char *device, long batch, long label_column)
+                              const char *split, const char *device, long batch, long label_column,
+                              enum labels labels)
 {
     struct clt_data_params dp = clt_data_default_params();
     if (clt_checkpoint_open(&l->ck, load) != CLT_OK) return cli_fail_status(NULL);
@@ -47,19 +99,31 @@ static int load_for_inference(struct loaded *l, const char *load, const char *da
      * evaluates and a label the model cannot output is an error */
     bool named = strcmp(data, "mnist") == 0 || strcmp(data, "fashion-mnist") == 0;
     if (!named && l->info.task == CLT_TASK_CLASSIFICATION) dp.classes = l->info.classes;
-    clt_status st = clt_data_open(data, &dp, &l->train, &l->test);
-    if (st != CLT_OK) return cli_fail_data(st);
+    if (strcmp(split, "train") != 0 && strcmp(split, "test") != 0)
+        return cli_usage_error("--split %s: expected train or test", split);
+    int rc = open_data(l, load, data, &dp, labels);
+    if (rc != CLI_OK) return rc;
     if (l->info.task == CLT_TASK_CLASSIFICATION &&
         (l->train.classes > l->info.classes || (named && l->train.classes != l->info.classes)))
         return cli_error("%s: the checkpoint's model has %d classes, %s has %d", load,
                          l->info.classes, data, l->train.classes);
     clt_dataset *d = strcmp(split, "train") == 0 ? &l->train : &l->test;
-    if (strcmp(split, "train") != 0 && strcmp(split, "test") != 0)
-        return cli_usage_error("--split %s: expected train or test", split);
+    l->d = d;
     if (d->n == 0) return cli_error("%s: the %s split is empty", data, split);
     int outputs = l->info.task == CLT_TASK_CLASSIFICATION ? l->info.classes : 1;
     if (clt_spec_parse(l->info.model_text, outputs, &l->spec) != CLT_OK)
         return cli_error("%s: %s", load, clt_last_errmsg());
+    if (d->features != l->info.norm.features && dp.no_labels)
+        return cli_error("%s: the checkpoint expects %zu input features; %s has %zu columns, all "
+                         "inputs with --no-labels", load, l->info.norm.features, data,
+                         d->features);
+    /* e.g. pixels 0-255 in every column, one taken for a label */
+    if (d->features + 1 == l->info.norm.features && labels == LABELS_YES &&
+        strncmp(data, "csv:", 4) == 0)
+        return cli_error("%s: the checkpoint expects %zu input features and %s has %zu columns: "
+                         "inputs without a label column; eval needs labels (cltrain predict "
+                         "takes inputs alone)", load, l->info.norm.features, data,
+                         l->info.norm.features);
     if (d->features != l->info.norm.features)
         return cli_error("%s: the checkpoint expects %zu input features, %s has %zu", load,
                          l->info.norm.features, data, d->features);
@@ -91,7 +155,11 @@ int cli_eval(int argc, char **argv)
         {"device", OPT_STR, &device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
         {NULL, OPT_FLAG, NULL, NULL, NULL}};
     if (cli_is_help(argc, argv)) {
-        cli_print_help("eval", "cltrain eval --load FILE [options]", opts);
+        const char *usage =
+            "cltrain eval --load FILE [options]\n"
+            "input: --data as for train, the split --split, with labels (CSV: the\n"
+            "  checkpoint's input features and a label at --label-column)";
+        cli_print_help("eval", usage, opts);
         return CLI_OK;
     }
     int rc = cli_parse(argc, argv, opts, "eval");
@@ -101,7 +169,7 @@ int cli_eval(int argc, char **argv)
         return CLI_USAGE;
     struct loaded l = {0};
     long *matrix = NULL;
-    rc = load_for_inference(&l, load, data, split, device, batch, label_column);
+    rc = load_for_inference(&l, load, data, split, device, batch, label_column, LABELS_YES);
     if (rc == CLI_OK) {
         struct clt_eval_result r;
         size_t N = (size_t)l.info.classes;
@@ -139,27 +207,55 @@ int cli_eval(int argc, char **argv)
     return rc;
 }
 
+/* The accuracy of the predicted classes (regression: the mean squared error of the values)
+ * against the split's labels; nothing for a split without labels. */
+static void print_score(FILE *o, const clt_dataset *d, const int32_t *classes, const float *probs,
+                        size_t N, const char *split, const char *data)
+{
+    double sum = 0;
+    if (d->labels) {
+        for (size_t i = 0; i < d->n; i++) sum += classes[i] == d->labels[i];
+        fprintf(o, "%s split of %s: accuracy %.2f%% (%zu samples)\n", split, data,
+                100.0 * sum / (double)d->n, d->n);
+    } else if (d->targets) {
+        for (size_t i = 0; i < d->n; i++) {
+            double e = (double)probs[i * N] - (double)d->targets[i];
+            sum += e * e;
+        }
+        fprintf(o, "%s split of %s: mean squared error %.6g (%zu samples)\n", split, data,
+                sum / (double)d->n, d->n);
+    }
+}
+
 int cli_predict(int argc, char **argv)
 {
     const char *load = NULL, *data = "fashion-mnist", *device = NULL, *split = "test",
                *input = NULL, *output = NULL, *label_text = NULL;
     long batch = 1000, label_column = -1;
+    bool no_labels = false;
     const struct cli_opt opts[] = {
         {"load", OPT_STR, &load, "the checkpoint (required)", NULL},
         {"data", OPT_STR, &data, "fashion-mnist, mnist, idx:DIR or csv:TRAIN[,TEST]", NULL},
         {"input", OPT_STR, &input, "a CSV of inputs (same as --data csv:FILE,FILE --split test)",
          NULL},
         {"split", OPT_STR, &split, "test (default) or train", NULL},
-        {"label-column", OPT_STR, &label_text, "CSV column of the label (-1 = last)", NULL},
+        {"label-column", OPT_STR, &label_text,
+         "CSV column of the label, if the file has one (-1 = last)", NULL},
+        {"no-labels", OPT_FLAG, &no_labels, "CSV: every column is an input, none a label", NULL},
         {"output", OPT_STR, &output, "write the predictions here instead of stdout", NULL},
         {"batch-size", OPT_POS_INT, &batch, "samples per forward pass (1000)", NULL},
         {"device", OPT_STR, &device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
         {NULL, OPT_FLAG, NULL, NULL, NULL}};
     if (cli_is_help(argc, argv)) {
-        cli_print_help("predict",
-                       "cltrain predict --load FILE [options]\n"
-                       "writes CSV lines: index,predicted,p0,p1,... (regression: index,value)",
-                       opts);
+        const char *usage =
+            "cltrain predict --load FILE [options]\n"
+            "input: --data as for eval, or --input X.csv: rows of the checkpoint's input\n"
+            "  features, with or without a label column (as many columns as features: no\n"
+            "  label; one more: the label at --label-column; --no-labels: never a label)\n"
+            "writes CSV lines: index,predicted,p0,p1,... (regression: index,value); with\n"
+            "  labels it also prints the accuracy (regression: the mean squared error): on\n"
+            "  stdout with --output, else on stderr";
+        cli_print_help("predict", usage, opts);
         return CLI_OK;
     }
     int rc = cli_parse(argc, argv, opts, "predict");
@@ -187,7 +283,8 @@ int cli_predict(int argc, char **argv)
     int32_t *classes = NULL;
     float *probs = NULL;
     clt_outfile *f = NULL;
-    rc = load_for_inference(&l, load, data, split, device, batch, label_column);
+    rc = load_for_inference(&l, load, data, split, device, batch, label_column,
+                            no_labels ? LABELS_NO : LABELS_DETECT);
     if (rc != CLI_OK) goto done;
     rc = CLI_FAIL;
     size_t n = clt_resident_count(l.data), N = clt_model_outputs(l.m);
@@ -232,6 +329,8 @@ int cli_predict(int argc, char **argv)
             goto done;
         }
     }
+    /* with labels, how the predictions fare; stdout stays CSV when the predictions go there */
+    print_score(output ? stdout : stderr, l.d, classes, probs, N, split, data);
     rc = CLI_OK;
 done:
     clt_outfile_discard(f);

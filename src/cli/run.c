@@ -289,13 +289,9 @@ static void fill_setup_params(const struct train_args *a, struct train_run *r)
     tp->seed = a->seed;
     tp->log_every = a->log_every;
     tp->label_smoothing = a->smoothing;
-    tp->task = r->train.task;
     tp->optim = a->op;
     tp->save_path = a->dry_run ? NULL : a->save;
     tp->save_every = a->dry_run ? 0 : a->save_every;
-    tp->model_text = r->spec_text;
-    tp->norm = r->norm;
-    tp->classes = r->classes;
     tp->data_name = a->data;
     tp->on_event = cli_on_event;
     tp->user = &r->rep;

@@ -1,5 +1,6 @@
 /* Numeric CSV reader: comma-separated cells, optional double quotes, a header row detected by
- * its non-numeric cells, one label or target column, the rest f32 features. Messages give the
+ * its non-numeric cells, one label or target column (or none: inputs to predict on), the rest
+ * f32 features. Messages give the
  * file, the 1-based line and column and, with a header, the column's name. */
 #include "data/data_internal.h"
 #include "runtime/internal.h"
@@ -147,25 +148,33 @@ static clt_status first_row(struct csv_state *cs, size_t lineno, size_t max_rows
     size_t cells = 0;
     cs->ncols = cs->count;
     cs->first_line = lineno;
-    if (cs->ncols < 2) {
-        CLT_FAIL(NULL, CLT_ERR_FORMAT,
-                 "%s: line %zu has %zu column; at least 2 are needed (features and a label)",
-                 cs->path, lineno, cs->ncols);
+    if (cs->prm.no_labels) {
+        cs->label_col = SIZE_MAX; /* no column is the label: every one is a feature */
+        d->features = cs->ncols;
+    } else {
+        if (cs->ncols < 2) {
+            CLT_FAIL(NULL, CLT_ERR_FORMAT,
+                     "%s: line %zu has %zu column; at least 2 are needed (features and a label)",
+                     cs->path, lineno, cs->ncols);
+        }
+        if (lc < 0) lc += (long long)cs->ncols;
+        if (lc < 0 || lc >= (long long)cs->ncols) {
+            CLT_FAIL(NULL, CLT_ERR_INVALID_ARG,
+                     "%s: label column %d is out of range for %zu columns", cs->path,
+                     cs->prm.label_column, cs->ncols);
+        }
+        cs->label_col = (size_t)lc;
+        d->features = cs->ncols - 1;
     }
-    if (lc < 0) lc += (long long)cs->ncols;
-    if (lc < 0 || lc >= (long long)cs->ncols) {
-        CLT_FAIL(NULL, CLT_ERR_INVALID_ARG, "%s: label column %d is out of range for %zu columns",
-                 cs->path, cs->prm.label_column, cs->ncols);
-    }
-    cs->label_col = (size_t)lc;
-    d->features = cs->ncols - 1;
     if (max_rows > SIZE_MAX / sizeof(float) / d->features) {
         CLT_FAIL(NULL, CLT_ERR_HOST_MEMORY, "%s: too large", cs->path);
     }
     cs->cap_rows = max_rows;
     cells = max_rows * d->features;
     CLT_ALLOC(NULL, d->f32, cells);
-    if (cs->prm.task == CLT_TASK_CLASSIFICATION) {
+    if (cs->prm.no_labels) {
+        /* inputs only: neither labels nor targets */
+    } else if (cs->prm.task == CLT_TASK_CLASSIFICATION) {
         CLT_ALLOC(NULL, d->labels, max_rows);
     } else {
         CLT_ALLOC(NULL, d->targets, max_rows);
@@ -316,6 +325,8 @@ clt_status clt_data_load_csv(const char *path, const struct clt_data_params *p, 
     d.task = cs.prm.task;
     if (d.task == CLT_TASK_REGRESSION) {
         d.classes = 1;
+    } else if (cs.prm.no_labels) {
+        d.classes = cs.prm.classes; /* no labels to count them from: as given, or 0 */
     } else {
         d.classes = cs.prm.classes > 0 ? cs.prm.classes : (int)cs.max_label + 1;
     }

@@ -69,10 +69,17 @@ fail:
     return st;
 }
 
-static clt_status check_set(clt_ctx *ctx, const clt_dataset *d, const struct clt_input_norm *norm)
+/* answers: the split must have labels or targets (training needs them; a resident split for
+ * prediction does not) */
+static clt_status check_set(clt_ctx *ctx, const clt_dataset *d, const struct clt_input_norm *norm,
+                            bool answers)
 {
-    if (d->n == 0 || d->features == 0 || (!d->u8 && !d->f32) || (!d->labels && !d->targets))
+    if (d->n == 0 || d->features == 0 || (!d->u8 && !d->f32))
         return clt__fail(ctx, CLT_ERR_INVALID_ARG, "%s: the data set is empty", d->source);
+    if (answers && !d->labels && !d->targets)
+        return clt__fail(ctx, CLT_ERR_INVALID_ARG,
+                         "%s: the data set has no labels or targets; training needs them",
+                         d->source);
     if (norm->features != d->features)
         return clt__fail(ctx, CLT_ERR_SHAPE, "%s: %zu features, but the model expects %zu",
                          d->source, d->features, norm->features);
@@ -87,7 +94,7 @@ struct clt_resident {
     clt_ctx *ctx;
     size_t n, features;
     clt_tensor *x;             /* (n, F) u8 or f32 as stored */
-    clt_tensor *y;             /* (n) i32 labels or f32 targets */
+    clt_tensor *y;             /* (n) i32 labels or f32 targets; NULL for a split without */
     clt_tensor *scale, *shift; /* (F) f32 */
     clt_tensor *order;         /* (n) i32: 0 .. n-1, for file order */
 };
@@ -107,7 +114,7 @@ clt_status clt_resident_create(clt_resident **out, clt_ctx *ctx, const clt_datas
     cl_event ev[5] = {0};
     cl_uint nev = 0;
     *out = NULL;
-    CLT_TRY(check_set(ctx, d, norm));
+    CLT_TRY(check_set(ctx, d, norm, false));
     CLT_ALLOC(ctx, r, 1);
     r->ctx = ctx;
     r->n = d->n;
@@ -115,15 +122,18 @@ clt_status clt_resident_create(clt_resident **out, clt_ctx *ctx, const clt_datas
     size_t xdims[2] = {d->n, d->features}, n = d->n;
     CLT_TRY(clt_tensor_create(&r->x, ctx, d->u8 ? CLT_DTYPE_U8 : CLT_DTYPE_F32, 2, xdims,
                               CLT_MEM_DATA));
-    CLT_TRY(clt_tensor_create(&r->y, ctx, d->labels ? CLT_DTYPE_I32 : CLT_DTYPE_F32, 1, &n,
-                              CLT_MEM_DATA));
+    if (d->labels || d->targets)
+        CLT_TRY(clt_tensor_create(&r->y, ctx, d->labels ? CLT_DTYPE_I32 : CLT_DTYPE_F32, 1, &n,
+                                  CLT_MEM_DATA));
     CLT_TRY(clt_tensor_create(&r->order, ctx, CLT_DTYPE_I32, 1, &n, CLT_MEM_DATA));
     CLT_ALLOC(ctx, order, n);
     for (size_t i = 0; i < n; i++) order[i] = (int32_t)i;
     CLT_TRY(clt_tensor_write(r->x, d->u8 ? (const void *)d->u8 : (const void *)d->f32, false,
                              &ev[nev++]));
-    CLT_TRY(clt_tensor_write(r->y, d->labels ? (const void *)d->labels : (const void *)d->targets,
-                             false, &ev[nev++]));
+    if (r->y)
+        CLT_TRY(clt_tensor_write(r->y,
+                                 d->labels ? (const void *)d->labels : (const void *)d->targets,
+                                 false, &ev[nev++]));
     CLT_TRY(clt_tensor_write(r->order, order, false, &ev[nev++]));
     CLT_TRY(norm_upload(ctx, d->features, norm, &r->scale, &r->shift, &scale, &shift, ev, &nev));
     CLT_TRY(clt_ctx_wait(ctx, CLT_WAIT_SETUP, nev, ev));
@@ -158,7 +168,9 @@ clt_status clt_resident_gather(clt_resident *r, const clt_tensor *order, size_t 
     clt_tensor *idx = NULL;
     CLT_TRY(clt_tensor_view(&idx, order ? order : r->order, start, 1, &B));
     CLT_TRY(clt_op_gather_rows(x, r->x, idx, r->scale, r->shift));
-    CLT_TRY(clt_op_gather(y, r->y, idx));
+    if (y && !r->y)
+        CLT_FAIL(r->ctx, CLT_ERR_INVALID_ARG, "the resident split has no labels or targets");
+    if (y) CLT_TRY(clt_op_gather(y, r->y, idx));
 fail:
     clt_tensor_free(idx);
     return st;
@@ -190,6 +202,10 @@ struct clt_loader {
     clt_dtype ydt;
     long fail_at;
     bool pinned, profiling;
+    /* the input scaling the batches go through, kept so that a trainer can store it in its
+     * checkpoints without the caller repeating it (mean, std: copies owned here, or NULL) */
+    struct clt_input_norm norm;
+    float *norm_mean, *norm_std;
     clt_tensor *xout, *yout; /* (max_batch, F) f32, (max_batch): the batch handed out */
     clt_tensor *bx, *by;     /* views of the current batch (bx: as assembled) */
     /* augmentation: the batch is assembled into xpre (max_batch, F) f32 and augmented from
@@ -353,6 +369,26 @@ size_t clt_loader_count(const clt_loader *l) { return l->n; }
 size_t clt_loader_features(const clt_loader *l) { return l->F; }
 size_t clt_loader_max_batch(const clt_loader *l) { return l->mb; }
 clt_dtype clt_loader_label_dtype(const clt_loader *l) { return l->ydt; }
+struct clt_input_norm clt_loader_norm(const clt_loader *l) { return l->norm; }
+
+/* Keeps a copy of the caller's scaling (its arrays need not outlive the call). */
+static clt_status keep_norm(clt_loader *l, const struct clt_input_norm *norm)
+{
+    clt_status st = CLT_OK;
+    l->norm = *norm;
+    if (norm->mean) {
+        CLT_ALLOC(l->ctx, l->norm_mean, norm->features);
+        memcpy(l->norm_mean, norm->mean, norm->features * sizeof *l->norm_mean);
+    }
+    if (norm->std) {
+        CLT_ALLOC(l->ctx, l->norm_std, norm->features);
+        memcpy(l->norm_std, norm->std, norm->features * sizeof *l->norm_std);
+    }
+    l->norm.mean = l->norm_mean;
+    l->norm.std = l->norm_std;
+fail:
+    return st;
+}
 
 /* The order of epoch e: a permutation from the seed, or file order. */
 static void epoch_order(const struct clt_loader_order *o, long epoch, uint32_t *perm, size_t n)
@@ -427,8 +463,8 @@ void clt_resident_mem_estimate(const clt_dataset *d, uint64_t *by_category)
 {
     uint64_t n = d->n, F = d->features;
     est_add(by_category, CLT_MEM_DATA, n * F * (d->u8 ? 1 : 4)); /* x */
-    est_add(by_category, CLT_MEM_DATA, n * 4);                   /* y */
-    est_add(by_category, CLT_MEM_DATA, n * 4);                   /* order */
+    if (d->labels || d->targets) est_add(by_category, CLT_MEM_DATA, n * 4); /* y */
+    est_add(by_category, CLT_MEM_DATA, n * 4);                                /* order */
     est_add(by_category, CLT_MEM_DATA, F * 4);                   /* scale */
     est_add(by_category, CLT_MEM_DATA, F * 4);                   /* shift */
 }
@@ -535,7 +571,7 @@ clt_status clt_loader_create(clt_loader **out, clt_ctx *ctx, const clt_dataset *
     CLT_ASSERT(out && ctx && d && norm);
     *out = NULL;
     if (!p) p = &dp;
-    CLT_TRY(check_set(ctx, d, norm));
+    CLT_TRY(check_set(ctx, d, norm, true));
     if (p->batch_size == 0)
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "loader: batch size 0; expected at least 1");
     if (p->prefetch < 2 || p->prefetch > CLT_LOADER_MAX_PREFETCH)
@@ -573,6 +609,7 @@ clt_status clt_loader_create(clt_loader **out, clt_ctx *ctx, const clt_dataset *
     l->nslots = p->prefetch;
     l->fail_at = p->fail_at;
     l->perm_epoch = -1;
+    CLT_TRY(keep_norm(l, norm));
     l->own_thread = !clt_ctx_device(ctx)->serial_runtime;
     const char *env = getenv("CLTRAIN_LOADER_FAIL_AT");
     if (env && *env) {
@@ -1098,5 +1135,7 @@ void clt_loader_free(clt_loader *l)
     clt_resident_free(l->res);
     clt_tensor_free(l->perm);
     free(l->tperm);
+    free(l->norm_mean);
+    free(l->norm_std);
     free(l);
 }

@@ -44,7 +44,7 @@ static clt_status batch_gather(struct batch *b, clt_resident *r, size_t start, s
     clt_status st = CLT_OK;
     size_t xd[2] = {B, clt_resident_features(r)};
     CLT_TRY(clt_tensor_view(&b->x, xbuf, 0, 2, xd));
-    CLT_TRY(clt_tensor_view(&b->y, ybuf, 0, 1, &B));
+    if (ybuf) CLT_TRY(clt_tensor_view(&b->y, ybuf, 0, 1, &B)); /* NULL: inputs only */
     CLT_TRY(clt_resident_gather(r, NULL, start, B, b->x, b->y));
 fail:
     return st;
@@ -125,6 +125,9 @@ static clt_status evaluate(clt_model *m, clt_resident *data, size_t batch_size, 
     const clt_tensor *labels = clt_resident_labels(data);
     CLT_ASSERT(!comm || !confusion);
     if (comm) clt_comm_slice(comm, comm->rank, n, &from, &to);
+    if (!labels)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "evaluation needs labels or targets; the split has "
+                                           "none (clt_predict takes inputs alone)");
     CLT_TRY(clt_tensor_same_ctx(clt_model_params(m), labels));
     if (!bufs) {
         CLT_TRY(eval_bufs_create(&own, m, data, bs));
@@ -211,10 +214,10 @@ clt_status clt_predict(clt_model *m, clt_resident *data, size_t batch_size, clt_
     size_t bs = batch_size < clt_model_max_batch(m) ? batch_size : clt_model_max_batch(m);
     size_t xd[2] = {bs, F}, pd[2] = {n, N};
     bool classify = task == CLT_TASK_CLASSIFICATION;
-    const clt_tensor *labels = clt_resident_labels(data);
-    CLT_TRY(clt_tensor_same_ctx(clt_model_params(m), labels));
+    if (clt_resident_ctx(data) != ctx)
+        CLT_FAIL(ctx, CLT_ERR_DEVICE_MISMATCH, "device mismatch: the model and the data to "
+                 "predict on live on different ctxs; create both from one ctx");
     CLT_TRY(clt_tensor_create(&xbuf, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_ACTIVATIONS));
-    CLT_TRY(clt_tensor_create(&ybuf, ctx, clt_tensor_dtype(labels), 1, &bs, CLT_MEM_ACTIVATIONS));
     CLT_TRY(clt_tensor_create(&pred, ctx, CLT_DTYPE_I32, 1, &n, CLT_MEM_WORKSPACE));
     CLT_TRY(clt_tensor_create(&prob, ctx, CLT_DTYPE_F32, 2, pd, CLT_MEM_WORKSPACE));
     for (size_t start = 0; start < n; start += bs) {
@@ -263,7 +266,6 @@ struct clt_train_params clt_train_default_params(void)
     p.accumulate = 1;
     p.shuffle = true;
     p.log_every = 100;
-    p.task = CLT_TASK_CLASSIFICATION;
     p.optim = clt_optim_default_params(CLT_OPTIM_ADAM);
     return p;
 }
@@ -275,6 +277,12 @@ struct clt_trainer {
     clt_loader *train;
     clt_resident *test;
     struct clt_train_params p;
+    /* what the checkpoints say of the model, taken from the model and the data it was given:
+     * the task from the loader's labels (i32: classification, f32 targets: regression), the
+     * classes from the model's outputs, the input scaling from the loader */
+    clt_task task;
+    int classes;
+    struct clt_input_norm norm;
     clt_tensor *dbuf;     /* (max_batch, N): the output gradient */
     clt_tensor *loss_acc; /* (1) f32: summed loss since the last read */
     clt_tensor *gemm_ws;  /* the GEMM workspace lent to the ctx (clt__gemm_ws_reserve), or NULL */
@@ -349,16 +357,27 @@ clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *t
                  a->index, a->device_name, (void *)ctx, b->index, b->device_name,
                  (void *)clt_loader_ctx(train));
     }
+    if (test && !clt_resident_labels(test))
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "the test split has no labels or targets to evaluate "
+                                           "on");
     if (test) CLT_TRY(clt_tensor_same_ctx(clt_model_params(model), clt_resident_labels(test)));
     if (clt_loader_features(train) != clt_model_in_features(model))
         CLT_FAIL(ctx, CLT_ERR_SHAPE, "the data has %zu features, the model expects %zu",
                  clt_loader_features(train), clt_model_in_features(model));
+    bool regression = clt_loader_label_dtype(train) == CLT_DTYPE_F32;
+    if (regression && clt_model_outputs(model) != 1)
+        CLT_FAIL(ctx, CLT_ERR_SHAPE, "the data has regression targets, but the model has %zu "
+                 "outputs; a regression model ends with one (\"linear 1\")",
+                 clt_model_outputs(model));
     CLT_ALLOC(ctx, t, 1);
     t->ctx = ctx;
     t->model = model;
     t->train = train;
     t->test = test;
     t->p = *p;
+    t->task = regression ? CLT_TASK_REGRESSION : CLT_TASK_CLASSIFICATION;
+    t->classes = regression ? 1 : (int)clt_model_outputs(model);
+    t->norm = clt_loader_norm(train);
     /* The model lives on its device already: the optimizer's state is born there. */
     CLT_TRY(clt_optim_create(&t->optim, clt_model_params(model), &p->optim));
     if (clt_model_weights(model) != clt_model_params(model)) /* mixed precision */
@@ -466,10 +485,9 @@ static struct clt_run_geometry run_geometry(const clt_trainer *t)
 clt_status clt_trainer_save(clt_trainer *t, const char *path)
 {
     struct clt_checkpoint_info info = {
-        .model_text = t->p.model_text,
-        .norm = t->p.norm,
-        .classes = t->p.classes,
-        .task = t->p.task,
+        .norm = t->norm,
+        .classes = t->classes,
+        .task = t->task,
         .step = t->step,
         .epoch = t->epoch,
         .seed = t->p.seed,
@@ -487,12 +505,12 @@ clt_status clt_trainer_resume(clt_trainer *t, const char *path)
     CLT_TRY(clt_checkpoint_open(&ck, path));
     struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
     CLT_TRY(clt_checkpoint_check_run(ck, &now));
-    if (info.task != t->p.task || info.classes != t->p.classes)
+    if (info.task != t->task || info.classes != t->classes)
         CLT_FAIL(NULL, CLT_ERR_INVALID_ARG, "--resume %s: the checkpoint is a %s model with %d "
                  "output%s, this run's data asks for %s with %d", path,
                  info.task == CLT_TASK_REGRESSION ? "regression" : "classification", info.classes,
                  info.classes == 1 ? "" : "s",
-                 t->p.task == CLT_TASK_REGRESSION ? "regression" : "classification", t->p.classes);
+                 t->task == CLT_TASK_REGRESSION ? "regression" : "classification", t->classes);
     CLT_TRY(clt_checkpoint_load_optim(ck, t->optim, t->model));
     CLT_TRY(clt_checkpoint_load_scaler(ck, t->scaler ? clt_scaler_state(t->scaler) : NULL));
     t->step = info.step;
@@ -696,7 +714,7 @@ static clt_status train_step(clt_trainer *t, int epoch, long s, size_t *samples)
                                         (uint64_t)t->comm->rank
                                   : (uint64_t)b.step;
         CLT_TRY(clt_model_forward(t->model, b.x, true, stream, &out));
-        CLT_TRY(batch_loss(t->p.task, out, b.y, t->p.label_smoothing, grad_scale, dout,
+        CLT_TRY(batch_loss(t->task, out, b.y, t->p.label_smoothing, grad_scale, dout,
                            t->loss_acc, NULL));
         if (t->scaler) CLT_TRY(clt_scaler_scale(t->scaler, dout));
         CLT_TRY(clt_model_backward(t->model, dout, have_grad));
@@ -785,7 +803,7 @@ clt_status clt_trainer_run(clt_trainer *t)
         if (t->test) {
             struct clt_eval_result r;
             if (t->comm) CLT_TRY(average_buffers(t, CLT_WAIT_EVAL));
-            CLT_TRY(evaluate(t->model, t->test, bs, t->p.task, &r, NULL, &t->eval, t->comm));
+            CLT_TRY(evaluate(t->model, t->test, bs, t->task, &r, NULL, &t->eval, t->comm));
             struct clt_train_event ev = {.kind = CLT_EVENT_EVAL, .epoch = epoch + 1};
             ev.loss = r.loss;
             ev.accuracy = r.accuracy;
@@ -967,12 +985,12 @@ static clt_status setup_build(clt_train_setup *s)
         else CLT_TRY(clt_checkpoint_open_weights(&ck, from));
         struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
         if (!clt_checkpoint_is_plain(ck) &&
-            (info.task != p->train.task || (size_t)info.classes != p->outputs))
+            (info.task != p->train_set->task || (size_t)info.classes != p->outputs))
             CLT_FAIL(NULL, CLT_ERR_INVALID_ARG, "%s: the checkpoint is a %s model with %d "
                      "output%s, this run's data asks for %s with %zu", from,
                      info.task == CLT_TASK_REGRESSION ? "regression" : "classification",
                      info.classes, info.classes == 1 ? "" : "s",
-                     p->train.task == CLT_TASK_REGRESSION ? "regression" : "classification",
+                     p->train_set->task == CLT_TASK_REGRESSION ? "regression" : "classification",
                      p->outputs);
         CLT_TRY(clt_checkpoint_load_model(ck, s->model));
     }
@@ -1104,7 +1122,7 @@ clt_status clt_train_setup_probe(clt_train_setup *s, struct clt_mem_stats *out)
     CLT_TRY(clt_loader_stop(t->train));
     if (s->test) {
         struct clt_eval_result r;
-        CLT_TRY(evaluate(s->model, s->test, s->batch, s->p.train.task, &r, NULL, &t->eval, NULL));
+        CLT_TRY(evaluate(s->model, s->test, s->batch, s->p.train_set->task, &r, NULL, &t->eval, NULL));
     }
     CLT_TRY(clt_ctx_finish(s->ctx, CLT_WAIT_SETUP));
     *out = clt_ctx_mem_stats(s->ctx);

@@ -666,6 +666,50 @@ START_TEST(csv_no_header)
 }
 END_TEST
 
+/* Inputs alone (no_labels): every column a feature, one column too, fractions and negatives
+ * where a label would be; neither labels nor targets; classes as given. */
+START_TEST(csv_no_labels)
+{
+    clt_dataset d, tr, te;
+    struct clt_data_params p = clt_data_default_params();
+    const char *path = in_dir(0, "in.csv");
+    const char *text = "a,b,c\n-1.1,2,0.5\n3,-4,6\n";
+    write_bytes(path, 0, text, strlen(text));
+    p.no_labels = true;
+    p.label_column = 0; /* ignored */
+    p.classes = 7;
+    ck_assert_int_eq(clt_data_load_csv(path, &p, &d), CLT_OK);
+    ck_assert_uint_eq(d.n, 2);
+    ck_assert_uint_eq(d.features, 3);
+    ck_assert_ptr_null(d.labels);
+    ck_assert_ptr_null(d.targets);
+    ck_assert_ptr_null(d.target_name);
+    ck_assert_str_eq(d.feature_names[0], "a");
+    ck_assert_float_eq(d.f32[0], -1.1f);
+    ck_assert_float_eq(d.f32[5], 6.0f);
+    ck_assert_int_eq(d.classes, 7);
+    clt_dataset_free(&d);
+    /* the same file with labels: the first column is no label */
+    p.no_labels = false;
+    ck_assert_int_eq(clt_data_load_csv(path, &p, &d), CLT_ERR_FORMAT);
+    ASSERT_MSG_HAS("is not a non-negative integer");
+    /* one column is enough, through clt_data_open too; regression has 1 "class" */
+    text = "0.5\n-2\n";
+    write_bytes(path, 0, text, strlen(text));
+    p.no_labels = true;
+    p.task = CLT_TASK_REGRESSION;
+    char spec[600];
+    snprintf(spec, sizeof spec, "csv:%s,%s", path, path);
+    ck_assert_int_eq(clt_data_open(spec, &p, &tr, &te), CLT_OK);
+    ck_assert_uint_eq(tr.features, 1);
+    ck_assert_uint_eq(te.n, 2);
+    ck_assert_ptr_null(te.targets);
+    ck_assert_int_eq(te.classes, 1);
+    clt_dataset_free(&tr);
+    clt_dataset_free(&te);
+}
+END_TEST
+
 START_TEST(csv_non_numeric)
 {
     clt_dataset d;
@@ -941,6 +985,7 @@ static Suite *data_suite(void)
     tcase_add_test(spec, open_csv_splits);
     tcase_add_test(csv, csv_header);
     tcase_add_test(csv, csv_no_header);
+    tcase_add_test(csv, csv_no_labels);
     tcase_add_test(csv, csv_non_numeric);
     tcase_add_test(csv, csv_ragged);
     tcase_add_test(csv, csv_regression_and_label_column);

@@ -481,9 +481,6 @@ static struct run train_run(clt_ctx *ctx, const struct u8set *tr, const struct u
         clt_checkpoint_close(ck);
     }
     struct clt_train_params tp = *tp_in;
-    tp.classes = CLASSES;
-    tp.model_text = text;
-    tp.norm = norm;
     tp.on_event = on_event;
     tp.user = cap;
     TC_OK(ctx, clt_trainer_create(&t, m, l, rte, &tp));

@@ -732,8 +732,6 @@ START_TEST(test_resume_other_optimizer)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         struct clt_train_params tp = clt_train_default_params();
         tp.batch_size = 4;
-        tp.classes = N;
-        tp.task = CLT_TASK_CLASSIFICATION;
         tp.optim = clt_optim_default_params(cases[i].kind);
         tp.optim.momentum = cases[i].momentum;
         clt_trainer *t = NULL;
@@ -759,8 +757,6 @@ START_TEST(test_resume_other_optimizer)
     /* the matching optimizer resumes: step and epoch from the file */
     struct clt_train_params tp = clt_train_default_params();
     tp.batch_size = 4;
-    tp.classes = N;
-    tp.task = CLT_TASK_CLASSIFICATION;
     clt_trainer *t = NULL;
     TC_OK(ctx, clt_trainer_create(&t, m, rd, NULL, &tp));
     TC_OK(ctx, clt_trainer_resume(t, adam_path));

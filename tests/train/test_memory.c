@@ -78,7 +78,6 @@ static struct clt_train_setup_params setup_params(const clt_spec *spec, const st
     p.train.batch_size = batch;
     p.train.epochs = 1;
     p.train.log_every = 0;
-    p.train.classes = tr->d.classes;
     return p;
 }
 

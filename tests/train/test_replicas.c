@@ -225,7 +225,6 @@ static struct run_result run(const struct run_cfg *cfg)
         p.train.batch_size = cfg->batch;
         p.train.seed = 9;
         p.train.log_every = 4;
-        p.train.classes = 3;
         p.train.optim = clt_optim_default_params(CLT_OPTIM_ADAM);
         p.train.optim.lr = 0.01f;
         p.train.on_event = on_event;

@@ -181,9 +181,6 @@ static struct run_out train_once(clt_ctx *ctx, const char *spec_text, const stru
     }
     struct clt_train_params tp = *tp_in;
     tp.seed = seed;
-    tp.classes = tr->d.classes;
-    tp.model_text = spec_text;
-    tp.norm = norm;
     tp.on_event = on_event;
     tp.user = cap;
     TC_OK(ctx, clt_trainer_create(&t, m, rtr, rte, &tp));
@@ -248,8 +245,6 @@ START_TEST(test_sgd_step)
     tp.log_every = 1;
     tp.optim = clt_optim_default_params(CLT_OPTIM_SGD);
     tp.optim.lr = 0.1f;
-    tp.classes = N;
-    tp.norm = norm;
     tp.on_event = on_event;
     tp.user = &cap;
     TC_OK(ctx, clt_trainer_create(&t, m, rtr, NULL, &tp));
@@ -646,8 +641,6 @@ START_TEST(test_epoch_coverage)
     tp.epochs = 1;
     tp.batch_size = B;
     tp.seed = seed;
-    tp.task = CLT_TASK_REGRESSION;
-    tp.classes = 1;
     tp.optim = clt_optim_default_params(CLT_OPTIM_SGD);
     tp.optim.lr = 0.1f;
     TC_OK(ctx, clt_trainer_create(&t, m, r, NULL, &tp));
@@ -942,6 +935,65 @@ START_TEST(test_setup_trailing_activation)
 }
 END_TEST
 
+/* A split without labels (clt_data_params.no_labels): resident for clt_predict, which gives
+ * what it gives on the same inputs with labels; refused by clt_evaluate, by the trainer as
+ * its test split and by the loader, each with CLT_ERR_INVALID_ARG and a message. */
+START_TEST(test_predict_without_labels)
+{
+    enum { IN = 5, N = 3, n = 37 };
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    struct set s;
+    set_random(&s, &r, n, IN, N);
+    clt_dataset bare = s.d; /* the same inputs, no labels */
+    bare.labels = NULL;
+    struct clt_input_norm norm = {.features = IN, .scale = 1.0f};
+    clt_spec spec = {0};
+    ck_assert_int_eq(clt_spec_parse("linear 6, tanh, linear 3", 0, &spec), CLT_OK);
+    struct clt_model_params mp = clt_model_default_params();
+    mp.max_batch = 8;
+    clt_model *m = NULL;
+    clt_resident *with = NULL, *without = NULL;
+    clt_loader *l = NULL, *bad = NULL;
+    clt_trainer *t = NULL;
+    TC_OK(ctx, clt_model_create(&m, ctx, &spec, IN, N, &mp));
+    TC_OK(ctx, clt_resident_create(&with, ctx, &s.d, &norm));
+    TC_OK(ctx, clt_resident_create(&without, ctx, &bare, &norm));
+    ck_assert_ptr_null(clt_resident_labels(without));
+    int32_t c1[n], c2[n];
+    float p1[n * N], p2[n * N];
+    TC_OK(ctx, clt_predict(m, with, 8, CLT_TASK_CLASSIFICATION, c1, p1));
+    TC_OK(ctx, clt_predict(m, without, 8, CLT_TASK_CLASSIFICATION, c2, p2));
+    ck_assert_mem_eq(c1, c2, sizeof c1);
+    ck_assert_mem_eq(p1, p2, sizeof p1);
+    struct clt_eval_result res;
+    ck_assert_int_eq(clt_evaluate(m, without, 8, CLT_TASK_CLASSIFICATION, &res, NULL),
+                     CLT_ERR_INVALID_ARG);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "needs labels"), "%s", clt_ctx_errmsg(ctx));
+    l = make_loader(ctx, &s.d, &norm, 8);
+    struct clt_train_params tp = clt_train_default_params();
+    tp.batch_size = 8;
+    ck_assert_int_eq(clt_trainer_create(&t, m, l, without, &tp), CLT_ERR_INVALID_ARG);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "test split has no labels"), "%s",
+                  clt_ctx_errmsg(ctx));
+    struct clt_loader_params lp = clt_loader_default_params();
+    lp.batch_size = 8;
+    ck_assert_int_eq(clt_loader_create(&bad, ctx, &bare, &norm, &lp), CLT_ERR_INVALID_ARG);
+    ck_assert_ptr_null(bad);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "training needs them"), "%s",
+                  clt_ctx_errmsg(ctx));
+    clt_loader_free(l);
+    clt_resident_free(with);
+    clt_resident_free(without);
+    clt_model_free(m);
+    clt_spec_free(&spec);
+    set_free(&s);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 static Suite *train_suite(void)
 {
     Suite *s = suite_create("train");
@@ -957,6 +1009,7 @@ static Suite *train_suite(void)
     tcase_add_test(tc, test_accumulate_run);
     tcase_add_test(tc, test_accumulate_args);
     tcase_add_test(tc, test_setup_trailing_activation);
+    tcase_add_test(tc, test_predict_without_labels);
     suite_add_tcase(s, tc);
     return s;
 }
