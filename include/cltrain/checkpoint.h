@@ -6,7 +6,8 @@
  * as "optim.{i}.weight.exp_avg" etc., and __metadata__ with format ("cltrain-1"), model (the
  * spec), input_scale, input_mean, input_std, classes, task, features, input_shape (models
  * with a shaped input: "1,28,28"), step, epoch, seed,
- * optimizer (JSON), run (JSON: the run's geometry, see clt_run_geometry), crc32c (JSON:
+ * optimizer (JSON), run (JSON: the run's geometry, see clt_run_geometry), recipe (JSON: the
+ * run's hyper-parameters, see clt_run_recipe), crc32c (JSON:
  * tensor name -> CRC-32C of its bytes, 8 hex digits, verified on every open) and
  * crc32c_metadata (8 hex digits: CRC-32C over every other metadata key and value, keys sorted
  * bytewise, each key and each value followed by a NUL byte; verified on every open). Written to a
@@ -56,6 +57,27 @@ struct clt_run_geometry {
     int replicas;
 };
 
+/* The run's recipe: the hyper-parameters that decide how its steps train, so that a resumed run
+ * can continue it (cltrain's --resume takes each value its command line does not give, and
+ * refuses one given differently unless told --change-recipe). Saved as the metadata "recipe"
+ * by clt_checkpoint_save when `present`: {"optimizer":"adam","lr":0.01,"momentum":0,
+ * "dampening":0,"nesterov":false,"beta1":0.9,"beta2":0.999,"eps":1e-08,"weight_decay":0,
+ * "schedule":"cosine","warmup_steps":0,"step_size":7,"gamma":0.1,"min_lr":0,"total_steps":14,
+ * "epochs":2,"max_steps":0,"precision":"f32","label_smoothing":0,"shuffle":true,
+ * "normalize":false,"augment":{"flip":false,"shift":0,"cutout":0}} (floats in the shortest
+ * text that reads back as the same float). clt_trainer_save fills it from the trainer. */
+struct clt_run_recipe {
+    bool present;                  /* false: the file has none (older cltrain, other tools) */
+    struct clt_optim_params optim; /* every field, whatever the kind; total_steps as planned */
+    int epochs;                    /* clt_train_params.epochs */
+    long max_steps;                /* clt_train_params.max_steps (0: no limit) */
+    clt_dtype precision;           /* the model's storage: f32, bf16 or f16 */
+    float label_smoothing;
+    bool shuffle;
+    bool normalize;                /* inputs standardised by per-feature statistics */
+    struct clt_augment augment;    /* of the training batches */
+};
+
 struct clt_checkpoint_info {
     const char *model_text; /* the canonical spec */
     struct clt_input_norm norm;
@@ -69,6 +91,7 @@ struct clt_checkpoint_info {
      * skipped-step count; NULL otherwise. Not filled by clt_checkpoint_get_info. */
     const clt_tensor *scaler_state;
     struct clt_run_geometry run;
+    struct clt_run_recipe recipe; /* open: parsed, checked by clt_optim_validate */
     /* The shape of one input sample ("input_shape", written for a model with a shaped input,
      * e.g. (1, 28, 28) for IDX images; unused entries 0); all 0 when the file has none (a flat
      * model, or a file from before). Filled by open; ignored by save, which asks the model. */
@@ -77,8 +100,8 @@ struct clt_checkpoint_info {
 
 /* Saves the model's parameters (a counted host wait, CLT_WAIT_SAVE) and, when optim is not
  * NULL, its state and hyper-parameters, with a CRC-32C of every tensor and, when
- * info->run.present, the run's geometry. CLT_ERR_IO when the file cannot be written; the final
- * name is then untouched. */
+ * info->run.present, the run's geometry and, when info->recipe.present, its recipe. CLT_ERR_IO
+ * when the file cannot be written; the final name is then untouched. */
 CLT_API clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *optim,
                                        const struct clt_checkpoint_info *info);
 
@@ -91,7 +114,8 @@ typedef struct clt_checkpoint clt_checkpoint;
  * other tools and of cltrain before it have none and open as before); every tensor's CRC-32C
  * when the file
  * has "crc32c" (a mismatch names the tensor; a file without checksums opens, see
- * clt_checkpoint_has_checksums); "run" when present. CLT_ERR_IO (cannot read), CLT_ERR_FORMAT
+ * clt_checkpoint_has_checksums); "run" and "recipe" when present (a recipe's values checked as
+ * clt_optim_validate and the CLI's flags would). CLT_ERR_IO (cannot read), CLT_ERR_FORMAT
  * (a one-line message naming the file: "not a cltrain checkpoint" for a file without
  * cltrain's metadata), CLT_ERR_HOST_MEMORY. Messages: clt_last_errmsg(). */
 CLT_API clt_status clt_checkpoint_open(clt_checkpoint **out, const char *path);

@@ -164,6 +164,8 @@ CLT_API clt_dtype clt_loader_label_dtype(const clt_loader *l); /* i32 labels or 
 /* The input scaling the loader was created with (a copy: mean and std, when not NULL, are
  * owned by the loader and valid until clt_loader_free). The trainer stores it in checkpoints. */
 CLT_API struct clt_input_norm clt_loader_norm(const clt_loader *l);
+/* The augmentation of the batches it hands out (params.augment; all zero for none). */
+CLT_API struct clt_augment clt_loader_augment(const clt_loader *l);
 
 /* Which batches a run takes: epoch e is the shuffle of (seed, e) (or file order without
  * shuffle) cut into batches of batch_size, the last one partial unless

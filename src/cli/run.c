@@ -11,6 +11,15 @@
 #include <string.h>
 #include <unistd.h>
 
+int cli_check_augment_data(const struct train_args *a, const clt_dataset *train)
+{
+    if (clt_augment_enabled(&a->aug) && train->sample_ndim != 3)
+        return cli_usage_error("--augment %s: %s has flat samples (%zu features); augmentation "
+                               "needs images (C, H, W), e.g. IDX data",
+                               a->augment, a->data, train->features);
+    return CLI_OK;
+}
+
 /* Both splits of --data; a missing class gets the hint to give --classes. */
 static int open_train_data(const struct train_args *a, struct train_run *r)
 {
@@ -33,10 +42,8 @@ static int open_train_data(const struct train_args *a, struct train_run *r)
             memcpy(d->sample_shape, shape, sizeof d->sample_shape);
         }
     }
-    if (clt_augment_enabled(&a->aug) && r->train.sample_ndim != 3)
-        return cli_usage_error("--augment %s: %s has flat samples (%zu features); augmentation "
-                               "needs images (C, H, W), e.g. IDX data",
-                               a->augment, a->data, r->train.features);
+    int rc = cli_check_augment_data(a, &r->train);
+    if (rc != CLI_OK) return rc;
     r->classes = r->train.task == CLT_TASK_CLASSIFICATION ? r->train.classes : 1;
     r->norm = (struct clt_input_norm){.features = r->train.features,
                                       .scale = r->train.input_scale};
@@ -229,19 +236,23 @@ static clt_comm *replica_comm(const struct train_run *r, int i)
     return r->group ? clt_comm_group_member(r->group, i) : r->mpi;
 }
 
+int cli_plan_total(const struct train_args *a, size_t n, long *eff, long *spe, long *total)
+{
+    if (a->accumulate > (1L << 20) || a->batch > (1L << 40) / a->accumulate)
+        return cli_usage_error("--accumulate %ld with --batch-size %ld: too large",
+                               a->accumulate, a->batch);
+    *eff = a->batch * a->accumulate;
+    *spe = a->drop_last ? (long)n / *eff : ((long)n + *eff - 1) / *eff;
+    *total = a->epochs * *spe;
+    if (a->steps > 0 && a->steps < *total) *total = a->steps;
+    return CLI_OK;
+}
+
 /* The effective batch, steps per epoch and total steps, which the schedule needs. */
 static int plan_steps(struct train_args *a, struct train_run *r)
 {
-    if (a->accumulate > (1L << 20) || a->batch > (1L << 40) / a->accumulate) {
-        cli_usage_error("--accumulate %ld with --batch-size %ld: too large", a->accumulate,
-                        a->batch);
-        return CLI_FAIL;
-    }
-    r->eff = a->batch * a->accumulate;
-    long spe = a->drop_last ? (long)r->train.n / r->eff
-                            : ((long)r->train.n + r->eff - 1) / r->eff;
-    long total = a->epochs * spe;
-    if (a->steps > 0 && a->steps < total) total = a->steps;
+    long spe = 0, total = 0;
+    if (cli_plan_total(a, r->train.n, &r->eff, &spe, &total) != CLI_OK) return CLI_FAIL;
     a->op.step_size = a->step_size_seen ? a->step_size : (spe > 0 ? spe : 1);
     a->op.total_steps = total > 0 ? total : 1;
     return CLI_OK;
@@ -256,6 +267,7 @@ static int open_metrics(const struct train_args *a, struct train_run *r)
     }
     r->rep.metrics = r->mf;
     r->rep.has_test = r->test.n > 0;
+    cli_write_recipe_changes(r, r->mf); /* --change-recipe: the run's record says so */
     return CLI_OK;
 }
 
@@ -393,6 +405,28 @@ static void warn_batch(const struct train_args *a, const struct train_run *r)
                     "samples): every step takes the whole split\n", what, a->data, r->train.n);
 }
 
+/* The optimizer and its schedule as the run takes them: "adamw lr 0.01, cosine to 0.001 over 14
+ * steps, warm-up 2 steps, weight decay 0.1, label smoothing 0.1" (what is not at its default). */
+static void describe_optim(const struct train_args *a, char *dst, size_t n)
+{
+    const struct clt_optim_params *op = &a->op;
+    size_t len = 0;
+    append(dst, n, &len, "%s lr %g", clt_optim_kind_name(op->kind), (double)op->lr);
+    if (op->kind == CLT_OPTIM_SGD && op->momentum > 0)
+        append(dst, n, &len, ", %smomentum %g", op->nesterov ? "Nesterov " : "",
+               (double)op->momentum);
+    if (op->schedule == CLT_SCHED_STEP)
+        append(dst, n, &len, ", step schedule x%g every %ld steps", (double)op->gamma,
+               op->step_size);
+    if (op->schedule == CLT_SCHED_COSINE)
+        append(dst, n, &len, ", cosine to %g over %ld steps", (double)op->min_lr,
+               op->total_steps);
+    if (op->warmup_steps > 0) append(dst, n, &len, ", warm-up %ld steps", op->warmup_steps);
+    if (op->weight_decay > 0) append(dst, n, &len, ", weight decay %g", (double)op->weight_decay);
+    if (a->smoothing > 0) append(dst, n, &len, ", label smoothing %g", (double)a->smoothing);
+    if (a->no_shuffle) append(dst, n, &len, ", no shuffle");
+}
+
 /* The auto-batch choice and the header line: device, data, model, optimizer, batch, memory. */
 static void print_plan(const struct train_args *a, struct train_run *r)
 {
@@ -400,8 +434,11 @@ static void print_plan(const struct train_args *a, struct train_run *r)
     int acc = clt_train_setup_accumulate(r->setup);
     clt_model *m = clt_train_setup_model(r->setup);
     r->ms = clt_ctx_mem_stats(r->ctx);
-    char mem[32], batch_text[512], where[CLT_COMM_MAX_MEMBERS * 192];
+    char mem[32], batch_text[512], where[CLT_COMM_MAX_MEMBERS * 192], optim[512],
+        changed[2048];
     size_t len = 0;
+    describe_optim(a, optim, sizeof optim);
+    cli_describe_recipe_changes(r, changed, sizeof changed);
     clt_format_bytes(r->ms.current, mem, sizeof mem);
     describe_devices(r, where, sizeof where);
     if (acc > 1)
@@ -427,17 +464,15 @@ static void print_plan(const struct train_args *a, struct train_run *r)
                clt_train_setup_backoffs(r->setup) == 1 ? "retry" : "retries");
     if (!r->rep.quiet)
         printf("cltrain: %s on %s; data %s: %zu train, %zu test, %zu features, %s%s%s; "
-               "model %s (%zu parameters); %s lr %g; %s; precision %s; %s on the device%s\n",
+               "model %s (%zu parameters); %s; %s; precision %s; %s on the device%s%s\n",
                a->dry_run ? "dry run" : a->resume ? "resuming" : "training", where, a->data,
                r->train.n,
                r->test.n, r->train.features,
                clt_loader_describe(clt_train_setup_loader(r->setup)),
                clt_augment_enabled(&a->aug) ? ", augmented " : "",
                clt_augment_enabled(&a->aug) ? a->augment : "", r->spec_text,
-               clt_tensor_numel(clt_model_params(m)), clt_optim_kind_name(a->op.kind),
-               (double)a->op.lr, batch_text,
-               cli_precision_name(a->prec),
-               mem, r->group ? " of replica 0" : "");
+               clt_tensor_numel(clt_model_params(m)), optim, batch_text,
+               cli_precision_name(a->prec), mem, r->group ? " of replica 0" : "", changed);
     fflush(stdout);
 }
 
@@ -586,6 +621,7 @@ int cli_train(int argc, char **argv)
     if (rc == CLI_OK) rc = open_train_data(&a, &r);
     if (rc == CLI_OK) rc = open_start(&a, &r);
     if (rc == CLI_OK) rc = parse_train_spec(&a, &r);
+    if (rc == CLI_OK && a.resume) rc = cli_resume_recipe(&a, &r);
     if (rc == CLI_OK) rc = open_devices(&a, &r);
     if (rc == CLI_OK) rc = plan_steps(&a, &r);
     if (rc == CLI_OK) rc = open_metrics(&a, &r);

@@ -42,6 +42,13 @@ struct train_args {
     bool profile, sync_debug, memory, seed_seen, dry_run, auto_batch;
     bool no_shuffle, drop_last, normalize, nesterov, quiet, lr_seen, wd_seen, model_seen,
         label_seen, step_size_seen, on_device, no_pin, loader_seen, prefetch_seen;
+    bool change_recipe; /* --resume: values given may differ from the checkpoint's recipe */
+    /* the recipe's flags given on the command line (--resume takes the others from the
+     * checkpoint; lr_seen, wd_seen, step_size_seen and the flags' own values say the rest) */
+    struct {
+        bool epochs, steps, batch, accumulate, precision, optimizer, momentum, dampening, beta1,
+            beta2, eps, schedule, warmup, gamma, min_lr, smoothing;
+    } given;
     const char *devices, *device_shares; /* several replicas in this process */
     bool share_devices;                  /* mpirun: ranks may share a device */
     /* derived */
@@ -57,6 +64,15 @@ struct train_args {
     clt_dtype prec;
     struct clt_augment aug; /* --augment, parsed */
 };
+
+/* --resume: one recipe value given that differs from the checkpoint's: the flag, both values as
+ * the flag takes them, and whether --change-recipe may override it (not the optimizer, whose
+ * state the checkpoint holds, nor a change to or from fp16, whose loss scaler it holds). */
+struct recipe_change {
+    char flag[24], was[64], now[64], why[96];
+    bool fixed;
+};
+enum { MAX_RECIPE_CHANGES = 24 };
 
 /* What a run holds from opening the data to the end; train_run_close releases it. */
 struct train_run {
@@ -84,6 +100,10 @@ struct train_run {
     struct clt_mem_stats ms;   /* the accountant once the set-up is built */
     FILE *mf;
     struct reporter rep;
+    /* --resume with --change-recipe: the values that differ from the checkpoint's recipe */
+    struct recipe_change changes[MAX_RECIPE_CHANGES];
+    int nchanges;
+    char augment_text[64]; /* --augment as taken from the checkpoint */
 };
 
 /* ---- args.c ---- */
@@ -95,6 +115,27 @@ int cli_check_train_args(struct train_args *a);
 int cli_check_outputs(const struct train_args *a);
 /* The optimizer, schedule, init scheme and precision from their flags. */
 int cli_make_optim_params(struct train_args *a);
+
+/* ---- run.c ---- */
+/* The effective batch, steps per epoch and total optimizer steps of a run over n samples with
+ * the flags' batch, accumulate, --drop-last, --epochs and --steps; a product too large is a
+ * usage error. */
+int cli_plan_total(const struct train_args *a, size_t n, long *eff, long *spe, long *total);
+/* The augmentation against the data: --augment needs images (C, H, W). */
+int cli_check_augment_data(const struct train_args *a, const clt_dataset *train);
+
+/* ---- recipe.c ---- */
+/* --resume: the model given must be the checkpoint's (refused otherwise, both specs named);
+ * each recipe value not given is taken from the checkpoint, each given differently is refused
+ * (all named, one line, CLI_USAGE) unless --change-recipe, which records them in r->changes.
+ * A checkpoint without a recipe gets one note and the flags as given. Before plan_steps. */
+int cli_resume_recipe(struct train_args *a, struct train_run *r);
+/* The recipe changes as "; recipe changed: --lr 0.02 (the checkpoint's: 0.01), ..." ("" for
+ * none), for the header line. */
+void cli_describe_recipe_changes(const struct train_run *r, char *dst, size_t n);
+/* The recipe changes as one --metrics JSON line {"event":"recipe_change","step":..,
+ * "changes":{"lr":{"checkpoint":"0.01","run":"0.02"},...}} (nothing for none). */
+void cli_write_recipe_changes(const struct train_run *r, FILE *f);
 
 /* ---- setup.c ---- */
 /* Prints the ctx's message (else the thread's) and returns CLI_FAIL. */

@@ -390,6 +390,15 @@ fail:
     return st;
 }
 
+struct clt_augment clt_loader_augment(const clt_loader *l)
+{
+    struct clt_augment a = {0};
+    if (l->augment)
+        a = (struct clt_augment){.flip = l->ageom.flip != 0, .shift = l->ageom.shift,
+                                 .cutout = l->ageom.cutout};
+    return a;
+}
+
 /* The order of epoch e: a permutation from the seed, or file order. */
 static void epoch_order(const struct clt_loader_order *o, long epoch, uint32_t *perm, size_t n)
 {

@@ -73,6 +73,58 @@ static char *json_run(const struct clt_run_geometry *g)
     return b.data;
 }
 
+/* The shortest "%g" text that reads back as the same float (a recipe's values stay as given:
+ * 0.01, not 0.00999999978). */
+static void put_float(clt__json_buf *b, float v)
+{
+    char tmp[32];
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, (double)v);
+        if (strtof(tmp, NULL) == v) break;
+    }
+    clt__json_buf_puts(b, tmp);
+}
+
+/* ,"key":value with the value as put_float writes it. */
+static void put_key_float(clt__json_buf *b, const char *key, float v)
+{
+    clt__json_buf_printf(b, ",\"%s\":", key);
+    put_float(b, v);
+}
+
+/* The metadata "recipe" (see clt_run_recipe in checkpoint.h). */
+static char *json_recipe(const struct clt_run_recipe *r)
+{
+    clt__json_buf b = {0};
+    const struct clt_optim_params *o = &r->optim;
+    clt__json_buf_printf(&b, "{\"optimizer\":\"%s\"", clt_optim_kind_name(o->kind));
+    put_key_float(&b, "lr", o->lr);
+    put_key_float(&b, "momentum", o->momentum);
+    put_key_float(&b, "dampening", o->dampening);
+    clt__json_buf_printf(&b, ",\"nesterov\":%s", o->nesterov ? "true" : "false");
+    put_key_float(&b, "beta1", o->beta1);
+    put_key_float(&b, "beta2", o->beta2);
+    put_key_float(&b, "eps", o->eps);
+    put_key_float(&b, "weight_decay", o->weight_decay);
+    clt__json_buf_printf(&b, ",\"schedule\":\"%s\",\"warmup_steps\":%ld,\"step_size\":%ld",
+                         clt_schedule_name(o->schedule), o->warmup_steps, o->step_size);
+    put_key_float(&b, "gamma", o->gamma);
+    put_key_float(&b, "min_lr", o->min_lr);
+    clt__json_buf_printf(&b, ",\"total_steps\":%ld,\"epochs\":%d,\"max_steps\":%ld,"
+                         "\"precision\":\"%s\"", o->total_steps, r->epochs, r->max_steps,
+                         clt_dtype_name(r->precision));
+    put_key_float(&b, "label_smoothing", r->label_smoothing);
+    clt__json_buf_printf(&b, ",\"shuffle\":%s,\"normalize\":%s,\"augment\":{\"flip\":%s,"
+                         "\"shift\":%d,\"cutout\":%d}}", r->shuffle ? "true" : "false",
+                         r->normalize ? "true" : "false", r->augment.flip ? "true" : "false",
+                         r->augment.shift, r->augment.cutout);
+    if (b.failed) {
+        clt__json_buf_free(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
 #define META_CRC_KEY "crc32c_metadata"
 
 typedef struct meta_ref {
@@ -136,7 +188,8 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
     clt_st_tensor *ts = NULL;
     cl_event ev[8] = {0};
     cl_uint nev = 0;
-    char *mean = NULL, *std = NULL, *opt = NULL, *spec = NULL, *run = NULL, *crcs = NULL;
+    char *mean = NULL, *std = NULL, *opt = NULL, *spec = NULL, *run = NULL, *crcs = NULL,
+         *recipe = NULL;
     char scale[32], classes[16], step[32], epoch[16], seed[32], features[32], shape[96],
         meta_crc[16];
 
@@ -212,6 +265,8 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
     CLT_TRY(clt_spec_to_string(clt_model_spec(m), &spec));
     if (info->run.present && !(run = json_run(&info->run)))
         CLT_FAIL(ctx, CLT_ERR_HOST_MEMORY, "out of host memory");
+    if (info->recipe.present && !(recipe = json_recipe(&info->recipe)))
+        CLT_FAIL(ctx, CLT_ERR_HOST_MEMORY, "out of host memory");
     if (!(crcs = json_crcs(ts, n))) CLT_FAIL(ctx, CLT_ERR_HOST_MEMORY, "out of host memory");
     snprintf(scale, sizeof scale, "%.9g", (double)nm->scale);
     snprintf(classes, sizeof classes, "%d", info->classes);
@@ -223,7 +278,7 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
     int in_ndim = clt_model_input_shape(m, in_shape);
     snprintf(shape, sizeof shape, "%zu,%zu,%zu", in_shape[0], in_shape[1], in_shape[2]);
     if (in_ndim == 2) *strrchr(shape, ',') = '\0';
-    const char *keys[16], *vals[16];
+    const char *keys[20], *vals[20];
     int nmeta = 0;
 #define META(k, v) (keys[nmeta] = (k), vals[nmeta++] = (v))
     META("format", "cltrain-1");
@@ -240,6 +295,7 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
     META("seed", seed);
     if (opt) META("optimizer", opt);
     if (run) META("run", run);
+    if (recipe) META("recipe", recipe);
     META("crc32c", crcs);
     uint32_t mcrc = 0;
     CLT_TRY(clt__checkpoint_meta_crc32c(keys, vals, nmeta, &mcrc));
@@ -262,6 +318,7 @@ fail:
     free(opt);
     free(spec);
     free(run);
+    free(recipe);
     free(crcs);
     return st;
 }
@@ -527,6 +584,111 @@ fail:
     return st;
 }
 
+/* A boolean member of the metadata "recipe". */
+static clt_status recipe_bool(const clt_checkpoint *ck, const clt__json *obj, const char *key,
+                              bool *out)
+{
+    const clt__json *v = clt__json_get(obj, key);
+    if (!v || v->type != CLT__JSON_BOOL)
+        return clt__fail(NULL, CLT_ERR_FORMAT, "%s: metadata \"recipe\" needs \"%s\", true or "
+                         "false", ck->path, key);
+    *out = v->boolean;
+    return CLT_OK;
+}
+
+/* A number member of the metadata "recipe" in [lo, hi) (lo excluded too when `positive`), as
+ * the flag that sets it accepts. */
+static clt_status recipe_float(const clt_checkpoint *ck, const clt__json *obj, const char *key,
+                               double lo, double hi, bool positive, float *out)
+{
+    const clt__json *v = clt__json_get(obj, key);
+    bool ok = v && v->type == CLT__JSON_NUMBER && isfinite(v->number) && v->number >= lo &&
+              v->number < hi && !(positive && v->number <= lo);
+    if (!ok)
+        return clt__fail(NULL, CLT_ERR_FORMAT, "%s: metadata \"recipe\" needs \"%s\", a number "
+                         "in %c%g, %g)", ck->path, key, positive ? '(' : '[', lo, hi);
+    *out = (float)v->number;
+    return CLT_OK;
+}
+
+/* A string member of the metadata "recipe" (its caller parses it). */
+static clt_status recipe_string(const clt_checkpoint *ck, const clt__json *obj, const char *key,
+                                const char **out)
+{
+    const clt__json *v = clt__json_get(obj, key);
+    if (!v || v->type != CLT__JSON_STRING)
+        return clt__fail(NULL, CLT_ERR_FORMAT, "%s: metadata \"recipe\" needs \"%s\", a string",
+                         ck->path, key);
+    *out = v->str;
+    return CLT_OK;
+}
+
+/* The metadata "recipe" (see json_recipe), when present: every member, each in the range its
+ * flag accepts, the optimizer's as clt_optim_validate checks them. */
+static clt_status parse_recipe(clt_checkpoint *ck)
+{
+    clt_status st = CLT_OK;
+    struct clt_run_recipe *r = &ck->info.recipe;
+    struct clt_optim_params *o = &r->optim;
+    const char *s = clt_st_meta(ck->file, "recipe"), *name = NULL;
+    clt__json *v = NULL;
+    clt__json_error err;
+    long long x = 0;
+    if (!s) return CLT_OK;
+    if (clt__json_parse(&v, s, strlen(s), &err) != CLT_OK || v->type != CLT__JSON_OBJECT)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: metadata \"recipe\" is not a JSON object", ck->path);
+    CLT_TRY(recipe_string(ck, v, "optimizer", &name));
+    if (clt_optim_parse_kind(name, &o->kind) != CLT_OK)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: metadata \"recipe\": %s", ck->path, clt_last_errmsg());
+    CLT_TRY(recipe_string(ck, v, "schedule", &name));
+    if (clt_optim_parse_schedule(name, &o->schedule) != CLT_OK)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: metadata \"recipe\": %s", ck->path, clt_last_errmsg());
+    CLT_TRY(recipe_string(ck, v, "precision", &name));
+    if (clt_dtype_parse(name, &r->precision) != CLT_OK ||
+        (r->precision != CLT_DTYPE_F32 && r->precision != CLT_DTYPE_BF16 &&
+         r->precision != CLT_DTYPE_F16))
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: metadata \"recipe\" has precision \"%s\", expected "
+                 "f32, bf16 or f16", ck->path, name);
+    CLT_TRY(recipe_float(ck, v, "lr", 0, INFINITY, true, &o->lr));
+    CLT_TRY(recipe_float(ck, v, "momentum", 0, INFINITY, false, &o->momentum));
+    CLT_TRY(recipe_float(ck, v, "dampening", 0, INFINITY, false, &o->dampening));
+    CLT_TRY(recipe_bool(ck, v, "nesterov", &o->nesterov));
+    CLT_TRY(recipe_float(ck, v, "beta1", 0, 1, false, &o->beta1));
+    CLT_TRY(recipe_float(ck, v, "beta2", 0, 1, false, &o->beta2));
+    CLT_TRY(recipe_float(ck, v, "eps", 0, INFINITY, true, &o->eps));
+    CLT_TRY(recipe_float(ck, v, "weight_decay", 0, INFINITY, false, &o->weight_decay));
+    CLT_TRY(recipe_float(ck, v, "gamma", 0, INFINITY, true, &o->gamma));
+    CLT_TRY(recipe_float(ck, v, "min_lr", 0, INFINITY, false, &o->min_lr));
+    CLT_TRY(recipe_float(ck, v, "label_smoothing", 0, 1, false, &r->label_smoothing));
+    CLT_TRY(run_int(ck, v, "recipe", "warmup_steps", 0, INT32_MAX, &x));
+    o->warmup_steps = (long)x;
+    CLT_TRY(run_int(ck, v, "recipe", "step_size", 1, INT64_MAX, &x));
+    o->step_size = (long)x;
+    CLT_TRY(run_int(ck, v, "recipe", "total_steps", 1, INT64_MAX, &x));
+    o->total_steps = (long)x;
+    CLT_TRY(run_int(ck, v, "recipe", "epochs", 1, INT32_MAX, &x));
+    r->epochs = (int)x;
+    CLT_TRY(run_int(ck, v, "recipe", "max_steps", 0, INT64_MAX, &x));
+    r->max_steps = (long)x;
+    CLT_TRY(recipe_bool(ck, v, "shuffle", &r->shuffle));
+    CLT_TRY(recipe_bool(ck, v, "normalize", &r->normalize));
+    const clt__json *aug = clt__json_get(v, "augment");
+    if (!aug || aug->type != CLT__JSON_OBJECT)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: metadata \"recipe\" needs \"augment\", an object",
+                 ck->path);
+    CLT_TRY(recipe_bool(ck, aug, "flip", &r->augment.flip));
+    CLT_TRY(run_int(ck, aug, "recipe\".augment.\"", "shift", 0, CLT_AUGMENT_MAX, &x));
+    r->augment.shift = (int)x;
+    CLT_TRY(run_int(ck, aug, "recipe\".augment.\"", "cutout", 0, CLT_AUGMENT_MAX, &x));
+    r->augment.cutout = (int)x;
+    if (clt_optim_validate(o) != CLT_OK)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: metadata \"recipe\": %s", ck->path, clt_last_errmsg());
+    r->present = true;
+fail:
+    clt__json_free(v);
+    return st;
+}
+
 /* The metadata against itself: the spec's last layer gives `classes` outputs (1 for
  * regression) on `features` inputs. */
 static clt_status check_consistent(const clt_checkpoint *ck)
@@ -608,6 +770,7 @@ static clt_status open_any(clt_checkpoint **out, const char *path, bool allow_pl
     ck->info.norm.std = ck->std;
     CLT_TRY(check_consistent(ck));
     CLT_TRY(parse_run(ck));
+    CLT_TRY(parse_recipe(ck));
     *out = ck;
     ck = NULL;
 fail:

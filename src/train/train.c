@@ -482,6 +482,31 @@ static struct clt_run_geometry run_geometry(const clt_trainer *t)
     return g;
 }
 
+/* Whether the inputs are standardised: statistics other than mean 0, std 1 (a checkpoint's
+ * norm arrays exist either way). */
+static bool standardised(const struct clt_input_norm *n)
+{
+    for (size_t i = 0; n->mean && n->std && i < n->features; i++)
+        if (n->mean[i] != 0.0f || n->std[i] != 1.0f) return true;
+    return false;
+}
+
+/* The run's recipe, as checkpoints store it: what this trainer trains with. */
+static struct clt_run_recipe run_recipe(const clt_trainer *t)
+{
+    return (struct clt_run_recipe){
+        .present = true,
+        .optim = *clt_optim_get_params(t->optim),
+        .epochs = t->p.epochs,
+        .max_steps = t->p.max_steps,
+        .precision = clt_model_precision(t->model),
+        .label_smoothing = t->p.label_smoothing,
+        .shuffle = t->p.shuffle,
+        .normalize = standardised(&t->norm),
+        .augment = clt_loader_augment(t->train),
+    };
+}
+
 clt_status clt_trainer_save(clt_trainer *t, const char *path)
 {
     struct clt_checkpoint_info info = {
@@ -493,6 +518,7 @@ clt_status clt_trainer_save(clt_trainer *t, const char *path)
         .seed = t->p.seed,
         .scaler_state = t->scaler ? clt_scaler_state(t->scaler) : NULL,
         .run = run_geometry(t),
+        .recipe = run_recipe(t),
     };
     return clt_checkpoint_save(path, t->model, t->optim, &info);
 }

@@ -1,7 +1,11 @@
 #!/bin/sh
-# Checkpoints say what run they belong to and are verified (issue 12): --resume with another
+# Checkpoints say what run they belong to and are verified: --resume with another
 # geometry (batch size, seed, data) is refused naming each difference, a split of the same
 # effective batch is re-planned and printed, an older file without geometry resumes with a note;
+# --resume continues the checkpoint's recipe (optimizer, lr, schedule, precision, smoothing,
+# augmentation, ...) when its options are not given, refuses values given differently (every
+# one named) unless --change-recipe, which the header and --metrics record, and refuses another
+# --model naming both specs; an older file without a recipe resumes with a note;
 # a tensor whose bytes changed fails its CRC-32C on eval, predict, --resume and --init, naming
 # it, a file without checksums loads with a note; NaN/inf weights are refused; metadata that
 # contradicts itself or the data (classes, task, format version, shapes written as 8.0,
@@ -145,6 +149,95 @@ check_ok "resume: the same effective batch as 16 x 2 is re-planned and said" \
 ck_edit "$ck" "$tmp/old.safetensors" drop-meta run crc32c
 check_ok "resume of an older checkpoint (no geometry, no checksums) with notes" \
     "does not record its run's geometry" "has no checksums" -- resume_ "$tmp/old.safetensors"
+
+# -- 1b. the run's recipe ----------------------------------------------------------------------
+# recipe_of FILE: the checkpoint's metadata "recipe" (None when it has none).
+recipe_of() {
+    python3 -c 'import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+print(json.loads(raw[8:8 + n])["__metadata__"].get("recipe"))' "$1"
+}
+R="$tmp/rc.safetensors"
+"$CLTRAIN_BIN" train --data "$D" --model "$M" --optimizer adamw --lr 0.01 --beta1 0.8 \
+    --weight-decay 0.1 --schedule cosine --warmup 2 --min-lr 0.001 --label-smoothing 0.1 \
+    --augment flip --precision bf16 --no-shuffle --batch-size 16 --accumulate 2 --epochs 2 \
+    --log-every 0 --save "$R" --quiet >/dev/null || fail "training the recipe's checkpoint failed"
+[ "$(recipe_of "$R")" != None ] || fail "the checkpoint does not record its recipe"
+ck_edit "$R" "$tmp/rc4.safetensors" set-meta step 4 # as if stopped at step 4 of 14
+R4="$tmp/rc4.safetensors"
+check_ok "resume continues the saved recipe (no option repeated)" "resuming" \
+    "adamw lr 0.01, cosine to 0.001 over 14 steps, warm-up 2 steps, weight decay 0.1, label smoothing 0.1, no shuffle" \
+    "batch 16 x 2 micro-batches" "precision bf16" "augmented flip" "(step 14)" -- \
+    "$CLTRAIN_BIN" train --data "$D" --resume "$R4" --log-every 5 --save "$tmp/rc_out.safetensors"
+[ "$(recipe_of "$tmp/rc_out.safetensors")" = "$(recipe_of "$R")" ] ||
+    fail "the resumed run saved another recipe: $(recipe_of "$tmp/rc_out.safetensors")"
+echo "ok: the resumed run saved the same recipe"
+check_bad --code 2 "resume with other recipe values: every difference named" "--resume" \
+    "--lr: given 0.02, the checkpoint's 0.01" "--schedule: given constant, the checkpoint's cosine" \
+    "--beta1: given 0.9, the checkpoint's 0.8" "--precision: given fp32, the checkpoint's bf16" \
+    "--label-smoothing: given 0, the checkpoint's 0.1" "--normalize: given on, the checkpoint's off" \
+    "--augment: given flip,shift=1, the checkpoint's flip" "--epochs: given 3, the checkpoint's 2" \
+    "--change-recipe" -- \
+    "$CLTRAIN_BIN" train --data "$D" --resume "$R4" --lr 0.02 --schedule constant --beta1 0.9 \
+    --precision fp32 --label-smoothing 0 --normalize --augment flip,shift=1 --epochs 3
+check_bad --code 2 "resume under a cosine schedule with another length" \
+    "--steps: given 10, the checkpoint's none (the cosine schedule spans 14 steps, this run 10)" \
+    -- "$CLTRAIN_BIN" train --data "$D" --resume "$R4" --steps 10
+check_ok "resume with the saved values given again" "resuming" -- \
+    "$CLTRAIN_BIN" train --data "$D" --resume "$R4" --optimizer adamw --lr 0.01 --beta1 0.8 \
+    --weight-decay 0.1 --schedule cosine --warmup 2 --min-lr 0.001 --label-smoothing 0.1 \
+    --augment flip --precision bf16 --no-shuffle --batch-size 16 --accumulate 2 --epochs 2 \
+    --log-every 0
+check_ok "--change-recipe: the run goes on, its header records the values changed" \
+    "adamw lr 0.02," "weight decay 0.05" \
+    "recipe changed: --lr 0.02 (the checkpoint's: 0.01), --weight-decay 0.05 (the checkpoint's: 0.1)" \
+    -- "$CLTRAIN_BIN" train --data "$D" --resume "$R4" --lr 0.02 --weight-decay 0.05 \
+    --change-recipe --log-every 0 --metrics "$tmp/rc.jsonl" --save "$tmp/rc_changed.safetensors"
+grep -qF '{"event":"recipe_change","step":4,"changes":{"lr":{"checkpoint":"0.01","run":"0.02"},"weight-decay":{"checkpoint":"0.1","run":"0.05"}}}' \
+    "$tmp/rc.jsonl" || fail "--metrics does not record the recipe's change: $(cat "$tmp/rc.jsonl")"
+echo "ok: --metrics records the recipe's change"
+recipe_of "$tmp/rc_changed.safetensors" | grep -qF '"lr":0.02,' ||
+    fail "the changed run saved: $(recipe_of "$tmp/rc_changed.safetensors")"
+echo "ok: the changed run's checkpoint holds its new recipe"
+check_bad --code 2 "--change-recipe cannot change the optimizer or precision to fp16" \
+    "--optimizer: given sgd, the checkpoint's adamw" "--precision: given fp16, the checkpoint's bf16" \
+    "not even with --change-recipe" "--init" -- \
+    "$CLTRAIN_BIN" train --data "$D" --resume "$R4" --optimizer sgd --precision fp16 --change-recipe
+check_bad --code 2 "--change-recipe without --resume" "--change-recipe applies to --resume" -- \
+    "$CLTRAIN_BIN" train --data "$D" --model "$M" --steps 1 --change-recipe
+"$CLTRAIN_BIN" train --data "$D" --model "$M" --optimizer sgd --lr 0.05 --momentum 0.9 \
+    --schedule step --step-size 3 --gamma 0.5 --epochs 1 --batch-size 32 --log-every 0 \
+    --save "$tmp/sgd.safetensors" --quiet >/dev/null || fail "training the SGD checkpoint failed"
+check_ok "resume continues an SGD step schedule" "sgd lr 0.05, momentum 0.9, step schedule x0.5 every 3 steps" \
+    -- "$CLTRAIN_BIN" train --data "$D" --resume "$tmp/sgd.safetensors" --epochs 2 --log-every 0
+check_bad --code 2 "resume of SGD with other momentum, step size, gamma, warm-up" \
+    "--momentum: given 0.5, the checkpoint's 0.9" "--nesterov: given on, the checkpoint's off" \
+    "--warmup: given 1, the checkpoint's 0" "--gamma: given 0.1, the checkpoint's 0.5" \
+    "--step-size: given 2, the checkpoint's 3" -- \
+    "$CLTRAIN_BIN" train --data "$D" --resume "$tmp/sgd.safetensors" --momentum 0.5 --nesterov \
+    --warmup 1 --gamma 0.1 --step-size 2
+check_bad --code 2 "resume with another --model names both specs" \
+    'the checkpoint'"'"'s model is "linear 8, relu, linear 3"' \
+    '--model gives "linear 9, relu, linear 3"' -- resume_ "$ck" --model "linear 9, relu, linear 3"
+check_ok "resume with the checkpoint's model spelt otherwise" -- \
+    resume_ "$ck" --model "linear 8,relu,linear 3"
+ck_edit "$R4" "$tmp/norecipe.safetensors" drop-meta recipe
+check_ok "resume of a checkpoint without a recipe: the options given, with a note" \
+    "does not record its run's recipe" "adamw lr 0.001, weight decay 0.01;" -- \
+    "$CLTRAIN_BIN" train --data "$D" --resume "$tmp/norecipe.safetensors" --batch-size 16 \
+    --accumulate 2 --precision bf16 --optimizer adamw --log-every 0
+ck_edit "$R" "$tmp/badrecipe.safetensors" set-meta recipe '{"optimizer":"adam"}'
+check_bad "eval, a recipe without its values" '"recipe"' '"schedule"' -- \
+    eval_ "$tmp/badrecipe.safetensors"
+ck_edit "$R" "$tmp/badrecipe.safetensors" set-meta recipe \
+    "$(recipe_of "$R" | sed 's/"beta2":0.999/"beta2":1.5/')"
+check_bad "eval, a recipe value out of range" '"recipe"' '"beta2"' -- \
+    eval_ "$tmp/badrecipe.safetensors"
+ck_edit "$R" "$tmp/pokerecipe.safetensors" poke-meta recipe \
+    "$(recipe_of "$R" | sed 's/"lr":0.01/"lr":0.1/')"
+check_bad "resume, the recipe edited after saving" "changed after it was written" -- \
+    "$CLTRAIN_BIN" train --data "$D" --resume "$tmp/pokerecipe.safetensors"
 
 # -- 2. integrity: 300 bytes of 0.weight inverted ----------------------------------------------
 ck_edit "$ck" "$tmp/flip.safetensors" flip 0.weight 300
