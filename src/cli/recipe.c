@@ -226,13 +226,7 @@ int cli_resume_recipe(struct train_args *a, struct train_run *r)
     const struct clt_run_recipe *w = &info.recipe;
     int rc = check_model(a, r);
     if (rc != CLI_OK) return rc;
-    if (!w->present) {
-        if (r->rank == 0) /* under mpirun: once for all */
-            fprintf(stderr, "cltrain: note: %s does not record its run's recipe (an older cltrain): "
-                            "resuming with the options given and the defaults, unchecked\n",
-                    a->resume);
-        return CLI_OK;
-    }
+    if (!w->present) return CLI_OK; /* an older file: the flags as given (note_resume_plan) */
     /* the batch: the existing geometry check (clt_checkpoint_check_run) compares what is given */
     if (info.run.present && !a->given.batch) a->batch = (long)info.run.batch_size;
     if (info.run.present && !a->given.accumulate) a->accumulate = info.run.accumulate;

@@ -310,13 +310,17 @@ static void fill_setup_params(const struct train_args *a, struct train_run *r)
     tp->interrupt = cli_stop_flag();
 }
 
-/* A resumed run: a note when the checkpoint does not record its geometry, a line when the
- * micro-batch and accumulation were re-planned. */
+/* A resumed run: a note when the checkpoint does not record its recipe or its geometry, a line
+ * when the micro-batch and accumulation were re-planned. */
 static void note_resume_plan(const struct train_args *a, const struct train_run *r)
 {
     struct clt_run_geometry was = clt_checkpoint_get_info(r->ck).run;
     size_t now_micro = clt_train_setup_batch(r->setup);
     int now_acc = clt_train_setup_accumulate(r->setup);
+    if (!clt_checkpoint_get_info(r->ck).recipe.present)
+        fprintf(stderr, "cltrain: note: %s does not record its run's recipe (an older "
+                        "cltrain): resuming with the options given and the defaults, "
+                        "unchecked\n", a->resume);
     if (!was.present)
         fprintf(stderr, "cltrain: note: %s does not record its run's geometry (an older "
                         "cltrain): resuming at its step with this run's batch size and data, "

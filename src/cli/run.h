@@ -128,7 +128,8 @@ int cli_check_augment_data(const struct train_args *a, const clt_dataset *train)
 /* --resume: the model given must be the checkpoint's (refused otherwise, both specs named);
  * each recipe value not given is taken from the checkpoint, each given differently is refused
  * (all named, one line, CLI_USAGE) unless --change-recipe, which records them in r->changes.
- * A checkpoint without a recipe gets one note and the flags as given. Before plan_steps. */
+ * A checkpoint without a recipe keeps the flags as given (run.c notes it once the set-up has
+ * loaded the checkpoint). Before plan_steps. */
 int cli_resume_recipe(struct train_args *a, struct train_run *r);
 /* The recipe changes as "; recipe changed: --lr 0.02 (the checkpoint's: 0.01), ..." ("" for
  * none), for the header line. */
