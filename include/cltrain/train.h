@@ -107,6 +107,7 @@ struct clt_train_params {
     const char *model_text;  /* the spec as given, stored in checkpoints */
     struct clt_input_norm norm; /* stored in checkpoints */
     int classes;
+    const char *const *class_names; /* (classes) stored in checkpoints, or NULL */
     /* The training data's identity, stored in checkpoints with the run's geometry and compared
      * by clt_trainer_resume: its name (--data; NULL: "") and the split's CRC-32C (see
      * clt_run_geometry; clt_train_setup_create fills it from train_set when 0). */

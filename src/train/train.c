@@ -469,6 +469,7 @@ clt_status clt_trainer_save(clt_trainer *t, const char *path)
         .model_text = t->p.model_text,
         .norm = t->p.norm,
         .classes = t->p.classes,
+        .class_names = t->p.class_names,
         .task = t->p.task,
         .step = t->step,
         .epoch = t->epoch,
