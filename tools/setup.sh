@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build pkg-config gcc python3 ocl-icd-opencl-dev opencl-c-headers
-          pocl-opencl-icd libclblast-dev check zlib1g-dev dataset-fashion-mnist python3-numpy
+          pocl-opencl-icd libclblast-dev check zlib1g-dev libpng-dev libjpeg62-turbo-dev
+          dataset-fashion-mnist python3-numpy
           clang-15 libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do

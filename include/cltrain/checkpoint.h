@@ -4,8 +4,9 @@
  * "{i}.num_batches_tracked") beside them, a residual block's layers as "{i}.body.{j}.*" and
  * "{i}.proj.{j}.*" (the names of the model's clt_param_info and clt_buffer_info), optimizer state
  * as "optim.{i}.weight.exp_avg" etc., and __metadata__ with format ("cltrain-1"), model (the
- * spec), input_scale, input_mean, input_std, classes, task, features, input_shape (models
- * with a shaped input: "1,28,28"), step, epoch, seed,
+ * spec), input_scale, input_mean, input_std, classes, class_names (JSON array of strings,
+ * when the data had names: image folders), task, features, input_shape (models with a shaped
+ * input: "1,28,28"), step, epoch, seed,
  * optimizer (JSON), run (JSON: the run's geometry, see clt_run_geometry), recipe (JSON: the
  * run's hyper-parameters, see clt_run_recipe), crc32c (JSON:
  * tensor name -> CRC-32C of its bytes, 8 hex digits, verified on every open) and
@@ -96,6 +97,10 @@ struct clt_checkpoint_info {
      * e.g. (1, 28, 28) for IDX images; unused entries 0); all 0 when the file has none (a flat
      * model, or a file from before). Filled by open; ignored by save, which asks the model. */
     size_t input_shape[3];
+    /* The classes' names ("class_names"; image folders), `classes` of them, or NULL when the
+     * file has none. Save writes them when given and every name is UTF-8; open fills them
+     * (owned by the checkpoint) after checking there is one string per class. */
+    const char *const *class_names;
 };
 
 /* Saves the model's parameters (a counted host wait, CLT_WAIT_SAVE) and, when optim is not

@@ -1,5 +1,5 @@
-/* Host-side data sets: readers for IDX files (MNIST and Fashion-MNIST, gzip or raw) and numeric
- * CSV, the data-set spec string that names them, and per-feature standardisation statistics.
+/* Host-side data sets: readers for IDX files (MNIST and Fashion-MNIST, gzip or raw), numeric
+ * CSV and folders of PNG and JPEG images (one folder per class), the data-set spec string that names them, and per-feature standardisation statistics.
  * Everything here works in host memory and takes no ctx: failures are reported through the
  * status and the calling thread's message (clt_last_errmsg).
  *
@@ -36,6 +36,13 @@ extern "C" {
 #define CLT_DATA_IDX_MAX_DIM (1u << 24)
 #define CLT_DATA_IDX_MAX_BYTES (16ull << 30)
 
+/* Limits on one image file, checked from its header before its pixels are allocated: each side
+ * at most CLT_DATA_IMAGE_MAX_SIDE, at most CLT_DATA_IMAGE_MAX_PIXELS pixels, the file at most
+ * CLT_DATA_IMAGE_MAX_FILE bytes. A decoded image set holds at most CLT_DATA_IDX_MAX_BYTES. */
+#define CLT_DATA_IMAGE_MAX_SIDE 16384u
+#define CLT_DATA_IMAGE_MAX_PIXELS (64u << 20)
+#define CLT_DATA_IMAGE_MAX_FILE (256ull << 20)
+
 typedef enum clt_task {
     CLT_TASK_CLASSIFICATION = 0, /* integer labels 0 .. classes - 1 */
     CLT_TASK_REGRESSION = 1      /* one float target per sample */
@@ -61,6 +68,10 @@ typedef struct clt_dataset {
     char **feature_names;   /* features names from a CSV header row, or NULL */
     char *target_name;      /* the label column's header name, or NULL */
     char source[512];       /* the file the inputs came from, for messages ("" if n == 0) */
+    char **class_names;     /* images: (classes) the class folders' names, sorted; else NULL */
+    char **sample_names;    /* clt_data_load_images: (n) each sample's file; else NULL */
+    size_t skipped;         /* images: bad files skipped in the whole folder (skip_bad_images) */
+    bool cached;            /* images: read from the decoded-set cache, not decoded */
 } clt_dataset;
 
 struct clt_data_params {
@@ -80,6 +91,25 @@ struct clt_data_params {
      * split can be made resident for clt_predict but not evaluated or trained on. Default
      * false. IDX data sets always have labels: ignored there. */
     bool no_labels;
+
+    /* images:DIR only. channels: 1 (grey) or 3 (RGB), every image converted to it; 0 (default)
+     * takes the first image's, and an image with another count is then a bad file. */
+    int channels;
+    /* image_h, image_w: every image resized to this (bilinear, see clt_data_open); 0, 0
+     * (default) takes the first image's size, and an image of another size is a bad file. */
+    size_t image_h, image_w;
+    /* The fraction of DIR/<class>/FILE held out as the test split, per class, chosen by
+     * split_seed (in [0, 1); 0, the default: everything trains). For a folder without train/. */
+    float val_split;
+    uint64_t split_seed;
+    /* Bad image files (not an image, truncated, too large, another channel count or size)
+     * skipped and counted in clt_dataset.skipped instead of failing. Default false. */
+    bool skip_bad_images;
+    /* Where the decoded set is cached when the data's folder cannot be written: NULL (default)
+     * for $CLTRAIN_CACHE_DIR, $XDG_CACHE_HOME/cltrain, ~/.cache/cltrain (as clt_ctx_cache_dir).
+     * image_cache false (or CLTRAIN_CACHE=0) decodes every time. Default true. */
+    const char *cache_dir;
+    bool image_cache;
 };
 
 /* label_column -1, classification, classes 0 (inferred), labelled. Thread-safe. */
@@ -93,6 +123,24 @@ CLT_API struct clt_data_params clt_data_default_params(void);
  *   "idx:DIR"                 a folder holding train-images-idx3-ubyte, train-labels-idx1-ubyte,
  *                             t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, each either
  *                             gzip-compressed with a ".gz" suffix (tried first) or raw
+ *   "images:DIR"              folders of PNG or JPEG images, one per class, named by the class:
+ *                             DIR/train/<class>/FILE and DIR/test/<class>/FILE (test/ optional), or
+ *                             DIR/<class>/FILE with p->val_split of each class held out as the test
+ *                             split (none without it). Classes are the training folders' names,
+ *                             sorted bytewise (class_names), labels their positions; hidden
+ *                             entries (".name") are ignored; every class folder must hold a file.
+ *                             Files are recognised by their signature (PNG, JPEG), decoded to 8
+ *                             bits (palettes expanded, alpha dropped), converted to p->channels
+ *                             (grey repeated into RGB; RGB to grey by PIL's luma, L = (19595 R +
+ *                             38470 G + 7471 B + 0x8000) >> 16) and resized to image_h x image_w
+ *                             (bilinear with half-pixel centres and edge clamping, as PyTorch's
+ *                             interpolate with align_corners=False and no antialias, rounded half
+ *                             up); u8 samples of shape (C, H, W), input_scale 1/255. The decoded
+ *                             set is cached in DIR/.cltrain-images-<key>.cache, or in the cache
+ *                             folder when DIR is read-only, keyed by every file's path, size and
+ *                             modification time and the options; written to a temporary file and
+ *                             renamed, checked by a CRC-32C when read (a damaged cache is decoded
+ *                             again). p->classes, when positive, must equal the folders' count.
  *   "csv:TRAIN.csv[,TEST.csv]" numeric CSV files (see clt_data_load_csv); the paths may not
  *                             contain commas. Without TEST.csv the test split is empty: n == 0,
  *                             NULL arrays, but features, sample shape, classes, task and
@@ -140,6 +188,20 @@ CLT_API clt_status clt_data_load_idx(const char *images_path, const char *labels
  * failure *out is zeroed. Thread-safe. */
 CLT_API clt_status clt_data_load_csv(const char *path, const struct clt_data_params *p,
                                      clt_dataset *out);
+
+/* Reads images for prediction: `path` is one PNG or JPEG file or a folder of them (its files,
+ * not its subfolders, sorted by name; hidden ones ignored), each decoded, converted to
+ * p->channels and resized to p->image_h x p->image_w as clt_data_open does (all three must be
+ * set). Fills *out with u8 samples (C, H, W), input_scale 1/255, sample_names (each file's
+ * path), labels all 0 (unknown) and classes max(1, p->classes). A bad file is an error naming
+ * it, or skipped and counted with p->skip_bad_images. Returns CLT_OK, CLT_ERR_INVALID_ARG,
+ * CLT_ERR_IO, CLT_ERR_FORMAT or CLT_ERR_HOST_MEMORY; on failure *out is zeroed. Thread-safe. */
+CLT_API clt_status clt_data_load_images(const char *path, const struct clt_data_params *p,
+                                        clt_dataset *out);
+
+/* True when `path` is a folder or a file that starts with a PNG or JPEG signature (what
+ * clt_data_load_images reads). Thread-safe. */
+CLT_API bool clt_data_is_image(const char *path);
 
 /* Frees every array and name of *d and zeroes the struct. Accepts NULL and zeroed structs. */
 CLT_API void clt_dataset_free(clt_dataset *d);

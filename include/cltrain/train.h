@@ -109,6 +109,10 @@ struct clt_train_params {
      * output), the classes from the model's outputs (1 for regression), the input scaling
      * from the loader (clt_loader_norm). So a checkpoint saved with these defaults loads in
      * `cltrain eval` and `cltrain predict`. */
+    /* The class names stored in checkpoints (one per class of the model), or NULL (default):
+     * what the model and loader cannot know, e.g. an image folder's class folders
+     * (clt_dataset.class_names). */
+    const char *const *class_names;
     /* The training data's identity, stored in checkpoints with the run's geometry and compared
      * by clt_trainer_resume: its name (--data; NULL: "") and the split's CRC-32C (see
      * clt_run_geometry; clt_train_setup_create fills it from train_set when 0). */

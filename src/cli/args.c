@@ -15,7 +15,21 @@
 int cli_parse_train_args(int argc, char **argv, struct train_args *a, bool *help)
 {
     const struct cli_opt opts[] = {
-        {"data", OPT_STR, &a->data, "fashion-mnist, mnist, idx:DIR or csv:TRAIN[,TEST]", NULL},
+        {"data", OPT_STR, &a->data,
+         "fashion-mnist, mnist, idx:DIR, csv:TRAIN[,TEST] or images:DIR (class folders of PNG "
+         "or JPEG files: DIR/train/CLASS/, DIR/test/CLASS/, or DIR/CLASS/ with --val-split)",
+         NULL},
+        {"channels", OPT_POS_INT, &a->img.channels,
+         "images: 1 (grey) or 3 (RGB), every image converted (default: the first image's; "
+         "another count is then a bad file)", &a->img.channels_seen},
+        {"image-size", OPT_STR, &a->img.size,
+         "images: H,W, every image resized bilinearly (default: the first image's size; "
+         "another size is then a bad file)", NULL},
+        {"val-split", OPT_UNIT_FLOAT, &a->img.val_split,
+         "images:DIR/CLASS/: the fraction of each class held out as the test split, drawn by "
+         "--seed (0)", &a->img.val_seen},
+        {"skip-bad-images", OPT_FLAG, &a->img.skip_bad,
+         "images: skip unreadable or mismatched files, counted, instead of failing", NULL},
         {"label-column", OPT_STR, &a->label_text, "CSV column of the label (0-based, -1 = last)",
          &a->label_seen},
         {"task", OPT_STR, &a->task, "classification or regression (CSV)", NULL},
@@ -276,7 +290,8 @@ int cli_check_train_args(struct train_args *a)
     if (a->n_classes && a->dp.task != CLT_TASK_CLASSIFICATION)
         return cli_usage_error("--classes applies to classification, not --task %s", a->task);
     a->dp.classes = (int)a->n_classes; /* 0: inferred from the labels, every class present */
-    return CLI_OK;
+    a->dp.split_seed = a->seed;         /* the hold-out of --val-split */
+    return cli_apply_image_opts(&a->img, a->data, &a->dp);
 }
 
 /* The optimizer, schedule, init scheme and precision from their flags. */

@@ -85,9 +85,26 @@ static int open_data(struct loaded *l, const char *load, const char *data,
     return st == CLT_OK ? CLI_OK : cli_fail_data(st);
 }
 
+/* Images are read in the checkpoint's input shape (C, H, W); a model on flat inputs takes
+ * none. */
+static int image_params(const struct loaded *l, const char *load, struct clt_data_params *dp)
+{
+    const size_t *shape = l->info.input_shape;
+    if (!shape[2] || (shape[0] != 1 && shape[0] != 3))
+        return cli_error("%s: the checkpoint's model does not take images (its input shape is "
+                         "not 1 or 3 channels x H x W): images need a model trained on images",
+                         load);
+    dp->channels = (int)shape[0];
+    dp->image_h = shape[1];
+    dp->image_w = shape[2];
+    return CLI_OK;
+}
+
+/* `images`: --input's image file or folder (predict), read into the test split; else data. */
 static int load_for_inference(struct loaded *l, const char *load, const char *data,
                               const char *split, const char *device, long batch, long label_column,
-                              enum labels labels)
+                              enum labels labels, const struct cli_image_opts *img,
+                              const char *images)
 {
     struct clt_data_params dp = clt_data_default_params();
     if (clt_checkpoint_open(&l->ck, load) != CLT_OK) return cli_fail_status(NULL);
@@ -97,19 +114,40 @@ static int load_for_inference(struct loaded *l, const char *load, const char *da
     /* classes: the named sets declare theirs (another count than the checkpoint's is an
      * error); other data is read with the checkpoint's, so a subset that lacks some classes
      * evaluates and a label the model cannot output is an error */
-    bool named = strcmp(data, "mnist") == 0 || strcmp(data, "fashion-mnist") == 0;
+    bool named = !images && (strcmp(data, "mnist") == 0 || strcmp(data, "fashion-mnist") == 0);
     if (!named && l->info.task == CLT_TASK_CLASSIFICATION) dp.classes = l->info.classes;
     if (strcmp(split, "train") != 0 && strcmp(split, "test") != 0)
         return cli_usage_error("--split %s: expected train or test", split);
-    int rc = open_data(l, load, data, &dp, labels);
-    if (rc != CLI_OK) return rc;
+    if (cli_apply_image_opts(img, images ? "images:" : data, &dp) != CLI_OK) return CLI_USAGE;
+    if (img->channels_seen || img->size)
+        return cli_usage_error("%s: --channels and --image-size come from the checkpoint "
+                               "(its input shape)", img->channels_seen ? "--channels"
+                                                                       : "--image-size");
+    dp.split_seed = l->info.seed; /* --val-split's hold-out as the run drew it */
+    if ((images || strncmp(data, "images:", 7) == 0) && image_params(l, load, &dp) != CLI_OK)
+        return CLI_FAIL;
+    if (images) {
+        clt_status st = clt_data_load_images(images, &dp, &l->test);
+        if (st != CLT_OK) return cli_fail_data(st);
+        if (l->test.skipped)
+            fprintf(stderr, "cltrain: note: %zu bad image files skipped\n", l->test.skipped);
+        free(l->test.labels); /* image files are inputs alone: no accuracy to print */
+        l->test.labels = NULL;
+        l->train.classes = l->test.classes;
+    } else {
+        int rc = open_data(l, load, data, &dp, labels);
+        if (rc != CLI_OK) return rc;
+        if (cli_check_class_names(load, l->info.class_names, l->info.classes, data,
+                                  l->train.class_names, l->train.classes) != CLI_OK)
+            return CLI_FAIL;
+    }
     if (l->info.task == CLT_TASK_CLASSIFICATION &&
         (l->train.classes > l->info.classes || (named && l->train.classes != l->info.classes)))
         return cli_error("%s: the checkpoint's model has %d classes, %s has %d", load,
                          l->info.classes, data, l->train.classes);
-    clt_dataset *d = strcmp(split, "train") == 0 ? &l->train : &l->test;
+    clt_dataset *d = !images && strcmp(split, "train") == 0 ? &l->train : &l->test;
     l->d = d;
-    if (d->n == 0) return cli_error("%s: the %s split is empty", data, split);
+    if (d->n == 0) return cli_error("%s: the %s split is empty", images ? images : data, split);
     int outputs = l->info.task == CLT_TASK_CLASSIFICATION ? l->info.classes : 1;
     if (clt_spec_parse(l->info.model_text, outputs, &l->spec) != CLT_OK)
         return cli_error("%s: %s", load, clt_last_errmsg());
@@ -126,7 +164,7 @@ static int load_for_inference(struct loaded *l, const char *load, const char *da
                          l->info.norm.features);
     if (d->features != l->info.norm.features)
         return cli_error("%s: the checkpoint expects %zu input features, %s has %zu", load,
-                         l->info.norm.features, data, d->features);
+                         l->info.norm.features, images ? images : data, d->features);
     if (cli_open_ctx(device, false, false, &l->ctx) != CLI_OK) return CLI_FAIL;
     struct clt_model_params mp = clt_model_default_params();
     mp.max_batch = (size_t)batch;
@@ -139,15 +177,50 @@ static int load_for_inference(struct loaded *l, const char *load, const char *da
     return CLI_OK;
 }
 
+/* The confusion matrix; with class names (image folders) they label the rows and columns,
+ * cut to 12 characters. */
+static void print_confusion(const long *matrix, size_t N, const char *const *names)
+{
+    int w = 6;
+    for (size_t j = 0; names && j < N; j++) {
+        int len = (int)strlen(names[j]);
+        if (len > w) w = len > 12 ? 12 : len;
+    }
+    printf("confusion matrix (rows: true class, columns: predicted)\n%*s", w, "");
+    for (size_t j = 0; j < N; j++) {
+        if (names) printf(" %*.*s", w, w, names[j]);
+        else printf(" %*zu", w, j);
+    }
+    printf("\n");
+    for (size_t i = 0; i < N; i++) {
+        if (names) printf("%-*.*s", w, w, names[i]);
+        else printf("%*zu", w, i);
+        for (size_t j = 0; j < N; j++) printf(" %*ld", w, matrix[i * N + j]);
+        printf("\n");
+    }
+}
+
 int cli_eval(int argc, char **argv)
 {
     const char *load = NULL, *data = "fashion-mnist", *device = NULL, *split = "test",
                *label_text = NULL;
     long batch = 1000, label_column = -1;
     bool confusion = false;
+    struct cli_image_opts img = {0};
     const struct cli_opt opts[] = {
         {"load", OPT_STR, &load, "the checkpoint to evaluate (required)", NULL},
-        {"data", OPT_STR, &data, "fashion-mnist, mnist, idx:DIR or csv:TRAIN[,TEST]", NULL},
+        {"data", OPT_STR, &data,
+         "fashion-mnist, mnist, idx:DIR, csv:TRAIN[,TEST] or images:DIR (read in the "
+         "checkpoint's input shape)", NULL},
+        {"val-split", OPT_UNIT_FLOAT, &img.val_split,
+         "images:DIR/CLASS/: the fraction held out in training (its test split, drawn by the "
+         "checkpoint's seed)", &img.val_seen},
+        {"skip-bad-images", OPT_FLAG, &img.skip_bad,
+         "images: skip unreadable or mismatched files, counted, instead of failing", NULL},
+        {"channels", OPT_POS_INT, &img.channels, "(from the checkpoint: refused)",
+         &img.channels_seen},
+        {"image-size", OPT_STR, &img.size, "(from the checkpoint: refused)", NULL},
+
         {"split", OPT_STR, &split, "test (default) or train", NULL},
         {"label-column", OPT_STR, &label_text, "CSV column of the label (-1 = last)", NULL},
         {"batch-size", OPT_POS_INT, &batch, "samples per forward pass (1000)", NULL},
@@ -169,7 +242,8 @@ int cli_eval(int argc, char **argv)
         return CLI_USAGE;
     struct loaded l = {0};
     long *matrix = NULL;
-    rc = load_for_inference(&l, load, data, split, device, batch, label_column, LABELS_YES);
+    rc = load_for_inference(&l, load, data, split, device, batch, label_column, LABELS_YES,
+                            &img, NULL);
     if (rc == CLI_OK) {
         struct clt_eval_result r;
         size_t N = (size_t)l.info.classes;
@@ -190,16 +264,7 @@ int cli_eval(int argc, char **argv)
             else
                 printf("%s split of %s: mean squared error %.6g (%zu samples)\n", split, data,
                        r.loss, r.count);
-            if (matrix) {
-                printf("confusion matrix (rows: true class, columns: predicted)\n      ");
-                for (size_t j = 0; j < N; j++) printf(" %6zu", j);
-                printf("\n");
-                for (size_t i = 0; i < N; i++) {
-                    printf("%6zu", i);
-                    for (size_t j = 0; j < N; j++) printf(" %6ld", matrix[i * N + j]);
-                    printf("\n");
-                }
-            }
+            if (matrix) print_confusion(matrix, N, l.info.class_names);
         }
     }
     free(matrix);
@@ -227,17 +292,46 @@ static void print_score(FILE *o, const clt_dataset *d, const int32_t *classes, c
     }
 }
 
+/* ",text" as one CSV field: quoted (quotes doubled) when it holds a comma, quote or line end. */
+static void csv_field(FILE *o, const char *text)
+{
+    if (!strpbrk(text, ",\"\r\n")) {
+        fprintf(o, ",%s", text);
+        return;
+    }
+    fputs(",\"", o);
+    for (const char *c = text; *c; c++) {
+        if (*c == '"') fputc('"', o);
+        fputc(*c, o);
+    }
+    fputc('"', o);
+}
+
 int cli_predict(int argc, char **argv)
 {
     const char *load = NULL, *data = "fashion-mnist", *device = NULL, *split = "test",
                *input = NULL, *output = NULL, *label_text = NULL;
     long batch = 1000, label_column = -1;
     bool no_labels = false;
+    struct cli_image_opts img = {0};
     const struct cli_opt opts[] = {
         {"load", OPT_STR, &load, "the checkpoint (required)", NULL},
-        {"data", OPT_STR, &data, "fashion-mnist, mnist, idx:DIR or csv:TRAIN[,TEST]", NULL},
-        {"input", OPT_STR, &input, "a CSV of inputs (same as --data csv:FILE,FILE --split test)",
+        {"data", OPT_STR, &data,
+         "fashion-mnist, mnist, idx:DIR, csv:TRAIN[,TEST] or images:DIR (read in the "
+         "checkpoint's input shape)", NULL},
+        {"input", OPT_STR, &input,
+         "a CSV of inputs (same as --data csv:FILE,FILE --split test), or a PNG or JPEG image "
+         "or a folder of them (read in the checkpoint's input shape; a file column names each)",
          NULL},
+        {"val-split", OPT_UNIT_FLOAT, &img.val_split,
+         "images:DIR/CLASS/: the fraction held out in training (its test split, drawn by the "
+         "checkpoint's seed)", &img.val_seen},
+        {"skip-bad-images", OPT_FLAG, &img.skip_bad,
+         "images: skip unreadable or mismatched files, counted, instead of failing", NULL},
+        {"channels", OPT_POS_INT, &img.channels, "(from the checkpoint: refused)",
+         &img.channels_seen},
+        {"image-size", OPT_STR, &img.size, "(from the checkpoint: refused)", NULL},
+
         {"split", OPT_STR, &split, "test (default) or train", NULL},
         {"label-column", OPT_STR, &label_text,
          "CSV column of the label, if the file has one (-1 = last)", NULL},
@@ -251,10 +345,12 @@ int cli_predict(int argc, char **argv)
             "cltrain predict --load FILE [options]\n"
             "input: --data as for eval, or --input X.csv: rows of the checkpoint's input\n"
             "  features, with or without a label column (as many columns as features: no\n"
-            "  label; one more: the label at --label-column; --no-labels: never a label)\n"
+            "  label; one more: the label at --label-column; --no-labels: never a label);\n"
+            "  or --input IMAGE or FOLDER: images, read in the checkpoint's input shape\n"
             "writes CSV lines: index,predicted,p0,p1,... (regression: index,value); with\n"
-            "  labels it also prints the accuracy (regression: the mean squared error): on\n"
-            "  stdout with --output, else on stderr";
+            "  class names (a model trained on image folders) index,predicted,class,p0,...;\n"
+            "  for --input images index,file,...; with labels it also prints the accuracy\n"
+            "  (regression: the mean squared error): on stdout with --output, else on stderr";
         cli_print_help("predict", usage, opts);
         return CLI_OK;
     }
@@ -264,14 +360,16 @@ int cli_predict(int argc, char **argv)
     if (label_text && cli_parse_long("label-column", label_text, -1, INT32_MAX, &label_column))
         return CLI_USAGE;
     char csv_spec[4200];
-    if (input) {
+    const char *images = input && clt_data_is_image(input) ? input : NULL;
+    if (input && !images) {
         snprintf(csv_spec, sizeof csv_spec, "csv:%s,%s", input, input);
         data = csv_spec;
         split = "test";
     }
     struct cli_paths ps = {0};
     cli_paths_add(&ps, "--load", load, false, NULL);
-    cli_paths_add_data(&ps, input ? "--input" : "--data", data);
+    if (images) cli_paths_add(&ps, "--input", images, false, NULL);
+    else cli_paths_add_data(&ps, input ? "--input" : "--data", data);
     cli_paths_add(&ps, "--output", output, true, NULL);
     rc = cli_paths_check(&ps);
     if (rc != CLI_OK) return rc;
@@ -284,7 +382,7 @@ int cli_predict(int argc, char **argv)
     float *probs = NULL;
     clt_outfile *f = NULL;
     rc = load_for_inference(&l, load, data, split, device, batch, label_column,
-                            no_labels ? LABELS_NO : LABELS_DETECT);
+                            no_labels ? LABELS_NO : LABELS_DETECT, &img, images);
     if (rc != CLI_OK) goto done;
     rc = CLI_FAIL;
     size_t n = clt_resident_count(l.data), N = clt_model_outputs(l.m);
@@ -312,12 +410,17 @@ int cli_predict(int argc, char **argv)
     }
     FILE *o = f ? clt_outfile_stream(f) : stdout; /* stdout's errors: checked in main() */
     bool classify = l.info.task == CLT_TASK_CLASSIFICATION;
-    fprintf(o, classify ? "index,predicted" : "index,value");
+    const char *const *names = classify ? l.info.class_names : NULL;
+    char *const *files = l.test.sample_names;
+    fprintf(o, "index%s%s", files ? ",file" : "", classify ? ",predicted" : ",value");
+    if (names) fprintf(o, ",class");
     for (size_t j = 0; classify && j < N; j++) fprintf(o, ",p%zu", j);
     fprintf(o, "\n");
     for (size_t i = 0; i < n; i++) {
-        if (classify) fprintf(o, "%zu,%d", i, classes[i]);
-        else fprintf(o, "%zu", i);
+        fprintf(o, "%zu", i);
+        if (files) csv_field(o, files[i]);
+        if (classify) fprintf(o, ",%d", classes[i]);
+        if (names) csv_field(o, names[classes[i]]);
         for (size_t j = 0; j < N; j++) fprintf(o, ",%.6g", (double)probs[i * N + j]);
         fprintf(o, "\n");
     }

@@ -45,6 +45,16 @@ static int open_train_data(const struct train_args *a, struct train_run *r)
     int rc = cli_check_augment_data(a, &r->train);
     if (rc != CLI_OK) return rc;
     r->classes = r->train.task == CLT_TASK_CLASSIFICATION ? r->train.classes : 1;
+    if (r->train.class_names && !a->quiet && r->rank == 0) {
+        char list[300];
+        cli_class_list(r->train.class_names, r->train.classes, list, sizeof list);
+        printf("data: %s: %zu training and %zu test images of %zu x %zu x %zu (C x H x W), %d "
+               "classes (%s); %s", a->data, r->train.n, r->test.n, r->train.sample_shape[0],
+               r->train.sample_shape[1], r->train.sample_shape[2], r->train.classes, list,
+               r->train.cached ? "read from the decoded cache" : "decoded");
+        if (r->train.skipped) printf("; %zu bad files skipped", r->train.skipped);
+        printf("\n");
+    }
     r->norm = (struct clt_input_norm){.features = r->train.features,
                                       .scale = r->train.input_scale};
     return CLI_OK;
@@ -69,6 +79,9 @@ static int open_start(struct train_args *a, struct train_run *r)
         if (!a->model_seen) a->model = info.model_text;
         if (a->resume && !a->seed_seen) a->seed = info.seed; /* same shuffles, dropout masks */
         r->norm = info.norm; /* the weights were trained on inputs scaled this way */
+        if (cli_check_class_names(r->from, info.class_names, info.classes, a->data, r->train.class_names,
+                                  r->train.classes) != CLI_OK)
+            return CLI_FAIL;
         if (r->norm.features != r->train.features) {
             cli_error("%s: saved for %zu input features, %s has %zu", r->from,
                       r->norm.features, a->data, r->train.features);
@@ -304,6 +317,7 @@ static void fill_setup_params(const struct train_args *a, struct train_run *r)
     tp->optim = a->op;
     tp->save_path = a->dry_run ? NULL : a->save;
     tp->save_every = a->dry_run ? 0 : a->save_every;
+    tp->class_names = (const char *const *)r->train.class_names;
     tp->data_name = a->data;
     tp->on_event = cli_on_event;
     tp->user = &r->rep;

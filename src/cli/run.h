@@ -31,6 +31,15 @@ struct reporter {
     long builds; /* programs compiled or loaded from the disk cache before the run */
 };
 
+/* The image-folder flags that train, eval and predict share (images:DIR). */
+struct cli_image_opts {
+    long channels;      /* --channels: 0 (the first image's), 1 or 3 */
+    const char *size;   /* --image-size H,W, or NULL */
+    float val_split;    /* --val-split */
+    bool skip_bad;      /* --skip-bad-images */
+    bool channels_seen, val_seen;
+};
+
 /* The flags of `cltrain train` as given, then what check_train_args derives from them. */
 struct train_args {
     const char *data, *model, *device, *optimizer, *schedule, *task, *init_scheme, *metrics,
@@ -63,6 +72,7 @@ struct train_args {
     clt_init init_kind;
     clt_dtype prec;
     struct clt_augment aug; /* --augment, parsed */
+    struct cli_image_opts img;
 };
 
 /* --resume: one recipe value given that differs from the checkpoint's: the flag, both values as
@@ -147,6 +157,15 @@ int cli_fail_train(clt_ctx *ctx, clt_status st, const struct clt_train_setup_par
                    size_t batch);
 /* The one-line note for a checkpoint without checksums, once it has loaded. */
 void cli_note_unverified(const clt_checkpoint *ck, const char *path);
+/* The image flags into dp (only with images:DIR data; else a usage error naming the flag). */
+int cli_apply_image_opts(const struct cli_image_opts *o, const char *data,
+                         struct clt_data_params *dp);
+/* "a, b, c" (at most about 200 characters, then "...") of a data set's class names. */
+void cli_class_list(char *const *names, int n, char *buf, size_t size);
+/* Refuses data whose class names (image folders) differ from the checkpoint's. */
+int cli_check_class_names(const char *ckpt, const char *const *ck_names, int ck_n,
+                          const char *data, char *const *names, int n);
+
 /* The ctx on the selected device (a bad CLTRAIN_GEMM or CLTRAIN_MAX_MEMORY fails here). */
 int cli_open_ctx(const char *device, bool profiling, bool sync_debug, clt_ctx **ctx);
 

@@ -101,3 +101,68 @@ int cli_open_ctx(const char *device, bool profiling, bool sync_debug, clt_ctx **
     if (clt_ctx_create(ctx, &p) != CLT_OK) return cli_fail_status(NULL);
     return CLI_OK;
 }
+
+int cli_apply_image_opts(const struct cli_image_opts *o, const char *data,
+                         struct clt_data_params *dp)
+{
+    bool images = strncmp(data, "images:", 7) == 0;
+    const char *flag = o->channels_seen ? "--channels" : o->size ? "--image-size"
+                       : o->val_seen ? "--val-split" : o->skip_bad ? "--skip-bad-images" : NULL;
+    if (!images && flag)
+        return cli_usage_error("%s applies to image folders (--data images:DIR), not %s", flag,
+                               data);
+    if (o->channels_seen && o->channels != 1 && o->channels != 3)
+        return cli_usage_error("--channels %ld: expected 1 (grey) or 3 (RGB)", o->channels);
+    dp->channels = (int)o->channels;
+    if (o->size) {
+        /* H,W: two integers in [1, the largest side] */
+        char h[24] = "", *end = NULL;
+        const char *comma = strchr(o->size, ',');
+        size_t hl = comma ? (size_t)(comma - o->size) : 0;
+        long H = 0, W = 0;
+        if (comma && hl > 0 && hl < sizeof h) {
+            memcpy(h, o->size, hl);
+            H = h[0] >= '0' && h[0] <= '9' ? strtol(h, &end, 10) : 0;
+            if (!end || *end) H = 0;
+            end = NULL;
+            W = comma[1] >= '0' && comma[1] <= '9' ? strtol(comma + 1, &end, 10) : 0;
+            if (!end || *end) W = 0;
+        }
+        size_t shape[2] = {(size_t)H, (size_t)W};
+        if (H < 1 || W < 1 || shape[0] > CLT_DATA_IMAGE_MAX_SIDE || shape[1] > CLT_DATA_IMAGE_MAX_SIDE)
+            return cli_usage_error("--image-size %s: expected H,W (two positive integers up to "
+                                   "%u), e.g. 28,28", o->size, (unsigned)CLT_DATA_IMAGE_MAX_SIDE);
+        dp->image_h = shape[0];
+        dp->image_w = shape[1];
+    }
+    dp->val_split = o->val_split;
+    dp->skip_bad_images = o->skip_bad;
+    return CLI_OK;
+}
+
+void cli_class_list(char *const *names, int n, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int c = 0; c < n && used + 1 < size; c++) {
+        if (used > 200) {
+            snprintf(buf + used, size - used, ", ...");
+            return;
+        }
+        int k = snprintf(buf + used, size - used, "%s%s", c ? ", " : "", names[c]);
+        if (k < 0) return;
+        used += (size_t)k;
+    }
+}
+
+int cli_check_class_names(const char *ckpt, const char *const *ck_names, int ck_n,
+                          const char *data, char *const *names, int n)
+{
+    if (!ck_names || !names || ck_n != n) return CLI_OK; /* a count differing: said elsewhere */
+    for (int c = 0; c < n; c++)
+        if (strcmp(ck_names[c], names[c]) != 0)
+            return cli_error("%s: class %d is '%s' in the checkpoint but '%s' in %s: the data's "
+                             "class folders must be the ones the model was trained on", ckpt, c,
+                             ck_names[c], names[c], data);
+    return CLI_OK;
+}

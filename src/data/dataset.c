@@ -1,4 +1,5 @@
-/* Data sets as a whole: the spec string (fashion-mnist, mnist, idx:DIR, csv:TRAIN[,TEST])
+/* Data sets as a whole: the spec string (fashion-mnist, mnist, idx:DIR, csv:TRAIN[,TEST],
+ * images:DIR)
  * that picks a reader and loads both splits consistently, freeing, and the per-feature
  * standardisation statistics. */
 #include "data/data_internal.h"
@@ -14,7 +15,8 @@
 
 struct clt_data_params clt_data_default_params(void)
 {
-    struct clt_data_params p = {.label_column = -1, .task = CLT_TASK_CLASSIFICATION, .classes = 0};
+    struct clt_data_params p = {.label_column = -1, .task = CLT_TASK_CLASSIFICATION, .classes = 0,
+                                .image_cache = true};
     return p;
 }
 
@@ -26,6 +28,16 @@ void clt_dataset_free(clt_dataset *d)
             free(d->feature_names[f]);
     }
     free(d->feature_names);
+    if (d->class_names) {
+        for (int c = 0; c < d->classes; c++)
+            free(d->class_names[c]);
+    }
+    free(d->class_names);
+    if (d->sample_names) {
+        for (size_t i = 0; i < d->n; i++)
+            free(d->sample_names[i]);
+    }
+    free(d->sample_names);
     free(d->target_name);
     free(d->u8);
     free(d->f32);
@@ -307,10 +319,12 @@ clt_status clt_data_open(const char *spec, const struct clt_data_params *p, clt_
         CLT_TRY(open_idx(spec, spec + 4, &prm, NULL, &tr, test ? &te : NULL));
     } else if (strncmp(spec, "csv:", 4) == 0) {
         CLT_TRY(open_csv(spec + 4, &prm, &tr, test ? &te : NULL));
+    } else if (strncmp(spec, "images:", 7) == 0) {
+        CLT_TRY(clt__data_open_images(spec + 7, &prm, &tr, test ? &te : NULL));
     } else {
         CLT_FAIL(NULL, CLT_ERR_INVALID_ARG,
-                 "unknown data set '%s': expected fashion-mnist, mnist, idx:DIR or "
-                 "csv:TRAIN.csv[,TEST.csv]",
+                 "unknown data set '%s': expected fashion-mnist, mnist, idx:DIR, "
+                 "csv:TRAIN.csv[,TEST.csv] or images:DIR",
                  spec);
     }
     if (test) CLT_TRY(reconcile(&tr, &te, &prm));

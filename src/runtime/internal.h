@@ -83,6 +83,11 @@ char *clt__read_file(const char *path, size_t max_bytes, size_t *len);
  * "0x", no trailing text, not empty; the value must lie in [lo, hi] (no silent saturation).
  * Returns true and sets *out, or false leaving *out unchanged. Records no message: the caller
  * knows what the number was for. Thread-safe. */
+/* The folder of cltrain's disk caches (kernel programs, decoded image sets): `given` when not
+ * NULL or empty, else $CLTRAIN_CACHE_DIR, $XDG_CACHE_HOME/cltrain, ~/.cache/cltrain; created
+ * if missing. False when there is none (no HOME) or it cannot be created. Thread-safe. */
+bool clt__cache_dir_resolve(const char *given, char *dir, size_t n);
+
 bool clt__parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool clt__parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 

@@ -153,20 +153,27 @@ static int mkdir_p(const char *path)
     return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+bool clt__cache_dir_resolve(const char *given, char *dir, size_t n)
+{
+    const char *env = getenv("CLTRAIN_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"),
+               *home = getenv("HOME");
+    int len;
+    if (given && *given) len = snprintf(dir, n, "%s", given);
+    else if (env && *env) len = snprintf(dir, n, "%s", env);
+    else if (xdg && *xdg) len = snprintf(dir, n, "%s/cltrain", xdg);
+    else if (home && *home) len = snprintf(dir, n, "%s/.cache/cltrain", home);
+    else return false; /* nowhere to keep it */
+    if (len < 0 || (size_t)len >= n) return false;
+    return mkdir_p(dir) == 0; /* an unwritable cache only costs time */
+}
+
 clt_status clt__program_cache_init(clt_ctx *ctx, const struct clt_ctx_params *p)
 {
     const char *off = getenv("CLTRAIN_CACHE");
     bool on = p->disk_cache == 1 || (p->disk_cache < 0 && !(off && strcmp(off, "0") == 0));
     if (!on) return CLT_OK;
     char dir[4096];
-    const char *env = getenv("CLTRAIN_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"),
-               *home = getenv("HOME");
-    if (p->cache_dir && *p->cache_dir) snprintf(dir, sizeof dir, "%s", p->cache_dir);
-    else if (env && *env) snprintf(dir, sizeof dir, "%s", env);
-    else if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/cltrain", xdg);
-    else if (home && *home) snprintf(dir, sizeof dir, "%s/.cache/cltrain", home);
-    else return CLT_OK; /* nowhere to keep it: compile every time */
-    if (mkdir_p(dir) != 0) return CLT_OK; /* an unwritable cache only costs time */
+    if (!clt__cache_dir_resolve(p->cache_dir, dir, sizeof dir)) return CLT_OK; /* compile every time */
     ctx->cache_dir = strdup(dir);
     return ctx->cache_dir ? CLT_OK : clt__fail(ctx, CLT_ERR_HOST_MEMORY, "out of host memory");
 }

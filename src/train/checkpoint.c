@@ -127,6 +127,29 @@ static char *json_recipe(const struct clt_run_recipe *r)
 
 #define META_CRC_KEY "crc32c_metadata"
 
+/* The metadata "class_names": ["name",...], one per class; NULL when a name is not UTF-8
+ * (JSON holds only UTF-8: the file then carries no names) or on out of memory. */
+static char *json_class_names(const char *const *names, int n)
+{
+    clt__json_buf b = {0};
+    clt__json_buf_puts(&b, "[");
+    for (int c = 0; c < n; c++) {
+        size_t len = strlen(names[c]);
+        if (!clt__json_utf8_valid(names[c], len)) {
+            clt__json_buf_free(&b);
+            return NULL;
+        }
+        if (c) clt__json_buf_puts(&b, ",");
+        clt__json_buf_string(&b, names[c], len);
+    }
+    clt__json_buf_puts(&b, "]");
+    if (b.failed) {
+        clt__json_buf_free(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
 typedef struct meta_ref {
     const char *key, *val;
 } meta_ref;
@@ -189,7 +212,7 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
     cl_event ev[8] = {0};
     cl_uint nev = 0;
     char *mean = NULL, *std = NULL, *opt = NULL, *spec = NULL, *run = NULL, *crcs = NULL,
-         *recipe = NULL;
+         *recipe = NULL, *names = NULL;
     char scale[32], classes[16], step[32], epoch[16], seed[32], features[32], shape[96],
         meta_crc[16];
 
@@ -278,7 +301,7 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
     int in_ndim = clt_model_input_shape(m, in_shape);
     snprintf(shape, sizeof shape, "%zu,%zu,%zu", in_shape[0], in_shape[1], in_shape[2]);
     if (in_ndim == 2) *strrchr(shape, ',') = '\0';
-    const char *keys[20], *vals[20];
+    const char *keys[24], *vals[24];
     int nmeta = 0;
 #define META(k, v) (keys[nmeta] = (k), vals[nmeta++] = (v))
     META("format", "cltrain-1");
@@ -287,6 +310,9 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
     META("features", features);
     if (in_ndim > 1) META("input_shape", shape);
     META("classes", classes);
+    if (info->class_names && info->task == CLT_TASK_CLASSIFICATION &&
+        (names = json_class_names(info->class_names, info->classes)))
+        META("class_names", names);
     META("input_scale", scale);
     META("input_mean", mean ? mean : "0");
     META("input_std", std ? std : "1");
@@ -320,6 +346,7 @@ fail:
     free(run);
     free(recipe);
     free(crcs);
+    free(names);
     return st;
 }
 
@@ -330,6 +357,7 @@ struct clt_checkpoint {
     char path[1024];
     struct clt_checkpoint_info info;
     float *mean, *std;
+    char **class_names; /* (classes) from "class_names", or NULL */
     size_t features;
     bool plain;     /* a state dict without cltrain's metadata (clt_checkpoint_open_weights) */
     bool checksums; /* "crc32c" present and every tensor matched it */
@@ -375,6 +403,8 @@ void clt_checkpoint_close(clt_checkpoint *ck)
 {
     if (!ck) return;
     clt_st_close(ck->file);
+    for (int c = 0; ck->class_names && c < ck->info.classes; c++) free(ck->class_names[c]);
+    free(ck->class_names);
     free(ck->mean);
     free(ck->std);
     free(ck);
@@ -521,6 +551,31 @@ static clt_status run_int(const clt_checkpoint *ck, const clt__json *obj, const 
                          "[%lld, %lld]", ck->path, where, key, lo, hi);
     *out = v->integer;
     return CLT_OK;
+}
+
+/* The optional "class_names": a JSON array of `classes` strings (image folders' names). */
+static clt_status parse_class_names(clt_checkpoint *ck)
+{
+    clt_status st = CLT_OK;
+    clt__json *j = NULL;
+    const char *s = clt_st_meta(ck->file, "class_names");
+    if (!s) return CLT_OK;
+    if (clt__json_parse(&j, s, strlen(s), NULL) != CLT_OK || j->type != CLT__JSON_ARRAY ||
+        j->n != (size_t)ck->info.classes)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: metadata \"class_names\" must be a JSON array of "
+                 "%d strings (one per class)", ck->path, ck->info.classes);
+    CLT_ALLOC(NULL, ck->class_names, j->n);
+    for (size_t c = 0; c < j->n; c++) {
+        if (j->items[c].type != CLT__JSON_STRING || strlen(j->items[c].str) != j->items[c].len)
+            CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: metadata \"class_names\"[%zu] is not a string",
+                     ck->path, c);
+        if (!(ck->class_names[c] = strdup(j->items[c].str)))
+            CLT_FAIL(NULL, CLT_ERR_HOST_MEMORY, "out of host memory");
+    }
+    ck->info.class_names = (const char *const *)ck->class_names;
+fail:
+    clt__json_free(j);
+    return st;
 }
 
 /* The metadata "run" (see json_run), when present. */
@@ -769,6 +824,7 @@ static clt_status open_any(clt_checkpoint **out, const char *path, bool allow_pl
     ck->info.norm.mean = ck->mean;
     ck->info.norm.std = ck->std;
     CLT_TRY(check_consistent(ck));
+    if (ck->info.task == CLT_TASK_CLASSIFICATION) CLT_TRY(parse_class_names(ck));
     CLT_TRY(parse_run(ck));
     CLT_TRY(parse_recipe(ck));
     *out = ck;

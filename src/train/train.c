@@ -513,6 +513,7 @@ clt_status clt_trainer_save(clt_trainer *t, const char *path)
         .norm = t->norm,
         .classes = t->classes,
         .task = t->task,
+        .class_names = t->p.class_names,
         .step = t->step,
         .epoch = t->epoch,
         .seed = t->p.seed,
