@@ -268,7 +268,7 @@ int plot_read_line(struct plot_run *run, const char *line, size_t len, char *err
                  strcmp(r.event, "epoch") == 0;
     if (!curve) return 0; /* another kind of line: not a curve's */
     if (!r.has[F_STEP] || !isfinite(r.v[F_STEP])) {
-        snprintf(err, errn, "a \"%s\" record without a numeric \"step\"", r.event);
+        snprintf(err, errn, "the \"%s\" record has no numeric \"step\"", r.event);
         return -1;
     }
     return add_record(run, &r);
@@ -286,7 +286,8 @@ void plot_run_free(struct plot_run *run)
 
 /* ---- the command ----------------------------------------------------------------------- */
 
-static const char *const expected_text = "expected the JSON lines of `cltrain train --metrics`";
+static const char *const expected_text =
+    "cltrain plot reads the JSON lines of `cltrain train --metrics`";
 
 /* Reads the metrics file at path into run. A last line without its newline that does not parse
  * (a run killed while writing it) is left out with a note; any other bad line fails, naming
