@@ -67,6 +67,11 @@ structure "plot --log-loss" log.svg 0:train_loss=9/2 0:lr=10 0:test_loss=2 0:tes
 grep -q '>Log &amp; &lt;scale&gt;</text>' log.svg || fail "plot --title: not escaped: $(head -5 log.svg)"
 check_ok "plot a run without log points" -- "$CLTRAIN_BIN" plot --output=b.svg "$b"
 structure "plot a run without log points" b.svg 0:epoch_loss=2 0:test_loss=2 --no-points 2
+# a name with invalid UTF-8 and a control character: shown as U+FFFD, the SVG still XML
+odd=$(printf 'odd\377\001name.jsonl')
+cp a.jsonl "$odd"
+check_ok "plot an oddly named file" -- "$CLTRAIN_BIN" plot "$odd" -o odd.svg
+structure "plot an oddly named file" odd.svg --legend "$(printf 'odd\357\277\275\357\277\275name.jsonl')"
 check_ok "plot 20000 points" -- "$CLTRAIN_BIN" plot big.jsonl -o big.svg
 # thinned to the lowest and highest point of each of the plot area's pixel columns
 structure "plot 20000 points" big.svg "0:train_loss<=800" "0:lr<=800" --no-points 2
@@ -130,7 +135,9 @@ structure "train --plot without --metrics" solo.svg 0:epoch_loss=1 0:test_loss=1
 check_bad --code 2 "--plot over --metrics" "--metrics m.jsonl and --plot m.jsonl" -- \
     train --epochs 1 --metrics m.jsonl --plot m.jsonl
 mkdir adir
+mkfifo fifo
 check_bad --code 1 "--plot a folder" "--plot" "adir" -- train --epochs 1 --plot adir
+check_bad --code 1 "--plot a FIFO" "--plot fifo is a FIFO" -- train --epochs 1 --plot fifo
 
 # while the run goes: every version of the file read is a whole SVG (atomic rewrites); a stop
 # by SIGTERM writes the figure of the points so far (143, as a death by the signal)
