@@ -173,10 +173,11 @@ static bool jmember(struct jcur *c, struct record *r)
     jspace(c);
     if (strcmp(key, "event") == 0 && c->p < c->end && *c->p == '"')
         return jstring(c, r->event, sizeof r->event);
+    bool null = c->end - c->p >= 4 && memcmp(c->p, "null", 4) == 0;
     for (int f = 0; f < F__COUNT; f++) {
         if (strcmp(key, field_names[f]) != 0) continue;
-        if (c->p < c->end && (*c->p == '-' || *c->p == 'n' || *c->p == 'i' ||
-                              (*c->p >= '0' && *c->p <= '9'))) {
+        if (!null && c->p < c->end &&
+            (*c->p == '-' || *c->p == 'n' || *c->p == 'i' || (*c->p >= '0' && *c->p <= '9'))) {
             r->has[f] = jnumber(c, &r->v[f]);
             return r->has[f];
         }

@@ -212,9 +212,22 @@ static int drawn_kind(const struct plot_run *r, int k)
     return k;
 }
 
+/* Values beyond +-1e300 are left out as the non-finite ones are: the span of two of them
+ * would overflow the axis's arithmetic. */
+static bool in_range(double v)
+{
+    return fabs(v) <= 1e300; /* false for NaN and infinities */
+}
+
 static bool drawable(double v, bool log)
 {
-    return isfinite(v) && (!log || v > 0);
+    return in_range(v) && (!log || v > 0);
+}
+
+/* Point j of s is drawn. */
+static bool point_drawn(const struct plot_series *s, size_t j, bool log)
+{
+    return drawable(s->value[j], log) && in_range(s->step[j]);
 }
 
 /* The steps of every point in the figure; false when there is none. */
@@ -225,7 +238,7 @@ static bool step_range(const struct plot_run *runs, int n, double *lo, double *h
         for (int k = 0; k < PLOT__PANELS; k++) {
             const struct plot_series *s = &runs[i].s[drawn_kind(&runs[i], k)];
             for (size_t j = 0; j < s->n; j++) {
-                if (!isfinite(s->step[j])) continue;
+                if (!in_range(s->step[j])) continue;
                 if (!any || s->step[j] < *lo) *lo = s->step[j];
                 if (!any || s->step[j] > *hi) *hi = s->step[j];
                 any = true;
@@ -243,7 +256,7 @@ static bool value_range(const struct plot_run *runs, int n, int k, bool log, dou
         const struct plot_series *s = &runs[i].s[drawn_kind(&runs[i], k)];
         for (size_t j = 0; j < s->n; j++) {
             double v = s->value[j];
-            if (!drawable(v, log) || !isfinite(s->step[j])) continue;
+            if (!point_drawn(s, j, log)) continue;
             if (!any || v < *lo) *lo = v;
             if (!any || v > *hi) *hi = v;
             any = true;
@@ -288,7 +301,7 @@ static void draw_path(FILE *f, const struct frame *fr, const struct plot_series 
     bool thin = s->n > (size_t)(THIN_PER_PIXEL * fr->w);
     struct pen p = {f, false, false};
     for (size_t i = 0; i < s->n;) {
-        if (!drawable(s->value[i], log) || !isfinite(s->step[i])) {
+        if (!point_drawn(s, i, log)) {
             p.down = false;
             i++;
             continue;
@@ -296,8 +309,7 @@ static void draw_path(FILE *f, const struct frame *fr, const struct plot_series 
         if (i > 0 && s->step[i] < s->step[i - 1]) p.down = false;
         size_t j = i, lo = i, hi = i;
         long col = (long)px(fr, s->step[i]);
-        while (thin && j + 1 < s->n && drawable(s->value[j + 1], log) &&
-               isfinite(s->step[j + 1]) && s->step[j + 1] >= s->step[j] &&
+        while (thin && j + 1 < s->n && point_drawn(s, j + 1, log) && s->step[j + 1] >= s->step[j] &&
                (long)px(fr, s->step[j + 1]) == col) {
             j++;
             if (s->value[j] < s->value[lo]) lo = j;
@@ -318,7 +330,7 @@ static void draw_series(FILE *f, const struct frame *fr, const struct plot_serie
     const char *colour = palette[run % NPALETTE];
     const char *dash = run >= NPALETTE ? " stroke-dasharray=\"6 3\"" : "";
     size_t drawn = 0;
-    for (size_t j = 0; j < s->n; j++) drawn += drawable(s->value[j], log) && isfinite(s->step[j]);
+    for (size_t j = 0; j < s->n; j++) drawn += point_drawn(s, j, log);
     if (drawn == 0) return;
     fprintf(f, "<path class=\"curve\" data-run=\"%d\" data-series=\"%s\" fill=\"none\" "
                "stroke=\"%s\" stroke-width=\"1.8\" stroke-linejoin=\"round\"%s d=\"",
@@ -327,7 +339,7 @@ static void draw_series(FILE *f, const struct frame *fr, const struct plot_serie
     fputs("\"/>\n", f);
     if (drawn > MARKERS_MAX) return;
     for (size_t j = 0; j < s->n; j++)
-        if (drawable(s->value[j], log) && isfinite(s->step[j]))
+        if (point_drawn(s, j, log))
             fprintf(f, "<circle class=\"marker\" data-run=\"%d\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" "
                        "fill=\"%s\"/>\n", run, px(fr, s->step[j]), py(fr, s->value[j]), colour);
 }

@@ -1,12 +1,12 @@
 #!/bin/sh
 # Training curves as SVG: `cltrain plot` of metrics files written here (known points: a gap at a
-# diverged loss, a run without log points or accuracy, a file name with XML's special
-# characters, a long series thinned per pixel column, the loss panels on a log scale) is XML
-# with its panels, axes, labels and one curve per run and series with the expected number of
-# points (tests/cli/plot_check.py); bad input fails with one line naming the file and line (exit
-# 1), bad usage exits 2, and a failed plot leaves the old figure; `train --plot` writes the
-# figure of its --metrics file, rewritten whole (never seen half-written) while the run goes
-# and once more when it stops. Needs CLTRAIN_BIN (set by meson test).
+# diverged loss, a run without log points or accuracy, file names with XML's special characters
+# or invalid UTF-8, extreme values, a long series thinned per pixel column, the loss panels on
+# a log scale) is XML with its panels, axes, labels and one curve per run and series with the
+# expected number of points (tests/cli/plot_check.py); bad input fails with one line naming the
+# file and line (exit 1), bad usage exits 2, and a failed plot leaves the old figure; `train
+# --plot` writes the figure of its --metrics file, rewritten whole (never seen half-written)
+# while the run goes and once more when it stops. Needs CLTRAIN_BIN (set by meson test).
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -67,6 +67,20 @@ structure "plot --log-loss" log.svg 0:train_loss=9/2 0:lr=10 0:test_loss=2 0:tes
 grep -q '>Log &amp; &lt;scale&gt;</text>' log.svg || fail "plot --title: not escaped: $(head -5 log.svg)"
 check_ok "plot a run without log points" -- "$CLTRAIN_BIN" plot --output=b.svg "$b"
 structure "plot a run without log points" b.svg 0:epoch_loss=2 0:test_loss=2 --no-points 2
+# extreme values: beyond +-1e300 and infinities are left out, denormals drawn, null absent;
+# no coordinate or label is "nan" or "inf"
+cat >extreme.jsonl <<'EOF'
+{"event":"log","step":0,"loss":1e308,"lr":null}
+{"event":"log","step":1e308,"loss":-1e308,"lr":-inf}
+{"event":"log","step":5,"loss":1e-320,"lr":0.1}
+{"event":"log","step":6,"loss":2e-320,"lr":0.1}
+{"event":"log","step":7,"loss":inf,"lr":0.1}
+EOF
+for scale in "" --log-loss; do
+    check_ok "plot extreme values $scale" -- "$CLTRAIN_BIN" plot extreme.jsonl $scale -o extreme.svg
+    structure "plot extreme values $scale" extreme.svg 0:train_loss=2 0:lr=3 --no-points 2
+    ! grep -qi 'nan\|inf' extreme.svg || fail "plot extreme values: $(grep -i 'nan\|inf' extreme.svg)"
+done
 # a name with invalid UTF-8 and a control character: shown as U+FFFD, the SVG still XML
 odd=$(printf 'odd\377\001name.jsonl')
 cp a.jsonl "$odd"
