@@ -13,7 +13,7 @@ set -eu
 need_exe CLTRAIN_BIN
 need_python3 "to write the metrics files and to check the SVG"
 make_tmp
-check="$(dirname "$0")/plot_check.py"
+check="$(cd "$(dirname "$0")" && pwd)/plot_check.py"
 
 # -- metrics files with known points --------------------------------------------------------------
 # a.jsonl: log points at steps 2..20 (the loss at step 12 is nan: a gap), two epochs and their

@@ -20,7 +20,7 @@ for b in chromium chromium-browser google-chrome; do
 done
 [ -n "$browser" ] || skip "chromium is missing (Debian: apt-get install chromium)"
 make_tmp
-check="$(dirname "$0")/plot_check.py"
+check="$(cd "$(dirname "$0")" && pwd)/plot_check.py"
 
 # two runs: a falling loss and a rising accuracy, on different learning rates; 75 log points
 # each (more than get dots: the lines alone must show)
