@@ -81,7 +81,9 @@ int cli_parse_train_args(int argc, char **argv, struct train_args *a, bool *help
         {"metrics", OPT_STR, &a->metrics, "append one JSON object per log point and evaluation",
          NULL},
         {"plot", OPT_STR, &a->plot,
-         "write the training curves as SVG, rewritten as the run goes (see: cltrain plot)",
+         "write the training curves as SVG (cltrain plot's figure of the --metrics lines), "
+         "rewritten whole at each evaluation, at log points at most once a second, and at the "
+         "end",
          NULL},
         {"save", OPT_STR, &a->save, "write a checkpoint (safetensors) at the end", NULL},
         {"save-every", OPT_POS_INT, &a->save_every, "also every N steps", NULL},

@@ -4,6 +4,7 @@
 #include "cli/plot.h"
 
 #include "cli/cli.h"
+#include "cli/options.h"
 
 #include <errno.h>
 #include <math.h>
@@ -334,64 +335,72 @@ static int read_metrics(const char *path, struct plot_run *run)
     return rc;
 }
 
-static void plot_usage(FILE *f)
-{
-    fputs("usage: cltrain plot METRICS.jsonl [MORE.jsonl ...] [options]\n"
-          "Draws the training curves of one or more runs (the JSON lines of train --metrics)\n"
-          "as one SVG: train loss, test loss, test accuracy and learning rate against steps,\n"
-          "each run in its own colour, named by its file in the legend.\n"
-          "  -o, --output FILE   the SVG to write (curves.svg)\n"
-          "  --log-loss          the loss panels on a log scale\n"
-          "  --title TEXT        the figure's title (Training curves)\n",
-          f);
-}
-
 struct plot_args {
     const char *out, *title;
-    bool log_loss, help;
+    bool log_loss;
     int n;
     const char **files; /* argc entries */
 };
 
-/* The flag's value: "--name=V" or the next argument; NULL (reported) when there is none. */
-static const char *flag_value(int argc, char **argv, int *i, const char *name)
+/* Splits argv into the metrics files (every argument that is not an option or an option's
+ * value; all after "--") and the options, "-o" spelled "--output", for cli_parse to read with
+ * the table; opt_argv has argc + 1 entries. */
+static void split_plot_args(int argc, char **argv, const struct cli_opt *opts,
+                            struct plot_args *p, char **opt_argv, int *opt_argc)
 {
-    const char *a = argv[*i], *eq = strchr(a, '=');
-    if (eq && strncmp(a, "--", 2) == 0) return eq + 1;
-    if (*i + 1 < argc) return argv[++*i];
-    cli_usage_error("plot: %s needs a value", name);
-    return NULL;
-}
-
-static bool is_flag(const char *a, const char *name)
-{
-    size_t n = strlen(name);
-    return strncmp(a, name, n) == 0 && (a[n] == '\0' || a[n] == '=');
-}
-
-static int parse_plot_args(int argc, char **argv, struct plot_args *p)
-{
+    static char output[] = "--output";
     bool options = true;
+    *opt_argc = 0;
+    opt_argv[(*opt_argc)++] = argv[0];
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        char *a = argv[i];
         if (!options || a[0] != '-' || strcmp(a, "-") == 0) {
             p->files[p->n++] = a;
-        } else if (strcmp(a, "--") == 0) {
-            options = false;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            p->help = true;
-        } else if (strcmp(a, "-o") == 0 || is_flag(a, "--output")) {
-            if (!(p->out = flag_value(argc, argv, &i, "-o/--output FILE"))) return CLI_USAGE;
-            if (!*p->out) return cli_usage_error("plot: -o/--output needs a file name");
-        } else if (is_flag(a, "--title")) {
-            if (!(p->title = flag_value(argc, argv, &i, "--title TEXT"))) return CLI_USAGE;
-        } else if (strcmp(a, "--log-loss") == 0) {
-            p->log_loss = true;
-        } else {
-            return cli_usage_error("plot: unknown option \"%s\"; see: cltrain plot --help", a);
+            continue;
         }
+        if (strcmp(a, "--") == 0) {
+            options = false;
+            continue;
+        }
+        if (strcmp(a, "-o") == 0) a = output;
+        opt_argv[(*opt_argc)++] = a;
+        /* the value of "--name VALUE" is the option's, even when it looks like a file name */
+        const struct cli_opt *o = opts;
+        while (o->name && !(strncmp(a, "--", 2) == 0 && strcmp(a + 2, o->name) == 0)) o++;
+        if (o->name && o->type != OPT_FLAG && i + 1 < argc) opt_argv[(*opt_argc)++] = argv[++i];
     }
-    if (!p->help && p->n == 0)
+    opt_argv[*opt_argc] = NULL;
+}
+
+/* The options (a table, as every command's: its --help and the manual's entries come from
+ * it) and the files; *help when --help printed the usage. */
+static int parse_plot_args(int argc, char **argv, struct plot_args *p, bool *help)
+{
+    const struct cli_opt opts[] = {
+        {"output", OPT_STR, &p->out, "the SVG to write (curves.svg); -o FILE is the same", NULL},
+        {"log-loss", OPT_FLAG, &p->log_loss,
+         "the two loss panels on a log scale (values at or below 0 left out there)", NULL},
+        {"title", OPT_STR, &p->title, "the figure's title (Training curves)", NULL},
+        {NULL, OPT_FLAG, NULL, NULL, NULL}};
+    *help = cli_is_help(argc, argv);
+    if (*help) {
+        cli_print_help("plot",
+                       "cltrain plot METRICS.jsonl [MORE.jsonl ...] [options]\n"
+                       "the training curves of runs (the JSON lines of train --metrics) as one "
+                       "SVG:\ntrain loss, test loss, test accuracy and learning rate against "
+                       "steps, a colour a run",
+                       opts);
+        return CLI_OK;
+    }
+    char **opt_argv = calloc((size_t)argc + 1, sizeof *opt_argv);
+    int opt_argc = 0;
+    if (!opt_argv) return cli_error("plot: out of memory");
+    split_plot_args(argc, argv, opts, p, opt_argv, &opt_argc);
+    int rc = cli_parse(opt_argc, opt_argv, opts, "plot");
+    free(opt_argv);
+    if (rc != CLI_OK) return rc;
+    if (!*p->out) return cli_usage_error("--output: expected a file name");
+    if (p->n == 0)
         return cli_usage_error("plot: no metrics file; usage: cltrain plot METRICS.jsonl "
                                "[MORE.jsonl ...] [-o curves.svg]");
     return CLI_OK;
@@ -407,25 +416,25 @@ static int check_output(const struct plot_args *p)
         if (clt_outfile_same(p->out, p->files[i], &same) != CLT_OK)
             return cli_error("%s", clt_last_errmsg());
         if (same)
-            return cli_usage_error("plot: -o %s and %s name the same file: the figure must not "
-                                   "replace its input", p->out, p->files[i]);
+            return cli_usage_error("plot: --output %s and %s name the same file: the figure "
+                                   "must not replace its input", p->out, p->files[i]);
     }
-    if (clt_outfile_check(p->out) != CLT_OK) return cli_error("-o %s", clt_last_errmsg());
-    return cli_lock_output("-o", p->out);
+    if (clt_outfile_check(p->out) != CLT_OK) return cli_error("--output %s", clt_last_errmsg());
+    return cli_lock_output("--output", p->out);
 }
 
 int cli_plot(int argc, char **argv)
 {
     struct plot_args p = {.out = "curves.svg"};
+    bool help = false;
     p.files = calloc((size_t)argc, sizeof *p.files);
     if (!p.files) return cli_error("plot: out of memory");
     struct plot_run *runs = NULL;
-    int rc = parse_plot_args(argc, argv, &p);
-    if (rc == CLI_OK && p.help) plot_usage(stdout);
-    if (rc == CLI_OK && !p.help) rc = check_output(&p);
-    if (rc == CLI_OK && !p.help && !(runs = calloc((size_t)p.n, sizeof *runs)))
+    int rc = parse_plot_args(argc, argv, &p, &help);
+    if (rc == CLI_OK && !help) rc = check_output(&p);
+    if (rc == CLI_OK && !help && !(runs = calloc((size_t)p.n, sizeof *runs)))
         rc = cli_error("plot: out of memory");
-    for (int i = 0; rc == CLI_OK && !p.help && i < p.n; i++) {
+    for (int i = 0; rc == CLI_OK && !help && i < p.n; i++) {
         runs[i].name = p.files[i];
         if (strcmp(p.files[i], "-") == 0)
             rc = cli_usage_error("plot: \"-\": name the metrics file (standard input is not "
@@ -433,10 +442,12 @@ int cli_plot(int argc, char **argv)
         else
             rc = read_metrics(p.files[i], &runs[i]);
     }
-    if (rc == CLI_OK && !p.help) {
+    if (rc == CLI_OK && !help) {
         struct plot_options o = {.title = p.title, .log_loss = p.log_loss};
-        if (plot_svg_save(p.out, runs, p.n, &o) != 0) rc = cli_error("-o %s", clt_last_errmsg());
-        else printf("wrote %s: %d run%s\n", p.out, p.n, p.n == 1 ? "" : "s");
+        if (plot_svg_save(p.out, runs, p.n, &o) != 0)
+            rc = cli_error("--output %s", clt_last_errmsg());
+        else
+            printf("wrote %s: %d run%s\n", p.out, p.n, p.n == 1 ? "" : "s");
     }
     for (int i = 0; runs && i < p.n; i++) plot_run_free(&runs[i]);
     free(runs);

@@ -116,9 +116,9 @@ cmp -s curves.svg before.svg || fail "a failed plot changed curves.svg"
 check_bad --code 2 "no file" "plot: no metrics file" -- "$CLTRAIN_BIN" plot
 check_bad --code 2 "an unknown option" 'unknown option "--colour"' -- \
     "$CLTRAIN_BIN" plot a.jsonl --colour red
-check_bad --code 2 "-o without a file" "-o/--output FILE needs a value" -- \
+check_bad --code 2 "-o without a file" "--output needs a value" -- \
     "$CLTRAIN_BIN" plot a.jsonl -o
-check_bad --code 2 "-o over an input" "-o a.jsonl and a.jsonl name the same file" -- \
+check_bad --code 2 "-o over an input" "--output a.jsonl and a.jsonl name the same file" -- \
     "$CLTRAIN_BIN" plot a.jsonl -o a.jsonl
 check_bad --code 1 "-o in a missing folder" "$tmp/none/x.svg" -- \
     "$CLTRAIN_BIN" plot a.jsonl -o "$tmp/none/x.svg"
