@@ -99,6 +99,11 @@ int cli_parse_train_args(int argc, char **argv, struct train_args *a, bool *help
         {"log-every", OPT_NONNEG_INT, &a->log_every, "steps between loss reports (100)", NULL},
         {"metrics", OPT_STR, &a->metrics, "append one JSON object per log point and evaluation",
          NULL},
+        {"plot", OPT_STR, &a->plot,
+         "write the training curves as SVG (cltrain plot's figure of the --metrics lines), "
+         "rewritten whole at each evaluation, at log points at most once a second, and at the "
+         "end",
+         NULL},
         {"save", OPT_STR, &a->save, "write a checkpoint (safetensors) at the end", NULL},
         {"save-every", OPT_POS_INT, &a->save_every, "also every N steps", NULL},
         {"resume", OPT_STR, &a->resume,
@@ -152,9 +157,12 @@ int cli_check_outputs(const struct train_args *a)
         return cli_error("--save %s", clt_last_errmsg());
     if (a->metrics && clt_outfile_check(a->metrics) != CLT_OK)
         return cli_error("--metrics %s", clt_last_errmsg());
+    if (a->plot && clt_outfile_check(a->plot) != CLT_OK)
+        return cli_error("--plot %s", clt_last_errmsg());
     /* held until the process ends: a second run writing either path fails now */
     if (a->save && cli_lock_output("--save", a->save) != CLI_OK) return CLI_FAIL;
     if (a->metrics && cli_lock_output("--metrics", a->metrics) != CLI_OK) return CLI_FAIL;
+    if (a->plot && cli_lock_output("--plot", a->plot) != CLI_OK) return CLI_FAIL;
     return CLI_OK;
 }
 
@@ -273,6 +281,7 @@ int cli_check_train_args(struct train_args *a)
         cli_paths_add(&ps, "--model", a->model, false, NULL);
     cli_paths_add(&ps, "--save", a->save, true, NULL);
     cli_paths_add(&ps, "--metrics", a->metrics, true, NULL);
+    cli_paths_add(&ps, "--plot", a->plot, true, NULL);
     rc = cli_paths_check(&ps);
     if (rc != CLI_OK) return rc;
     /* outputs that cannot be written are reported now, not after the whole run (under

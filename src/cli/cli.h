@@ -80,5 +80,6 @@ int cli_eval(int argc, char **argv);
 int cli_predict(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_kernels(int argc, char **argv);
+int cli_plot(int argc, char **argv); /* plot.c: training curves as SVG; no device */
 
 #endif

@@ -20,6 +20,7 @@ void cli_usage(FILE *f)
           "  eval --load FILE [options]        loss and accuracy of a checkpoint\n"
           "  predict --load FILE [options]     predicted classes and probabilities as CSV\n"
           "  bench [options]                   training steps/s on synthetic resident data\n"
+          "  plot METRICS.jsonl... [-o FILE]   training curves of runs (train --metrics) as SVG\n"
           "  kernels --list | --source FILES   (developers) every program the library may\n"
           "                                    build, or one program's complete source\n"
           "  help spec                         the model spec's layers and presets\n"
@@ -106,7 +107,7 @@ static int man_options(void)
     } commands[] = {
         {"devices", cli_devices}, {"selfcheck", cli_selfcheck}, {"train", cli_train},
         {"eval", cli_eval},       {"predict", cli_predict},     {"bench", cli_bench},
-        {"kernels", cli_kernels},
+        {"plot", cli_plot},       {"kernels", cli_kernels},
     };
     man_region_begin(stdout, "options");
     cli_set_help_roff(true);

@@ -60,6 +60,7 @@ static int run_command(int argc, char **argv)
     if (strcmp(cmd, "eval") == 0) return cli_eval(argc - 1, argv + 1);
     if (strcmp(cmd, "predict") == 0) return cli_predict(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cli_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "plot") == 0) return cli_plot(argc - 1, argv + 1);
     if (strcmp(cmd, "kernels") == 0) return cli_kernels(argc - 1, argv + 1);
     return cli_usage_error("unknown command \"%s\"; try: cltrain --help", cmd);
 }

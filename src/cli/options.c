@@ -153,6 +153,7 @@ static const struct {
     {"init-scheme", "SCHEME"}, {"precision", "P"},     {"optimizer", "NAME"},
     {"schedule", "NAME"},    {"loader", "MODE"},       {"input-shape", "C,H,W"},
     {"split", "SPLIT"},      {"profile", "NAME"},      {"source", "FILES"},
+    {"plot", "FILE"},        {"title", "TEXT"},
 };
 
 const char *cli_opt_metavar(const struct cli_opt *o)

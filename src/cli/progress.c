@@ -113,6 +113,53 @@ static void print_summary(struct reporter *r, const struct clt_train_event *e,
     r->last_loader = e->loader;
 }
 
+/* The metrics file's JSON line for a log point, an epoch or an evaluation (with its newline)
+ * into buf; its length, 0 for the other events. Read before print_summary moves r->last. */
+static int metrics_line(const struct reporter *r, const struct clt_train_event *e, char *buf,
+                        size_t n)
+{
+    int len = 0;
+    if (e->kind == CLT_EVENT_LOG)
+        len = snprintf(buf, n,
+                       "{\"event\":\"log\",\"epoch\":%d,\"step\":%ld,\"loss\":%.6g,\"lr\":%.6g,"
+                       "\"samples_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
+                       e->epoch, e->step, e->loss, e->lr, e->samples_per_s, e->elapsed_s);
+    else if (e->kind == CLT_EVENT_EPOCH)
+        len = snprintf(buf, n,
+                       "{\"event\":\"epoch\",\"epoch\":%d,\"step\":%ld,\"train_loss\":%.6g,"
+                       "\"epoch_s\":%.3f,\"samples_per_s\":%.1f}\n",
+                       e->epoch, e->step, e->loss, e->epoch_s, e->samples_per_s);
+    else if (e->kind == CLT_EVENT_EVAL)
+        len = snprintf(buf, n,
+                       "{\"event\":\"eval\",\"epoch\":%d,\"step\":%ld,\"test_loss\":%.6g,"
+                       "\"test_accuracy\":%.6g,\"host_waits\":%ld}\n",
+                       e->epoch, e->step, e->loss, isnan(e->accuracy) ? -1.0 : e->accuracy,
+                       e->stats.host_waits_total - r->last.host_waits_total);
+    return len > 0 && (size_t)len < n ? len : 0;
+}
+
+/* --plot: the line's points join the curves, and the figure is rewritten at every evaluation
+ * (or epoch, without a test split) and at log points at most once a second: each rewrite is a
+ * whole file and an fsync. A failed rewrite leaves the last one in place; the final one, when
+ * the run ends (finish_plot in run.c), is the one that counts. */
+static void update_plot(struct reporter *r, const struct clt_train_event *e, const char *line,
+                        size_t len)
+{
+    char err[160];
+    if (!r->plot || r->plot_oom || len == 0) return;
+    if (plot_read_line(r->plot, line, len, err, sizeof err) != 0) {
+        r->plot_oom = true; /* the lines are this file's own: only memory can fail */
+        return;
+    }
+    bool due = e->kind == CLT_EVENT_EVAL || (e->kind == CLT_EVENT_EPOCH && !r->has_test) ||
+               (e->kind == CLT_EVENT_LOG && (!r->plot_written || e->elapsed_s - r->plot_t >= 1));
+    if (!due) return;
+    struct plot_options o = {0};
+    plot_svg_save(r->plot_path, r->plot, 1, &o);
+    r->plot_written = true;
+    r->plot_t = e->elapsed_s;
+}
+
 void cli_on_event(const struct clt_train_event *e, void *user)
 {
     struct reporter *r = user;
@@ -141,13 +188,12 @@ void cli_on_event(const struct clt_train_event *e, void *user)
     if (per_step < 0 && e->step < e->total_steps) snprintf(eta, sizeof eta, "-");
     else fmt_duration(left, eta, sizeof eta);
     fmt_duration(e->elapsed_s, elapsed, sizeof elapsed);
+    char line[512];
+    int len = metrics_line(r, e, line, sizeof line);
+    if (len > 0 && r->metrics) fputs(line, r->metrics);
+    update_plot(r, e, line, len > 0 ? (size_t)len - 1 : 0); /* without the newline */
     switch (e->kind) {
     case CLT_EVENT_LOG:
-        if (r->metrics)
-            fprintf(r->metrics,
-                    "{\"event\":\"log\",\"epoch\":%d,\"step\":%ld,\"loss\":%.6g,\"lr\":%.6g,"
-                    "\"samples_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
-                    e->epoch, e->step, e->loss, e->lr, e->samples_per_s, e->elapsed_s);
         if (r->quiet) break;
         if (r->tty) {
             printf("\r\033[Kepoch %d/%d  step %ld/%ld  loss %.4f  %.0f samples/s  ETA %s", e->epoch,
@@ -165,23 +211,12 @@ void cli_on_event(const struct clt_train_event *e, void *user)
         break;
     case CLT_EVENT_EPOCH:
         cli_end_line(r);
-        if (r->metrics)
-            fprintf(r->metrics,
-                    "{\"event\":\"epoch\",\"epoch\":%d,\"step\":%ld,\"train_loss\":%.6g,"
-                    "\"epoch_s\":%.3f,\"samples_per_s\":%.1f}\n",
-                    e->epoch, e->step, e->loss, e->epoch_s, e->samples_per_s);
         r->epoch_loss = e->loss;
         r->epoch_s = e->epoch_s;
         r->epoch_rate = e->samples_per_s;
         if (!r->has_test) print_summary(r, e, NULL);
         break;
     case CLT_EVENT_EVAL:
-        if (r->metrics)
-            fprintf(r->metrics,
-                    "{\"event\":\"eval\",\"epoch\":%d,\"step\":%ld,\"test_loss\":%.6g,"
-                    "\"test_accuracy\":%.6g,\"host_waits\":%ld}\n",
-                    e->epoch, e->step, e->loss, isnan(e->accuracy) ? -1.0 : e->accuracy,
-                    e->stats.host_waits_total - r->last.host_waits_total);
         print_summary(r, e, e);
         break;
     case CLT_EVENT_SAVE:

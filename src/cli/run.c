@@ -281,6 +281,13 @@ static int open_metrics(const struct train_args *a, struct train_run *r)
     r->rep.metrics = r->mf;
     r->rep.has_test = r->test.n > 0;
     cli_write_recipe_changes(r, r->mf); /* --change-recipe: the run's record says so */
+    /* --plot: drawn from the lines --metrics holds, named as that file (or as the command
+     * when there is none), so that `cltrain plot` of the file draws the same figure */
+    if (a->plot && r->rank == 0 && !a->dry_run) {
+        r->plot.name = a->metrics ? a->metrics : "cltrain train";
+        r->rep.plot = &r->plot;
+        r->rep.plot_path = a->plot;
+    }
     return CLI_OK;
 }
 
@@ -537,6 +544,7 @@ static int run_training(const struct train_args *a, struct train_run *r)
     if (a->memory && speaker) print_memory(r, clt_train_setup_batch(r->setup));
     r->rep.last = clt_ctx_stats(r->ctx); /* epoch summaries count the run's waits, not set-up's */
     r->rep.builds = r->rep.last.compiles + r->rep.last.disk_cache_hits;
+    r->trained = true;
     cli_catch_stop_signals();
     /* a group: every replica reads the same interrupt flag and the library agrees on the
      * step to stop at; the failure reported is the first replica's own */
@@ -578,6 +586,24 @@ static int run_training(const struct train_args *a, struct train_run *r)
     return CLI_OK;
 }
 
+/* --plot's last rewrite, once the loop has ended (also when it stopped on a signal or failed:
+ * the curves so far); a figure that could not be written fails the run, named. */
+static int finish_plot(const struct train_args *a, struct train_run *r, int rc)
+{
+    bool failed = false;
+    if (r->rep.plot_oom) {
+        cli_error("--plot %s: out of memory for the curves' points", a->plot);
+        failed = true;
+    } else {
+        struct plot_options o = {0};
+        if (plot_svg_save(a->plot, &r->plot, 1, &o) != 0) {
+            cli_error("--plot %s", clt_last_errmsg());
+            failed = true;
+        }
+    }
+    return failed && rc == CLI_OK ? CLI_FAIL : rc;
+}
+
 /* Releases the run; a metrics file that could not be written fails the run, named. Returns
  * the run's exit code. */
 static int train_run_close(const struct train_args *a, struct train_run *r, int rc)
@@ -608,7 +634,9 @@ static int train_run_close(const struct train_args *a, struct train_run *r, int 
             if (rc == CLI_OK) rc = CLI_FAIL;
         }
     }
-    if (r->mpi && rc != CLI_OK && rc < 128) clt_comm_abort(r->mpi, "--metrics write failed");
+    if (r->trained && r->rep.plot) rc = finish_plot(a, r, rc);
+    plot_run_free(&r->plot);
+    if (r->mpi && rc != CLI_OK && rc < 128) clt_comm_abort(r->mpi, "an output's write failed");
     clt_comm_free(r->mpi); /* finalises MPI */
     return rc;
 }

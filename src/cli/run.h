@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "cli/plot.h"
 
 #include <signal.h>
 #include <stdbool.h>
@@ -29,6 +30,13 @@ struct reporter {
     double eta_t;   /* is not this process's): its step and elapsed time, once eta_set */
     bool eta_set;
     long builds; /* programs compiled or loaded from the disk cache before the run */
+    /* --plot: the run's curves, fed the metrics lines as they are made, and the SVG rewritten
+     * from them (NULL: none) */
+    struct plot_run *plot;
+    const char *plot_path;
+    double plot_t;     /* elapsed_s at the last rewrite */
+    bool plot_written; /* a rewrite was tried */
+    bool plot_oom;     /* memory ran out for a point: the figure is not finished */
 };
 
 /* The image-folder flags that train, eval and predict share (images:DIR). */
@@ -43,7 +51,7 @@ struct cli_image_opts {
 /* The flags of `cltrain train` as given, then what check_train_args derives from them. */
 struct train_args {
     const char *data, *model, *device, *optimizer, *schedule, *task, *init_scheme, *metrics,
-        *save, *resume, *init, *loader, *label_text, *precision, *augment, *input_shape;
+        *save, *resume, *init, *loader, *label_text, *precision, *augment, *input_shape, *plot;
     long epochs, steps, batch, log_every, save_every, warmup, step_size, label_column, prefetch,
         n_classes, accumulate;
     uint64_t seed;
@@ -109,6 +117,8 @@ struct train_run {
     long eff;                  /* the effective batch, kept by --auto-batch */
     struct clt_mem_stats ms;   /* the accountant once the set-up is built */
     FILE *mf;
+    struct plot_run plot; /* --plot's curves (rep.plot points here) */
+    bool trained;         /* the training loop ran: --plot's figure is due */
     struct reporter rep;
     /* --resume with --change-recipe: the values that differ from the checkpoint's recipe */
     struct recipe_change changes[MAX_RECIPE_CHANGES];
