@@ -6,8 +6,9 @@
 # Then builds programs with nothing but `pkg-config --cflags --libs cltrain` and runs them: a ctx
 # create/free; the cltrain program itself from a copy of src/cli/ alone (so an include of a private
 # header, or a call the shared library does not export, fails here), which must pass its
-# self-check and print the installed program's --help; and, where it exists,
-# examples/train_mlp.c for 5 steps (needs Fashion-MNIST: $CLTRAIN_DATA_DIR or /usr/share/datasets).
+# self-check and print the installed program's --help; and the examples: custom_loop.c (a loop of
+# one's own on the public loss API; it exits 1 unless its loss falls) and train_mlp.c for 5 steps
+# (needs Fashion-MNIST: $CLTRAIN_DATA_DIR or /usr/share/datasets).
 # Seen failing with #include "runtime/program_internal.h" put into src/cli/devices.c: "src/cli/
 # does not build against the installed headers alone".
 # Usage: tools/install_check.sh BUILD_DIR (already configured; built here if it is not).
@@ -123,6 +124,10 @@ opencl_libs=$(pkg-config --libs OpenCL 2>/dev/null || echo -lOpenCL)
 check "the cltrain built from the installed headers prints the installed cltrain's --help" \
     "$("$tmp/cltrain" --help 2>&1)" = "$("$bindir/cltrain" --help 2>&1)"
 ((fail == 0)) || exit 1
+# shellcheck disable=SC2086
+"$cc" -std=c11 -Wall -Wextra -Werror -o "$tmp/custom_loop" examples/custom_loop.c $flags
+(cd "$tmp" && ./custom_loop) \
+    || { echo "install_check: examples/custom_loop.c failed against the installed library"; exit 1; }
 if [ -f examples/train_mlp.c ]; then
     # shellcheck disable=SC2086
     "$cc" -std=c11 -Wall -Wextra -Werror -o "$tmp/train_mlp" examples/train_mlp.c $flags
