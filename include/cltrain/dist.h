@@ -81,6 +81,12 @@ typedef enum clt_reduce_op { CLT_REDUCE_SUM = 0, CLT_REDUCE_MAX } clt_reduce_op;
  * member at once. */
 CLT_API clt_status clt_comm_allreduce_f32(clt_comm *c, float *buf, size_t n);
 CLT_API clt_status clt_comm_allreduce_f64(clt_comm *c, double *buf, size_t n, clt_reduce_op op);
+/* Every member passes `bytes` bytes in `mine`; on return all (size * bytes, caller-owned)
+ * holds every member's in rank order, the same on every member. A small record, exchanged
+ * once (the trainer's check that the members run the same thing: clt_train_setup_agree).
+ * Blocks until every member has called; CLT_ERR_ABORTED, CLT_ERR_INVALID_ARG as the
+ * allreduces. Not for two threads of one member at once. */
+CLT_API clt_status clt_comm_allgather(clt_comm *c, const void *mine, size_t bytes, void *all);
 /* Stops the run of every member: a group wakes its waiting members, whose calls return
  * CLT_ERR_ABORTED with "replica R failed: MESSAGE"; MPI prints nothing and calls MPI_Abort
  * (the caller prints its one line first). The first abort's message wins. */

@@ -273,6 +273,29 @@ CLT_API clt_status clt_train_setup_run(clt_train_setup *s);
  * in its ctx, clt_ctx_errmsg, and in clt_last_errmsg() of the calling thread).
  * CLT_ERR_UNSUPPORTED if a thread cannot be created. */
 CLT_API clt_status clt_train_setup_run_group(clt_train_setup *const *s, int n, int *failed);
+/* Checks what the plan of p tells before anything is allocated, so that a run does not fail
+ * at a late step: every micro-batch an epoch takes (the full one and the last partial one,
+ * with p->train.comm each member's slice of them) against the smallest batch the model
+ * trains on (batchnorm needs more than one value per channel), a member whose slice of a full
+ * batch is empty, and p->loader.augment against the images (a shift that can move a whole
+ * image out of view, a cutout larger than it). CLT_ERR_INVALID_ARG with a message naming the
+ * flag (--batch-size, --augment), the numbers and a remedy (--drop-last, another batch size);
+ * a spec's own failures (clt_spec_validate). clt_train_setup_create calls it itself (at each
+ * micro-batch it tries). Records for the calling thread; thread-safe. */
+CLT_API clt_status clt_train_plan_check(const struct clt_train_setup_params *p);
+/* Data-parallel: a collective over p->train.comm (every member calls it, before
+ * clt_train_setup_create). Each member makes a fixed-size record of its run: the spec, task
+ * and outputs, both data splits (size and CRC-32C of all values and labels), input shape,
+ * normalisation (scale and a digest of the statistics), augmentation, micro-batch,
+ * accumulation, epochs, steps, drop-last, shuffling, seeds, initialisation, precision, the
+ * optimizer and its schedule, label smoothing, and the points where members meet (log
+ * interval, checkpoints); one clt_comm_allgather exchanges them. Members that differ would
+ * pass other sizes to the reductions or train diverging replicas, so every member returns
+ * CLT_ERR_INVALID_ARG with the same message naming the first difference (in the order
+ * above, the lowest member): "the ranks do not run the same thing: --lr is "0.01" on rank 0,
+ * "0.02" on rank 2; ...". Member statuses of the exchange otherwise. Records for the calling
+ * thread. */
+CLT_API clt_status clt_train_setup_agree(const struct clt_train_setup_params *p);
 /* The dry run: one optimizer step (all its micro-batches: forward, loss, backward, update) on
  * the run's first batch, then one evaluation of the test split if there is one, and finishes
  * the queues; *out is the accountant's state afterwards (its peak is what a step and an

@@ -359,11 +359,37 @@ static void note_resume_plan(const struct train_args *a, const struct train_run 
                was.replicas, was.replicas == 1 ? "" : "s", now_replicas);
 }
 
+/* A failure every rank reached the same way (the runs' check, the plan's): rank 0 prints it
+ * for all, and no rank aborts the others, which stop by themselves. */
+static int fail_together(struct train_run *r, int rc)
+{
+    if (r->rank == 0) cli_error("%s", clt_last_errmsg());
+    r->together = true;
+    return rc;
+}
+
+/* Before anything is allocated: under mpirun, that every rank runs the same thing (one
+ * exchange of a small record, before any collective whose sizes depend on the run); then the
+ * plan's batches and augmentation, which every rank checks alike. */
+static int check_run(struct train_run *r)
+{
+    r->sp.train.comm = replica_comm(r, 0);
+    if (r->mpi) {
+        clt_status st = clt_train_setup_agree(&r->sp);
+        if (st == CLT_ERR_INVALID_ARG) return fail_together(r, CLI_USAGE);
+        if (st != CLT_OK) return cli_error("%s", clt_last_errmsg());
+    }
+    if (clt_train_plan_check(&r->sp) != CLT_OK) {
+        if (r->mpi) return fail_together(r, CLI_USAGE);
+        return cli_usage_error("%s", clt_last_errmsg());
+    }
+    return CLI_OK;
+}
+
 /* The model, optimizer, loader and evaluation buffers on the device (with --auto-batch's
  * retries). */
 static int create_setup(const struct train_args *a, struct train_run *r)
 {
-    fill_setup_params(a, r);
     for (int i = 0; i < r->n; i++) {
         /* the set-up copies its parameters: each replica gets its own end of the comm */
         struct clt_train_setup_params sp = r->sp;
@@ -610,7 +636,8 @@ static int train_run_close(const struct train_args *a, struct train_run *r, int 
 {
     /* Under mpirun a failing rank (its line printed) stops them all: the others may wait for
      * it in a reduction. An interrupted run (128 + signal) stopped on every rank together. */
-    if (r->mpi && rc != CLI_OK && rc < 128) clt_comm_abort(r->mpi, "see the failing rank's line");
+    if (r->mpi && rc != CLI_OK && rc < 128 && !r->together)
+        clt_comm_abort(r->mpi, "see the failing rank's line");
     for (int i = 0; i < r->n; i++) clt_train_setup_free(r->setups[i]);
     for (int i = 0; i < r->n; i++) clt_ctx_free(r->ctxs[i]);
     clt_comm_group_free(r->group);
@@ -636,7 +663,8 @@ static int train_run_close(const struct train_args *a, struct train_run *r, int 
     }
     if (r->trained && r->rep.plot) rc = finish_plot(a, r, rc);
     plot_run_free(&r->plot);
-    if (r->mpi && rc != CLI_OK && rc < 128) clt_comm_abort(r->mpi, "an output's write failed");
+    if (r->mpi && rc != CLI_OK && rc < 128 && !r->together)
+        clt_comm_abort(r->mpi, "an output's write failed");
     clt_comm_free(r->mpi); /* finalises MPI */
     return rc;
 }
@@ -671,6 +699,10 @@ int cli_train(int argc, char **argv)
     if (rc == CLI_OK) rc = open_devices(&a, &r);
     if (rc == CLI_OK) rc = plan_steps(&a, &r);
     if (rc == CLI_OK) rc = open_metrics(&a, &r);
+    if (rc == CLI_OK) {
+        fill_setup_params(&a, &r);
+        rc = check_run(&r);
+    }
     if (rc == CLI_OK) rc = create_setup(&a, &r);
     if (rc == CLI_OK) {
         warn_batch(&a, &r);

@@ -107,6 +107,7 @@ struct train_run {
     clt_comm *mpi;
     int shares[CLT_COMM_MAX_MEMBERS]; /* the group's */
     int rank, size;          /* MPI: this rank and the ranks; else 0 and 1 */
+    bool together;           /* MPI: every rank failed alike (rank 0 printed it): no abort */
     struct clt_train_setup_params sp; /* replica 0's (train.comm: its member) */
     clt_checkpoint *ck;
     const char *from; /* --resume or --init: the checkpoint's path, else NULL */

@@ -69,6 +69,11 @@ clt_status clt_comm_allreduce_f64(clt_comm *c, double *buf, size_t n, clt_reduce
     return c->ops->allreduce_f64(c, buf, n, op);
 }
 
+clt_status clt_comm_allgather(clt_comm *c, const void *mine, size_t bytes, void *all)
+{
+    return c->ops->allgather(c, mine, bytes, all);
+}
+
 void clt_comm_abort(clt_comm *c, const char *message)
 {
     c->ops->abort(c, message ? message : "");
@@ -157,7 +162,7 @@ static clt_status group_enter(clt_comm *c, void *buf, size_t n)
     for (int r = 0; r < g->n; r++)
         if (g->len[r] != n)
             return clt__fail(NULL, CLT_ERR_INVALID_ARG,
-                             "allreduce: replica %d passed %zu values, replica %d %zu", c->rank,
+                             "collective: replica %d passed %zu values, replica %d %zu", c->rank,
                              n, r, g->len[r]);
     return CLT_OK;
 }
@@ -200,6 +205,16 @@ static clt_status group_allreduce_f64(clt_comm *c, double *buf, size_t n, clt_re
     return st != CLT_OK ? st : st2;
 }
 
+static clt_status group_allgather(clt_comm *c, const void *mine, size_t bytes, void *all)
+{
+    struct clt_comm_group *g = group_of(c);
+    clt_status st = group_enter(c, (void *)mine, bytes);
+    if (st == CLT_OK)
+        for (int r = 0; r < g->n; r++) memcpy((char *)all + (size_t)r * bytes, g->buf[r], bytes);
+    clt_status st2 = barrier(g); /* keep every record published until all have copied */
+    return st != CLT_OK ? st : st2;
+}
+
 static void group_abort(clt_comm *c, const char *message)
 {
     struct clt_comm_group *g = group_of(c);
@@ -225,6 +240,7 @@ static const struct clt_comm_ops group_ops = {
     .kind = "group",
     .allreduce_f32 = group_allreduce_f32,
     .allreduce_f64 = group_allreduce_f64,
+    .allgather = group_allgather,
     .abort = group_abort,
     .aborted = group_aborted,
     .free = NULL, /* the group owns its members */

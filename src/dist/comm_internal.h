@@ -16,6 +16,7 @@ struct clt_comm_ops {
     const char *kind;
     clt_status (*allreduce_f32)(clt_comm *c, float *buf, size_t n);
     clt_status (*allreduce_f64)(clt_comm *c, double *buf, size_t n, clt_reduce_op op);
+    clt_status (*allgather)(clt_comm *c, const void *mine, size_t bytes, void *all);
     void (*abort)(clt_comm *c, const char *message);
     bool (*aborted)(const clt_comm *c);
     void (*free)(clt_comm *c); /* clt_comm_free: MPI's end (a group's members: NULL) */

@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -62,6 +63,17 @@ static clt_status mpi_allreduce_f64(clt_comm *c, double *buf, size_t n, clt_redu
     return allreduce(c, buf, n, sizeof *buf, MPI_DOUBLE, op == CLT_REDUCE_MAX ? MPI_MAX : MPI_SUM);
 }
 
+static clt_status mpi_allgather(clt_comm *c, const void *mine, size_t bytes, void *all)
+{
+    if (bytes > INT_MAX)
+        return clt__fail(NULL, CLT_ERR_INVALID_ARG, "MPI_Allgather: %zu bytes per member; "
+                         "expected at most %d", bytes, INT_MAX);
+    int rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE,
+                           state_of(c)->comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(CLT_ERR_IO, "MPI_Allgather", rc);
+    return CLT_OK;
+}
+
 static void mpi_abort(clt_comm *c, const char *message)
 {
     (void)c;
@@ -99,6 +111,7 @@ static const struct clt_comm_ops mpi_ops = {
     .kind = "mpi",
     .allreduce_f32 = mpi_allreduce_f32,
     .allreduce_f64 = mpi_allreduce_f64,
+    .allgather = mpi_allgather,
     .abort = mpi_abort,
     .aborted = mpi_aborted,
     .free = mpi_free,

@@ -286,6 +286,10 @@ struct clt__layer_kind {
      * none (every kind before batchnorm). */
     int (*buffers)(const clt_layer_spec *l, const struct clt__shape *in,
                    const struct clt__shape *out, struct clt__buffer_decl *decl);
+    /* The smallest batch a training forward takes for input shape `in` (NULL: 1): batchnorm
+     * needs more than one value per channel. The trainer checks every batch of its plan
+     * against it before the first step (clt__model_min_batch). */
+    size_t (*min_batch)(const clt_layer_spec *l, const struct clt__shape *in);
     /* Elements per sample of the output it keeps on the device for backward (allocated as
      * (max_batch, that) in the layer's output dtype; 0: it keeps none and y_full is NULL). The
      * model allocates and the memory estimate counts exactly this. */

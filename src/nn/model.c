@@ -544,6 +544,44 @@ fail:
     return st;
 }
 
+/* Raises *min to layer pl's kind->min_batch, noting it in why when it is the first to ask. */
+static void layer_min_batch(const struct clt__plan_layer *pl, const char *where, size_t *min,
+                            char *why, size_t n)
+{
+    size_t m = pl->kind->min_batch ? pl->kind->min_batch(&pl->spec, &pl->in) : 1;
+    if (m <= *min) return;
+    char shape[64];
+    clt__shape_format(&pl->in, shape, sizeof shape);
+    snprintf(why, n, "%s (%s) on %s %s per sample", where, pl->kind->name, shape,
+             pl->in.ndim == 1 ? "features" : "values");
+    *min = m;
+}
+
+clt_status clt__model_min_batch(const clt_spec *spec, size_t in_features, size_t outputs,
+                                const struct clt_model_params *params, size_t *min, char *why,
+                                size_t n)
+{
+    struct clt__shape in;
+    struct clt__plan plan;
+    memset(&plan, 0, sizeof plan);
+    *min = 1;
+    if (n) why[0] = '\0';
+    clt_status st = input_shape(params, in_features, &in);
+    if (st == CLT_OK) st = clt__model_plan(spec, &in, outputs, CLT_DTYPE_F32, &plan);
+    for (int i = 0; st == CLT_OK && i < plan.n; i++) {
+        const struct clt__plan_layer *pl = &plan.layers[i];
+        char where[48];
+        snprintf(where, sizeof where, "layer %d", i + 1);
+        layer_min_batch(pl, where, min, why, n);
+        for (int c = 0; c < pl->nchildren; c++) {
+            snprintf(where, sizeof where, "layer %d's child %d", i + 1, c + 1);
+            layer_min_batch(&plan.children[pl->child + c], where, min, why, n);
+        }
+    }
+    clt__plan_free(&plan);
+    return st;
+}
+
 clt_status clt_model_create(clt_model **out, clt_ctx *ctx, const clt_spec *spec,
                             size_t in_features, size_t outputs,
                             const struct clt_model_params *params)

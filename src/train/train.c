@@ -306,6 +306,7 @@ struct clt_trainer {
     bool stop; /* a replica was interrupted: agreed by the last reduction */
     const char *from; /* the checkpoint the run started from (resume, init), else NULL */
     long first_step;  /* t->step when this process's run began */
+    bool saving; /* in clt_trainer_save from the loop: its failure is not saved again */
 };
 
 clt_optim *clt_trainer_optim(clt_trainer *t)
@@ -659,8 +660,10 @@ static clt_status save_event(clt_trainer *t, int epoch)
         CLT_TRY(check_replicas(t, "at a checkpoint", CLT_WAIT_SAVE));
         if (t->comm->rank != 0) return CLT_OK;
     }
+    t->saving = true; /* a failure here is the checkpoint's: no second try */
     st = clt_trainer_save(t, t->p.save_path);
     if (st != CLT_OK) return st;
+    t->saving = false;
     struct clt_train_event e = {.kind = CLT_EVENT_SAVE, .epoch = epoch};
     e.path = t->p.save_path;
     e.loss = e.accuracy = NAN;
@@ -682,6 +685,27 @@ static clt_status interrupted(clt_trainer *t, int epoch)
     return clt__fail(t->ctx, CLT_ERR_INTERRUPTED,
                      "interrupted after step %ld of %ld (epoch %d)%s%s", t->step, t->total_steps,
                      epoch, saved ? "; checkpoint written to " : "", saved ? t->p.save_path : "");
+}
+
+/* A run that failed during training (a loader's read, a kernel, a device) keeps what it has
+ * done: the weights and optimizer state of its last complete step go to save_path, and the
+ * message says so. Not after an interruption (it saved already), a non-finite loss (the
+ * weights are damaged), a failure in the checkpoint itself, before this run's first step
+ * (nothing new to keep), or with a comm (the other replicas are gone: the agreement a
+ * checkpoint needs cannot be had). A failed step's forward may have updated batchnorm's
+ * running statistics. */
+static clt_status save_after_failure(clt_trainer *t, clt_status st)
+{
+    if (!t->p.save_path || t->comm || t->step == t->first_step || st == CLT_ERR_INTERRUPTED ||
+        st == CLT_ERR_NUMERIC || t->saving)
+        return st;
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", clt_ctx_errmsg(t->ctx));
+    if (clt_trainer_save(t, t->p.save_path) != CLT_OK)
+        return clt__fail(t->ctx, st, "%s; the checkpoint of step %ld could not be written "
+                         "either: %s", msg, t->step, clt_ctx_errmsg(t->ctx));
+    return clt__fail(t->ctx, st, "%s; the checkpoint of step %ld, the last complete one, was "
+                     "written to %s", msg, t->step, t->p.save_path);
 }
 
 /* The loader's batch index of optimizer step g's first micro-batch. */
@@ -842,6 +866,7 @@ clt_status clt_trainer_run(clt_trainer *t)
     if (t->p.save_path) CLT_TRY(save_event(t, t->epoch));
 fail:
     clt_loader_stop(t->train); /* joins the thread on every path; no device wait */
+    if (st != CLT_OK) st = save_after_failure(t, st);
     return st;
 }
 
@@ -1005,6 +1030,8 @@ static clt_status setup_build(clt_train_setup *s)
     clt_checkpoint *ck = NULL;
     const struct clt_train_setup_params *p = &s->p;
     struct clt_model_params mp = model_params(p, s->batch);
+    /* every batch of the plan and the augmentation, before anything is allocated */
+    CLT_TRY(clt__train_plan_check(s->ctx, p, s->batch, s->accumulate));
     CLT_TRY(clt_model_create(&s->model, s->ctx, p->spec, p->in_features, p->outputs, &mp));
     const char *from = p->resume_path ? p->resume_path : p->init_path;
     if (from) {

@@ -1,9 +1,11 @@
 /* The training layer's private side, shared by the trainer, the checkpoints and the tests:
- * the identity of a training split that a run's geometry records. */
+ * the identity of a training split that a run's geometry records, and the plan's check at a
+ * given micro-batch. */
 #ifndef CLTRAIN_TRAIN_INTERNAL_H
 #define CLTRAIN_TRAIN_INTERNAL_H
 
 #include "cltrain/data.h"
+#include "cltrain/train.h"
 
 #include <stdint.h>
 
@@ -18,5 +20,10 @@ uint32_t clt__checkpoint_data_crc32c(const clt_dataset *d);
  * (the sort's index). Thread-safe. */
 clt_status clt__checkpoint_meta_crc32c(const char *const *keys, const char *const *vals, int n,
                                        uint32_t *out);
+
+/* clt_train_plan_check at micro-batch `batch` x `accumulate` (a set-up's attempt, after an
+ * out-of-memory backoff too); the message is recorded in ctx (NULL: the thread's). */
+clt_status clt__train_plan_check(clt_ctx *ctx, const struct clt_train_setup_params *p,
+                                 size_t batch, int accumulate);
 
 #endif

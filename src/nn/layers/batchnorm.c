@@ -75,6 +75,14 @@ static int buffers(const clt_layer_spec *l, const struct clt__shape *in,
     return 4;
 }
 
+/* The batch statistics need two values per channel: two samples of flat features, one of an
+ * image larger than 1x1 (as PyTorch's "expected more than 1 value per channel"). */
+static size_t min_batch(const clt_layer_spec *l, const struct clt__shape *in)
+{
+    (void)l;
+    return in->ndim == 3 && in->d[1] * in->d[2] > 1 ? 1 : 2;
+}
+
 static struct clt_bn_geom geom_of(const struct clt__layer *L)
 {
     size_t S = L->in.ndim == 3 ? L->in.d[1] * L->in.d[2] : 1;
@@ -136,6 +144,7 @@ const struct clt__layer_kind clt__layer_batchnorm = {
     .params = params,
     .init = init,
     .buffers = buffers,
+    .min_batch = min_batch,
     .kept = clt__layer_keeps_output,
     .forward = forward,
     .backward = backward,
