@@ -562,6 +562,20 @@ static void print_memory(struct train_run *r, size_t batch)
     printf("%s", report);
 }
 
+/* The signal that stopped the run. Under mpirun the ranks stop together at the step where any
+ * of them saw one (the trainer's reductions carry a stop flag), but a rank may have seen none
+ * itself (a signal sent to one rank, or to a node's ranks): one more reduction, made by every
+ * rank as each returns here, gives all the largest signal number seen. */
+static int agreed_stop_signal(const struct train_run *r)
+{
+    int sig = *cli_stop_flag();
+    if (!r->mpi) return sig;
+    double v = sig;
+    if (clt_comm_allreduce_f64(r->mpi, &v, 1, CLT_REDUCE_MAX) == CLT_OK && v > 0 && v < 128)
+        sig = (int)v;
+    return sig;
+}
+
 /* The training loop with the stop signals caught, then --memory's and --profile's reports.
  * An interrupted run exits as a death by its signal would: 128 + its number. */
 static int run_training(const struct train_args *a, struct train_run *r)
@@ -581,7 +595,7 @@ static int run_training(const struct train_args *a, struct train_run *r)
     cli_end_line(&r->rep);
     clt_ctx *fctx = failed >= 0 ? r->ctxs[failed] : r->ctx;
     if (st == CLT_ERR_INTERRUPTED) {
-        int sig = *cli_stop_flag();
+        int sig = agreed_stop_signal(r);
         /* every rank stopped at the same step: rank 0 says so for all */
         if (r->rank == 0) cli_error("%s: %s", cli_stop_signal_name(sig), clt_ctx_errmsg(fctx));
         return 128 + sig; /* as a shell reports a death by the signal: 130, 143, 129 */

@@ -287,8 +287,12 @@ static void fill_record(const struct clt_train_setup_params *p, struct agree_rec
     else
         set_field(rec, F_NORMALIZE, &nm->scale, sizeof nm->scale, "off, scale %g",
                   (double)nm->scale);
-    set_field(rec, F_AUGMENT, NULL, 0, "flip=%d,shift=%d,cutout=%d", au->flip, au->shift,
-              au->cutout);
+    char aug[64] = "none"; /* as --augment spells it */
+    if (clt_augment_enabled(au))
+        snprintf(aug, sizeof aug, "%s%s%.0d%s%.0d", au->flip ? "flip" : "",
+                 au->shift ? (au->flip ? ",shift=" : "shift=") : "", au->shift,
+                 au->cutout ? (au->flip || au->shift ? ",cutout=" : "cutout=") : "", au->cutout);
+    set_field(rec, F_AUGMENT, NULL, 0, "%s", aug);
     set_field(rec, F_BATCH, NULL, 0, "%zu", tp->batch_size);
     set_field(rec, F_ACCUMULATE, NULL, 0, "%d", tp->accumulate > 1 ? tp->accumulate : 1);
     set_field(rec, F_EPOCHS, NULL, 0, "%d", tp->epochs);
