@@ -14,7 +14,10 @@
  * first one raises the flag the training loop checks before every step (it stops at a step
  * boundary, saves a checkpoint if --save was given, and returns CLT_ERR_INTERRUPTED); the exit
  * code is then the shell's for a death by that signal, 128 + its number (130, 143, 129).
- * SA_RESETHAND makes a second one of the same kind kill the program as usual. */
+ * SA_RESETHAND makes a second one of the same kind kill the program as usual; not under
+ * mpirun, whose ranks often get one signal twice (a launcher's to every process, then
+ * mpirun's forwarded copy a second later) and must live to stop together: there mpirun's own
+ * SIGKILL, a second after its SIGTERM, is the hard end. */
 static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
 #define NSTOP_SIGNALS (int)(sizeof stop_signals / sizeof stop_signals[0])
 static volatile sig_atomic_t interrupt_flag = 0; /* the signal's number once one came */
@@ -30,13 +33,13 @@ const char *cli_stop_signal_name(int sig)
     return sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT";
 }
 
-void cli_catch_stop_signals(void)
+void cli_catch_stop_signals(bool repeated)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND;
+    sa.sa_flags = repeated ? 0 : SA_RESETHAND;
     interrupt_flag = 0;
     for (int i = 0; i < NSTOP_SIGNALS; i++)
         sigaction(stop_signals[i], &sa, &old_actions[i]);

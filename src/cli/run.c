@@ -585,13 +585,15 @@ static int run_training(const struct train_args *a, struct train_run *r)
     r->rep.last = clt_ctx_stats(r->ctx); /* epoch summaries count the run's waits, not set-up's */
     r->rep.builds = r->rep.last.compiles + r->rep.last.disk_cache_hits;
     r->trained = true;
-    cli_catch_stop_signals();
+    cli_catch_stop_signals(r->mpi != NULL);
     /* a group: every replica reads the same interrupt flag and the library agrees on the
      * step to stop at; the failure reported is the first replica's own */
     int failed = -1;
     clt_status st = r->group ? clt_train_setup_run_group(r->setups, r->n, &failed)
                              : clt_train_setup_run(r->setup);
-    cli_restore_stop_signals();
+    /* under mpirun the ranks still meet (the stop signal's agreement, a failure's abort): a
+     * second signal must not kill one of them before; mpirun's SIGKILL is the hard end */
+    if (!r->mpi) cli_restore_stop_signals();
     cli_end_line(&r->rep);
     clt_ctx *fctx = failed >= 0 ? r->ctxs[failed] : r->ctx;
     if (st == CLT_ERR_INTERRUPTED) {

@@ -186,9 +186,12 @@ int cli_open_ctx(const char *device, bool profiling, bool sync_debug, clt_ctx **
 void cli_on_event(const struct clt_train_event *e, void *user);
 void cli_end_line(struct reporter *r);
 /* The flag the trainer checks (clt_train_params.interrupt): the stop signal's number once one
- * came. catch installs the handlers (and clears the flag), restore puts back the old ones. */
+ * came. catch installs the handlers (and clears the flag), restore puts back the old ones.
+ * `repeated`: a second signal of a kind is caught too (under mpirun, where one signal often
+ * comes twice: from the launcher to every process, and forwarded by mpirun); else it kills
+ * the program as usual (a second Ctrl-C). */
 const volatile sig_atomic_t *cli_stop_flag(void);
-void cli_catch_stop_signals(void);
+void cli_catch_stop_signals(bool repeated);
 void cli_restore_stop_signals(void);
 const char *cli_stop_signal_name(int sig); /* "SIGINT", "SIGTERM", "SIGHUP" */
 

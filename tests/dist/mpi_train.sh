@@ -4,8 +4,9 @@
 # line naming the first difference (rank 0's value and the other rank's), exit code 2, no
 # checkpoint. Ranks are made to differ by a wrapper that adds $RANK1_ARGS to rank 1's flags.
 # Also: 3 ranks with --batch-size 2 (a rank's slice of every batch is empty) stop with the
-# plan's one line; and mpirun receiving SIGTERM during training ends with the signal's line and
-# a checkpoint, as a single process does.
+# plan's one line; and a SIGTERM during training (to one rank, twice, or to mpirun) ends every
+# rank at one step with rank 0's line naming the signal and the checkpoint, as a single process
+# does.
 # Usage: mpi_train.sh MPIRUN (meson passes it; CLTRAIN_BIN from meson test). Skips (77) when
 # mpirun cannot start a process here or cltrain has no MPI.
 set -eu
@@ -95,21 +96,22 @@ grep -qF "rank 0: --batch-size 2 over 3 ranks (2 split 0+1+1): rank 0's slice of
 echo "ok: 3 ranks, batch 2: $(grep "^cltrain: " "$tmp/err")"
 
 # -- stop signals: the signal's line from rank 0, as a single process prints it --------------------
-# train_bg ARGS...: 2 ranks training "forever" in the background ($mp: mpirun's pid), rank 1's
-# pid in $tmp/pid1; returns once rank 0 has printed a step (training has begun)
+# train_bg ARGS...: 2 ranks training "forever" in the background ($mp: mpirun's pid), rank R's
+# pid in $tmp/pid.R; returns once rank 0 has printed a step (training has begun)
 train_bg() {
-    rm -f "$tmp/pid1" "$tmp/out" "$tmp/err"
-    cat >"$tmp/pid1.sh" <<'EOS'
+    rm -f "$tmp/pid.0" "$tmp/pid.1" "$tmp/out" "$tmp/err"
+    cat >"$tmp/pids.sh" <<'EOS'
 #!/bin/sh
-[ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ] && echo $$ >"$PID1.tmp" && mv "$PID1.tmp" "$PID1"
+r=${OMPI_COMM_WORLD_RANK:-0}
+echo $$ >"$PIDS.$r.tmp" && mv "$PIDS.$r.tmp" "$PIDS.$r"
 exec "$@"
 EOS
-    chmod +x "$tmp/pid1.sh"
+    chmod +x "$tmp/pids.sh"
     # not through mpirun_: $! must be a process that passes a signal on to mpirun (timeout
     # does), not a subshell
     # shellcheck disable=SC2086
-    PID1=$tmp/pid1 timeout -k 10 60 "$mpirun" --oversubscribe --allow-run-as-root -x PID1 \
-        -np 2 "$tmp/pid1.sh" "$CLTRAIN_BIN" train $csv \
+    PIDS=$tmp/pid timeout -k 10 60 "$mpirun" --oversubscribe --allow-run-as-root -x PIDS \
+        -np 2 "$tmp/pids.sh" "$CLTRAIN_BIN" train $csv \
         --model "linear 16, relu, linear 3" --batch-size 16 --epochs 100000 --log-every 50 \
         --share-devices "$@" >"$tmp/out" 2>"$tmp/err" &
     mp=$!
@@ -139,14 +141,20 @@ stopped() {
 # itself, names the one rank 1 saw and exits as it does (128 + 15), the checkpoint written
 label="SIGTERM to rank 1"
 train_bg --save "$tmp/term.st"
-kill -TERM "$(cat "$tmp/pid1")"
+kill -TERM "$(cat "$tmp/pid.1")"
 stopped "$label" 143
 grep -qF "checkpoint written to $tmp/term.st" "$tmp/err" || fail "$label: $(cat "$tmp/err")"
 [ -s "$tmp/term.st" ] || fail "$label: no checkpoint"
 
-# SIGTERM to mpirun: Open MPI sends it to every rank a second later and kills what is left a
-# second after that, and exits 1 itself whatever the ranks' codes
-label="SIGTERM to mpirun"
+# the same signal twice (a launcher signals every process, then mpirun forwards its copy a
+# second later): the second must not kill a rank that is still stopping. Rank 0 is held
+# (SIGSTOP) so that rank 1 waits in a reduction with both signals delivered, then let go.
+label="SIGTERM twice to rank 1"
 train_bg
-kill -TERM "$mp"
-stopped "$label" any
+kill -STOP "$(cat "$tmp/pid.0")"
+kill -TERM "$(cat "$tmp/pid.1")"
+sleep 0.5
+kill -TERM "$(cat "$tmp/pid.1")"
+sleep 0.5
+kill -CONT "$(cat "$tmp/pid.0")"
+stopped "$label" 143
