@@ -3,7 +3,7 @@
 # data or mismatched counts, CSV with a non-numeric cell), bad model specs, bad flags and
 # damaged checkpoints, a failing data loader each end with exit code 1 or 2 (never a crash: not >= 128), exactly ONE
 # line on stderr naming the file or flag and what was expected, and no --save file (nor a
-# temporary one). Tiny data sets are written by python3 into a temporary folder.
+# temporary one; a run that fails during training writes its last complete step's). Tiny data sets are written by python3 into a temporary folder.
 # Needs CLTRAIN_BIN (set by meson test).
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -214,10 +214,17 @@ check_bad "--no-pin with a resident loader" "--no-pin" "resident" -- \
     train --data "idx:$tmp/good" --model "$M" --data-on-device --no-pin
 check_bad "--data-on-device against --loader streaming" "--data-on-device" "--loader streaming" -- \
     train --data "idx:$tmp/good" --model "$M" --data-on-device --loader streaming
-# a loader failure (injected in the streaming thread at batch 1) ends the run with its message
-check_bad "loader failure" "data loader" "injected" "batch 1" -- \
+# a loader failure (injected in the streaming thread at batch 1) ends the run with its message,
+# and the checkpoint of the one complete step is written (tests/cli/cli_plan.sh resumes one)
+check_bad_dir_was=$check_bad_dir
+check_bad_dir=""
+check_bad "loader failure" "data loader" "injected" "batch 1" \
+    "the checkpoint of step 1, the last complete one, was written to $save" -- \
     env CLTRAIN_LOADER_FAIL_AT=1 "$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "$M" \
     --loader streaming --steps 4 --batch-size 8 --save "$save"
+[ -s "$save" ] || fail "loader failure: no checkpoint $save"
+rm -f "$save"
+check_bad_dir=$check_bad_dir_was
 # issue 12: the hook's number parses strictly ("+1" was batch 1; 2^64 saturated and never fired)
 check_bad "CLTRAIN_LOADER_FAIL_AT=+1" "CLTRAIN_LOADER_FAIL_AT=+1" "batch number" -- \
     env CLTRAIN_LOADER_FAIL_AT=+1 "$CLTRAIN_BIN" train --data "idx:$tmp/good" --model "$M" \
