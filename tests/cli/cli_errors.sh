@@ -3,7 +3,8 @@
 # data or mismatched counts, CSV with a non-numeric cell), bad model specs, bad flags and
 # damaged checkpoints, a failing data loader each end with exit code 1 or 2 (never a crash: not >= 128), exactly ONE
 # line on stderr naming the file or flag and what was expected, and no --save file (nor a
-# temporary one; a run that fails during training writes its last complete step's). Tiny data sets are written by python3 into a temporary folder.
+# temporary one; a run that fails during training writes its last complete step's). Tiny data
+# sets are written by python3 into a temporary folder.
 # Needs CLTRAIN_BIN (set by meson test).
 set -eu
 . "$(dirname "$0")/../lib.sh"

@@ -108,8 +108,9 @@ static void check_config(const struct config *c, bool augment, tc_rng *r)
     p.loader.mode = c->mode;
     p.loader.pinned = c->pinned;
     p.train.accumulate = c->accumulate;
-    if (augment) { /* --augment flip,shift=1 on 13 features as (1, 1, 13) images */
-        p.loader.augment = (struct clt_augment){.flip = true, .shift = 1};
+    if (augment) { /* --augment flip,cutout=1 on 13 features as (1, 1, 13) images (a shift
+                    * would move a 1-pixel-high image out of view: refused by the plan) */
+        p.loader.augment = (struct clt_augment){.flip = true, .cutout = 1};
         tr.d.sample_ndim = 3;
         tr.d.sample_shape[0] = tr.d.sample_shape[1] = 1;
         tr.d.sample_shape[2] = tr.d.features;
