@@ -245,7 +245,8 @@ typedef struct clt_train_setup clt_train_setup;
  * auto_batch, at the first micro-batch that fits). Returns CLT_OK, CLT_ERR_OUT_OF_MEMORY (no
  * micro-batch fits, or auto_batch off: the message is the failed allocation's; everything is
  * freed and clt_train_mem_report can explain), CLT_ERR_INVALID_ARG for a spec with an
- * activation after its last linear layer (clt_spec_check_output, checked before anything is
+ * activation after its last linear layer (clt_spec_check_output) or a plan that
+ * clt_train_plan_check refuses at the micro-batch tried (both checked before anything is
  * allocated), or the statuses of the create functions and of reading the checkpoints. The set-up
  * copies *p; what p points to (spec, data sets, the norm's arrays, paths and the strings in
  * p->train) must stay valid until clt_train_setup_free (a backoff rebuilds from them). */

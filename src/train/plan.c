@@ -67,12 +67,13 @@ static bool batch_trains(const struct clt_train_setup_params *p, size_t B, size_
     return true;
 }
 
-/* The nearest micro-batch to B (either side, within B) that trains, or 0. */
+/* The nearest micro-batch to B that trains (either side, at most NEAREST_SPAN away), or 0. */
+#define NEAREST_SPAN ((size_t)1 << 20)
 static size_t nearest_batch(const struct clt_train_setup_params *p, size_t B, size_t A,
                             size_t min)
 {
     int member, which;
-    for (size_t d = 1; d <= B + 64; d++) {
+    for (size_t d = 1; d <= NEAREST_SPAN; d++) {
         if (B > d && batch_trains(p, B - d, A, min, &member, &which)) return B - d;
         if (batch_trains(p, B + d, A, min, &member, &which)) return B + d;
     }
