@@ -881,23 +881,34 @@ START_TEST(test_estimate_every_kind)
         "silu, leakyrelu 0.1, flatten",
         "silu, linear 6, leakyrelu, linear 5, flatten",
         "linear 5, dropout 0.1", "layernorm, linear 6, layernorm, relu, linear 5, layernorm"};
+    /* on sequences (3, 4) of 12 inputs: per-position layers, a layer after the last linear one
+     * (mixed precision: its gradient buffers as wide as the (3, 5) output) */
+    const char *seq_specs[] = {
+        "residual { layernorm, linear 8, gelu, linear 4 }, layernorm, linear 5, dropout 0.1",
+        "linear 6, relu, dropout 0.2, linear 5", "layernorm, flatten, linear 5, dropout 0.3"};
+    const size_t nflat = sizeof specs / sizeof *specs, nseq = sizeof seq_specs / sizeof *seq_specs;
     const clt_dtype precs[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
-    for (size_t si = 0; si < sizeof specs / sizeof *specs; si++)
+    for (size_t si = 0; si < nflat + nseq; si++)
         for (size_t pi = 0; pi < sizeof precs / sizeof *precs; pi++) {
-            clt_spec s = parse_spec(specs[si]);
+            bool seq = si >= nflat;
+            const char *text = seq ? seq_specs[si - nflat] : specs[si];
+            size_t F = seq ? 12 : 11;
+            clt_spec s = parse_spec(text);
             struct clt_model_params p = clt_model_default_params();
             p.max_batch = 13;
             p.precision = precs[pi];
+            p.input_shape[0] = seq ? 3 : 0;
+            p.input_shape[1] = seq ? 4 : 0;
             uint64_t est[CLT_MEM__COUNT] = {0}, P = 0;
-            TC_OK(ctx, clt_model_mem_estimate(&s, 11, 5, &p, est));
-            TC_OK(ctx, clt_model_param_elements(&s, 11, 5, NULL, &P));
+            TC_OK(ctx, clt_model_mem_estimate(&s, F, 5, &p, est));
+            TC_OK(ctx, clt_model_param_elements(&s, F, 5, &p, &P));
             clt_model *m = NULL;
-            TC_OK(ctx, clt_model_create(&m, ctx, &s, 11, 5, &p));
+            TC_OK(ctx, clt_model_create(&m, ctx, &s, F, 5, &p));
             ck_assert_uint_eq(P, clt_tensor_numel(clt_model_params(m)));
             struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
             for (int c = 0; c < CLT_MEM__COUNT; c++)
                 ck_assert_msg(est[c] == ms.by_category[c], "%s (%s) category %d: estimate %llu, "
-                              "allocated %llu", specs[si], clt_dtype_name(precs[pi]), c,
+                              "allocated %llu", text, clt_dtype_name(precs[pi]), c,
                               (unsigned long long)est[c],
                               (unsigned long long)ms.by_category[c]);
             clt_model_free(m);
