@@ -8,8 +8,9 @@ Reads the safetensors file by hand (8-byte header length, JSON header, raw littl
 rebuilds the layer list from the spec in __metadata__ (linear, conv, maxpool, avgpool,
 globalavgpool, flatten, batchnorm in evaluation mode, layernorm, the activations, residual
 blocks with their "{i}.body.{j}.*" and "{i}.proj.{0,1}.*" tensors; dropout is the identity),
-shapes the inputs as "input_shape" says, scales them as the metadata says, and prints the
-predicted class of every image. With PREDICTIONS.csv (from `cltrain predict`)
+shapes the inputs as "input_shape" says ("C,H,W" an image, "T,C" a sequence of T positions:
+linear acts on each position, layernorm normalises each), scales them as the metadata says,
+and prints the predicted class of every image. With PREDICTIONS.csv (from `cltrain predict`)
 it compares classes and probabilities and exits non-zero on a mismatch.
 
 --state-dict writes the checkpoint's model weights as PyTorch writes a state dict with
@@ -131,8 +132,10 @@ def forward(tensors, spec, x, prefix='', flat=True):
             x = body + short
             continue
         opt = {a[0]: int(a[1:]) for a in args if a[0] in 'ksp' and a[1:].isdigit()}
-        if word == 'linear':
-            x = x.reshape(len(x), -1) @ tensors[f'{name}.weight'].T.astype(np.float64)
+        if word == 'linear':  # nn.Linear on each position of a (B, T, C) sequence, else on
+            if x.ndim != 3:   # the flattened features (an image's, as after a flatten)
+                x = x.reshape(len(x), -1)
+            x = x @ tensors[f'{name}.weight'].T.astype(np.float64)
             if f'{name}.bias' in tensors:
                 x = x + tensors[f'{name}.bias']
         elif word == 'conv':

@@ -53,8 +53,11 @@ struct clt_model_params {
     /* The shape of one input sample, (C, H, W) or (T, C): its leading non-zero entries, whose
      * product must be the model's in_features (CLT_ERR_INVALID_ARG otherwise). All zero (the
      * default) or a single entry: flat (in_features). Convolution and pooling layers need
-     * (C, H, W); a linear layer takes any shape as its flattened features, as after flatten.
-     * The training set-up fills it from the data set's sample shape when it is left zero. */
+     * (C, H, W); a linear layer takes an image as its flattened features, as after flatten,
+     * and acts on each position of a sequence (T, C) (nn.Linear on the last dimension: output
+     * (T, OUT)); layernorm, the activations, dropout and residual blocks keep (T, C); flatten
+     * makes (T, C) flat. The training set-up fills it from the data set's sample shape when it
+     * is left zero. */
     size_t input_shape[3];
 };
 CLT_API struct clt_model_params clt_model_default_params(void);
@@ -102,7 +105,12 @@ CLT_API const clt_spec *clt_model_spec(const clt_model *m);
 CLT_API size_t clt_model_in_features(const clt_model *m);
 /* The shape of one input sample into shape[3] (unused entries 0); returns its number of dims. */
 CLT_API int clt_model_input_shape(const clt_model *m, size_t shape[3]);
+/* The width of the last linear layer: the number of classes (1 for regression). */
 CLT_API size_t clt_model_outputs(const clt_model *m);
+/* The shape of one output sample into shape[3] (unused entries 0); returns its number of dims:
+ * 1 for (outputs), 2 for (T, outputs) when the last linear layer acts on each position of a
+ * sequence. forward's output is (B, that shape) and backward's gradient has as many elements. */
+CLT_API int clt_model_output_shape(const clt_model *m, size_t shape[3]);
 CLT_API size_t clt_model_max_batch(const clt_model *m);
 CLT_API clt_tensor *clt_model_params(const clt_model *m); /* flat (P) f32, owned by the model */
 CLT_API clt_tensor *clt_model_grads(const clt_model *m);  /* flat (P) f32, owned by the model */
@@ -123,6 +131,14 @@ CLT_API clt_status clt_model_mem_estimate(const clt_spec *spec, size_t in_featur
 CLT_API clt_status clt_model_param_elements(const clt_spec *spec, size_t in_features,
                                             size_t outputs, const struct clt_model_params *params,
                                             uint64_t *count);
+/* The shape of one output sample (as clt_model_output_shape) of the model clt_model_create
+ * would build for these arguments (params: its input_shape; NULL: flat) into shape[3] (unused
+ * entries 0) and its number of dims into *ndim; the spec must be valid (CLT_ERR_INVALID_ARG
+ * otherwise, *ndim = 0). Thread-safe. */
+CLT_API clt_status clt_model_output_shape_of(const clt_spec *spec, size_t in_features,
+                                             size_t outputs,
+                                             const struct clt_model_params *params,
+                                             size_t shape[3], int *ndim);
 CLT_API int clt_model_param_count(const clt_model *m); /* named parameters */
 /* Named parameter i (0 <= i < clt_model_param_count), owned by the model; NULL out of range. */
 CLT_API const struct clt_param_info *clt_model_param_info(const clt_model *m, int i);

@@ -29,14 +29,19 @@ extern "C" {
  *                                                    trailing comma are ignored, an empty
  *                                                    entry before a comma ("a,,b") is an error
  *   comment := '#' to the end of the line            (removed before parsing)
- *   entry   := "linear" OUT ["nobias"]                fully connected, bias on by default
+ *   entry   := "linear" OUT ["nobias"]                fully connected, bias on by default;
+ *                                                    on a sequence (B, T, C) it acts on each
+ *                                                    position, as nn.Linear(C, OUT) on the
+ *                                                    last dimension: (B, T, OUT); an image
+ *                                                    (B, C, H, W) is taken as its C*H*W
+ *                                                    flattened features
  *            | "relu" | "gelu" | "tanh" | "sigmoid"   elementwise; gelu is the tanh approximation
  *            | "silu"                                 elementwise x * sigmoid(x), as nn.SiLU
  *            | "leakyrelu" [A]                        elementwise x > 0 ? x : A x, as nn.LeakyReLU;
  *                                                    A defaults to 0.01
  *            | "dropout" P                            0 <= P < 1
- *            | "flatten"                              (B, C, H, W) -> (B, C*H*W); the identity
- *                                                    on (B, features)
+ *            | "flatten"                              (B, C, H, W) -> (B, C*H*W), (B, T, C) ->
+ *                                                    (B, T*C); the identity on (B, features)
  *            | "conv" OUT "k"K ["s"S] ["p"P] ["nobias"] 2-D convolution of (B, C, H, W), as
  *                                                    nn.Conv2d(C, OUT, K, stride=S, padding=P):
  *                                                    K x K kernels, S defaults to 1, P (zero

@@ -415,6 +415,11 @@ static int step_state_create(struct step_state *s, const struct step_bench *o)
     }
     rc = cli_parse_model("--model", o->model, (int)o->classes, &s->spec);
     if (rc != CLI_OK) goto done;
+    char why[400];
+    if (!cli_spec_one_row(&s->spec, F, (int)N, o->shape, why, sizeof why)) {
+        rc = cli_usage_error("--model: %s", why);
+        goto done;
+    }
     rc = CLI_FAIL;
     struct clt_model_params mp = clt_model_default_params();
     mp.max_batch = B;

@@ -31,6 +31,11 @@ int cli_fail_data(clt_status st);
  * a '/' or a single word with a dot. */
 int cli_parse_model(const char *flag, const char *text, int classes, clt_spec *spec);
 bool cli_spec_is_path(const char *text);
+/* Whether the model of spec on inputs of input_shape (the data's sample shape; all 0: flat)
+ * gives one row of outputs per sample, as training and evaluation take; else false with the
+ * reason (a linear layer acting on each position of a (T, C) input) in why. */
+bool cli_spec_one_row(const clt_spec *spec, size_t features, int outputs,
+                      const size_t input_shape[3], char *why, size_t size);
 
 /* ---- outputs.c ---- */
 /* A file a command reads or writes: the flag that names it ("--save", "--data"), its path, and

@@ -165,6 +165,9 @@ static int load_for_inference(struct loaded *l, const char *load, const char *da
     if (d->features != l->info.norm.features)
         return cli_error("%s: the checkpoint expects %zu input features, %s has %zu", load,
                          l->info.norm.features, images ? images : data, d->features);
+    char why[400];
+    if (!cli_spec_one_row(&l->spec, d->features, outputs, l->info.input_shape, why, sizeof why))
+        return cli_error("%s: %s", load, why);
     if (cli_open_ctx(device, false, false, &l->ctx) != CLI_OK) return CLI_FAIL;
     struct clt_model_params mp = clt_model_default_params();
     mp.max_batch = (size_t)batch;

@@ -109,6 +109,11 @@ static int parse_train_spec(const struct train_args *a, struct train_run *r)
     if (clt_spec_validate(&r->spec, (int)r->train.features, r->classes) != CLT_OK ||
         clt_spec_check_output(&r->spec) != CLT_OK)
         return cli_usage_error("%s", clt_last_errmsg());
+    char why[400];
+    if (r->train.sample_shape[1] &&
+        !cli_spec_one_row(&r->spec, r->train.features, r->classes, r->train.sample_shape, why,
+                          sizeof why))
+        return cli_usage_error("--model: %s", why);
     if (clt_spec_to_string(&r->spec, &r->spec_text) != CLT_OK) return cli_fail_status(NULL);
     return CLI_OK;
 }

@@ -91,6 +91,23 @@ int cli_parse_model(const char *flag, const char *text, int classes, clt_spec *s
     return cli_usage_error("%s", clt_last_errmsg());
 }
 
+bool cli_spec_one_row(const clt_spec *spec, size_t features, int outputs,
+                      const size_t input_shape[3], char *why, size_t size)
+{
+    struct clt_model_params mp = clt_model_default_params();
+    memcpy(mp.input_shape, input_shape, sizeof mp.input_shape);
+    size_t o[3];
+    int ndim = 0;
+    if (clt_model_output_shape_of(spec, features, (size_t)outputs, &mp, o, &ndim) != CLT_OK ||
+        ndim == 1)
+        return true; /* a spec that does not fit is reported where it is validated */
+    snprintf(why, size, "the model's output per sample is %zux%zu: on its (T, C) = (%zu, %zu) "
+             "input the last linear layer acts on each of the %zu positions, and the loss takes "
+             "one row of %d outputs per sample; put a flatten before the last linear layer",
+             o[0], o[1], input_shape[0], input_shape[1], o[0], outputs);
+    return false;
+}
+
 int cli_open_ctx(const char *device, bool profiling, bool sync_debug, clt_ctx **ctx)
 {
     struct clt_ctx_params p = clt_ctx_default_params();

@@ -22,7 +22,9 @@ struct clt_model {
     clt_ctx *ctx;
     clt_spec spec;
     struct clt__shape in;         /* per-sample input shape */
+    struct clt__shape out;        /* per-sample output shape: (outputs), or (T, outputs) */
     size_t in_features, outputs, max_batch, batch;
+    size_t out_numel;             /* elements of out */
     struct clt_model_params params_cfg;
     struct clt__plan plan;        /* shapes, parameters, storage */
     int nlayers;
@@ -37,8 +39,9 @@ struct clt_model {
     const struct clt__layer *ws_owner; /* see struct clt__layer */
     clt_tensor *gb_full[2];       /* blocks: (max_batch, plan.block_widest) gradient buffers for
                                      their children's backward, or NULL */
-    clt_tensor *gt_full[2];       /* mixed precision: f32 (max_batch, outputs) gradient buffers
-                                     for the layers after the last linear one, else NULL */
+    clt_tensor *gt_full[2];       /* mixed precision: f32 (max_batch, out_numel) gradient
+                                     buffers for the layers after the last linear one, else
+                                     NULL */
     const clt_tensor *g_of[2];    /* the buffer g[k] views */
     uint64_t step;                /* of the last forward, for dropout's masks */
     clt_tensor *buffers;          /* flat (plan.buffer_total) f32 buffers, or NULL */
@@ -75,6 +78,12 @@ int clt_model_input_shape(const clt_model *m, size_t shape[3])
     return m->in.ndim;
 }
 size_t clt_model_outputs(const clt_model *m) { return m->outputs; }
+
+int clt_model_output_shape(const clt_model *m, size_t shape[3])
+{
+    for (int i = 0; i < 3; i++) shape[i] = i < m->out.ndim ? m->out.d[i] : 0;
+    return m->out.ndim;
+}
 size_t clt_model_max_batch(const clt_model *m) { return m->max_batch; }
 clt_tensor *clt_model_params(const clt_model *m) { return m->params; }
 clt_tensor *clt_model_grads(const clt_model *m) { return m->grads; }
@@ -311,6 +320,12 @@ fail:
     return st;
 }
 
+/* The model's output per sample: its last layer's (a spec validates only with at least one). */
+static const struct clt__shape *plan_output(const struct clt__plan *p)
+{
+    return &p->layers[p->n - 1].out;
+}
+
 static void est_add(uint64_t *by_category, clt_mem_category c, uint64_t bytes)
 {
     by_category[c] += bytes ? bytes : 4; /* as the allocator: no empty buffers */
@@ -383,8 +398,10 @@ clt_status clt__model_mem_estimate_shaped(const clt_spec *spec, const struct clt
         for (int k = 0; k < 2; k++)
             est_add(by_category, CLT_MEM_ACTIVATIONS,
                     B * plan.block_widest * clt_dtype_size(p.precision));
-    if (plan.tail)
-        for (int k = 0; k < 2; k++) est_add(by_category, CLT_MEM_ACTIVATIONS, B * outputs * 4);
+    if (plan.tail) /* layers after the last linear one keep its output's element count */
+        for (int k = 0; k < 2; k++)
+            est_add(by_category, CLT_MEM_ACTIVATIONS,
+                    B * clt__shape_numel(plan_output(&plan)) * 4);
     if (plan.workspace)
         est_add(by_category, CLT_MEM_WORKSPACE,
                 (B * plan.workspace + plan.workspace_fixed) * clt_dtype_size(p.precision));
@@ -402,6 +419,26 @@ clt_status clt_model_param_elements(const clt_spec *spec, size_t in_features, si
     if (st != CLT_OK) return st;
     st = clt__model_plan(spec, &in, outputs, CLT_DTYPE_F32, &plan);
     if (st == CLT_OK) *count = plan.total;
+    clt__plan_free(&plan);
+    return st;
+}
+
+clt_status clt_model_output_shape_of(const clt_spec *spec, size_t in_features, size_t outputs,
+                                     const struct clt_model_params *params, size_t shape[3],
+                                     int *ndim)
+{
+    struct clt__shape in;
+    struct clt__plan plan;
+    memset(shape, 0, 3 * sizeof *shape);
+    *ndim = 0;
+    clt_status st = input_shape(params, in_features, &in);
+    if (st != CLT_OK) return st;
+    st = clt__model_plan(spec, &in, outputs, CLT_DTYPE_F32, &plan);
+    if (st == CLT_OK) {
+        const struct clt__shape *o = plan_output(&plan);
+        for (int i = 0; i < o->ndim; i++) shape[i] = o->d[i];
+        *ndim = o->ndim;
+    }
     clt__plan_free(&plan);
     return st;
 }
@@ -621,6 +658,8 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
     m->in = *in;
     m->in_features = clt__shape_numel(in);
     m->outputs = outputs;
+    m->out = *plan_output(&m->plan);
+    m->out_numel = clt__shape_numel(&m->out);
     m->max_batch = m->params_cfg.max_batch;
     m->nlayers = spec->n;
     CLT_TRY(clt__spec_copy(&m->spec, spec));
@@ -688,7 +727,7 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
     for (int k = 0; k < 2; k++)
         CLT_TRY(clt_tensor_create(&m->g_full[k], ctx, prec, 2, gdims, CLT_MEM_ACTIVATIONS));
     if (m->plan.tail) {
-        size_t tdims[2] = {m->max_batch, outputs};
+        size_t tdims[2] = {m->max_batch, m->out_numel};
         for (int k = 0; k < 2; k++)
             CLT_TRY(clt_tensor_create(&m->gt_full[k], ctx, CLT_DTYPE_F32, 2, tdims,
                                       CLT_MEM_ACTIVATIONS));
@@ -807,9 +846,12 @@ clt_status clt_model_backward(clt_model *m, const clt_tensor *dout, bool accumul
     clt_status st = CLT_OK;
     size_t B = m->batch;
     CLT_TRY(clt_tensor_same_ctx(m->params, dout));
-    if (clt_tensor_numel(dout) != B * m->outputs)
+    if (clt_tensor_numel(dout) != B * m->out_numel) {
+        char shape[64];
+        clt__shape_format(&m->out, shape, sizeof shape);
         CLT_FAIL(m->ctx, CLT_ERR_SHAPE, "model backward: gradient has %zu elements, expected "
-                                        "(%zu, %zu)", clt_tensor_numel(dout), B, m->outputs);
+                                        "(%zu, %s)", clt_tensor_numel(dout), B, shape);
+    }
     const struct clt__pass pass = {.B = B, .seed = m->params_cfg.seed, .step = m->step,
                                    .nlayers = m->nlayers + m->plan.nchildren,
                                    .beta = accumulate ? 1.0f : 0.0f};

@@ -370,6 +370,13 @@ clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *t
         CLT_FAIL(ctx, CLT_ERR_SHAPE, "the data has regression targets, but the model has %zu "
                  "outputs; a regression model ends with one (\"linear 1\")",
                  clt_model_outputs(model));
+    /* the losses and the evaluation take one row of outputs per sample */
+    size_t oshape[3];
+    if (clt_model_output_shape(model, oshape) != 1)
+        CLT_FAIL(ctx, CLT_ERR_SHAPE, "the model's output per sample is %zux%zu (its last linear "
+                 "layer acts on each of %zu positions of its (T, C) input); training takes one "
+                 "row of %zu outputs per sample: put a flatten before the last linear layer",
+                 oshape[0], oshape[1], oshape[0], oshape[1]);
     CLT_ALLOC(ctx, t, 1);
     t->ctx = ctx;
     t->model = model;

@@ -38,3 +38,12 @@ make_tmp
 "$CLTRAIN_BIN" predict --load "$tmp/ln.safetensors" --data fashion-mnist --output "$tmp/ln.csv"
 "$numpy_python" "$here/../../tools/checkpoint_numpy.py" "$tmp/ln.safetensors" \
   "$data/t10k-images-idx3-ubyte.gz" "$tmp/ln.csv"
+# a sequence model: each image as 28 positions of 28 pixels (--input-shape 28,28, the metadata
+# "input_shape" "28,28"), the pre-norm block's linear layers acting on each position, then a
+# flatten and the head
+"$CLTRAIN_BIN" train --data fashion-mnist --input-shape 28,28 \
+  --model "layernorm, residual { layernorm, linear 48, gelu, linear 28 }, layernorm, linear 8, relu, flatten, linear 10" \
+  --steps 30 --log-every 0 --normalize --save "$tmp/seq.safetensors" --quiet
+"$CLTRAIN_BIN" predict --load "$tmp/seq.safetensors" --data fashion-mnist --output "$tmp/seq.csv"
+"$numpy_python" "$here/../../tools/checkpoint_numpy.py" "$tmp/seq.safetensors" \
+  "$data/t10k-images-idx3-ubyte.gz" "$tmp/seq.csv"

@@ -370,6 +370,9 @@ echo "ok: input_shape 1,4,4 recorded"
 ck_edit "$ck" "$tmp/ishape.safetensors" set-meta input_shape 1,4,5
 check_bad "eval, input_shape against features" '"input_shape"' '"1,4,5"' "16 features" -- \
     eval_ "$tmp/ishape.safetensors"
+ck_edit "$ck" "$tmp/ishape.safetensors" set-meta input_shape 4,4
+check_bad "eval, a sequence input_shape under a per-position head" "output per sample is 4x3" \
+    "(T, C) = (4, 4)" "flatten" -- eval_ "$tmp/ishape.safetensors"
 ck_edit "$ck" "$tmp/ishape.safetensors" set-meta input_shape 1,,16
 check_bad "eval, input_shape with an empty dimension" '"1,,16"' -- eval_ "$tmp/ishape.safetensors"
 ck_edit "$ck" "$tmp/ishape.safetensors" set-meta input_shape 2,2,4

@@ -122,6 +122,14 @@ check_bad "--input-shape 1,x" "--input-shape 1,x" "C,H,W" -- \
     train --data "idx:$tmp/good" --model "$M" --input-shape 1,x
 check_bad "--input-shape against the data" "--input-shape 1,4,5" "20 elements" "16 features" -- \
     train --data "idx:$tmp/good" --model "$M" --input-shape 1,4,5
+# on (T, C) inputs a linear layer acts on each position: a head without a flatten gives T rows
+# of outputs per sample, which the loss does not take (a usage error before anything runs)
+check_bad --code 2 "a per-position head on (T, C) inputs" "--model" "output per sample is 4x3" \
+    "(T, C) = (4, 4)" "put a flatten before the last linear layer" -- \
+    train --data "idx:$tmp/good" --model "$M" --input-shape 4,4
+check_bad --code 2 "bench: a per-position head on (T, C) inputs" "output per sample is 4x3" \
+    "flatten" -- "$CLTRAIN_BIN" bench --model "$M" --features 16 --classes 3 --input-shape 4,4 \
+    --steps 1
 check_bad "conv on flat CSV data" "conv 2 k1" "(C,H,W)" -- \
     train --data "csv:$tmp/good.csv" --model "conv 2 k1, flatten, linear 2"
 check_bad "batchnorm, relu before the first weighted layer in bf16" "layer 2 (relu)" \

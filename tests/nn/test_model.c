@@ -52,47 +52,93 @@ static float *read_params(clt_model *m)
 
 /* ---- a float64 host model ----------------------------------------------------------------- */
 
-#define MAXL 16
+#define MAXL 24
 
-/* The model's layers with their widths and parameter offsets, for the host passes. */
+/* What an op of the host model is: a layer, or the start or the end of a residual block (whose
+ * output is its body's output plus the block's input: the identity shortcut). */
+enum host_op { OP_LAYER, OP_RES_BEGIN, OP_RES_END };
+
+/* The model as a list of ops over rows: a flat input is one row per sample, a sequence (T, C)
+ * input T rows of C (linear, layernorm act on each row). */
 struct host_net {
-    int n;
-    clt_layer_spec layer[MAXL];
-    size_t in[MAXL], out[MAXL];
-    long woff[MAXL], boff[MAXL]; /* offsets into the flat parameters; -1 when absent */
+    int n;                          /* ops */
+    enum host_op op[MAXL];
+    clt_layer_spec layer[MAXL];     /* OP_LAYER: the layer */
+    int rng[MAXL];                  /* its random stream (the model's rng_index) */
+    int begin[MAXL];                /* OP_RES_END: its block's OP_RES_BEGIN */
+    size_t rows[MAXL], in[MAXL];    /* rows per sample of the op's input and their width */
+    size_t orows[MAXL], out[MAXL];  /* ... of its output */
+    long woff[MAXL], boff[MAXL];    /* offsets into the flat parameters; -1 when absent */
     size_t P;
+    int nrng;   /* layers and blocks' children: the dropout streams per step */
     uint64_t seed; /* the model's seed (dropout masks) */
 };
+
+/* Appends op (layer l when OP_LAYER) to h on rows x w inputs, reading its parameters' offsets
+ * from m's parameter k on; rows and w become its output's. */
+static void host_add(struct host_net *h, const clt_model *m, enum host_op op,
+                     const clt_layer_spec *l, int rng, int *k, size_t *rows, size_t *w)
+{
+    ck_assert_int_lt(h->n, MAXL);
+    int i = h->n++;
+    h->op[i] = op;
+    if (l) h->layer[i] = *l;
+    h->rng[i] = rng;
+    h->rows[i] = *rows;
+    h->in[i] = *w;
+    h->woff[i] = h->boff[i] = -1;
+    if (op == OP_LAYER && l->kind == CLT_LAYER_LINEAR) {
+        *w = (size_t)l->out; /* per row: each position of a sequence */
+        h->woff[i] = (long)clt_model_param_info(m, (*k)++)->offset;
+        if (l->bias) h->boff[i] = (long)clt_model_param_info(m, (*k)++)->offset;
+    }
+    if (op == OP_LAYER && l->kind == CLT_LAYER_LAYERNORM) {
+        h->woff[i] = (long)clt_model_param_info(m, (*k)++)->offset;
+        h->boff[i] = (long)clt_model_param_info(m, (*k)++)->offset;
+    }
+    if (op == OP_LAYER && l->kind == CLT_LAYER_FLATTEN) {
+        *w *= *rows;
+        *rows = 1;
+    }
+    h->orows[i] = *rows;
+    h->out[i] = *w;
+}
 
 static struct host_net host_net_of(const clt_model *m, uint64_t seed)
 {
     struct host_net h;
     memset(&h, 0, sizeof h);
     const clt_spec *s = clt_model_spec(m);
-    ck_assert_int_le(s->n, MAXL);
-    h.n = s->n;
     h.seed = seed;
     h.P = clt_tensor_numel(clt_model_params(m));
-    size_t w = clt_model_in_features(m);
-    int k = 0;
-    for (int i = 0; i < s->n; i++) {
-        h.layer[i] = s->layers[i];
-        h.in[i] = w;
-        h.woff[i] = h.boff[i] = -1;
-        if (s->layers[i].kind == CLT_LAYER_LINEAR) {
-            w = (size_t)s->layers[i].out;
-            const struct clt_param_info *pi = clt_model_param_info(m, k++);
-            h.woff[i] = (long)pi->offset;
-            if (s->layers[i].bias) h.boff[i] = (long)clt_model_param_info(m, k++)->offset;
-        }
-        if (s->layers[i].kind == CLT_LAYER_LAYERNORM) {
-            h.woff[i] = (long)clt_model_param_info(m, k++)->offset;
-            h.boff[i] = (long)clt_model_param_info(m, k++)->offset;
-        }
-        h.out[i] = w;
+    size_t shape[3], rows = 1, w = clt_model_in_features(m);
+    if (clt_model_input_shape(m, shape) == 2) {
+        rows = shape[0];
+        w = shape[1];
     }
+    int k = 0, child = s->n;
+    for (int i = 0; i < s->n; i++) {
+        const clt_layer_spec *l = &s->layers[i];
+        if (l->kind != CLT_LAYER_RESIDUAL) {
+            host_add(&h, m, OP_LAYER, l, i, &k, &rows, &w);
+            continue;
+        }
+        int b = h.n;
+        host_add(&h, m, OP_RES_BEGIN, NULL, i, &k, &rows, &w);
+        for (int j = 0; j < l->body_n; j++)
+            host_add(&h, m, OP_LAYER, &l->body[j], child++, &k, &rows, &w);
+        ck_assert_msg(rows == h.rows[b] && w == h.in[b], "host model: identity shortcuts only");
+        host_add(&h, m, OP_RES_END, NULL, i, &k, &rows, &w);
+        h.begin[h.n - 1] = b;
+    }
+    h.nrng = child;
+    ck_assert_int_eq(k, clt_model_param_count(m));
     return h;
 }
+
+/* Elements per sample of op i's input and output. */
+static size_t host_in_n(const struct host_net *h, int i) { return h->rows[i] * h->in[i]; }
+static size_t host_out_n(const struct host_net *h, int i) { return h->orows[i] * h->out[i]; }
 
 static ref_act ref_of(clt_layer_kind k)
 {
@@ -112,27 +158,35 @@ static ref_act ref_of(clt_layer_kind k)
     }
 }
 
-/* The dropout multiplier of element idx of layer i at `step`: the model's stream (src/nn/model.c:
- * stream number step * nlayers + i), kept when u >= p, scaled by 1 / (1 - p). */
+/* The dropout multiplier of element idx of the op with stream index rng at `step`: the model's
+ * stream (src/nn/model.c: stream number step * (layers + children) + rng_index), kept when
+ * u >= p, scaled by 1 / (1 - p). */
 static double dropout_mult(const struct host_net *h, int i, uint64_t step, size_t idx)
 {
     float p = h->layer[i].p;
-    uint64_t stream = clt_rng_stream(CLT_RNG_DROPOUT, step * (uint64_t)h->n + (uint64_t)i);
+    uint64_t stream =
+        clt_rng_stream(CLT_RNG_DROPOUT, step * (uint64_t)h->nrng + (uint64_t)h->rng[i]);
     return clt_rng_uniform(h->seed, stream, idx) >= p ? 1.0 / (1.0 - (double)p) : 0.0;
 }
 
-/* acts[0] = x (B, IN); acts[i + 1] (B, out[i]) = layer i of acts[i]. Each acts[i] holds
- * B x (the widest width) doubles. */
+/* acts[0] = x (B, in); acts[i + 1] = op i of acts[i]. Each acts[i] holds B x (the widest
+ * per-sample count) doubles. */
 static void host_forward(const struct host_net *h, const double *w, double **acts, int B,
                          bool train, uint64_t step)
 {
     for (int i = 0; i < h->n; i++) {
         const double *x = acts[i];
         double *y = acts[i + 1];
-        size_t n = (size_t)B * h->out[i];
+        size_t n = (size_t)B * host_out_n(h, i);
+        int R = B * (int)h->rows[i]; /* rows of the pass */
+        if (h->op[i] != OP_LAYER) {
+            for (size_t j = 0; j < n; j++)
+                y[j] = x[j] + (h->op[i] == OP_RES_END ? acts[h->begin[i]][j] : 0.0);
+            continue;
+        }
         switch (h->layer[i].kind) {
         case CLT_LAYER_LINEAR:
-            ref_linear_forward(x, w + h->woff[i], h->boff[i] >= 0 ? w + h->boff[i] : NULL, y, B,
+            ref_linear_forward(x, w + h->woff[i], h->boff[i] >= 0 ? w + h->boff[i] : NULL, y, R,
                                (int)h->in[i], (int)h->out[i]);
             break;
         case CLT_LAYER_RELU:
@@ -144,7 +198,7 @@ static void host_forward(const struct host_net *h, const double *w, double **act
             ref_act_forward_alpha(ref_of(h->layer[i].kind), h->layer[i].alpha, x, y, n);
             break;
         case CLT_LAYER_LAYERNORM:
-            ref_layernorm_forward(x, w + h->woff[i], w + h->boff[i], y, NULL, NULL, B,
+            ref_layernorm_forward(x, w + h->woff[i], w + h->boff[i], y, NULL, NULL, R,
                                   (int)h->in[i], 1e-5);
             break;
         case CLT_LAYER_DROPOUT:
@@ -164,41 +218,57 @@ static void host_backward(const struct host_net *h, const double *w, double **ac
                           double *s0, double *s1)
 {
     memset(grads, 0, h->P * sizeof *grads);
-    memcpy(s0, dout, (size_t)B * h->out[h->n - 1] * sizeof *s0);
-    double *dy = s0, *dx = s1;
+    memcpy(s0, dout, (size_t)B * host_out_n(h, h->n - 1) * sizeof *s0);
+    double *dy = s0, *dx = s1, *dres = NULL; /* dres: a block's output gradient (shortcut) */
     for (int i = h->n - 1; i >= 0; i--) {
-        size_t n = (size_t)B * h->in[i];
-        switch (h->layer[i].kind) {
-        case CLT_LAYER_LINEAR:
-            ref_linear_backward(acts[i], w + h->woff[i], dy, dx, grads + h->woff[i],
-                                h->boff[i] >= 0 ? grads + h->boff[i] : NULL, B, (int)h->in[i],
-                                (int)h->out[i]);
-            break;
-        case CLT_LAYER_RELU:
-        case CLT_LAYER_GELU:
-        case CLT_LAYER_TANH:
-        case CLT_LAYER_SIGMOID:
-        case CLT_LAYER_SILU:
-        case CLT_LAYER_LEAKYRELU:
-            ref_act_backward_alpha(ref_of(h->layer[i].kind), h->layer[i].alpha, acts[i], dy, dx,
-                                   n);
-            break;
-        case CLT_LAYER_LAYERNORM:
-            ref_layernorm_backward(acts[i], w + h->woff[i], dy, dx, grads + h->woff[i],
-                                   grads + h->boff[i], B, (int)h->in[i], 1e-5);
-            break;
-        case CLT_LAYER_DROPOUT:
-            for (size_t j = 0; j < n; j++)
-                dx[j] = train && h->layer[i].p > 0 ? dy[j] * dropout_mult(h, i, step, j) : dy[j];
-            break;
-        default:
-            memcpy(dx, dy, n * sizeof *dx);
-            break;
+        size_t n = (size_t)B * host_in_n(h, i);
+        int R = B * (int)h->rows[i];
+        if (h->op[i] == OP_RES_END) {
+            dres = malloc(n * sizeof *dres);
+            ck_assert_ptr_nonnull(dres);
+            memcpy(dres, dy, n * sizeof *dres);
+        }
+        if (h->op[i] != OP_LAYER) {
+            for (size_t j = 0; j < n; j++) dx[j] = dy[j] + (h->op[i] == OP_RES_BEGIN ? dres[j] : 0);
+            if (h->op[i] == OP_RES_BEGIN) {
+                free(dres);
+                dres = NULL;
+            }
+        } else {
+            switch (h->layer[i].kind) {
+            case CLT_LAYER_LINEAR:
+                ref_linear_backward(acts[i], w + h->woff[i], dy, dx, grads + h->woff[i],
+                                    h->boff[i] >= 0 ? grads + h->boff[i] : NULL, R,
+                                    (int)h->in[i], (int)h->out[i]);
+                break;
+            case CLT_LAYER_RELU:
+            case CLT_LAYER_GELU:
+            case CLT_LAYER_TANH:
+            case CLT_LAYER_SIGMOID:
+            case CLT_LAYER_SILU:
+            case CLT_LAYER_LEAKYRELU:
+                ref_act_backward_alpha(ref_of(h->layer[i].kind), h->layer[i].alpha, acts[i], dy,
+                                       dx, n);
+                break;
+            case CLT_LAYER_LAYERNORM:
+                ref_layernorm_backward(acts[i], w + h->woff[i], dy, dx, grads + h->woff[i],
+                                       grads + h->boff[i], R, (int)h->in[i], 1e-5);
+                break;
+            case CLT_LAYER_DROPOUT:
+                for (size_t j = 0; j < n; j++)
+                    dx[j] = train && h->layer[i].p > 0 ? dy[j] * dropout_mult(h, i, step, j)
+                                                       : dy[j];
+                break;
+            default:
+                memcpy(dx, dy, n * sizeof *dx);
+                break;
+            }
         }
         double *t = dy;
         dy = dx;
         dx = t;
     }
+    free(dres);
 }
 
 static double host_objective(const struct host_net *h, const double *w, double **acts,
@@ -206,24 +276,39 @@ static double host_objective(const struct host_net *h, const double *w, double *
 {
     host_forward(h, w, acts, B, train, step);
     double s = 0;
-    size_t n = (size_t)B * h->out[h->n - 1];
+    size_t n = (size_t)B * host_out_n(h, h->n - 1);
     for (size_t j = 0; j < n; j++)
         s += acts[h->n][j] * dout[j];
     return s;
 }
 
-/* Runs forward and backward on the device for one spec and checks them against the host:
- * output, gradients against the host backward and against central finite differences,
+/* Runs forward and backward on the device for one spec on inputs of per-sample shape T x IN
+ * (T 0: flat (IN); else a sequence (T, IN)) and checks them against the host: output (its
+ * shape too), gradients against the host backward and against central finite differences,
  * overwrite (poisoned gradients) and accumulation. */
-static void check_spec(clt_ctx *ctx, tc_rng *r, const char *text, size_t IN, size_t OUT,
-                       size_t max_batch, int B, bool train, uint64_t step)
+static void check_spec_seq(clt_ctx *ctx, tc_rng *r, const char *text, size_t T, size_t IN,
+                           size_t OUT, size_t max_batch, int B, bool train, uint64_t step)
 {
     uint64_t seed = tc_u64(r);
-    clt_model *m = make_model(ctx, text, IN, OUT, CLT_INIT_DEFAULT, seed, max_batch);
+    clt_spec spec = parse_spec(text);
+    struct clt_model_params mp = clt_model_default_params();
+    mp.seed = seed;
+    mp.max_batch = max_batch;
+    mp.input_shape[0] = T ? T : IN;
+    mp.input_shape[1] = T ? IN : 0;
+    clt_model *m = NULL;
+    TC_OK(ctx, clt_model_create(&m, ctx, &spec, (T ? T : 1) * IN, OUT, &mp));
+    clt_spec_free(&spec);
     struct host_net h = host_net_of(m, seed);
-    size_t P = h.P, widest = IN;
+    size_t P = h.P, widest = (T ? T : 1) * IN;
     for (int i = 0; i < h.n; i++)
-        if (h.out[i] > widest) widest = h.out[i];
+        if (host_out_n(&h, i) > widest) widest = host_out_n(&h, i);
+    /* the output per sample: (OUT), or (T, OUT) when the last linear layer acts per position */
+    size_t oshape[3], orows = h.orows[h.n - 1];
+    ck_assert_uint_eq(h.out[h.n - 1], OUT);
+    ck_assert_int_eq(clt_model_output_shape(m, oshape), (orows > 1 ? 2 : 1));
+    ck_assert_uint_eq(oshape[0], (orows > 1 ? orows : OUT));
+    ck_assert_uint_eq(oshape[1], (orows > 1 ? OUT : 0));
 
     float *pf = read_params(m);
     /* layernorm weights and biases off their 1 and 0, so that they matter */
@@ -241,7 +326,7 @@ static void check_spec(clt_ctx *ctx, tc_rng *r, const char *text, size_t IN, siz
         w[i] = pf[i];
 
     /* inputs and two output gradients, random non-zero */
-    size_t nx = (size_t)B * IN, no = (size_t)B * OUT;
+    size_t nx = (size_t)B * (T ? T : 1) * IN, no = (size_t)B * orows * OUT;
     float *xf = malloc(nx * sizeof *xf), *d1f = malloc(no * sizeof *d1f),
           *d2f = malloc(no * sizeof *d2f), *got = malloc((no > P ? no : P) * sizeof *got);
     ck_assert(xf && d1f && d2f && got);
@@ -264,11 +349,13 @@ static void check_spec(clt_ctx *ctx, tc_rng *r, const char *text, size_t IN, siz
         d2[i] = d2f[i];
     }
 
-    size_t xd[2] = {(size_t)B, IN}, dd[2] = {(size_t)B, OUT};
+    /* (B, IN) or (B, T, IN) in; (B, OUT) or (B, T, OUT) out */
+    size_t xd[3] = {(size_t)B, T ? T : IN, IN}, dd[3] = {(size_t)B, orows > 1 ? orows : OUT, OUT};
+    int xnd = T ? 3 : 2, ond = orows > 1 ? 3 : 2;
     clt_tensor *x = NULL, *dout1 = NULL, *dout2 = NULL, *out = NULL;
-    TC_OK(ctx, clt_tensor_create(&x, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_OTHER));
-    TC_OK(ctx, clt_tensor_create(&dout1, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_OTHER));
-    TC_OK(ctx, clt_tensor_create(&dout2, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_create(&x, ctx, CLT_DTYPE_F32, xnd, xd, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_create(&dout1, ctx, CLT_DTYPE_F32, ond, dd, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_create(&dout2, ctx, CLT_DTYPE_F32, ond, dd, CLT_MEM_OTHER));
     tc_write(x, xf);
     tc_write(dout1, d1f);
     tc_write(dout2, d2f);
@@ -277,6 +364,8 @@ static void check_spec(clt_ctx *ctx, tc_rng *r, const char *text, size_t IN, siz
     char what[256];
     TC_OK(ctx, clt_model_forward(m, x, train, step, &out));
     ck_assert_uint_eq(clt_tensor_numel(out), no);
+    ck_assert_int_eq(clt_tensor_ndim(out), ond);
+    for (int d = 0; d < ond; d++) ck_assert_uint_eq(clt_tensor_dim(out, d), dd[d]);
     tc_read(out, got);
     host_forward(&h, w, acts, B, train, step);
     snprintf(what, sizeof what, "%s: forward (B %d, train %d)", text, B, (int)train);
@@ -345,6 +434,13 @@ static void check_spec(clt_ctx *ctx, tc_rng *r, const char *text, size_t IN, siz
     free(fd);
     free(s0);
     free(s1);
+}
+
+/* check_spec_seq on flat (IN) inputs. */
+static void check_spec(clt_ctx *ctx, tc_rng *r, const char *text, size_t IN, size_t OUT,
+                       size_t max_batch, int B, bool train, uint64_t step)
+{
+    check_spec_seq(ctx, r, text, 0, IN, OUT, max_batch, B, train, step);
 }
 
 /* ---- tests -------------------------------------------------------------------------------- */
@@ -605,14 +701,14 @@ START_TEST(test_shaped_input)
 END_TEST
 
 /* layernorm on a (T, C) input normalises each position over C (R = B T rows of D = C), the
- * model's input handed over flat: "layernorm, linear 3" on (5, 4) against the float64 host
- * layers, forward and every gradient, with weights and biases off 1 and 0. */
+ * model's input handed over flat: "layernorm, flatten, linear 3" on (5, 4) against the float64
+ * host layers, forward and every gradient, with weights and biases off 1 and 0. */
 START_TEST(test_layernorm_sequence)
 {
     clt_ctx *ctx = tc_ctx();
     tc_rng r = tc_rng_for(__func__);
     enum { B = 3, T = 5, C = 4, OUT = 3 };
-    clt_spec s = parse_spec("layernorm, linear 3");
+    clt_spec s = parse_spec("layernorm, flatten, linear 3");
     struct clt_model_params p = clt_model_default_params();
     p.seed = 11;
     p.max_batch = 4;
@@ -666,6 +762,115 @@ START_TEST(test_layernorm_sequence)
 }
 END_TEST
 
+/* Layers on sequences (T, C): linear acts on each position (nn.Linear on the last dimension,
+ * one GEMM over the B*T rows, weight and bias gradients summed over them), the element-wise
+ * kinds and dropout keep the shape, layernorm normalises each position, flatten makes it flat,
+ * and residual { layernorm, linear 4C, gelu, linear C } (the pre-norm block's non-attention
+ * half) adds its body to its input; each against the float64 host model, forward and gradients
+ * (host backward and finite differences), with the fused linear+activation paths and apart. */
+START_TEST(test_sequence_layers)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    /* linear alone: (5, 4) -> (5, 6); nobias; odd sizes */
+    check_spec_seq(ctx, &r, "linear 6", 5, 4, 6, 4, 3, false, 0);
+    check_spec_seq(ctx, &r, "linear 7 nobias, relu, linear 3", 3, 5, 3, 5, 5, true, 0);
+    /* element-wise kinds and dropout on (T, C); flatten to one row per sample */
+    check_spec_seq(ctx, &r, "gelu, linear 6, silu, dropout 0.3, linear 5, tanh, linear 3", 7, 3,
+                   3, 4, 4, true, 2);
+    check_spec_seq(ctx, &r, "linear 5, sigmoid, flatten, linear 2", 3, 4, 2, 3, 3, true, 0);
+    /* the example of the model's documentation: layernorm, linear 64, gelu, linear 32 on (8, 32) */
+    check_spec_seq(ctx, &r, "layernorm, linear 64, gelu, linear 32", 8, 32, 32, 2, 2, true, 0);
+    /* the pre-norm block (C = 8, T = 5), then a final layernorm and a head, as GPT's; two blocks
+     * with a dropout in the second (its own stream) */
+    const char *block = "residual { layernorm, linear 32, gelu, linear 8 }, layernorm, linear 5";
+    check_spec_seq(ctx, &r, block, 5, 8, 5, 3, 3, true, 0);
+    check_spec_seq(ctx, &r,
+                   "residual { layernorm, linear 12, gelu, linear 3 }, residual { layernorm, "
+                   "linear 12, gelu, dropout 0.25, linear 3 }, layernorm, linear 4",
+                   6, 3, 4, 2, 2, true, 1);
+    setenv("CLTRAIN_FUSE", "0", 1); /* the same, every layer apart */
+    check_spec_seq(ctx, &r, block, 5, 8, 5, 3, 3, true, 0);
+    check_spec_seq(ctx, &r, "linear 7 nobias, relu, linear 3", 3, 5, 3, 5, 5, true, 0);
+    unsetenv("CLTRAIN_FUSE");
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* The model's output shape on sequences, before creating and after; what does not fit a
+ * sequence is refused with the layer and the shapes named. */
+START_TEST(test_sequence_shapes)
+{
+    clt_ctx *ctx = tc_ctx();
+    struct clt_model_params p = clt_model_default_params();
+    p.max_batch = 2;
+    p.input_shape[0] = 5;
+    p.input_shape[1] = 8;
+    size_t o[3];
+    int nd = -1;
+    /* (T, OUT) after a per-position linear layer; flat after a flatten; (OUT) on flat inputs */
+    clt_spec s = parse_spec("residual { layernorm, linear 32, gelu, linear 8 }, linear 3");
+    TC_OK(ctx, clt_model_output_shape_of(&s, 40, 3, &p, o, &nd));
+    ck_assert(nd == 2 && o[0] == 5 && o[1] == 3 && o[2] == 0);
+    uint64_t P = 0;
+    TC_OK(ctx, clt_model_param_elements(&s, 40, 3, &p, &P));
+    ck_assert_uint_eq(P, 2 * 8 + 32 * 8 + 32 + 8 * 32 + 8 + 3 * 8 + 3); /* weights per row */
+    clt_spec_free(&s);
+    s = parse_spec("layernorm, linear 6, gelu, linear 3");
+    TC_OK(ctx, clt_model_output_shape_of(&s, 40, 3, NULL, o, &nd)); /* flat (40) */
+    ck_assert(nd == 1 && o[0] == 3 && o[1] == 0);
+    clt_spec_free(&s);
+    s = parse_spec("layernorm, flatten, linear 3");
+    TC_OK(ctx, clt_model_output_shape_of(&s, 40, 3, &p, o, &nd));
+    ck_assert(nd == 1 && o[0] == 3 && o[1] == 0);
+    clt_spec_free(&s);
+    /* the block's body must give back its input's shape */
+    s = parse_spec("residual { layernorm, linear 32, gelu, linear 16 }, linear 3");
+    ck_assert_int_eq(clt_model_output_shape_of(&s, 40, 3, &p, o, &nd), CLT_ERR_INVALID_ARG);
+    ck_assert_int_eq(nd, 0);
+    clt_model *m = NULL;
+    ck_assert_int_eq(clt_model_create(&m, ctx, &s, 40, 3, &p), CLT_ERR_INVALID_ARG);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "layer 1 (residual") &&
+                      tc_contains(clt_ctx_errmsg(ctx), "maps its input 5x8 to 5x16") &&
+                      tc_contains(clt_ctx_errmsg(ctx), "the identity needs the same shape"),
+                  "%s", clt_ctx_errmsg(ctx));
+    clt_spec_free(&s);
+    /* a convolution takes (C, H, W), not (T, C) */
+    s = parse_spec("conv 4 k1, linear 3");
+    ck_assert_int_eq(clt_model_create(&m, ctx, &s, 40, 3, &p), CLT_ERR_INVALID_ARG);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "layer 1") &&
+                      tc_contains(clt_ctx_errmsg(ctx), "5x8"),
+                  "%s", clt_ctx_errmsg(ctx));
+    clt_spec_free(&s);
+    /* forward takes (B, T, C) or its B*T*C elements flat; backward (B, T, OUT)'s count */
+    s = parse_spec("linear 6, relu, linear 3");
+    TC_OK(ctx, clt_model_create(&m, ctx, &s, 40, 3, &p));
+    ck_assert_int_eq(clt_model_output_shape(m, o), 2);
+    ck_assert(o[0] == 5 && o[1] == 3 && o[2] == 0);
+    ck_assert_uint_eq(clt_model_outputs(m), 3);
+    ck_assert_uint_eq(clt_model_param_info(m, 0)->dims[0], 6);
+    ck_assert_uint_eq(clt_model_param_info(m, 0)->dims[1], 8);
+    size_t xd[2] = {2, 40}, bad[2] = {2, 3};
+    clt_tensor *x = NULL, *d = NULL, *out = NULL;
+    TC_OK(ctx, clt_tensor_zeros(&x, ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_zeros(&d, ctx, CLT_DTYPE_F32, 2, bad, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_model_forward(m, x, false, 0, &out));
+    ck_assert(clt_tensor_ndim(out) == 3 && clt_tensor_dim(out, 1) == 5 &&
+              clt_tensor_dim(out, 2) == 3);
+    ck_assert_int_eq(clt_model_backward(m, d, false), CLT_ERR_SHAPE);
+    ck_assert_str_eq(clt_ctx_errmsg(ctx),
+                     "model backward: gradient has 6 elements, expected (2, 5x3)");
+    clt_tensor_free(x);
+    clt_tensor_free(d);
+    clt_model_free(m);
+    clt_spec_free(&s);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 /* The memory estimate is what the model allocates, per category, for every layer kind, in
  * every precision; the parameter count is the flat tensors' length. */
 START_TEST(test_estimate_every_kind)
@@ -676,23 +881,34 @@ START_TEST(test_estimate_every_kind)
         "silu, leakyrelu 0.1, flatten",
         "silu, linear 6, leakyrelu, linear 5, flatten",
         "linear 5, dropout 0.1", "layernorm, linear 6, layernorm, relu, linear 5, layernorm"};
+    /* on sequences (3, 4) of 12 inputs: per-position layers, a layer after the last linear one
+     * (mixed precision: its gradient buffers as wide as the (3, 5) output) */
+    const char *seq_specs[] = {
+        "residual { layernorm, linear 8, gelu, linear 4 }, layernorm, linear 5, dropout 0.1",
+        "linear 6, relu, dropout 0.2, linear 5", "layernorm, flatten, linear 5, dropout 0.3"};
+    const size_t nflat = sizeof specs / sizeof *specs, nseq = sizeof seq_specs / sizeof *seq_specs;
     const clt_dtype precs[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
-    for (size_t si = 0; si < sizeof specs / sizeof *specs; si++)
+    for (size_t si = 0; si < nflat + nseq; si++)
         for (size_t pi = 0; pi < sizeof precs / sizeof *precs; pi++) {
-            clt_spec s = parse_spec(specs[si]);
+            bool seq = si >= nflat;
+            const char *text = seq ? seq_specs[si - nflat] : specs[si];
+            size_t F = seq ? 12 : 11;
+            clt_spec s = parse_spec(text);
             struct clt_model_params p = clt_model_default_params();
             p.max_batch = 13;
             p.precision = precs[pi];
+            p.input_shape[0] = seq ? 3 : 0;
+            p.input_shape[1] = seq ? 4 : 0;
             uint64_t est[CLT_MEM__COUNT] = {0}, P = 0;
-            TC_OK(ctx, clt_model_mem_estimate(&s, 11, 5, &p, est));
-            TC_OK(ctx, clt_model_param_elements(&s, 11, 5, NULL, &P));
+            TC_OK(ctx, clt_model_mem_estimate(&s, F, 5, &p, est));
+            TC_OK(ctx, clt_model_param_elements(&s, F, 5, &p, &P));
             clt_model *m = NULL;
-            TC_OK(ctx, clt_model_create(&m, ctx, &s, 11, 5, &p));
+            TC_OK(ctx, clt_model_create(&m, ctx, &s, F, 5, &p));
             ck_assert_uint_eq(P, clt_tensor_numel(clt_model_params(m)));
             struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
             for (int c = 0; c < CLT_MEM__COUNT; c++)
                 ck_assert_msg(est[c] == ms.by_category[c], "%s (%s) category %d: estimate %llu, "
-                              "allocated %llu", specs[si], clt_dtype_name(precs[pi]), c,
+                              "allocated %llu", text, clt_dtype_name(precs[pi]), c,
                               (unsigned long long)est[c],
                               (unsigned long long)ms.by_category[c]);
             clt_model_free(m);
@@ -1948,6 +2164,8 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_shaped_input);
     tcase_add_test(tc, test_estimate_every_kind);
     tcase_add_test(tc, test_layernorm_sequence);
+    tcase_add_test(tc, test_sequence_layers);
+    tcase_add_test(tc, test_sequence_shapes);
     tcase_add_test(tc, test_conv_model);
     tcase_add_test(tc, test_batchnorm_model);
     tcase_add_test(tc, test_residual_model);

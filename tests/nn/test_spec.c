@@ -743,7 +743,7 @@ START_TEST(test_layernorm)
     p.input_shape[0] = 5; /* (T, C) = (5, 4): normalised over C */
     p.input_shape[1] = 4;
     ck_assert_int_eq(clt_model_param_elements(&s, 20, 3, &p, &P), CLT_OK);
-    ck_assert_uint_eq(P, 2 * 4 + 20 * 3 + 3);
+    ck_assert_uint_eq(P, 2 * 4 + 4 * 3 + 3); /* the linear layer acts on each position */
     p.input_shape[0] = 1; /* (C, H, W) */
     p.input_shape[1] = 4;
     p.input_shape[2] = 5;

@@ -195,8 +195,9 @@ END_TEST
 
 /* ---- the model in 16 bits against f32 ------------------------------------------------------ */
 
-static clt_model *make_model(clt_ctx *ctx, const char *text, size_t in, size_t out,
-                             size_t max_batch, clt_dtype precision)
+/* A model on inputs of shape (in), or (T, in / T) when T is not 0. */
+static clt_model *make_model_seq(clt_ctx *ctx, const char *text, size_t T, size_t in, size_t out,
+                                 size_t max_batch, clt_dtype precision)
 {
     clt_spec s = {0};
     ck_assert_int_eq(clt_spec_parse(text, 0, &s), CLT_OK);
@@ -204,10 +205,18 @@ static clt_model *make_model(clt_ctx *ctx, const char *text, size_t in, size_t o
     p.seed = 7;
     p.max_batch = max_batch;
     p.precision = precision;
+    p.input_shape[0] = T;
+    p.input_shape[1] = T ? in / T : 0;
     clt_model *m = NULL;
     TC_OK(ctx, clt_model_create(&m, ctx, &s, in, out, &p));
     clt_spec_free(&s);
     return m;
+}
+
+static clt_model *make_model(clt_ctx *ctx, const char *text, size_t in, size_t out,
+                             size_t max_batch, clt_dtype precision)
+{
+    return make_model_seq(ctx, text, 0, in, out, max_batch, precision);
 }
 
 static double max_abs(const float *x, size_t n)
@@ -218,14 +227,18 @@ static double max_abs(const float *x, size_t n)
 }
 
 /* Forward (train mode, dropout on) and backward of `text` in f32 and in `prec` from the same
- * weights, inputs and output gradient. Tolerance, relative to the largest magnitude of the
- * f32 result: bf16 4e-2, f16 5e-3 (several 16-bit roundings of activations, weights and
- * gradients: bf16 keeps 8 significant bits, f16 11; measured about a third of these). */
-static void compare_model(clt_ctx *ctx, const char *text, clt_dtype prec, tc_rng *r)
+ * weights, inputs and output gradient, on 20 flat inputs (T 0) or sequences (T, 20 / T).
+ * Tolerance, relative to the largest magnitude of the f32 result: bf16 4e-2, f16 5e-3 (several
+ * 16-bit roundings of activations, weights and gradients: bf16 keeps 8 significant bits, f16
+ * 11; measured about a third of these). */
+static void compare_model_seq(clt_ctx *ctx, const char *text, size_t T, clt_dtype prec,
+                              tc_rng *r)
 {
-    const size_t B = 17, IN = 20, OUT = 5;
-    clt_model *m32 = make_model(ctx, text, IN, OUT, 32, CLT_DTYPE_F32);
-    clt_model *m16 = make_model(ctx, text, IN, OUT, 32, prec);
+    const size_t B = 17, IN = 20;
+    clt_model *m32 = make_model_seq(ctx, text, T, IN, 5, 32, CLT_DTYPE_F32);
+    clt_model *m16 = make_model_seq(ctx, text, T, IN, 5, 32, prec);
+    size_t oshape[3];
+    const size_t OUT = clt_model_output_shape(m32, oshape) == 2 ? oshape[0] * oshape[1] : 5;
     ck_assert_int_eq(clt_model_precision(m16), prec);
     ck_assert_int_eq(clt_tensor_dtype(clt_model_weights(m16)), prec);
     float *x = xalloc(B * IN, sizeof *x), *dout = xalloc(B * OUT, sizeof *dout);
@@ -273,6 +286,11 @@ static void compare_model(clt_ctx *ctx, const char *text, clt_dtype prec, tc_rng
     free(g16);
 }
 
+static void compare_model(clt_ctx *ctx, const char *text, clt_dtype prec, tc_rng *r)
+{
+    compare_model_seq(ctx, text, 0, prec, r);
+}
+
 START_TEST(test_model16)
 {
     clt_ctx *ctx = tc_ctx();
@@ -284,6 +302,15 @@ START_TEST(test_model16)
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
         compare_model(ctx, specs[i], CLT_DTYPE_BF16, &r);
         compare_model(ctx, specs[i], CLT_DTYPE_F16, &r);
+    }
+    /* on sequences (4, 5): the pre-norm block and a head per position, a dropout after it (f32
+     * gradient buffers as wide as the (4, 5) output); per-position linear layers alone */
+    const char *seq[] = {"residual { layernorm, linear 20, gelu, linear 5 }, layernorm, linear 5, "
+                         "dropout 0.1",
+                         "linear 12, gelu, linear 7, relu, linear 5"};
+    for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
+        compare_model_seq(ctx, seq[i], 4, CLT_DTYPE_BF16, &r);
+        compare_model_seq(ctx, seq[i], 4, CLT_DTYPE_F16, &r);
     }
     /* the 16-bit copy follows the master weights */
     clt_model *m = make_model(ctx, "linear 3", 4, 3, 2, CLT_DTYPE_BF16);

@@ -307,6 +307,83 @@ START_TEST(test_batchnorm_buffers)
 }
 END_TEST
 
+/* A model on sequences (T, C) = (5, 4): "input_shape" "5,4" in the metadata, its per-position
+ * linear layers' weights (OUT, C) under their nn.Sequential names, restored exactly into a model
+ * of the same shape (the same outputs), refused by one of another (T, C) naming both. */
+static clt_model *make_seq_model(clt_ctx *ctx, const char *text, size_t T, size_t C,
+                                 uint64_t seed)
+{
+    clt_spec s = {0};
+    ck_assert_msg(clt_spec_parse(text, 0, &s) == CLT_OK, "%s", clt_last_errmsg());
+    struct clt_model_params p = clt_model_default_params();
+    p.seed = seed;
+    p.max_batch = 4;
+    p.input_shape[0] = T;
+    p.input_shape[1] = C;
+    clt_model *m = NULL;
+    TC_OK(ctx, clt_model_create(&m, ctx, &s, T * C, N, &p));
+    clt_spec_free(&s);
+    return m;
+}
+
+START_TEST(test_sequence_model)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    char dir[1024], path[4096];
+    tc_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/seq.safetensors", dir);
+    const char *spec =
+        "residual { layernorm, linear 16, gelu, linear 4 }, layernorm, flatten, linear 3";
+    clt_model *m = make_seq_model(ctx, spec, 5, 4, 1);
+    struct clt_checkpoint_info info = {
+        .norm = {.features = 20, .scale = 1.0f}, .classes = N, .task = CLT_TASK_CLASSIFICATION};
+    TC_OK(ctx, clt_checkpoint_save(path, m, NULL, &info));
+    clt_st_file *f = NULL;
+    TC_OK(NULL, clt_st_open(&f, path));
+    ck_assert_str_eq(clt_st_meta(f, "input_shape"), "5,4");
+    const clt_st_tensor *t = clt_st_find(f, "0.body.1.weight");
+    ck_assert(t && t->ndim == 2 && t->shape[0] == 16 && t->shape[1] == 4);
+    t = clt_st_find(f, "0.body.3.weight");
+    ck_assert(t && t->ndim == 2 && t->shape[0] == 4 && t->shape[1] == 16);
+    t = clt_st_find(f, "3.weight");
+    ck_assert(t && t->ndim == 2 && t->shape[0] == 3 && t->shape[1] == 20);
+    clt_st_close(f);
+
+    clt_checkpoint *ck = NULL;
+    ck_assert_msg(clt_checkpoint_open(&ck, path) == CLT_OK, "%s", clt_last_errmsg());
+    const struct clt_checkpoint_info got = clt_checkpoint_get_info(ck);
+    ck_assert(got.input_shape[0] == 5 && got.input_shape[1] == 4 && got.input_shape[2] == 0);
+    clt_model *m2 = make_seq_model(ctx, spec, 5, 4, 2);
+    TC_OK(ctx, clt_checkpoint_load_model(ck, m2));
+    float x[4 * 20], ya[4 * N], yb[4 * N];
+    tc_fill_nonzero(&r, x, 4 * 20, 0.1f, 2.0f);
+    size_t xd[3] = {4, 5, 4};
+    clt_tensor *xt = NULL, *out = NULL;
+    TC_OK(ctx, clt_tensor_create(&xt, ctx, CLT_DTYPE_F32, 3, xd, CLT_MEM_OTHER));
+    tc_write(xt, x);
+    TC_OK(ctx, clt_model_forward(m, xt, false, 0, &out));
+    tc_read(out, ya);
+    TC_OK(ctx, clt_model_forward(m2, xt, false, 0, &out));
+    tc_read(out, yb);
+    ck_assert(memcmp(ya, yb, sizeof ya) == 0);
+    clt_model *other = make_seq_model(ctx, "flatten, linear 3", 10, 2, 3); /* 20 inputs too */
+    ck_assert_int_eq(clt_checkpoint_load_model(ck, other), CLT_ERR_FORMAT);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "saved for inputs of shape 5x4, the model "
+                                                   "has 10x2"),
+                  "%s", clt_ctx_errmsg(ctx));
+    clt_checkpoint_close(ck);
+    clt_tensor_free(xt);
+    clt_model_free(other);
+    clt_model_free(m2);
+    clt_model_free(m);
+    remove(path);
+    rmdir(dir);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 START_TEST(test_round_trip)
 {
     clt_ctx *ctx = tc_ctx();
@@ -845,6 +922,7 @@ static Suite *checkpoint_suite(void)
     TCase *tc = tc_tcase("checkpoint");
     tcase_add_test(tc, test_crc32c);
     tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_sequence_model);
     tcase_add_test(tc, test_batchnorm_buffers);
     tcase_add_test(tc, test_validation);
     tcase_add_test(tc, test_metadata_checksum);

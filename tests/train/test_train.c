@@ -900,6 +900,50 @@ START_TEST(test_accumulate_args)
 }
 END_TEST
 
+/* A model on (T, C) inputs whose last linear layer acts on each position gives T rows of
+ * outputs per sample: the trainer, whose losses take one row per sample, refuses it with the
+ * shapes named; a flatten before the head makes it train. */
+START_TEST(test_trainer_sequence_output)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    struct set s;
+    set_random(&s, &r, 30, 6, 3);
+    struct clt_train_params tp = det_params(CLT_OPTIM_SGD);
+    struct clt_model_params mp = clt_model_default_params();
+    mp.max_batch = 8;
+    mp.input_shape[0] = 3;
+    mp.input_shape[1] = 2;
+    struct clt_input_norm norm = {.features = 6, .scale = 1.0f};
+    clt_loader *l = make_loader(ctx, &s.d, &norm, 8);
+    const char *specs[] = {"linear 8, relu, linear 3", "linear 8, relu, flatten, linear 3"};
+    for (int k = 0; k < 2; k++) {
+        clt_spec spec = {0};
+        ck_assert_int_eq(clt_spec_parse(specs[k], 0, &spec), CLT_OK);
+        clt_model *m = NULL;
+        clt_trainer *t = NULL;
+        TC_OK(ctx, clt_model_create(&m, ctx, &spec, 6, 3, &mp));
+        clt_status st = clt_trainer_create(&t, m, l, NULL, &tp);
+        if (k == 0) {
+            ck_assert_int_eq(st, CLT_ERR_SHAPE);
+            ck_assert_ptr_null(t);
+            ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "output per sample is 3x3") &&
+                              tc_contains(clt_ctx_errmsg(ctx), "flatten before the last linear"),
+                          "%s", clt_ctx_errmsg(ctx));
+        } else {
+            TC_OK(ctx, st);
+        }
+        clt_trainer_free(t);
+        clt_model_free(m);
+        clt_spec_free(&spec);
+    }
+    clt_loader_free(l);
+    set_free(&s);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 /* The library's set-up refuses an activation after the last linear layer as the CLI does
  * (issue 12), before allocating anything; the same spec with a final linear layer trains. */
 START_TEST(test_setup_trailing_activation)
@@ -1009,6 +1053,7 @@ static Suite *train_suite(void)
     tcase_add_test(tc, test_accumulate_run);
     tcase_add_test(tc, test_accumulate_args);
     tcase_add_test(tc, test_setup_trailing_activation);
+    tcase_add_test(tc, test_trainer_sequence_output);
     tcase_add_test(tc, test_predict_without_labels);
     suite_add_tcase(s, tc);
     return s;

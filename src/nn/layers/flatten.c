@@ -1,5 +1,5 @@
-/* The flatten layer: (B, C, H, W) or (B, T, C) -> (B, C*H*W), a view of its input (no copy, no
- * memory kept); the identity on a flat (B, features) input. Backward passes the gradient
+/* The flatten layer: (B, C, H, W) or (B, T, C) -> (B, C*H*W) or (B, T*C), a view of its input
+ * (no copy, no memory kept); the identity on a flat (B, features) input. Backward passes the gradient
  * through unchanged (the same elements in the same order). */
 #include "nn/layer_internal.h"
 
@@ -47,7 +47,7 @@ const struct clt__layer_kind clt__layer_flatten = {
     .kind = CLT_LAYER_FLATTEN,
     .name = "flatten",
     .usage = "flatten",
-    .help = "(C, H, W) to C*H*W features; the identity on flat inputs",
+    .help = "(C, H, W) to C*H*W features, (T, C) to T*C; the identity on flat inputs",
     .parse = clt__layer_parse_none,
     .format = clt__layer_format_none,
     .check = clt__layer_check_none,

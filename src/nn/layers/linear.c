@@ -1,8 +1,16 @@
 /* The linear layer, "linear OUT [nobias]": y (B, OUT) = x (B, IN) W^T + b, with W (OUT, IN) and
  * b (OUT) named "{i}.weight" and "{i}.bias" as nn.Linear's, initialised from fan-in IN and
- * fan-out OUT. A shaped input (B, C, H, W) is taken as its flattened features (IN = C*H*W),
- * as after a flatten: the same weights, no copy. The bias and the activation after it (absorbs)
- * run in the forward GEMM's store where its kernel can (clt_op_gemm_epilogue). */
+ * fan-out OUT. The input's shape decides what a row is:
+ *   - flat (IN): one row per sample;
+ *   - a sequence (T, C): nn.Linear on the last dimension, each position a row: IN = C, output
+ *     (T, OUT). The B * T rows are one GEMM of M = B*T (the activations are row-major, so
+ *     (B, T, C) is (B*T, C) as it lies: no copy), and the weight and bias gradients sum over
+ *     all B * T rows;
+ *   - an image (C, H, W): its flattened features (IN = C*H*W), as after a flatten: the same
+ *     weights, no copy.
+ * The bias and the activation after it (absorbs) run in the forward GEMM's store where its
+ * kernel can (clt_op_gemm_epilogue); the activation's kernels are element-wise, so the fused
+ * paths are the same for rows of samples and rows of positions. */
 #include "nn/layer_internal.h"
 
 #include <stdio.h>
@@ -49,13 +57,25 @@ static clt_status check(const clt_layer_spec *l, int layer)
     return CLT_OK;
 }
 
+/* Rows per sample and the width IN of each row for input shape `in`: a sequence (T, C) has T
+ * rows of C, any other shape one row of all its elements (flat, or an image flattened). */
+static void rows_of(const struct clt__shape *in, size_t *rows, size_t *IN)
+{
+    bool seq = in->ndim == 2;
+    *rows = seq ? in->d[0] : 1;
+    *IN = seq ? in->d[1] : clt__shape_numel(in);
+}
+
 static clt_status out_shape(const clt_layer_spec *l, int layer, const char *text,
                             const struct clt__shape *in, struct clt__shape *out)
 {
     (void)layer;
     (void)text;
-    (void)in; /* any shape: its flattened features */
-    out->ndim = 1;
+    if (in->ndim == 2) { /* (T, C) -> (T, OUT) */
+        *out = (struct clt__shape){2, {in->d[0], (size_t)l->out}};
+        return CLT_OK;
+    }
+    out->ndim = 1; /* flat, or an image's flattened features */
     out->d[0] = (size_t)l->out;
     return CLT_OK;
 }
@@ -63,16 +83,28 @@ static clt_status out_shape(const clt_layer_spec *l, int layer, const char *text
 static int params(const clt_layer_spec *l, const struct clt__shape *in,
                   const struct clt__shape *out, struct clt__param_decl *decl)
 {
-    size_t IN = clt__shape_numel(in), OUT = out->d[0];
+    size_t rows, IN, OUT = out->d[out->ndim - 1];
+    rows_of(in, &rows, &IN);
     decl[0] = (struct clt__param_decl){"weight", 2, {OUT, IN}, true, IN, OUT};
     if (!l->bias) return 1;
     decl[1] = (struct clt__param_decl){"bias", 1, {OUT, 0}, false, IN, OUT};
     return 2;
 }
 
+/* The GEMM's sizes for a pass over B samples: M rows of IN inputs and OUT outputs. */
+static void gemm_sizes(const struct clt__layer *L, size_t B, size_t *M, size_t *IN, size_t *OUT)
+{
+    size_t rows;
+    rows_of(&L->in, &rows, IN);
+    *M = B * rows;
+    *OUT = L->out_n / rows;
+}
+
 static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struct clt__pass *p)
 {
     clt_status st = CLT_OK;
+    size_t M, IN, OUT;
+    gemm_sizes(L, p->B, &M, &IN, &OUT);
     const clt_tensor *w = clt__layer_weight(L, 0);
     /* the bias and an absorbed activation in the GEMM's store where its kernel can */
     struct clt_gemm_epilogue e = {.bias = L->w[1] ? clt__layer_weight(L, 1) : NULL, .act = -1};
@@ -86,7 +118,7 @@ static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struc
             y = A->y;
         }
     }
-    CLT_TRY(clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_TRANS, p->B, L->out_n, L->in_n, x, w, &e, y));
+    CLT_TRY(clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_TRANS, M, OUT, IN, x, w, &e, y));
     L->out_t = L->y; /* z when the activation runs its own backward, else its output */
 fail:
     return st;
@@ -99,17 +131,17 @@ static clt_status input_grad(const struct clt__layer *L, clt_tensor *dx, const c
                              const struct clt__pass *p)
 {
     clt_status st = CLT_OK;
+    size_t M, IN, OUT;
+    gemm_sizes(L, p->B, &M, &IN, &OUT);
     const clt_tensor *w = clt__layer_weight(L, 0);
     const struct clt__layer *A = L->act_before;
     const clt_tensor *s = A ? clt__layer_act_saved(A) : NULL;
     if (s && clt_tensor_dtype(s) == clt_tensor_dtype(dx)) {
         const struct clt_gemm_epilogue e = {.act = (int)A->kind->act, .slope = A->spec.alpha,
                                             .saved = s};
-        return clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_NO_TRANS, p->B, L->in_n, L->out_n, dy, w,
-                                    &e, dx);
+        return clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_NO_TRANS, M, IN, OUT, dy, w, &e, dx);
     }
-    CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, p->B, L->in_n, L->out_n, 1.0f, dy, w, 0.0f,
-                        dx));
+    CLT_TRY(clt_op_gemm(CLT_NO_TRANS, CLT_NO_TRANS, M, IN, OUT, 1.0f, dy, w, 0.0f, dx));
     if (s) CLT_TRY(clt_op_act_backward_alpha(A->kind->act, A->spec.alpha, dx, dx, s, s));
 fail:
     return st;
@@ -119,6 +151,8 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
                            bool need_dx, const struct clt__pass *p, bool *through)
 {
     clt_status st = CLT_OK;
+    size_t M, IN, OUT;
+    gemm_sizes(L, p->B, &M, &IN, &OUT);
     *through = false;
     const struct clt__layer *A = L->next;
     if (A && A->absorbed == CLT__ABSORB_BOTH && !A->grad_after) {
@@ -129,12 +163,14 @@ static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tenso
         CLT_TRY(clt_op_act_backward_alpha(A->kind->act, A->spec.alpha, A->y, dy, NULL, L->y));
         dy = A->y;
     }
-    if (L->dw[1]) /* the bias gradient (dy's column sums) in the same GEMM where it can */
-        CLT_TRY(clt_op_gemm_tn_sums(L->out_n, L->in_n, p->B, 1.0f, dy, L->x, p->beta, L->dw[0],
-                                    L->dw[1], p->beta));
+    /* dW (OUT, IN) = dy^T x over all M rows (samples, or every position of every sample), and
+     * the bias gradient (dy's column sums) in the same GEMM where it can */
+    if (L->dw[1])
+        CLT_TRY(clt_op_gemm_tn_sums(OUT, IN, M, 1.0f, dy, L->x, p->beta, L->dw[0], L->dw[1],
+                                    p->beta));
     else
-        CLT_TRY(clt_op_gemm(CLT_TRANS, CLT_NO_TRANS, L->out_n, L->in_n, p->B, 1.0f, dy, L->x,
-                            p->beta, L->dw[0]));
+        CLT_TRY(clt_op_gemm(CLT_TRANS, CLT_NO_TRANS, OUT, IN, M, 1.0f, dy, L->x, p->beta,
+                            L->dw[0]));
     if (need_dx) CLT_TRY(input_grad(L, dx, dy, p));
 fail:
     return st;
