@@ -34,11 +34,11 @@ static ulong textbatch_start(ulong4 a, uint4 b, uint w)
 kernel void textbatch_gather(const global TOK_T *tok, ulong tok_off, global int *x, ulong x_off,
                          global int *y, ulong y_off, ulong4 a, uint4 b)
 {
-    local ulong start;
+    local ulong start[1]; /* an array: clang takes a scalar local for an uninitialised one */
     const uint w = get_group_id(0), lid = get_local_id(0), lsz = get_local_size(0), T = b.x;
-    if (lid == 0) start = textbatch_start(a, b, w);
+    if (lid == 0) start[0] = textbatch_start(a, b, w);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const global TOK_T *src = tok + tok_off + start;
+    const global TOK_T *src = tok + tok_off + start[0];
     global int *xr = x + x_off + (ulong)w * T;
     global int *yr = y + y_off + (ulong)w * T;
     for (uint t = lid; t < T; t += lsz) {
