@@ -11,6 +11,7 @@
 #define CLT_BF16 2
 #define CLT_I32 3
 #define CLT_U8 4
+#define CLT_U16 5
 
 static inline float clt_bf16_load(const global ushort *p, ulong i)
 {
@@ -31,16 +32,19 @@ static inline void clt_bf16_store(global ushort *p, ulong i, float v)
 #define CLT__T_2 ushort
 #define CLT__T_3 int
 #define CLT__T_4 uchar
+#define CLT__T_5 ushort
 #define CLT__LOAD_0(p, i) ((p)[i])
 #define CLT__LOAD_1(p, i) vload_half((i), (p))
 #define CLT__LOAD_2(p, i) clt_bf16_load((p), (i))
 #define CLT__LOAD_3(p, i) ((float)(p)[i])
 #define CLT__LOAD_4(p, i) ((float)(p)[i])
+#define CLT__LOAD_5(p, i) ((float)(p)[i])
 #define CLT__STORE_0(p, i, v) ((p)[i] = (v))
 #define CLT__STORE_1(p, i, v) vstore_half_rte((v), (i), (p))
 #define CLT__STORE_2(p, i, v) clt_bf16_store((p), (i), (v))
 #define CLT__STORE_3(p, i, v) ((p)[i] = convert_int_sat_rte(v))
 #define CLT__STORE_4(p, i, v) ((p)[i] = convert_uchar_sat_rte(v))
+#define CLT__STORE_5(p, i, v) ((p)[i] = convert_ushort_sat_rte(v))
 #define CLT__CAT(a, b) a##b
 #define CLT__XCAT(a, b) CLT__CAT(a, b)
 #define CLT_TYPE(code) CLT__XCAT(CLT__T_, code)

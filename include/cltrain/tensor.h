@@ -36,12 +36,13 @@ typedef enum clt_dtype {
     CLT_DTYPE_BF16 = 2,
     CLT_DTYPE_I32 = 3,
     CLT_DTYPE_U8 = 4,
+    CLT_DTYPE_U16 = 5, /* token ids of vocabularies up to 65,536 (cltrain/text.h) */
     CLT_DTYPE__COUNT
 } clt_dtype;
 
 CLT_API size_t clt_dtype_size(clt_dtype d);      /* bytes per element */
-CLT_API const char *clt_dtype_name(clt_dtype d); /* "f32", "f16", "bf16", "i32", "u8" */
-/* Parses "f32"/"fp32"/"float32", "f16"/"fp16"/"float16", "bf16"/"bfloat16", "i32", "u8". */
+CLT_API const char *clt_dtype_name(clt_dtype d); /* "f32", "f16", "bf16", "i32", "u8", "u16" */
+/* Parses "f32"/"fp32"/"float32", "f16"/"fp16"/"float16", "bf16"/"bfloat16", "i32", "u8", "u16". */
 CLT_API clt_status clt_dtype_parse(const char *s, clt_dtype *out);
 
 /* What an allocation is for; the accountant reports bytes per category. */

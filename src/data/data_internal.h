@@ -9,6 +9,10 @@
 #include <stdbool.h>
 #include <zlib.h>
 
+/* Where the named data sets (fashion-mnist, mnist, shakespeare) live; CLTRAIN_DATA_DIR
+ * overrides it. */
+#define CLT__DATASETS_DIR "/usr/share/datasets"
+
 /* Opens `path` for reading (gzip or raw) with a large buffer. CLT_ERR_IO naming the path. */
 clt_status clt__data_gzopen(const char *path, gzFile *out);
 

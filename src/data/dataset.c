@@ -11,8 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define CLT__DATASETS_DIR "/usr/share/datasets" /* CLTRAIN_DATA_DIR overrides it */
-
 struct clt_data_params clt_data_default_params(void)
 {
     struct clt_data_params p = {.label_column = -1, .task = CLT_TASK_CLASSIFICATION, .classes = 0,

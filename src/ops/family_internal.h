@@ -36,6 +36,7 @@ struct clt__op_family {
     X(augment)                                                                                     \
     X(batchnorm)                                                                                   \
     X(layernorm)                                                                                   \
+    X(textbatch)                                                                                   \
     X(gemm)
 
 typedef enum {

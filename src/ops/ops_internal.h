@@ -355,6 +355,21 @@ clt_status clt_op_layernorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_te
                                      const clt_tensor *mean, const clt_tensor *rstd,
                                      const clt_tensor *weight, float beta);
 
+/* ---- text windows (cl/textbatch.cl, src/ops/textbatch.c) --------------------------------------------
+ * Where the B windows of one batch start in a split of token ids (cltrain/text.h says why). */
+struct clt_textbatch_windows {
+    uint64_t seed, stream; /* random: Philox (seed, stream), window w from elements 2w, 2w + 1 */
+    size_t count;          /* possible starts: the split's length less T (1 .. 2^32 - 1) */
+    bool even;             /* evenly spread instead: window first + w of total */
+    size_t first, total;
+};
+/* x (B, T) i32 = the tokens at o_w + t, y (B, T) i32 = at o_w + t + 1, for the windows w of
+ * `w`, from tokens (n) u8, u16 or i32 (n >= count - 1 + T + 1). CLT_ERR_SHAPE for wrong dtypes,
+ * counts or windows outside tokens; CLT_ERR_INVALID_ARG for an even window range outside
+ * [0, total). One work-group per window. */
+clt_status clt_op_textbatch_gather(clt_tensor *x, clt_tensor *y, const clt_tensor *tokens, size_t B,
+                               size_t T, const struct clt_textbatch_windows *w);
+
 /* clt_ops_program_variants, every program the ops may build, walking the op-family table
  * (src/ops/families.c), is declared in cltrain/opencl.h for `cltrain kernels`. */
 
@@ -415,6 +430,7 @@ void clt__opts_conv(char *dst, size_t n, clt_dtype src, clt_dtype dstd, bool wid
 bool clt__conv_wide(const clt_device_info *dev);
 void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* batchnorm */
 void clt__opts_layernorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* layernorm */
+void clt__opts_textbatch(char *dst, size_t n, clt_dtype tok);                   /* textbatch */
 struct clt_gemm_choice;
 /* The program a GEMM choice's kernels live in: "act_fn,gemm_panel" for the panel family (its
  * epilogue applies activations), "act_fn,gemm" for a direct or tiled kernel with the fused

@@ -28,13 +28,13 @@ struct clt_pinned {
 
 size_t clt_dtype_size(clt_dtype d)
 {
-    static const size_t sizes[CLT_DTYPE__COUNT] = {4, 2, 2, 4, 1};
+    static const size_t sizes[CLT_DTYPE__COUNT] = {4, 2, 2, 4, 1, 2};
     return (unsigned)d < CLT_DTYPE__COUNT ? sizes[d] : 0;
 }
 
 const char *clt_dtype_name(clt_dtype d)
 {
-    static const char *names[CLT_DTYPE__COUNT] = {"f32", "f16", "bf16", "i32", "u8"};
+    static const char *names[CLT_DTYPE__COUNT] = {"f32", "f16", "bf16", "i32", "u8", "u16"};
     return (unsigned)d < CLT_DTYPE__COUNT ? names[d] : "unknown";
 }
 
@@ -46,7 +46,8 @@ clt_status clt_dtype_parse(const char *s, clt_dtype *out)
     } names[] = {{"f32", CLT_DTYPE_F32},   {"fp32", CLT_DTYPE_F32},      {"float32", CLT_DTYPE_F32},
                  {"f16", CLT_DTYPE_F16},   {"fp16", CLT_DTYPE_F16},      {"float16", CLT_DTYPE_F16},
                  {"bf16", CLT_DTYPE_BF16}, {"bfloat16", CLT_DTYPE_BF16}, {"i32", CLT_DTYPE_I32},
-                 {"int32", CLT_DTYPE_I32}, {"u8", CLT_DTYPE_U8},         {"uint8", CLT_DTYPE_U8}};
+                 {"int32", CLT_DTYPE_I32}, {"u8", CLT_DTYPE_U8},         {"uint8", CLT_DTYPE_U8},
+                 {"u16", CLT_DTYPE_U16},   {"uint16", CLT_DTYPE_U16}};
     for (size_t i = 0; s && i < sizeof names / sizeof *names; i++) {
         if (strcasecmp(s, names[i].name) == 0) {
             *out = names[i].d;
@@ -54,7 +55,7 @@ clt_status clt_dtype_parse(const char *s, clt_dtype *out)
         }
     }
     return clt__fail(NULL, CLT_ERR_INVALID_ARG,
-                     "unknown dtype \"%s\"; expected f32, f16, bf16, i32 or u8", s ? s : "");
+                     "unknown dtype \"%s\"; expected f32, f16, bf16, i32, u8 or u16", s ? s : "");
 }
 
 static clt_status check_shape(clt_ctx *ctx, clt_dtype dtype, int ndim, const size_t *dims,

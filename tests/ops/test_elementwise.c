@@ -185,6 +185,8 @@ START_TEST(test_fill_integer)
         {CLT_DTYPE_I32, -3.5f, -4}, {CLT_DTYPE_I32, 2.5f, 2},    {CLT_DTYPE_I32, 1e10f, INT32_MAX},
         {CLT_DTYPE_I32, 7.0f, 7},   {CLT_DTYPE_U8, 300.0f, 255}, {CLT_DTYPE_U8, -5.0f, 0},
         {CLT_DTYPE_U8, 2.5f, 2},    {CLT_DTYPE_U8, 3.5f, 4},     {CLT_DTYPE_U8, 17.0f, 17},
+        {CLT_DTYPE_U16, 7e4f, 65535}, {CLT_DTYPE_U16, -1.0f, 0}, {CLT_DTYPE_U16, 300.5f, 300},
+        {CLT_DTYPE_U16, 301.5f, 302},
     };
     for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
         struct padded y = padded_make(ctx, rows[r].d, 1000, 9, &rng);
@@ -192,7 +194,9 @@ START_TEST(test_fill_integer)
         TC_OK(ctx, clt_op_fill(y.view, rows[r].value));
         void *got = padded_result(&y, "fill integer");
         for (size_t i = 0; i < 1000; i++) {
-            int32_t v = rows[r].d == CLT_DTYPE_I32 ? ((int32_t *)got)[i] : ((uint8_t *)got)[i];
+            int32_t v = rows[r].d == CLT_DTYPE_I32   ? ((int32_t *)got)[i]
+                        : rows[r].d == CLT_DTYPE_U16 ? ((uint16_t *)got)[i]
+                                                     : ((uint8_t *)got)[i];
             ck_assert_msg(v == rows[r].want, "fill %s %g: element %zu is %d, expected %d",
                           clt_dtype_name(rows[r].d), rows[r].value, i, v, rows[r].want);
         }

@@ -401,8 +401,8 @@ START_TEST(test_names)
     ck_assert_str_eq(clt_mem_category_name(CLT_MEM_PARAMS), "parameters");
     ck_assert_str_eq(clt_mem_category_name(CLT_MEM_STAGING), "staging");
     ck_assert_str_eq(clt_mem_category_name(CLT_MEM__COUNT), "unknown");
-    static const size_t sizes[CLT_DTYPE__COUNT] = {4, 2, 2, 4, 1};
-    static const char *names[CLT_DTYPE__COUNT] = {"f32", "f16", "bf16", "i32", "u8"};
+    static const size_t sizes[CLT_DTYPE__COUNT] = {4, 2, 2, 4, 1, 2};
+    static const char *names[CLT_DTYPE__COUNT] = {"f32", "f16", "bf16", "i32", "u8", "u16"};
     for (int d = 0; d < CLT_DTYPE__COUNT; d++) {
         clt_dtype parsed = CLT_DTYPE__COUNT;
         ck_assert_uint_eq(clt_dtype_size((clt_dtype)d), sizes[d]);
