@@ -63,10 +63,12 @@ struct clt_run_geometry {
  * refuses one given differently unless told --change-recipe). Saved as the metadata "recipe"
  * by clt_checkpoint_save when `present`: {"optimizer":"adam","lr":0.01,"momentum":0,
  * "dampening":0,"nesterov":false,"beta1":0.9,"beta2":0.999,"eps":1e-08,"weight_decay":0,
- * "schedule":"cosine","warmup_steps":0,"step_size":7,"gamma":0.1,"min_lr":0,"total_steps":14,
+ * "schedule":"cosine","warmup_steps":0,"step_size":7,"gamma":0.1,"min_lr":0,"clip_grad":0,
+ * "total_steps":14,
  * "epochs":2,"max_steps":0,"precision":"f32","label_smoothing":0,"shuffle":true,
  * "normalize":false,"augment":{"flip":false,"shift":0,"cutout":0}} (floats in the shortest
- * text that reads back as the same float). clt_trainer_save fills it from the trainer. */
+ * text that reads back as the same float; "clip_grad" may be absent, as in files written before
+ * clipping existed: 0). clt_trainer_save fills it from the trainer. */
 struct clt_run_recipe {
     bool present;                  /* false: the file has none (older cltrain, other tools) */
     struct clt_optim_params optim; /* every field, whatever the kind; total_steps as planned */

@@ -71,6 +71,10 @@ struct clt_param_info {
     size_t dims[4];          /* (OUT, IN), (OUT, IN, K, K) or (OUT); 0 past ndim */
     size_t offset;           /* in elements, into the flat tensors */
     size_t numel;
+    /* Weight decay applies to it: true for matrices and embeddings (linear and conv weights),
+     * false for biases and normalisation parameters (batchnorm's and layernorm's weight and
+     * bias), which the trainer exempts (clt_optim_set_no_decay). */
+    bool decays;
 };
 
 /* One named buffer: model state that is not a parameter, as the buffers of PyTorch's state_dict

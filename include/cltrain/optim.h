@@ -1,5 +1,6 @@
 /* Optimizers: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW with PyTorch's
- * update rules and defaults, and learning-rate schedules (constant, step decay, cosine, each
+ * update rules and defaults, clipping by the gradients' global norm (computed and applied on the
+ * device), parameters exempt from weight decay, and learning-rate schedules (constant, step decay, cosine, each
  * with an optional linear warm-up). A model's parameters live in one flat f32 device tensor and
  * its gradients in another of the same length, so each step is one kernel launch over every
  * element, enqueued without a host wait. The state is born on the parameters' ctx and counted
@@ -52,12 +53,19 @@ struct clt_optim_params {
     float gamma;       /* CLT_SCHED_STEP: > 0 */
     long total_steps;  /* CLT_SCHED_COSINE: T > 0; cosine from lr at W to min_lr at T */
     float min_lr;      /* CLT_SCHED_COSINE: in [0, lr] */
+    /* Every kind: > 0 clips each step's gradients by their global L2 norm, as
+     * torch.nn.utils.clip_grad_norm_(params, clip_grad) (error_if_nonfinite=False) before
+     * optimizer.step(): every gradient is scaled by min(1, clip_grad / (norm + 1e-6)), norm the
+     * L2 norm of all of them together, computed on the device (two small reduction launches)
+     * and applied in the update's own launch, without a host read (clt_optim_read_grad_norm
+     * gives the norm). 0: no clipping (the default). Finite, >= 0. */
+    float clip_grad;
 };
 
 /* PyTorch's defaults for `kind`: lr 1e-3; SGD momentum 0, dampening 0, weight decay 0, no
  * Nesterov; Adam betas (0.9, 0.999), eps 1e-8, weight decay 0; AdamW the same with weight decay
  * 1e-2. Schedule constant, no warm-up; step_size 1, gamma 0.1 (PyTorch's StepLR gamma),
- * total_steps 1, min_lr 0. Thread-safe. */
+ * total_steps 1, min_lr 0; no clipping. Thread-safe. */
 CLT_API struct clt_optim_params clt_optim_default_params(clt_optim_kind kind);
 
 /* "sgd", "adam", "adamw" (case-insensitive) -> kind; "constant", "step", "cosine" -> schedule.
@@ -69,7 +77,7 @@ CLT_API const char *clt_optim_kind_name(clt_optim_kind k);  /* "sgd", "adam", "a
 CLT_API const char *clt_schedule_name(clt_schedule s);      /* "constant", "step", "cosine", "?" */
 
 /* CLT_OK, or CLT_ERR_INVALID_ARG with a message naming the field and its value (in
- * clt_last_errmsg()): lr > 0 and finite; weight_decay >= 0; SGD: momentum >= 0, dampening
+ * clt_last_errmsg()): lr > 0 and finite; weight_decay >= 0; clip_grad >= 0 and finite; SGD: momentum >= 0, dampening
  * finite, Nesterov only with momentum > 0 and dampening 0; Adam/AdamW: betas in [0, 1), eps > 0;
  * warmup_steps >= 0; step decay: step_size > 0, gamma > 0; cosine: total_steps > 0,
  * 0 <= min_lr <= lr. Thread-safe. */
@@ -86,6 +94,7 @@ CLT_API float clt_optim_lr_at(const struct clt_optim_params *p, long step);
  * {"name":"adam","lr":0.001,"betas":[0.9,0.999],"eps":1e-08,"weight_decay":0,
  *  "schedule":"constant","warmup_steps":0,"step_size":1,"gamma":0.1,"total_steps":1,
  *  "min_lr":0}. SGD gives "momentum", "dampening", "nesterov" instead of "betas", "eps".
+ * With clipping, "clip_grad" follows "min_lr".
  * Floats are written with the fewest digits that read back as the same float; a non-finite
  * value as null. NULL when out of host memory. Thread-safe. */
 CLT_API char *clt_optim_describe(const struct clt_optim_params *p);
@@ -139,6 +148,28 @@ CLT_API clt_tensor *clt_optim_params_tensor(const clt_optim *o);
  * no copy (the default). Statuses: CLT_ERR_DEVICE_MISMATCH, CLT_ERR_SHAPE
  * (dtype or length; the copy is then unchanged). Not thread-safe (per ctx). */
 CLT_API clt_status clt_optim_set_copy(clt_optim *o, clt_tensor *copy);
+
+/* Exempts elements of the parameters from weight decay: the n ranges [offset[i], offset[i] +
+ * count[i]) (in elements of the parameter tensor) take no decay, every other element does
+ * (the state after create: every element decays, as one PyTorch parameter group). Replaces the
+ * ranges of an earlier call; n 0 makes every element decay again. The trainer exempts a model's
+ * biases and normalisation parameters (clt_param_info.decays false): PyTorch users get that
+ * with two parameter groups, one with weight_decay 0. Applies to SGD's and Adam's L2 term and
+ * AdamW's decoupled decay alike. With weight_decay 0 nothing is stored (there is no decay to
+ * exempt from). The exemptions live on the device, one bit per element (CLT_MEM_OPTIM,
+ * allocated by create when weight_decay > 0), uploaded here: a counted host wait (setup).
+ * Statuses: CLT_ERR_INVALID_ARG (a range beyond the parameters; nothing changes),
+ * CLT_ERR_HOST_MEMORY, CLT_ERR_OPENCL. Not thread-safe (per ctx). */
+CLT_API clt_status clt_optim_set_no_decay(clt_optim *o, int n, const size_t *offset,
+                                          const size_t *count);
+
+/* With clip_grad > 0: the global L2 norm of the gradients of the last step taken (before
+ * clipping; with loss scaling, of the unscaled gradients, inf or NaN for a skipped step), 0
+ * before the first, copied to *norm as clt_tensor_read (blocking: a counted wait, CLT_WAIT_READ;
+ * or non-blocking with an event to wait on, so that a log point reads it in the same wait as
+ * the loss). CLT_ERR_INVALID_ARG without clipping. Not thread-safe (per ctx). */
+CLT_API clt_status clt_optim_read_grad_norm(const clt_optim *o, float *norm, bool blocking,
+                                            clt_event *done);
 
 /* Frees the optimizer and its state (not params), without a host wait: the device keeps what
  * enqueued work still uses. Accepts NULL. */

@@ -64,6 +64,10 @@ struct clt_train_event {
     long skipped;           /* f16: optimizer steps skipped on inf/NaN gradients so far, as
                                read at the last log point (0 otherwise) */
     double loss_scale;      /* f16: the loss scale read at the last log point (1 otherwise) */
+    /* Clipping (optim.clip_grad > 0): the global L2 norm of the gradients of the last step
+     * before the last log point (before clipping, of the unscaled gradients; read in that log
+     * point's one wait); NAN without clipping. */
+    double grad_norm;
     /* Counters: the ctx's (the training thread's host waits by reason) with the loader
      * thread's waits folded in under CLT_WAIT_LOADER (and in host_waits_total). */
     struct clt_ctx_stats stats;

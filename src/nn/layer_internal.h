@@ -123,7 +123,7 @@ void clt__spec_format_real(float v, char *buf, size_t size);
 
 /* One parameter a layer declares: shaped as PyTorch's (weight (OUT, IN) or (OUT, IN, K, K),
  * bias (OUT)), named "{layer}.{suffix}" in checkpoints and clt_param_info, initialised from the
- * fans. */
+ * fans, and whether weight decay applies to it (every kind says so for each parameter). */
 struct clt__param_decl {
     const char *suffix; /* "weight", "bias" */
     int ndim;           /* 1 to 4 */
@@ -131,6 +131,11 @@ struct clt__param_decl {
     bool weight;        /* a weight (the init scheme's bound) or a bias (0 under kaiming and
                            xavier) */
     size_t fan_in, fan_out;
+    /* Takes weight decay: matrices and embeddings (linear's and conv's weights) do; biases and
+     * normalisation parameters (batchnorm's and layernorm's weight and bias) do not, as GPT-2
+     * and nanoGPT train. The trainer passes it to the optimizer (clt_param_info.decays,
+     * clt_optim_set_no_decay). */
+    bool decays;
 };
 
 /* ---- buffers ------------------------------------------------------------------------------ */

@@ -176,6 +176,7 @@ static clt_status plan_unit(struct clt__plan *p, struct plan_caps *caps, struct 
             if (d < decl[j].ndim) pi->numel *= pi->dims[d];
         }
         pi->offset = p->total;
+        pi->decays = decl[j].decays;
         p->total += pi->numel;
     }
     struct clt__buffer_decl bdecl[CLT__LAYER_MAX_BUFFERS];

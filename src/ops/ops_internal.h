@@ -384,6 +384,8 @@ typedef enum clt__optim_kernel_id {
     CLT__OPTIM_ADAM_AMP_PREPARE,
     CLT__OPTIM_ADAM_AMP,
     CLT__OPTIM_ADAM,
+    CLT__OPTIM_GRAD_NORM_PARTIAL, /* the gradients' global norm, for clipping */
+    CLT__OPTIM_GRAD_NORM_FINISH,
     CLT__OPTIM__KERNELS
 } clt__optim_kernel_id;
 /* The ctx's update kernel `which`, storing a copy of the parameters in dtype `copy` too (f16,

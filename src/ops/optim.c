@@ -1,6 +1,6 @@
 /* The optimizers' update kernels (cl/optim.cl), an op family: SGD with or without momentum and
  * Adam, each also in a form for dynamic loss scaling, optionally storing a 16-bit copy of the
- * parameters. The optimizers themselves (hyper-parameters, state, schedules) are src/train's. */
+ * parameters, and the gradients' global norm for clipping. The optimizers themselves (hyper-parameters, state, schedules) are src/train's. */
 #include "ops/family_internal.h"
 
 #include "runtime/internal.h"
@@ -15,6 +15,8 @@ static const char *const optim_names[CLT__OPTIM__KERNELS] = {
     [CLT__OPTIM_ADAM_AMP_PREPARE] = "adam_amp_prepare",
     [CLT__OPTIM_ADAM_AMP] = "adam_step_amp",
     [CLT__OPTIM_ADAM] = "adam_step",
+    [CLT__OPTIM_GRAD_NORM_PARTIAL] = "grad_norm_partial",
+    [CLT__OPTIM_GRAD_NORM_FINISH] = "grad_norm_finish",
 };
 
 /* The program's options for a parameter copy in `copy` (f16, bf16; f32: none). */

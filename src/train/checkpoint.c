@@ -110,6 +110,7 @@ static char *json_recipe(const struct clt_run_recipe *r)
                          clt_schedule_name(o->schedule), o->warmup_steps, o->step_size);
     put_key_float(&b, "gamma", o->gamma);
     put_key_float(&b, "min_lr", o->min_lr);
+    put_key_float(&b, "clip_grad", o->clip_grad);
     clt__json_buf_printf(&b, ",\"total_steps\":%ld,\"epochs\":%d,\"max_steps\":%ld,"
                          "\"precision\":\"%s\"", o->total_steps, r->epochs, r->max_steps,
                          clt_dtype_name(r->precision));
@@ -714,6 +715,10 @@ static clt_status parse_recipe(clt_checkpoint *ck)
     CLT_TRY(recipe_float(ck, v, "weight_decay", 0, INFINITY, false, &o->weight_decay));
     CLT_TRY(recipe_float(ck, v, "gamma", 0, INFINITY, true, &o->gamma));
     CLT_TRY(recipe_float(ck, v, "min_lr", 0, INFINITY, false, &o->min_lr));
+    /* written since clipping exists: a file without it was trained without */
+    o->clip_grad = 0.0f;
+    if (clt__json_get(v, "clip_grad"))
+        CLT_TRY(recipe_float(ck, v, "clip_grad", 0, INFINITY, false, &o->clip_grad));
     CLT_TRY(recipe_float(ck, v, "label_smoothing", 0, 1, false, &r->label_smoothing));
     CLT_TRY(run_int(ck, v, "recipe", "warmup_steps", 0, INT32_MAX, &x));
     o->warmup_steps = (long)x;

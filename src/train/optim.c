@@ -7,6 +7,7 @@
 #include "runtime/internal.h"
 #include "ops/ops_internal.h"
 #include "runtime/program_internal.h"
+#include "train/train_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +26,29 @@ struct clt_optim {
     int nstate;
     long steps;
     clt_tensor *copy; /* clt_optim_set_copy's 16-bit copy of params, or NULL; not owned */
+    /* weight_decay > 0: one ushort (2 U8) per update work-item, bit j set: element
+     * CLT__OPTIM_V * item + j takes no decay (clt_optim_set_no_decay); else NULL */
+    clt_tensor *no_decay;
+    /* clip_grad > 0: f32 [norm, clip factor, one partial sum per norm work-group], written by
+     * the norm kernels each step and read by the update kernel; else NULL */
+    clt_tensor *gnorm;
 };
+
+#define CLT__OPTIM_V 16 /* elements per work-item of the update kernels (cl/optim.cl's OPTIM_V) */
+/* elements per work-group of grad_norm_partial: cl/optim.cl's OPTIM_NORM_TILE * OPTIM_NORM_LEAF */
+#define CLT__OPTIM_NORM_CHUNK (256 * 16)
+
+static size_t update_items(size_t n) { return (n + CLT__OPTIM_V - 1) / CLT__OPTIM_V; }
+static size_t norm_groups(size_t n) { return (n + CLT__OPTIM_NORM_CHUNK - 1) / CLT__OPTIM_NORM_CHUNK; }
+
+uint64_t clt__optim_mem_bytes(const struct clt_optim_params *p, size_t n)
+{
+    int nstate = p->kind != CLT_OPTIM_SGD ? 2 : p->momentum != 0.0f ? 1 : 0;
+    uint64_t bytes = (uint64_t)nstate * n * sizeof(float);
+    if (p->weight_decay > 0.0f) bytes += (uint64_t)update_items(n) * 2;
+    if (p->clip_grad > 0.0f) bytes += (uint64_t)(2 + norm_groups(n)) * sizeof(float);
+    return bytes;
+}
 
 static const char *const kind_names[] = {"sgd", "adam", "adamw"};
 static const char *const sched_names[] = {"constant", "step", "cosine"};
@@ -49,6 +72,7 @@ struct clt_optim_params clt_optim_default_params(clt_optim_kind kind)
     p.gamma = 0.1f;
     p.total_steps = 1;
     p.min_lr = 0.0f;
+    p.clip_grad = 0.0f;
     return p;
 }
 
@@ -100,6 +124,10 @@ static clt_status validate(clt_ctx *ctx, const struct clt_optim_params *p)
         return clt__fail(ctx, CLT_ERR_INVALID_ARG,
                          "%s: weight_decay must be finite and >= 0, got %g", k,
                          (double)p->weight_decay);
+    if (!(isfinite(p->clip_grad) && p->clip_grad >= 0.0f))
+        return clt__fail(ctx, CLT_ERR_INVALID_ARG,
+                         "%s: clip_grad must be finite and >= 0 (0: no clipping), got %g", k,
+                         (double)p->clip_grad);
     if (p->kind == CLT_OPTIM_SGD) {
         if (!(isfinite(p->momentum) && p->momentum >= 0.0f))
             return clt__fail(ctx, CLT_ERR_INVALID_ARG,
@@ -223,6 +251,10 @@ char *clt_optim_describe(const struct clt_optim_params *p)
     PUTF(p->gamma);
     PUT(",\"total_steps\":%ld,\"min_lr\":", p->total_steps);
     PUTF(p->min_lr);
+    if (p->clip_grad > 0.0f) {
+        PUT(",\"clip_grad\":");
+        PUTF(p->clip_grad);
+    }
     PUT("}");
 #undef PUT
 #undef PUTF
@@ -251,6 +283,12 @@ clt_status clt_optim_create(clt_optim **out, clt_tensor *params, const struct cl
     /* Born on the parameters' device: same ctx, zero-filled, ordered before the first step. */
     for (int i = 0; i < o->nstate; i++)
         CLT_TRY(clt_tensor_zeros(&o->state[i], ctx, CLT_DTYPE_F32, ndim, dims, CLT_MEM_OPTIM));
+    const size_t n = clt_tensor_numel(params);
+    size_t nd_bytes = update_items(n) * 2, gn = 2 + norm_groups(n);
+    if (p->weight_decay > 0.0f) /* zero: every element decays */
+        CLT_TRY(clt_tensor_zeros(&o->no_decay, ctx, CLT_DTYPE_U8, 1, &nd_bytes, CLT_MEM_OPTIM));
+    if (p->clip_grad > 0.0f) /* zero: a norm of 0 until the first step */
+        CLT_TRY(clt_tensor_zeros(&o->gnorm, ctx, CLT_DTYPE_F32, 1, &gn, CLT_MEM_OPTIM));
     *out = o;
     o = NULL;
 fail:
@@ -262,6 +300,8 @@ void clt_optim_free(clt_optim *o)
 {
     if (!o) return;
     for (int i = 0; i < 2; i++) clt_tensor_free(o->state[i]);
+    clt_tensor_free(o->no_decay);
+    clt_tensor_free(o->gnorm);
     free(o);
 }
 
@@ -325,7 +365,71 @@ fail:
     return st;
 }
 
-#define CLT__OPTIM_V 16 /* elements per work-item of the update kernels (cl/optim.cl's OPTIM_V) */
+clt_status clt_optim_set_no_decay(clt_optim *o, int n, const size_t *offset, const size_t *count)
+{
+    clt_status st = CLT_OK;
+    uint16_t *bits = NULL;
+    cl_event ev = NULL;
+    CLT_ASSERT(o && n >= 0 && (n == 0 || (offset && count)));
+    clt_ctx *ctx = clt_tensor_ctx(o->params);
+    const size_t numel = clt_tensor_numel(o->params), items = update_items(numel);
+    for (int r = 0; r < n; r++)
+        if (offset[r] > numel || count[r] > numel - offset[r])
+            CLT_FAIL(ctx, CLT_ERR_INVALID_ARG,
+                     "optimizer: no-decay range %d [%zu, %zu + %zu) is beyond the %zu "
+                     "parameters", r, offset[r], offset[r], count[r], numel);
+    if (!o->no_decay) goto fail; /* no weight decay: nothing to exempt from */
+    CLT_ALLOC(ctx, bits, items ? items : 1);
+    memset(bits, 0, items * sizeof *bits);
+    for (int r = 0; r < n; r++)
+        for (size_t i = offset[r]; i < offset[r] + count[r]; i++)
+            bits[i / CLT__OPTIM_V] |= (uint16_t)(1u << (i % CLT__OPTIM_V));
+    /* waited for here (the host array is freed on return), counted as setup */
+    CLT_TRY(clt_tensor_write(o->no_decay, bits, false, &ev));
+    CLT_TRY(clt_ctx_wait(ctx, CLT_WAIT_SETUP, 1, &ev));
+fail:
+    if (ev) clReleaseEvent(ev);
+    free(bits);
+    return st;
+}
+
+clt_status clt_optim_read_grad_norm(const clt_optim *o, float *norm, bool blocking,
+                                    cl_event *done)
+{
+    CLT_ASSERT(o && norm);
+    clt_tensor *first = NULL;
+    if (!o->gnorm)
+        return clt__fail(clt_tensor_ctx(o->params), CLT_ERR_INVALID_ARG,
+                         "optimizer: no gradient norm without clipping (clip_grad 0)");
+    size_t one = 1;
+    clt_status st = clt_tensor_view(&first, o->gnorm, 0, 1, &one);
+    if (st == CLT_OK) st = clt_tensor_read(first, norm, blocking, done);
+    clt_tensor_free(first);
+    return st;
+}
+
+/* Enqueues the two launches that write the global L2 norm of grads and the clip factor into
+ * o->gnorm (cl/optim.cl: grad_norm_partial, grad_norm_finish). */
+static clt_status grad_norm(clt_optim *o, const clt_tensor *grads)
+{
+    clt_status st = CLT_OK;
+    clt_ctx *ctx = clt_tensor_ctx(o->params);
+    cl_kernel k;
+    cl_mem gm = clt_tensor_mem(grads), nm = clt_tensor_mem(o->gnorm);
+    cl_ulong go = clt_tensor_offset(grads), n = clt_tensor_numel(grads);
+    cl_ulong groups = norm_groups((size_t)n);
+    float max_norm = o->p.clip_grad;
+    CLT_TRY(clt__optim_kernel(ctx, CLT__OPTIM_GRAD_NORM_PARTIAL, CLT_DTYPE_F32, &k));
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(gm), CLT__ARG(go), CLT__ARG(n), CLT__ARG(nm)));
+    size_t wg = clt__local_size(ctx, k);
+    CLT_TRY(clt__enqueue(ctx, k, (size_t)groups * wg, wg, "grad norm"));
+    CLT_TRY(clt__optim_kernel(ctx, CLT__OPTIM_GRAD_NORM_FINISH, CLT_DTYPE_F32, &k));
+    CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(nm), CLT__ARG(groups), CLT__ARG(max_norm)));
+    wg = clt__local_size(ctx, k);
+    CLT_TRY(clt__enqueue(ctx, k, wg, wg, "grad norm"));
+fail:
+    return st;
+}
 
 /* Sets the arguments every update kernel starts with: the parameters, the gradients and each
  * state tensor as (buffer, offset), then the element count; *next is the index after them,
@@ -420,12 +524,19 @@ static clt_status step(clt_optim *o, const clt_tensor *grads, const clt_tensor *
                              CLT__ARG(eps), CLT__ARG(l2), CLT__ARG(decay)));
         end = i + 8;
     }
-    if (o->copy) { /* cl/optim.cl's OPTIM_COPY_ARGS, after the kernel's own */
+    { /* cl/optim.cl's OPTIM_EXTRA_ARGS, after the kernel's own; NULL when unused */
+        cl_mem ndm = o->no_decay ? clt_tensor_mem(o->no_decay) : NULL;
+        cl_mem gnm = o->gnorm ? clt_tensor_mem(o->gnorm) : NULL;
+        CLT_TRY(CLT__ARGS_AT(ctx, k, end, CLT__ARG(ndm), CLT__ARG(gnm)));
+        end += 2;
+    }
+    if (o->copy) { /* cl/optim.cl's OPTIM_COPY_ARGS, after those */
         cl_mem cm = clt_tensor_mem(o->copy);
         cl_ulong co = clt_tensor_offset(o->copy);
         CLT_TRY(CLT__ARGS_AT(ctx, k, end, CLT__ARG(cm), CLT__ARG(co)));
     }
-    CLT_TRY(clt__launch_1d(ctx, k, (n + CLT__OPTIM_V - 1) / CLT__OPTIM_V, what));
+    if (o->gnorm) CLT_TRY(grad_norm(o, grads)); /* before the update that reads it */
+    CLT_TRY(clt__launch_1d(ctx, k, update_items(n), what));
     o->steps++;
 fail:
     return st;

@@ -288,6 +288,8 @@ struct clt_trainer {
     clt_tensor *gemm_ws;  /* the GEMM workspace lent to the ctx (clt__gemm_ws_reserve), or NULL */
     clt_scaler *scaler;   /* fp16 mixed precision: dynamic loss scaling, else NULL */
     struct clt_scaler_values scaled; /* as read at the last log point */
+    float grad_norm;      /* clipping: the gradients' norm of the last step, read at the last log
+                             point */
     struct eval_bufs eval; /* for the test split, made at creation */
     long step;            /* optimizer steps taken */
     int epoch;            /* epochs completed */
@@ -327,6 +329,29 @@ void clt_trainer_free(clt_trainer *t)
     clt__gemm_ws_return(t->ctx, t->gemm_ws);
     eval_bufs_free(&t->eval);
     free(t);
+}
+
+/* The model's parameters that take no weight decay (biases, normalisation parameters: their
+ * layers' declarations), exempted in the optimizer. */
+static clt_status exempt_from_decay(clt_optim *o, const clt_model *m)
+{
+    const int n = clt_model_param_count(m);
+    size_t *off = malloc((size_t)(n ? n : 1) * sizeof *off);
+    size_t *cnt = malloc((size_t)(n ? n : 1) * sizeof *cnt);
+    int k = 0;
+    clt_status st = off && cnt ? CLT_OK
+                               : clt__fail(clt_tensor_ctx(clt_model_params(m)),
+                                           CLT_ERR_HOST_MEMORY, "out of host memory");
+    for (int i = 0; st == CLT_OK && i < n; i++) {
+        const struct clt_param_info *pi = clt_model_param_info(m, i);
+        if (pi->decays) continue;
+        off[k] = pi->offset;
+        cnt[k++] = pi->numel;
+    }
+    if (st == CLT_OK) st = clt_optim_set_no_decay(o, k, off, cnt);
+    free(off);
+    free(cnt);
+    return st;
 }
 
 clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *train,
@@ -390,6 +415,7 @@ clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *t
     CLT_TRY(clt_optim_create(&t->optim, clt_model_params(model), &p->optim));
     if (clt_model_weights(model) != clt_model_params(model)) /* mixed precision */
         CLT_TRY(clt_optim_set_copy(t->optim, clt_model_weights(model)));
+    if (p->optim.weight_decay > 0.0f) CLT_TRY(exempt_from_decay(t->optim, model));
     if (clt_model_precision(model) == CLT_DTYPE_F16)
         CLT_TRY(clt_scaler_create(&t->scaler, ctx, NULL));
     size_t n = clt_loader_count(train), N = clt_model_outputs(model), one = 1;
@@ -441,6 +467,7 @@ static void emit(clt_trainer *t, struct clt_train_event *e)
     e->precision = clt_model_precision(t->model);
     e->skipped = t->scaler ? t->scaled.skipped : 0;
     e->loss_scale = t->scaler ? t->scaled.scale : 1.0;
+    e->grad_norm = t->p.optim.clip_grad > 0.0f ? t->grad_norm : NAN;
     e->stats.host_waits[CLT_WAIT_LOADER] += e->loader.waits;
     e->stats.host_waits_total += e->loader.waits;
     e->reduce_s = t->reduce_s;
@@ -456,16 +483,19 @@ static clt_status read_loss(clt_trainer *t, double *sum)
     clt_status st = CLT_OK;
     float v = 0;
     int32_t raw[CLT_SCALER_STATE_LEN];
-    cl_event ev[2] = {NULL, NULL};
+    cl_event ev[3] = {NULL, NULL, NULL};
+    cl_uint nev = 1;
     CLT_TRY(clt_tensor_read(t->loss_acc, &v, false, &ev[0]));
-    if (t->scaler) CLT_TRY(clt_scaler_read(t->scaler, raw, false, &ev[1])); /* the same wait */
-    CLT_TRY(clt_ctx_wait(t->ctx, CLT_WAIT_LOG, t->scaler ? 2 : 1, ev));
+    if (t->scaler) CLT_TRY(clt_scaler_read(t->scaler, raw, false, &ev[nev++])); /* the same wait */
+    if (t->p.optim.clip_grad > 0.0f) /* and the last step's gradient norm */
+        CLT_TRY(clt_optim_read_grad_norm(t->optim, &t->grad_norm, false, &ev[nev++]));
+    CLT_TRY(clt_ctx_wait(t->ctx, CLT_WAIT_LOG, nev, ev));
     CLT_TRY(clt_op_fill(t->loss_acc, 0.0f));
     if (t->scaler) t->scaled = clt_scaler_decode(raw); /* the same on every replica */
     *sum = v;
     if (t->comm) CLT_TRY(clt_comm_allreduce_f64(t->comm, sum, 1, CLT_REDUCE_SUM));
 fail:
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         if (ev[k]) clReleaseEvent(ev[k]);
     return st;
 }
@@ -916,7 +946,8 @@ static struct clt_model_params model_params(const struct clt_train_setup_params 
 /* Mirrors the allocations of clt_model_create (parameters, gradients, one (B, OUT) output per
  * layer that is not an identity, two (B, widest) gradient buffers: clt_model_mem_estimate,
  * which also knows mixed precision), the loss scaler (fp16), clt_optim_create (0, 1 or
- * 2 state vectors), clt_trainer_create (the output gradient (B, N), the loss accumulator,
+ * 2 state vectors, weight-decay exemptions, the norm's buffer: clt__optim_mem_bytes),
+ * clt_trainer_create (the output gradient (B, N), the loss accumulator,
  * the GEMM workspace when the ctx's GEMM choices need one and none is lent already),
  * the loader and the test split. A change there must change this: test_memory checks it. */
 clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_setup_params *p,
@@ -935,8 +966,7 @@ clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_set
     if (st != CLT_OK) return st;
     if (mp.precision == CLT_DTYPE_F16) est_add(c, CLT_MEM_OPTIM, 4 * CLT_AMP_STATE_LEN);
     const struct clt_optim_params *op = &p->train.optim;
-    int nstate = op->kind != CLT_OPTIM_SGD ? 2 : op->momentum != 0.0f ? 1 : 0;
-    for (int k = 0; k < nstate; k++) est_add(c, CLT_MEM_OPTIM, P * 4);
+    est_add(c, CLT_MEM_OPTIM, clt__optim_mem_bytes(op, P)); /* state, exemptions, norm */
     est_add(c, CLT_MEM_ACTIVATIONS, B * p->outputs * 4); /* the trainer's output gradient */
     est_add(c, CLT_MEM_WORKSPACE, 4);                    /* its loss accumulator */
     uint64_t gemm_ws = clt__gemm_ws_bytes((clt_ctx *)ctx); /* and GEMM workspace (no other) */

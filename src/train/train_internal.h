@@ -6,6 +6,7 @@
 
 #include "cltrain/data.h"
 #include "cltrain/train.h"
+#include "cltrain/optim.h"
 
 #include <stdint.h>
 
@@ -25,5 +26,9 @@ clt_status clt__checkpoint_meta_crc32c(const char *const *keys, const char *cons
  * out-of-memory backoff too); the message is recorded in ctx (NULL: the thread's). */
 clt_status clt__train_plan_check(clt_ctx *ctx, const struct clt_train_setup_params *p,
                                  size_t batch, int accumulate);
+/* Device bytes clt_optim_create allocates for n parameters under p (CLT_MEM_OPTIM): the state
+ * vectors, the weight-decay exemptions (weight_decay > 0) and the norm's buffer (clip_grad >
+ * 0). The memory estimate and the optimizer share it. Thread-safe. */
+uint64_t clt__optim_mem_bytes(const struct clt_optim_params *p, size_t n);
 
 #endif

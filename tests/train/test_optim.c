@@ -1,5 +1,7 @@
 /* Tests of the optim module: every optimizer variant against a float64 reference of PyTorch's
- * update rules (written here, in plain loops) over awkward sizes, hand-computed 1-element
+ * update rules (written here, in plain loops) over awkward sizes, with parameters exempt from
+ * weight decay and with clipping by the global gradient norm (the norm the device reports
+ * against the reference's), hand-computed 1-element
  * cases, the learning-rate schedules at chosen steps, parameter validation, device mismatch,
  * memory accounting, resume, the absence of host waits in a step, and the JSON description. */
 #include "common.h"
@@ -45,15 +47,26 @@ static double ref_lr(const struct clt_optim_params *p, long step)
 struct ref {
     double *p, *s0, *s1; /* params, momentum_buffer or exp_avg, exp_avg_sq */
     long steps;
+    const unsigned char *no_decay; /* per element: 1 exempt from weight decay; NULL: none */
+    double norm;                   /* clipping: the last step's gradient norm */
 };
 
-/* One step of torch.optim.SGD / Adam / AdamW (documented algorithms) in double. */
+/* One step of torch.nn.utils.clip_grad_norm_ (when hp->clip_grad > 0) and torch.optim.SGD /
+ * Adam / AdamW (documented algorithms) in double, the elements marked in r->no_decay in a
+ * parameter group of weight_decay 0. */
 static void ref_step(const struct clt_optim_params *hp, struct ref *r, const float *grad, size_t n)
 {
-    double lr = ref_lr(hp, r->steps), wd = hp->weight_decay;
-    double t = (double)(r->steps + 1), b1 = hp->beta1, b2 = hp->beta2;
+    double lr = ref_lr(hp, r->steps);
+    double t = (double)(r->steps + 1), b1 = hp->beta1, b2 = hp->beta2, clip = 1.0;
+    if (hp->clip_grad > 0) {
+        double sq = 0;
+        for (size_t i = 0; i < n; i++) sq += (double)grad[i] * grad[i];
+        r->norm = sqrt(sq);
+        clip = fmin(1.0, hp->clip_grad / (r->norm + 1e-6));
+    }
     for (size_t i = 0; i < n; i++) {
-        double p = r->p[i], g = grad[i];
+        double p = r->p[i], g = grad[i] * clip;
+        double wd = r->no_decay && r->no_decay[i] ? 0.0 : hp->weight_decay;
         if (hp->kind == CLT_OPTIM_SGD) {
             g += wd * p;
             if (hp->momentum != 0.0f) {
@@ -91,9 +104,23 @@ static clt_tensor *view_1d(clt_ctx *ctx, clt_tensor *base, size_t off, size_t n)
     return t;
 }
 
+/* The no-decay ranges of a parameter tensor of n elements: a third at the start, and a fifth
+ * from the middle on (crossing update work-items' boundaries at every size above 16). */
+static int no_decay_ranges(size_t n, size_t *off, size_t *cnt)
+{
+    off[0] = 0;
+    cnt[0] = n / 3;
+    off[1] = n / 2;
+    cnt[1] = n / 5 + 1 < n - n / 2 ? n / 5 + 1 : n - n / 2;
+    return 2;
+}
+
 /* Runs NSTEPS steps of `hp` on random params/grads of each size, checking params and state
- * against the reference after every step and the guard elements around the views at the end. */
-static void run_against_reference(const struct clt_optim_params *hp, const char *name)
+ * against the reference after every step and the guard elements around the views at the end.
+ * With `exempt`, no_decay_ranges are exempt from weight decay. With hp->clip_grad > 0, the
+ * threshold is hp->clip_grad * sqrt(n) (the gradients' norm grows so), and the norm the device
+ * reports is checked after every step. */
+static void run_with(const struct clt_optim_params *hp0, bool exempt, const char *name)
 {
     clt_ctx *ctx = tc_ctx();
     tc_rng rng = tc_rng_for(name);
@@ -106,14 +133,25 @@ static void run_against_reference(const struct clt_optim_params *hp, const char 
         float *hp_base = malloc((n + P_OFF + 2) * sizeof *hp_base);
         float *hg = malloc(n * sizeof *hg), *got = malloc((n + P_OFF + 2) * sizeof *got);
         struct ref r = {calloc(n, sizeof(double)), calloc(n, sizeof(double)),
-                        calloc(n, sizeof(double)), 0};
-        ck_assert(hp_base && hg && got && r.p && r.s0 && r.s1);
+                        calloc(n, sizeof(double)), 0, NULL, 0};
+        unsigned char *nd = calloc(n, 1);
+        ck_assert(hp_base && hg && got && r.p && r.s0 && r.s1 && nd);
+        struct clt_optim_params hpn = *hp0;
+        const struct clt_optim_params *hp = &hpn;
+        hpn.clip_grad = hp0->clip_grad * (float)sqrt((double)n);
         tc_fill_nonzero(&rng, hp_base, n + P_OFF + 2, 0.1f, 2.0f);
         for (size_t i = 0; i < n; i++) r.p[i] = hp_base[P_OFF + i];
         tc_write(pbase, hp_base);
 
         clt_optim *o = NULL;
         TC_OK(ctx, clt_optim_create(&o, params, hp));
+        if (exempt) {
+            size_t off[2], cnt[2];
+            int nr = no_decay_ranges(n, off, cnt);
+            TC_OK(ctx, clt_optim_set_no_decay(o, nr, off, cnt));
+            for (int k = 0; k < nr; k++) memset(nd + off[k], 1, cnt[k]);
+            r.no_decay = nd;
+        }
         int nstate = clt_optim_state_count(o);
         ck_assert_int_eq(nstate, hp->kind != CLT_OPTIM_SGD ? 2 : hp->momentum != 0.0f ? 1 : 0);
         for (int step = 0; step < NSTEPS; step++) {
@@ -126,6 +164,12 @@ static void run_against_reference(const struct clt_optim_params *hp, const char 
             tc_read(params, got);
             snprintf(what, sizeof what, "%s n=%zu step %d: param", name, n, step);
             tc_check_close(got, r.p, n, ATOL, RTOL, what, rng.seed);
+            if (hp->clip_grad > 0) {
+                float norm = 0;
+                TC_OK(ctx, clt_optim_read_grad_norm(o, &norm, true, NULL));
+                snprintf(what, sizeof what, "%s n=%zu step %d: gradient norm", name, n, step);
+                tc_check_close(&norm, &r.norm, 1, ATOL, RTOL, what, rng.seed);
+            }
             for (int s = 0; s < nstate; s++) {
                 const char *sname = NULL;
                 clt_tensor *st = clt_optim_state(o, s, &sname);
@@ -151,9 +195,15 @@ static void run_against_reference(const struct clt_optim_params *hp, const char 
         free(r.p);
         free(r.s0);
         free(r.s1);
+        free(nd);
     }
     clt_ctx_free(ctx);
     tc_assert_no_live();
+}
+
+static void run_against_reference(const struct clt_optim_params *hp, const char *name)
+{
+    run_with(hp, false, name);
 }
 
 /* 1-element optimizer: param p0, then `steps` steps with gradient values g[k]; returns param
@@ -256,6 +306,189 @@ START_TEST(test_adamw)
     p.total_steps = 5;
     p.min_lr = 0.001f;
     run_against_reference(&p, __func__);
+}
+END_TEST
+
+/* ---- weight-decay exemptions and clipping against the reference ----------------------------- */
+
+START_TEST(test_no_decay)
+{
+    struct clt_optim_params p = clt_optim_default_params(CLT_OPTIM_SGD);
+    p.lr = 0.05f;
+    p.momentum = 0.9f;
+    p.weight_decay = 0.3f;
+    run_with(&p, true, "no_decay sgd");
+    p = clt_optim_default_params(CLT_OPTIM_ADAM);
+    p.lr = 0.01f;
+    p.weight_decay = 0.3f;
+    run_with(&p, true, "no_decay adam");
+    p = clt_optim_default_params(CLT_OPTIM_ADAMW);
+    p.lr = 0.05f;
+    p.weight_decay = 0.5f;
+    run_with(&p, true, "no_decay adamw");
+}
+END_TEST
+
+/* AdamW with zero gradients: an exempt element (a bias, a norm parameter) keeps its value, bit
+ * for bit, while a decaying one (a weight) shrinks by exactly (1 - lr * wd), at each size. Fails
+ * when the exemption is lost in the vector path, the tail, or at a work-item's boundary. */
+START_TEST(test_no_decay_exact)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng rng = tc_rng_for(__func__);
+    const size_t sizes[] = {1, 17, 37, 1000};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        const size_t n = sizes[si];
+        float *p0 = malloc(n * sizeof *p0), *got = malloc(n * sizeof *got);
+        float *zero = calloc(n, sizeof *zero);
+        ck_assert(p0 && got && zero);
+        tc_fill_nonzero(&rng, p0, n, 0.1f, 2.0f);
+        clt_tensor *params = make_1d(ctx, n, CLT_MEM_PARAMS), *grads = make_1d(ctx, n, CLT_MEM_GRADS);
+        tc_write(params, p0);
+        tc_write(grads, zero);
+        struct clt_optim_params q = clt_optim_default_params(CLT_OPTIM_ADAMW);
+        q.lr = 0.1f;
+        q.weight_decay = 0.5f;
+        clt_optim *o = NULL;
+        TC_OK(ctx, clt_optim_create(&o, params, &q));
+        size_t off[2], cnt[2];
+        int nr = no_decay_ranges(n, off, cnt);
+        TC_OK(ctx, clt_optim_set_no_decay(o, nr, off, cnt));
+        TC_OK(ctx, clt_optim_step(o, grads));
+        tc_read(params, got);
+        const float decay = (float)(1.0 - (double)q.lr * (double)q.weight_decay);
+        for (size_t i = 0; i < n; i++) {
+            bool exempt = false;
+            for (int k = 0; k < nr; k++) exempt = exempt || (i >= off[k] && i < off[k] + cnt[k]);
+            const float want = exempt ? p0[i] : p0[i] * decay;
+            if (got[i] != want)
+                ck_abort_msg("n=%zu element %zu (%s): got %.9g, want %.9g", n, i,
+                             exempt ? "exempt" : "decays", (double)got[i], (double)want);
+        }
+        /* n 0 makes every element decay again */
+        TC_OK(ctx, clt_optim_set_no_decay(o, 0, NULL, NULL));
+        TC_OK(ctx, clt_optim_step(o, grads));
+        float *again = malloc(n * sizeof *again);
+        ck_assert(again);
+        tc_read(params, again);
+        for (size_t i = 0; i < n; i++) ck_assert_float_eq(again[i], got[i] * decay);
+        clt_optim_free(o);
+        clt_tensor_free(params);
+        clt_tensor_free(grads);
+        free(p0);
+        free(got);
+        free(zero);
+        free(again);
+    }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* A range beyond the parameters is refused, naming it, and changes nothing. */
+START_TEST(test_no_decay_bad_range)
+{
+    clt_ctx *ctx = tc_ctx();
+    clt_tensor *params = make_1d(ctx, 10, CLT_MEM_PARAMS);
+    struct clt_optim_params q = clt_optim_default_params(CLT_OPTIM_ADAMW);
+    clt_optim *o = NULL;
+    TC_OK(ctx, clt_optim_create(&o, params, &q));
+    size_t off[] = {2, 8}, cnt[] = {3, 3};
+    ck_assert_int_eq(clt_optim_set_no_decay(o, 2, off, cnt), CLT_ERR_INVALID_ARG);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "beyond the 10 parameters"), "%s",
+                  clt_ctx_errmsg(ctx));
+    float norm;
+    ck_assert_int_eq(clt_optim_read_grad_norm(o, &norm, true, NULL), CLT_ERR_INVALID_ARG);
+    clt_optim_free(o);
+    clt_tensor_free(params);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Clipping by the global norm, the norm above the threshold (clipped: 0.3 sqrt(n) against a
+ * norm of about 1.2 sqrt(n)) and below it (untouched: 5 sqrt(n)), for each kind, with and
+ * without exemptions from weight decay. */
+START_TEST(test_clip_grad)
+{
+    const float thresholds[] = {0.3f, 5.0f};
+    for (int c = 0; c < 2; c++) {
+        struct clt_optim_params p = clt_optim_default_params(CLT_OPTIM_SGD);
+        p.lr = 0.05f;
+        p.momentum = 0.9f;
+        p.clip_grad = thresholds[c];
+        run_with(&p, false, c ? "clip sgd below" : "clip sgd above");
+        p = clt_optim_default_params(CLT_OPTIM_ADAM);
+        p.lr = 0.01f;
+        p.weight_decay = 0.1f;
+        p.clip_grad = thresholds[c];
+        run_with(&p, true, c ? "clip adam below" : "clip adam above");
+        p = clt_optim_default_params(CLT_OPTIM_ADAMW);
+        p.lr = 0.05f;
+        p.weight_decay = 0.2f;
+        p.beta2 = 0.99f;
+        p.clip_grad = thresholds[c];
+        run_with(&p, true, c ? "clip adamw below" : "clip adamw above");
+    }
+}
+END_TEST
+
+/* Clipping with loss scaling: the norm of the unscaled gradients, the update that of the
+ * unscaled, clipped ones; a step with an inf gradient stays skipped (parameters unchanged)
+ * and reports a norm that is not finite. */
+START_TEST(test_clip_grad_scaled)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng rng = tc_rng_for(__func__);
+    const size_t n = 1000;
+    float *p0 = malloc(n * sizeof *p0), *hg = malloc(n * sizeof *hg);
+    float *scaled = malloc(n * sizeof *scaled), *got = malloc(n * sizeof *got);
+    double *want = malloc(n * sizeof *want);
+    ck_assert(p0 && hg && scaled && got && want);
+    tc_fill_nonzero(&rng, p0, n, 0.1f, 2.0f);
+    tc_fill_nonzero(&rng, hg, n, 0.01f, 2.0f);
+    struct clt_scaler_params sp = clt_scaler_default_params();
+    sp.init_scale = 1024.0f; /* a power of two: scaling and unscaling are exact */
+    for (size_t i = 0; i < n; i++) scaled[i] = hg[i] * sp.init_scale;
+    clt_tensor *params = make_1d(ctx, n, CLT_MEM_PARAMS), *grads = make_1d(ctx, n, CLT_MEM_GRADS);
+    tc_write(params, p0);
+    tc_write(grads, scaled);
+    struct clt_optim_params q = clt_optim_default_params(CLT_OPTIM_SGD);
+    q.lr = 0.1f;
+    q.clip_grad = 2.0f;
+    clt_optim *o = NULL;
+    clt_scaler *s = NULL;
+    TC_OK(ctx, clt_optim_create(&o, params, &q));
+    TC_OK(ctx, clt_scaler_create(&s, ctx, &sp));
+    TC_OK(ctx, clt_optim_step_scaled(o, grads, s));
+    struct ref r = {want, NULL, NULL, 0, NULL, 0};
+    for (size_t i = 0; i < n; i++) want[i] = p0[i];
+    ref_step(&q, &r, hg, n);
+    float norm = 0;
+    TC_OK(ctx, clt_optim_read_grad_norm(o, &norm, true, NULL));
+    tc_check_close(&norm, &r.norm, 1, ATOL, RTOL, "scaled: gradient norm", rng.seed);
+    ck_assert(r.norm > 2 * q.clip_grad); /* the case clips */
+    tc_read(params, got);
+    tc_check_close(got, want, n, ATOL, RTOL, "scaled: param", rng.seed);
+    scaled[7] = INFINITY;
+    tc_write(grads, scaled);
+    TC_OK(ctx, clt_optim_step_scaled(o, grads, s));
+    float after[1000];
+    tc_read(params, after);
+    ck_assert_mem_eq(after, got, n * sizeof(float)); /* skipped */
+    TC_OK(ctx, clt_optim_read_grad_norm(o, &norm, true, NULL));
+    ck_assert(!isfinite(norm));
+    clt_scaler_free(s);
+    clt_optim_free(o);
+    clt_tensor_free(params);
+    clt_tensor_free(grads);
+    free(p0);
+    free(hg);
+    free(scaled);
+    free(got);
+    free(want);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
 }
 END_TEST
 
@@ -723,8 +956,10 @@ START_TEST(test_accounting)
         ck_assert_ptr_eq(clt_optim_params_tensor(o), params);
         ck_assert_int_eq(clt_optim_get_params(o)->kind, cases[c].kind);
         ck_assert_int_eq(clt_optim_state_count(o), cases[c].nstate);
+        /* AdamW's default weight decay: one exemption bit per element, in 16-bit words */
+        size_t exempt = q.weight_decay > 0 ? (n + 15) / 16 * 2 : 0;
         ck_assert_uint_eq(clt_ctx_mem_stats(ctx).by_category[CLT_MEM_OPTIM],
-                          cases[c].nstate * n * sizeof(float));
+                          cases[c].nstate * n * sizeof(float) + exempt);
         for (int i = 0; i < cases[c].nstate; i++) {
             const char *name = NULL;
             clt_tensor *t = clt_optim_state(o, i, &name);
@@ -737,6 +972,13 @@ START_TEST(test_accounting)
         clt_optim_free(o);
         ck_assert_uint_eq(clt_ctx_mem_stats(ctx).by_category[CLT_MEM_OPTIM], 0);
     }
+    /* clipping: the norm, the factor and one partial sum per 4096 elements */
+    struct clt_optim_params q = clt_optim_default_params(CLT_OPTIM_SGD);
+    q.clip_grad = 1.0f;
+    clt_optim *o = NULL;
+    TC_OK(ctx, clt_optim_create(&o, params, &q));
+    ck_assert_uint_eq(clt_ctx_mem_stats(ctx).by_category[CLT_MEM_OPTIM], 3 * sizeof(float));
+    clt_optim_free(o);
     clt_optim_free(NULL);
     clt_tensor_free(params);
     clt_ctx_free(ctx);
@@ -763,19 +1005,25 @@ static void check_resume(clt_optim_kind kind)
     q.lr = 0.01f;
     q.schedule = CLT_SCHED_COSINE;
     q.total_steps = 10;
+    q.clip_grad = 5.0f; /* below the gradients' norm (about 36): every step clips */
+    q.weight_decay = 0.01f;
+    size_t off = 100, cnt = 50; /* and exempts some from weight decay */
     clt_optim *a = NULL, *b = NULL;
     TC_OK(ctx, clt_optim_create(&a, pa, &q));
+    TC_OK(ctx, clt_optim_set_no_decay(a, 1, &off, &cnt));
     for (int s = 0; s < 3; s++) {
         tc_fill_nonzero(&rng, hg, n, 0.01f, 2.0f);
         tc_write(g, hg);
         TC_OK(ctx, clt_optim_step(a, g));
     }
-    /* No host wait while steps are enqueued (the program is built by now). */
+    /* No host wait while steps are enqueued (the programs are built by now), clipping
+     * included. */
     long waits = clt_ctx_stats(ctx).host_waits_total;
     for (int s = 0; s < 3; s++) TC_OK(ctx, clt_optim_step(a, g));
     ck_assert_int_eq(clt_ctx_stats(ctx).host_waits_total, waits);
     /* resume: copy params and state, set the count */
     TC_OK(ctx, clt_optim_create(&b, pb, &q));
+    TC_OK(ctx, clt_optim_set_no_decay(b, 1, &off, &cnt));
     TC_OK(ctx, clt_op_copy(pb, pa));
     for (int i = 0; i < clt_optim_state_count(a); i++)
         TC_OK(ctx, clt_op_copy(clt_optim_state(b, i, NULL), clt_optim_state(a, i, NULL)));
@@ -821,6 +1069,11 @@ int main(void)
     tcase_add_test(tc, test_adam);
     tcase_add_test(tc, test_adam_wd);
     tcase_add_test(tc, test_adamw);
+    tcase_add_test(tc, test_no_decay);
+    tcase_add_test(tc, test_no_decay_exact);
+    tcase_add_test(tc, test_no_decay_bad_range);
+    tcase_add_test(tc, test_clip_grad);
+    tcase_add_test(tc, test_clip_grad_scaled);
     tcase_add_test(tc, test_hand_sgd);
     tcase_add_test(tc, test_hand_adam);
     tcase_add_test(tc, test_schedules);

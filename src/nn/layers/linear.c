@@ -85,9 +85,9 @@ static int params(const clt_layer_spec *l, const struct clt__shape *in,
 {
     size_t rows, IN, OUT = out->d[out->ndim - 1];
     rows_of(in, &rows, &IN);
-    decl[0] = (struct clt__param_decl){"weight", 2, {OUT, IN}, true, IN, OUT};
+    decl[0] = (struct clt__param_decl){"weight", 2, {OUT, IN}, true, IN, OUT, true};
     if (!l->bias) return 1;
-    decl[1] = (struct clt__param_decl){"bias", 1, {OUT, 0}, false, IN, OUT};
+    decl[1] = (struct clt__param_decl){"bias", 1, {OUT, 0}, false, IN, OUT, false};
     return 2;
 }
 
