@@ -470,6 +470,7 @@ START_TEST(test_names_shapes_offsets)
         if (pi->ndim == 2) ck_assert_uint_eq(pi->dims[1], want[i].d1);
         ck_assert_uint_eq(pi->offset, want[i].offset);
         ck_assert_uint_eq(pi->numel, want[i].ndim == 2 ? want[i].d0 * want[i].d1 : want[i].d0);
+        ck_assert_int_eq(pi->decays, want[i].ndim == 2); /* weight decay: matrices only */
     }
     ck_assert_ptr_null(clt_model_param_info(m, 5));
     ck_assert_ptr_null(clt_model_param_info(m, -1));
@@ -1582,6 +1583,12 @@ START_TEST(test_batchnorm_model)
     ck_assert_str_eq(clt_model_param_info(m, 2)->name, "1.weight");
     ck_assert_str_eq(clt_model_param_info(m, 3)->name, "1.bias");
     ck_assert_uint_eq(clt_model_param_info(m, 2)->numel, OUT);
+    /* weight decay: conv's and linear's weights take it, biases and batchnorm's weight and
+     * bias do not */
+    static const bool decays[6] = {true, false, false, false, true, false};
+    for (int i = 0; i < 6; i++)
+        ck_assert_msg(clt_model_param_info(m, i)->decays == decays[i], "%s: decays %d",
+                      clt_model_param_info(m, i)->name, clt_model_param_info(m, i)->decays);
     ck_assert_int_eq(clt_model_buffer_count(m), 3);
     ck_assert_str_eq(clt_model_buffer_info(m, 0)->name, "1.running_mean");
     ck_assert_str_eq(clt_model_buffer_info(m, 1)->name, "1.running_var");

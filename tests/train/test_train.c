@@ -73,6 +73,7 @@ struct capture {
     long log_step[MAXEV];
     long save_step[MAXEV];
     long log_waits[MAXEV]; /* host_waits_total at each log event */
+    double grad_norm[MAXEV]; /* at each log event */
     double epoch_loss[MAXEV];
     double eval_acc[MAXEV];
     /* copy the checkpoint written at copy_step to copy_to */
@@ -102,6 +103,7 @@ static void on_event(const struct clt_train_event *e, void *user)
         c->loss[c->nlog] = e->loss;
         c->log_step[c->nlog] = e->step;
         c->log_waits[c->nlog] = e->stats.host_waits_total;
+        c->grad_norm[c->nlog] = e->grad_norm;
         c->nlog++;
         break;
     case CLT_EVENT_EPOCH:
@@ -590,10 +592,79 @@ START_TEST(test_host_waits)
     ck_assert_int_eq(o.after.host_waits[CLT_WAIT_LOG] - o.before.host_waits[CLT_WAIT_LOG], 1);
     ck_assert_int_eq(c.nlog, 0);
     ck_assert_int_eq(c.nepoch, 1);
+    for (int k = 0; k < c.nlog; k++) ck_assert(isnan(c.grad_norm[k])); /* no clipping */
+    free(o.params);
+
+    /* clipping and weight-decay exemptions add no host wait: the norm is read in the log
+     * points' own wait, and reported there */
+    tp = det_params(CLT_OPTIM_ADAMW);
+    tp.max_steps = 0;
+    tp.epochs = 3;
+    tp.log_every = 3;
+    tp.optim.weight_decay = 0.1f;
+    tp.optim.clip_grad = 0.5f;
+    memset(&c, 0, sizeof c);
+    o = train_once(ctx, DET_SPEC, &tr, &te, 3, &tp, NULL, &c);
+    ck_assert_msg(o.st == CLT_OK, "%s", o.msg);
+    for (int k = 0; k < CLT_WAIT__COUNT; k++) {
+        long d = o.after.host_waits[k] - o.before.host_waits[k];
+        long want = k == CLT_WAIT_LOG ? reads : k == CLT_WAIT_EVAL ? 3 : 0;
+        ck_assert_msg(d == want, "clipping: host waits for %s: %ld, expected %ld",
+                      clt_wait_reason_name((clt_wait_reason)k), d, want);
+    }
+    ck_assert_int_eq(c.nlog, 4);
+    for (int k = 0; k < c.nlog; k++)
+        ck_assert_msg(isfinite(c.grad_norm[k]) && c.grad_norm[k] > 0, "log %d: grad norm %g", k,
+                      c.grad_norm[k]);
     free(o.params);
 
     set_free(&tr);
     set_free(&te);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* ---- weight decay: matrices only ---------------------------------------------------------- */
+
+/* The trainer exempts biases and normalisation parameters from weight decay, as the layers
+ * declare them: one AdamW step with weight decay and one without, from the same weights and
+ * batch, leave the exempt parameters bit for bit equal (the step's gradients are the same, and
+ * AdamW's decay is decoupled from them) and every weight different. Parameters of "linear 8,
+ * layernorm, relu, linear 3" on 6 features: 0.weight [0, 48), 0.bias [48, 56), 1.weight
+ * [56, 64), 1.bias [64, 72), 3.weight [72, 96), 3.bias [96, 99). */
+START_TEST(test_decay_matrices_only)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    struct set tr;
+    set_random(&tr, &r, 8, 6, 3);
+    struct clt_train_params tp = det_params(CLT_OPTIM_ADAMW);
+    tp.max_steps = 1;
+    tp.epochs = 1;
+    tp.optim.weight_decay = 0.0f;
+    struct capture c;
+    memset(&c, 0, sizeof c);
+    const char *spec = "linear 8, layernorm, relu, linear 3";
+    struct run_out plain = train_once(ctx, spec, &tr, NULL, 5, &tp, NULL, &c);
+    ck_assert_msg(plain.st == CLT_OK, "%s", plain.msg);
+    tp.optim.weight_decay = 0.5f;
+    struct run_out wd = train_once(ctx, spec, &tr, NULL, 5, &tp, NULL, &c);
+    ck_assert_msg(wd.st == CLT_OK, "%s", wd.msg);
+    ck_assert_uint_eq(plain.P, 99);
+    for (size_t i = 0; i < plain.P; i++) {
+        bool decays = i < 48 || (i >= 72 && i < 96);
+        if (decays)
+            ck_assert_msg(plain.params[i] != wd.params[i], "weight %zu did not decay (%.9g)", i,
+                          (double)wd.params[i]);
+        else
+            ck_assert_msg(memcmp(&plain.params[i], &wd.params[i], sizeof(float)) == 0,
+                          "exempt parameter %zu decayed: %.9g, without decay %.9g", i,
+                          (double)wd.params[i], (double)plain.params[i]);
+    }
+    free(plain.params);
+    free(wd.params);
+    set_free(&tr);
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }
@@ -1047,6 +1118,7 @@ static Suite *train_suite(void)
     tcase_add_test(tc, test_resume);
     tcase_add_test(tc, test_golden);
     tcase_add_test(tc, test_host_waits);
+    tcase_add_test(tc, test_decay_matrices_only);
     tcase_add_test(tc, test_epoch_coverage);
     tcase_add_test(tc, test_numeric);
     tcase_add_test(tc, test_accumulate_one_step);
