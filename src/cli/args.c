@@ -60,9 +60,16 @@ int cli_parse_train_args(int argc, char **argv, struct train_args *a, bool *help
         {"nesterov", OPT_FLAG, &a->nesterov, "SGD with Nesterov momentum", NULL},
         {"beta1", OPT_UNIT_FLOAT, &a->beta1, "Adam beta1 (0.9)", &a->given.beta1},
         {"beta2", OPT_UNIT_FLOAT, &a->beta2, "Adam beta2 (0.999)", &a->given.beta2},
+        {"betas", OPT_STR, &a->betas,
+         "Adam and AdamW: B1,B2 together, each in [0, 1) (0.9,0.999; GPT-2 and nanoGPT: "
+         "0.9,0.95 or 0.9,0.99)", &a->given.betas},
         {"eps", OPT_POS_FLOAT, &a->eps, "Adam epsilon (1e-8)", &a->given.eps},
         {"weight-decay", OPT_NONNEG_FLOAT, &a->weight_decay,
-         "L2 (SGD, Adam) or decoupled (AdamW)", &a->wd_seen},
+         "L2 (SGD, Adam) or decoupled (AdamW), on weight matrices only: never on biases or "
+         "normalisation parameters", &a->wd_seen},
+        {"clip-grad", OPT_NONNEG_FLOAT, &a->clip_grad,
+         "clip the gradients' global L2 norm to NORM before each step, on the device (0: "
+         "off, the default); the norm is reported at log points", &a->given.clip_grad},
         {"schedule", OPT_STR, &a->schedule, "constant, step or cosine (constant)",
          &a->given.schedule},
         {"warmup", OPT_NONNEG_INT, &a->warmup, "linear warm-up steps (0)", &a->given.warmup},
@@ -303,6 +310,26 @@ int cli_check_train_args(struct train_args *a)
     return cli_apply_image_opts(&a->img, a->data, &a->dp);
 }
 
+/* --betas B1,B2 into a->beta1, a->beta2: two numbers, each in [0, 1). */
+static int parse_betas(struct train_args *a)
+{
+    if (a->given.beta1 || a->given.beta2)
+        return cli_usage_error("--betas and --%s exclude each other (--betas gives both)",
+                               a->given.beta1 ? "beta1" : "beta2");
+    const char *v = a->betas, *comma = strchr(v, ',');
+    char *end1 = NULL, *end2 = NULL;
+    errno = 0;
+    float b1 = comma ? strtof(v, &end1) : NAN, b2 = comma ? strtof(comma + 1, &end2) : NAN;
+    bool ok = comma && !errno && end1 == comma && end1 != v && end2 && end2 != comma + 1 &&
+              !*end2 && b1 >= 0.0f && b1 < 1.0f && b2 >= 0.0f && b2 < 1.0f;
+    if (!ok)
+        return cli_usage_error("--betas %s: expected B1,B2, two numbers each in [0, 1) (e.g. "
+                               "0.9,0.99)", v);
+    a->beta1 = b1;
+    a->beta2 = b2;
+    return CLI_OK;
+}
+
 /* The optimizer, schedule, init scheme and precision from their flags. */
 int cli_make_optim_params(struct train_args *a)
 {
@@ -315,6 +342,7 @@ int cli_make_optim_params(struct train_args *a)
     if (clt_optim_parse_schedule(a->schedule, &op->schedule) != CLT_OK)
         return cli_usage_error("%s", clt_last_errmsg());
     if (cli_parse_precision(a->precision, &a->prec) != CLI_OK) return CLI_USAGE;
+    if (a->given.betas && parse_betas(a) != CLI_OK) return CLI_USAGE;
     if (a->lr_seen) op->lr = a->lr;
     if (a->wd_seen) op->weight_decay = a->weight_decay;
     op->momentum = a->momentum;
@@ -326,5 +354,6 @@ int cli_make_optim_params(struct train_args *a)
     op->warmup_steps = a->warmup;
     op->gamma = a->gamma;
     op->min_lr = a->min_lr;
+    op->clip_grad = a->clip_grad;
     return CLI_OK;
 }

@@ -116,17 +116,30 @@ static void print_summary(struct reporter *r, const struct clt_train_event *e,
     r->last_loader = e->loader;
 }
 
+/* With clipping, the log line's ",\"grad_norm\":X" (a norm that is not finite, after an fp16
+ * step skipped for inf/NaN, as null: JSON has no inf), else "". */
+static const char *grad_norm_field(bool clipping, const struct clt_train_event *e, char *buf,
+                                   size_t n)
+{
+    if (!clipping) return "";
+    if (isfinite(e->grad_norm)) snprintf(buf, n, ",\"grad_norm\":%.6g", e->grad_norm);
+    else snprintf(buf, n, ",\"grad_norm\":null");
+    return buf;
+}
+
 /* The metrics file's JSON line for a log point, an epoch or an evaluation (with its newline)
  * into buf; its length, 0 for the other events. Read before print_summary moves r->last. */
 static int metrics_line(const struct reporter *r, const struct clt_train_event *e, char *buf,
                         size_t n)
 {
     int len = 0;
+    char norm[48];
     if (e->kind == CLT_EVENT_LOG)
         len = snprintf(buf, n,
                        "{\"event\":\"log\",\"epoch\":%d,\"step\":%ld,\"loss\":%.6g,\"lr\":%.6g,"
-                       "\"samples_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
-                       e->epoch, e->step, e->loss, e->lr, e->samples_per_s, e->elapsed_s);
+                       "\"samples_per_s\":%.1f,\"elapsed_s\":%.3f%s}\n",
+                       e->epoch, e->step, e->loss, e->lr, e->samples_per_s, e->elapsed_s,
+                       grad_norm_field(r->clipping, e, norm, sizeof norm));
     else if (e->kind == CLT_EVENT_EPOCH)
         len = snprintf(buf, n,
                        "{\"event\":\"epoch\",\"epoch\":%d,\"step\":%ld,\"train_loss\":%.6g,"
@@ -202,6 +215,7 @@ void cli_on_event(const struct clt_train_event *e, void *user)
             printf("\r\033[Kepoch %d/%d  step %ld/%ld  loss %.4f  %.0f samples/s  ETA %s", e->epoch,
                    e->epochs, e->step, e->total_steps, e->loss, e->samples_per_s, eta);
             if (e->precision == CLT_DTYPE_F16) printf("  skipped %ld", e->skipped);
+            if (r->clipping) printf("  grad norm %.4g", e->grad_norm);
             r->line_open = true;
         } else {
             printf("epoch %d/%d step %ld/%ld loss %.4f lr %.3g %.0f samples/s elapsed %s ETA %s",
@@ -209,6 +223,7 @@ void cli_on_event(const struct clt_train_event *e, void *user)
                    elapsed, eta);
             if (e->precision == CLT_DTYPE_F16) /* loss scaling */
                 printf(" skipped %ld scale %g", e->skipped, e->loss_scale);
+            if (r->clipping) printf(" grad_norm %.4g", e->grad_norm);
             printf("\n");
         }
         break;

@@ -55,6 +55,27 @@ static void merge_long(struct train_run *r, const char *flag, bool given, bool u
     add_change(r, flag, a, b, "", false);
 }
 
+/* Adam's betas: --betas names both as one change ("0.9,0.99"), --beta1 and --beta2 each. */
+static void merge_betas(struct train_args *a, struct train_run *r,
+                        const struct clt_optim_params *was, bool used)
+{
+    struct clt_optim_params *op = &a->op;
+    char w1[32], w2[32], n1[32], n2[32], wtext[72], ntext[72];
+    if (!a->given.betas) {
+        merge_float(r, "--beta1", a->given.beta1, used, &op->beta1, was->beta1);
+        merge_float(r, "--beta2", a->given.beta2, used, &op->beta2, was->beta2);
+        return;
+    }
+    if (!used || (op->beta1 == was->beta1 && op->beta2 == was->beta2)) return;
+    float_text(was->beta1, w1, sizeof w1);
+    float_text(was->beta2, w2, sizeof w2);
+    float_text(op->beta1, n1, sizeof n1);
+    float_text(op->beta2, n2, sizeof n2);
+    snprintf(wtext, sizeof wtext, "%s,%s", w1, w2);
+    snprintf(ntext, sizeof ntext, "%s,%s", n1, n2);
+    add_change(r, "--betas", wtext, ntext, "", false);
+}
+
 /* The optimizer, its parameters and the learning-rate schedule, into a->op (which holds the
  * flags given and the defaults). */
 static void merge_optim(struct train_args *a, struct train_run *r, const struct clt_run_recipe *w)
@@ -78,14 +99,14 @@ static void merge_optim(struct train_args *a, struct train_run *r, const struct 
     merge_float(r, "--dampening", a->given.dampening, sgd, &op->dampening, was->dampening);
     if (!a->nesterov) op->nesterov = was->nesterov;
     else if (sgd && !was->nesterov) add_change(r, "--nesterov", "off", "on", "", false);
-    merge_float(r, "--beta1", a->given.beta1, !sgd, &op->beta1, was->beta1);
-    merge_float(r, "--beta2", a->given.beta2, !sgd, &op->beta2, was->beta2);
+    merge_betas(a, r, was, !sgd);
     merge_float(r, "--eps", a->given.eps, !sgd, &op->eps, was->eps);
     merge_long(r, "--warmup", a->given.warmup, true, &op->warmup_steps, was->warmup_steps);
     merge_float(r, "--gamma", a->given.gamma, op->schedule == CLT_SCHED_STEP, &op->gamma,
                 was->gamma);
     merge_float(r, "--min-lr", a->given.min_lr, op->schedule == CLT_SCHED_COSINE, &op->min_lr,
                 was->min_lr);
+    merge_float(r, "--clip-grad", a->given.clip_grad, true, &op->clip_grad, was->clip_grad);
     /* plan_steps takes --step-size when seen, else one epoch: the checkpoint's is the run's */
     merge_long(r, "--step-size", a->step_size_seen, op->schedule == CLT_SCHED_STEP,
                &a->step_size, was->step_size);

@@ -285,6 +285,7 @@ static int open_metrics(const struct train_args *a, struct train_run *r)
     }
     r->rep.metrics = r->mf;
     r->rep.has_test = r->test.n > 0;
+    r->rep.clipping = a->op.clip_grad > 0;
     cli_write_recipe_changes(r, r->mf); /* --change-recipe: the run's record says so */
     /* --plot: drawn from the lines --metrics holds, named as that file (or as the command
      * when there is none), so that `cltrain plot` of the file draws the same figure */
@@ -462,7 +463,8 @@ static void warn_batch(const struct train_args *a, const struct train_run *r)
 }
 
 /* The optimizer and its schedule as the run takes them: "adamw lr 0.01, cosine to 0.001 over 14
- * steps, warm-up 2 steps, weight decay 0.1, label smoothing 0.1" (what is not at its default). */
+ * steps, warm-up 2 steps, weight decay 0.1, label smoothing 0.1, betas 0.9,0.95, gradient norm
+ * clipped to 1" (what is not at its default). */
 static void describe_optim(const struct train_args *a, char *dst, size_t n)
 {
     const struct clt_optim_params *op = &a->op;
@@ -478,9 +480,14 @@ static void describe_optim(const struct train_args *a, char *dst, size_t n)
         append(dst, n, &len, ", cosine to %g over %ld steps", (double)op->min_lr,
                op->total_steps);
     if (op->warmup_steps > 0) append(dst, n, &len, ", warm-up %ld steps", op->warmup_steps);
-    if (op->weight_decay > 0) append(dst, n, &len, ", weight decay %g", (double)op->weight_decay);
+    if (op->weight_decay > 0)
+        append(dst, n, &len, ", weight decay %g", (double)op->weight_decay);
     if (a->smoothing > 0) append(dst, n, &len, ", label smoothing %g", (double)a->smoothing);
     if (a->no_shuffle) append(dst, n, &len, ", no shuffle");
+    if (op->kind != CLT_OPTIM_SGD && (op->beta1 != 0.9f || op->beta2 != 0.999f))
+        append(dst, n, &len, ", betas %g,%g", (double)op->beta1, (double)op->beta2);
+    if (op->clip_grad > 0)
+        append(dst, n, &len, ", gradient norm clipped to %g", (double)op->clip_grad);
 }
 
 /* The auto-batch choice and the header line: device, data, model, optimizer, batch, memory. */

@@ -20,6 +20,7 @@ struct reporter {
     bool quiet;  /* --quiet: the final epoch's summary only */
     bool silent; /* an MPI rank other than 0: nothing (rank 0 speaks for all) */
     bool line_open, has_test;
+    bool clipping; /* --clip-grad: log points report the gradients' norm */
     double epoch_loss, epoch_s, epoch_rate; /* of the epoch whose evaluation comes next */
     struct clt_ctx_stats last;             /* counters at the previous epoch's summary */
     struct clt_loader_stats last_loader;
@@ -51,11 +52,13 @@ struct cli_image_opts {
 /* The flags of `cltrain train` as given, then what check_train_args derives from them. */
 struct train_args {
     const char *data, *model, *device, *optimizer, *schedule, *task, *init_scheme, *metrics,
-        *save, *resume, *init, *loader, *label_text, *precision, *augment, *input_shape, *plot;
+        *save, *resume, *init, *loader, *label_text, *precision, *augment, *input_shape, *plot,
+        *betas;
     long epochs, steps, batch, log_every, save_every, warmup, step_size, label_column, prefetch,
         n_classes, accumulate;
     uint64_t seed;
-    float lr, momentum, weight_decay, dampening, gamma, min_lr, smoothing, beta1, beta2, eps;
+    float lr, momentum, weight_decay, dampening, gamma, min_lr, smoothing, beta1, beta2, eps,
+        clip_grad;
     bool profile, sync_debug, memory, seed_seen, dry_run, auto_batch;
     bool no_shuffle, drop_last, normalize, nesterov, quiet, lr_seen, wd_seen, model_seen,
         label_seen, step_size_seen, on_device, no_pin, loader_seen, prefetch_seen;
@@ -64,7 +67,7 @@ struct train_args {
      * checkpoint; lr_seen, wd_seen, step_size_seen and the flags' own values say the rest) */
     struct {
         bool epochs, steps, batch, accumulate, precision, optimizer, momentum, dampening, beta1,
-            beta2, eps, schedule, warmup, gamma, min_lr, smoothing;
+            beta2, betas, eps, schedule, warmup, gamma, min_lr, smoothing, clip_grad;
     } given;
     const char *devices, *device_shares; /* several replicas in this process */
     bool share_devices;                  /* mpirun: ranks may share a device */

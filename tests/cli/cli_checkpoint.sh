@@ -222,6 +222,35 @@ check_bad --code 2 "resume with another --model names both specs" \
     '--model gives "linear 9, relu, linear 3"' -- resume_ "$ck" --model "linear 9, relu, linear 3"
 check_ok "resume with the checkpoint's model spelt otherwise" -- \
     resume_ "$ck" --model "linear 8,relu,linear 3"
+# --betas and --clip-grad: in the recipe, taken on resume, a difference named; the gradient norm
+# at log points (progress line and --metrics)
+C="$tmp/clip.safetensors"
+check_ok "train with --betas and --clip-grad" "betas 0.9,0.95" "gradient norm clipped to 0.5" \
+    "grad_norm " -- "$CLTRAIN_BIN" train --data "$D" --model "$M" --optimizer adamw \
+    --betas 0.9,0.95 --clip-grad 0.5 --epochs 1 --batch-size 32 --log-every 2 \
+    --metrics "$tmp/clip.jsonl" --save "$C"
+python3 - "$tmp/clip.jsonl" <<'EOF' || fail "--clip-grad metrics: $(cat "$tmp/clip.jsonl")"
+import json, math, sys
+logs = [e for e in map(json.loads, open(sys.argv[1])) if e["event"] == "log"]
+assert logs and all(math.isfinite(e["grad_norm"]) and e["grad_norm"] > 0 for e in logs), logs
+EOF
+echo "ok: --metrics log lines hold grad_norm"
+recipe_of "$C" | grep -qF '"beta1":0.9,"beta2":0.95,' || fail "recipe: $(recipe_of "$C")"
+recipe_of "$C" | grep -qF '"clip_grad":0.5,' || fail "recipe: $(recipe_of "$C")"
+echo "ok: the recipe holds the betas and the clipping norm"
+check_ok "resume takes --betas and --clip-grad from the recipe" "betas 0.9,0.95" \
+    "gradient norm clipped to 0.5" -- \
+    "$CLTRAIN_BIN" train --data "$D" --resume "$C" --epochs 2 --log-every 0
+check_bad --code 2 "resume with other --betas and --clip-grad: both named" \
+    "--betas: given 0.9,0.99, the checkpoint's 0.9,0.95" \
+    "--clip-grad: given 1, the checkpoint's 0.5" -- \
+    "$CLTRAIN_BIN" train --data "$D" --resume "$C" --epochs 2 --betas 0.9,0.99 --clip-grad 1
+check_ok "resume with the same --betas given" "resuming" -- \
+    "$CLTRAIN_BIN" train --data "$D" --resume "$C" --epochs 2 --betas 0.9,0.95 --log-every 0
+"$CLTRAIN_BIN" train --data "$D" --model "$M" --epochs 1 --batch-size 32 --log-every 2 \
+    --metrics "$tmp/noclip.jsonl" --quiet >/dev/null || fail "training without clipping failed"
+! grep -q grad_norm "$tmp/noclip.jsonl" || fail "grad_norm without --clip-grad"
+echo "ok: no grad_norm without --clip-grad"
 ck_edit "$R4" "$tmp/norecipe.safetensors" drop-meta recipe
 check_ok "resume of a checkpoint without a recipe: the options given, with a note" \
     "does not record its run's recipe" "adamw lr 0.001, weight decay 0.01;" -- \

@@ -151,6 +151,17 @@ check_bad "--classes with regression" "--classes" "classification" -- \
 # as a bad flag value is
 check_bad --code 2 "unknown layer" "model spec" "conv2" "linear, relu" -- \
     train --data "idx:$tmp/good" --model "linear 8, conv2 3, linear 3"
+# optimizer flags: --betas B1,B2 each in [0, 1), --clip-grad a norm >= 0
+for betas in 1,0.9 0.9,1 0.9 0.9, ,0.9 -0.1,0.9 0.9,0.99,0.5 0.9,x nan,0.9 0.9,inf; do
+    check_bad --code 2 "--betas $betas" "--betas $betas" "B1,B2" "[0, 1)" -- \
+        train --data "idx:$tmp/good" --model "$M" --optimizer adamw --betas "$betas"
+done
+check_bad --code 2 "--betas with --beta1" "--betas and --beta1 exclude each other" -- \
+    train --data "idx:$tmp/good" --model "$M" --betas 0.9,0.95 --beta1 0.8
+for clip in -1 x nan inf; do
+    check_bad --code 2 "--clip-grad $clip" "--clip-grad" -- \
+        train --data "idx:$tmp/good" --model "$M" --clip-grad "$clip"
+done
 check_bad --code 2 "misspelt layer" "model spec" 'unknown layer "linaer"' -- \
     train --data "idx:$tmp/good" --model "linaer 10"
 check_bad --code 2 "missing width" "model spec" '"linear"' "width" -- \
