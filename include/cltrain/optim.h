@@ -1,7 +1,7 @@
 /* Optimizers: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW with PyTorch's
  * update rules and defaults, clipping by the gradients' global norm (computed and applied on the
- * device), parameters exempt from weight decay, and learning-rate schedules (constant, step decay, cosine, each
- * with an optional linear warm-up). A model's parameters live in one flat f32 device tensor and
+ * device), parameters exempt from weight decay, and learning-rate schedules (constant, step
+ * decay, cosine, each with an optional linear warm-up). A model's parameters live in one flat f32 device tensor and
  * its gradients in another of the same length, so each step is one kernel launch over every
  * element, enqueued without a host wait. The state is born on the parameters' ctx and counted
  * as CLT_MEM_OPTIM.

@@ -39,7 +39,10 @@ struct clt_optim {
 #define CLT__OPTIM_NORM_CHUNK (256 * 16)
 
 static size_t update_items(size_t n) { return (n + CLT__OPTIM_V - 1) / CLT__OPTIM_V; }
-static size_t norm_groups(size_t n) { return (n + CLT__OPTIM_NORM_CHUNK - 1) / CLT__OPTIM_NORM_CHUNK; }
+static size_t norm_groups(size_t n)
+{
+    return (n + CLT__OPTIM_NORM_CHUNK - 1) / CLT__OPTIM_NORM_CHUNK;
+}
 
 uint64_t clt__optim_mem_bytes(const struct clt_optim_params *p, size_t n)
 {

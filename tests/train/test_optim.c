@@ -343,7 +343,8 @@ START_TEST(test_no_decay_exact)
         float *zero = calloc(n, sizeof *zero);
         ck_assert(p0 && got && zero);
         tc_fill_nonzero(&rng, p0, n, 0.1f, 2.0f);
-        clt_tensor *params = make_1d(ctx, n, CLT_MEM_PARAMS), *grads = make_1d(ctx, n, CLT_MEM_GRADS);
+        clt_tensor *params = make_1d(ctx, n, CLT_MEM_PARAMS);
+        clt_tensor *grads = make_1d(ctx, n, CLT_MEM_GRADS);
         tc_write(params, p0);
         tc_write(grads, zero);
         struct clt_optim_params q = clt_optim_default_params(CLT_OPTIM_ADAMW);

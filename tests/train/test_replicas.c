@@ -151,6 +151,7 @@ static void set_free(struct set *s)
 struct eval_seen {
     int nevents;
     double last_acc, last_loss;
+    double last_norm; /* the gradient norm at the last log point (clipping) */
 };
 
 static void on_event(const struct clt_train_event *e, void *user)
@@ -161,6 +162,7 @@ static void on_event(const struct clt_train_event *e, void *user)
         v->last_acc = e->accuracy;
         v->last_loss = e->loss;
     }
+    if (e->kind == CLT_EVENT_LOG) v->last_norm = e->grad_norm;
 }
 
 struct run_cfg {
@@ -174,6 +176,7 @@ struct run_cfg {
     long fail_at1;       /* replica 1's loader fails at this batch (-1: never) */
     bool drop_last;
     const char *save; /* checkpoint path (NULL: none) */
+    float clip;       /* clip_grad (0: none) */
 };
 
 struct run_result {
@@ -227,6 +230,7 @@ static struct run_result run(const struct run_cfg *cfg)
         p.train.log_every = 4;
         p.train.optim = clt_optim_default_params(CLT_OPTIM_ADAM);
         p.train.optim.lr = 0.01f;
+        p.train.optim.clip_grad = cfg->clip;
         p.train.on_event = on_event;
         p.train.user = &out.seen;
         p.train.comm = g ? clt_comm_group_member(g, i) : NULL;
@@ -278,8 +282,9 @@ static void check_equivalent(clt_dtype precision, clt_loader_mode mode, const in
                              int replicas, double tol)
 {
     const char *spec = "linear 16, relu, linear 3";
-    struct run_cfg one = {spec, 0, NULL, precision, mode, 16, 20, -1, false, NULL};
-    struct run_cfg many = {spec, replicas, shares, precision, mode, 16, 20, -1, false, NULL};
+    struct run_cfg one = {spec, 0, NULL, precision, mode, 16, 20, -1, false, NULL, 0};
+    struct run_cfg many = {spec, replicas, shares, precision, mode, 16, 20, -1, false, NULL,
+                          0};
     struct run_result a = run(&one), b = run(&many);
     ck_assert_msg(a.st == CLT_OK, "%s", a.msg);
     ck_assert_msg(b.st == CLT_OK, "%s", b.msg);
@@ -304,6 +309,30 @@ START_TEST(test_equivalent_fp32)
 }
 END_TEST
 
+/* Clipping by the global norm of the summed gradients (after the replicas' reduction, not of
+ * each replica's share): 20 Adam steps clipped to 0.05 on 2 replicas end where one trainer
+ * does, within fp32 rounding, and report the same norm. */
+START_TEST(test_equivalent_clip)
+{
+    const char *spec = "linear 16, relu, linear 3";
+    struct run_cfg one = {spec, 0, NULL, CLT_DTYPE_F32, CLT_LOADER_RESIDENT, 16, 20, -1, false,
+                          NULL, 0.05f};
+    struct run_cfg many = one;
+    many.replicas = 2;
+    struct run_result a = run(&one), b = run(&many);
+    ck_assert_msg(a.st == CLT_OK, "%s", a.msg);
+    ck_assert_msg(b.st == CLT_OK, "%s", b.msg);
+    check_close(b.params[0], a.params[0], a.P, 1e-5, "clipped replicas against one trainer");
+    ck_assert_msg(a.seen.last_norm > 0.05, "the norm %g does not clip: a weak test",
+                  a.seen.last_norm);
+    ck_assert_msg(fabs(b.seen.last_norm - a.seen.last_norm) <= 1e-5 * a.seen.last_norm,
+                  "grad norm: replicas %.9g, one trainer %.9g", b.seen.last_norm,
+                  a.seen.last_norm);
+    result_free(&a);
+    result_free(&b);
+}
+END_TEST
+
 /* bf16 storage: activations and the 16-bit weight copy round to 8 bits of mantissa, and a
  * sum in another order can round the other way: within 2e-2 of max |w| after 20 steps. */
 START_TEST(test_equivalent_bf16)
@@ -322,7 +351,7 @@ START_TEST(test_batchnorm_replicas)
     tc_mkdtemp(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/bn.safetensors", dir);
     struct run_cfg cfg = {"linear 16, batchnorm, relu, linear 3", 2, NULL, CLT_DTYPE_F32,
-                          CLT_LOADER_RESIDENT, 16, 20, -1, true, path};
+                          CLT_LOADER_RESIDENT, 16, 20, -1, true, path, 0};
     struct run_result b = run(&cfg);
     ck_assert_msg(b.st == CLT_OK, "%s", b.msg);
     ck_assert(memcmp(b.params[0], b.params[1], b.P * sizeof(float)) == 0);
@@ -345,7 +374,7 @@ END_TEST
 START_TEST(test_failing_replica)
 {
     struct run_cfg cfg = {"linear 16, relu, linear 3", 2, NULL, CLT_DTYPE_F32,
-                          CLT_LOADER_STREAMING, 16, 20, 5, false, NULL};
+                          CLT_LOADER_STREAMING, 16, 20, 5, false, NULL, 0};
     struct run_result b = run(&cfg);
     ck_assert_int_eq(b.st, CLT_ERR_IO);
     ck_assert_int_eq(b.failed, 1);
@@ -361,6 +390,7 @@ static Suite *replicas_suite(void)
     tcase_add_test(tc, test_group_collectives);
     tcase_add_test(tc, test_group_abort);
     tcase_add_test(tc, test_equivalent_fp32);
+    tcase_add_test(tc, test_equivalent_clip);
     tcase_add_test(tc, test_equivalent_bf16);
     tcase_add_test(tc, test_batchnorm_replicas);
     tcase_add_test(tc, test_failing_replica);
