@@ -966,7 +966,8 @@ clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_set
     if (st != CLT_OK) return st;
     if (mp.precision == CLT_DTYPE_F16) est_add(c, CLT_MEM_OPTIM, 4 * CLT_AMP_STATE_LEN);
     const struct clt_optim_params *op = &p->train.optim;
-    est_add(c, CLT_MEM_OPTIM, clt__optim_mem_bytes(op, P)); /* state, exemptions, norm */
+    const uint64_t optim_bytes = clt__optim_mem_bytes(op, P); /* state, exemptions, norm */
+    if (optim_bytes) est_add(c, CLT_MEM_OPTIM, optim_bytes); /* plain SGD allocates none */
     est_add(c, CLT_MEM_ACTIVATIONS, B * p->outputs * 4); /* the trainer's output gradient */
     est_add(c, CLT_MEM_WORKSPACE, 4);                    /* its loss accumulator */
     uint64_t gemm_ws = clt__gemm_ws_bytes((clt_ctx *)ctx); /* and GEMM workspace (no other) */

@@ -117,6 +117,8 @@ static void check_config(const struct config *c, bool augment, tc_rng *r)
     }
     p.train.optim = clt_optim_default_params(c->optim);
     p.train.optim.momentum = c->momentum;
+    /* AdamW (weight decay 0.01: the exemptions' bits) also clips: the norm's buffer */
+    if (c->optim == CLT_OPTIM_ADAMW) p.train.optim.clip_grad = 1.0f;
     char what[256];
     snprintf(what, sizeof what, "%s, %s%s, %s%s, %s, %s, batch %zu x %d%s", c->spec,
              clt_optim_kind_name(c->optim), c->momentum != 0 ? " with momentum" : "",
