@@ -1,7 +1,7 @@
 #!/bin/sh
 # FIFOs (named pipes) as inputs never hang the program. Data files (csv:TRAIN[,TEST], predict
-# --input, the files of idx:DIR) are refused at once, naming the file: "is a FIFO (named pipe),
-# not a regular file". A model spec may come from a pipe: the shell's <(echo ...) and a named
+# --input, the files of idx:DIR and images:DIR) are refused at once, naming the file: "is a
+# FIFO (named pipe), not a regular file". A model spec may come from a pipe: the shell's <(echo ...) and a named
 # FIFO whose writer comes a little later are read; a FIFO that no writer ever opens is an
 # error after 5 s. Every command runs under `timeout`, so a regression fails (exit 124) instead
 # of hanging the suite. Needs CLTRAIN_BIN (meson test); one step of training writes the
@@ -33,6 +33,10 @@ rm "$tmp/idx/train-images-idx3-ubyte.gz"
 mkfifo "$tmp/idx/train-images-idx3-ubyte.gz"
 check_bad "--data idx:DIR with a FIFO" "train-images-idx3-ubyte.gz" "is a FIFO (named pipe)" -- \
     $T train --data "idx:$tmp/idx" --model "linear 3" --steps 1
+mkdir -p "$tmp/img/a" "$tmp/img/b"
+mkfifo "$tmp/img/a/x.png" "$tmp/img/b/y.png"
+check_bad "--data images:DIR with FIFOs named *.png" "x.png" "is a FIFO (named pipe)" -- \
+    $T train --data "images:$tmp/img" --model "flatten, linear 2" --steps 1
 # an anonymous pipe (what the shell's <(...) gives, here as /dev/stdin) likewise
 printf 'a,b,label\n1,2,0\n' | check_bad "--data csv:/dev/stdin (a pipe)" "/dev/stdin" \
     "is a FIFO (named pipe)" -- $T train --data "csv:/dev/stdin" --model "linear 3" --steps 1
