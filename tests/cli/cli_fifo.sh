@@ -1,11 +1,11 @@
 #!/bin/sh
 # FIFOs (named pipes) as inputs never hang the program. Data files (csv:TRAIN[,TEST], predict
 # --input, the files of idx:DIR and images:DIR) are refused at once, naming the file: "is a
-# FIFO (named pipe), not a regular file". A model spec may come from a pipe: the shell's <(echo ...) and a named
-# FIFO whose writer comes a little later are read; a FIFO that no writer ever opens is an
-# error after 5 s. Every command runs under `timeout`, so a regression fails (exit 124) instead
-# of hanging the suite. Needs CLTRAIN_BIN (meson test); one step of training writes the
-# checkpoint that eval and predict load.
+# FIFO (named pipe), not a regular file". A model spec may come from a pipe: the shell's
+# <(echo ...) and a named FIFO whose writer comes a little later are read; a FIFO that no
+# writer ever opens is an error after 5 s. Every command runs under `timeout`, so a regression
+# fails (exit 124) instead of hanging the suite. Needs CLTRAIN_BIN (meson test); one step of
+# training writes the checkpoint that eval and predict load.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
