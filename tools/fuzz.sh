@@ -26,7 +26,7 @@ targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
 
 packages=(meson ninja-build pkg-config python3 ocl-icd-opencl-dev opencl-c-headers libclblast-dev
-          zlib1g-dev clang-15 libclang-common-15-dev)
+          zlib1g-dev libpng-dev libjpeg62-turbo-dev clang-15 libclang-common-15-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

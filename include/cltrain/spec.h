@@ -165,8 +165,11 @@ CLT_API clt_status clt_spec_parse(const char *text, int classes, clt_spec *out);
 
 /* Like clt_spec_parse on the contents of the file at `path` (at most 1 MiB of text); messages
  * start with `model spec file "<path>":` and always give line and column. Whether a command-line
- * argument is a file or a spec is the caller's choice. Returns what clt_spec_parse returns, and
- * CLT_ERR_IO when the file cannot be read. */
+ * argument is a file or a spec is the caller's choice. A FIFO (a named pipe, or the shell's
+ * "<(echo linear 10)") is read until its writer closes it, waiting at most 5 s each time for
+ * more text: a FIFO that no writer opens is an error after 5 s, not a hang. A directory, device
+ * or socket is refused. Returns what clt_spec_parse returns, and CLT_ERR_IO when the file cannot
+ * be read. */
 CLT_API clt_status clt_spec_parse_file(const char *path, int classes, clt_spec *out);
 
 /* Checks that `s` can be built for data with `in_features` inputs per sample and `outputs`

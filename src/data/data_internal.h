@@ -13,7 +13,13 @@
  * overrides it. */
 #define CLT__DATASETS_DIR "/usr/share/datasets"
 
-/* Opens `path` for reading (gzip or raw) with a large buffer. CLT_ERR_IO naming the path. */
+/* What a data file must be, for the message refusing another kind of file. */
+#define CLT__DATA_REGULAR_WHY                                                                      \
+    "data is read from a regular file (gzip-compressed or not, read as it is)"
+
+/* Opens `path` for reading (gzip or raw) with a large buffer. Only a regular file: a FIFO (which
+ * could block the open or the first read forever), a device, a socket or a directory is refused
+ * without blocking, before a byte is read. CLT_ERR_IO naming the path. */
 clt_status clt__data_gzopen(const char *path, gzFile *out);
 
 /* Reads up to `want` bytes, fewer only at the end of the data; *got says how many. CLT_ERR_IO

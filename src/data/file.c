@@ -1,12 +1,15 @@
 /* File access for the data readers: every file goes through zlib's gz* calls, which read
  * gzip-compressed and raw files alike, so any reader accepts either without looking at the
- * name. Messages name the path and zlib's or the system's reason. */
+ * name. Only regular files are read: a FIFO, device or directory is refused at once (it could
+ * block the open, or be read only once while a data set may be read twice). Messages name the
+ * path and zlib's or the system's reason. */
 #include "data/data_internal.h"
 #include "runtime/internal.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CLT__GZ_BUFFER (256u * 1024u)  /* zlib's input buffer: fewer, larger reads */
 #define CLT__GZ_CHUNK (1u << 30)       /* gzread takes an unsigned length */
@@ -15,17 +18,22 @@
 clt_status clt__data_gzopen(const char *path, gzFile *out)
 {
     clt_status st = CLT_OK;
+    uint64_t size = 0;
+    int fd = -1;
     gzFile f = NULL;
     *out = NULL;
+    CLT_TRY(clt__open_regular(path, CLT__DATA_REGULAR_WHY, &fd, &size));
     errno = 0;
-    f = gzopen(path, "rb");
+    f = gzdopen(fd, "rb"); /* owns fd once it succeeds (gzclose closes it) */
     if (!f) {
         CLT_FAIL(NULL, errno ? CLT_ERR_IO : CLT_ERR_HOST_MEMORY, "%s: cannot open: %s", path,
                  errno ? strerror(errno) : "out of host memory");
     }
+    fd = -1;
     gzbuffer(f, CLT__GZ_BUFFER);
     *out = f;
 fail:
+    if (fd >= 0) close(fd);
     return st;
 }
 

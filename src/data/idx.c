@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CLT__IDX_IMAGES_MAGIC 0x00000803u /* u8, 3 dims: count, rows, cols */
 #define CLT__IDX_LABELS_MAGIC 0x00000801u /* u8, 1 dim: count */
@@ -109,9 +110,17 @@ static clt_status check_gzip_isize(const char *path, size_t head_len, size_t tot
     FILE *g = NULL;
     unsigned char magic[2], tail[4];
     uint32_t isize = 0, want = (uint32_t)((uint64_t)head_len + total); /* mod 2^32 */
+    int fd = -1;
+    uint64_t size = 0;
     if (total <= CLT__IDX_FIRST_CAP) goto fail;
-    g = fopen(path, "rb");
-    if (!g) goto fail; /* the gz reader opened it; any error will show there */
+    /* the gz reader opened it as a regular file; any error will show there (a FIFO swapped in
+     * since then is refused again here, not waited on) */
+    if (clt__open_regular(path, CLT__DATA_REGULAR_WHY, &fd, &size) != CLT_OK) goto fail;
+    g = fdopen(fd, "rb");
+    if (!g) {
+        close(fd);
+        goto fail;
+    }
     if (fread(magic, 1, 2, g) != 2 || magic[0] != 0x1f || magic[1] != 0x8b) goto fail;
     if (fseek(g, -4, SEEK_END) != 0 || fread(tail, 1, 4, g) != 4) goto fail;
     isize = (uint32_t)tail[0] | (uint32_t)tail[1] << 8 | (uint32_t)tail[2] << 16 |

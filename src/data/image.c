@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jpeglib.h>
 #include <png.h>
@@ -255,17 +256,20 @@ static clt_status read_file(const char *path, unsigned char **out, size_t *len)
 {
     clt_status st = CLT_OK;
     FILE *f = NULL;
-    struct stat sb;
+    uint64_t size = 0;
+    int fd = -1;
     *out = NULL;
+    /* not fopen: a FIFO must be refused before the open can block on it */
+    CLT_TRY(clt__open_regular(path, CLT__DATA_REGULAR_WHY, &fd, &size));
     errno = 0;
-    f = fopen(path, "rb");
-    if (!f) CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode))
-        CLT_FAIL(NULL, CLT_ERR_IO, "%s: not a regular file", path);
-    if ((unsigned long long)sb.st_size > CLT_DATA_IMAGE_MAX_FILE)
-        CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: %lld bytes, more than the %llu an image file may have",
-                 path, (long long)sb.st_size, (unsigned long long)CLT_DATA_IMAGE_MAX_FILE);
-    *len = (size_t)sb.st_size;
+    if (!(f = fdopen(fd, "rb"))) {
+        close(fd);
+        CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    if (size > CLT_DATA_IMAGE_MAX_FILE)
+        CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: %llu bytes, more than the %llu an image file may have",
+                 path, (unsigned long long)size, (unsigned long long)CLT_DATA_IMAGE_MAX_FILE);
+    *len = (size_t)size;
     CLT_ALLOC(NULL, *out, *len);
     if (*len && fread(*out, 1, *len, f) != *len)
         CLT_FAIL(NULL, CLT_ERR_IO, "%s: read failed: %s", path,

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define CACHE_MAGIC "CLTIMG1\n"
 
@@ -378,8 +379,15 @@ static bool cache_read(const char *path, const uint64_t key[2], size_t nfiles, s
     struct stat sb;
     bool ok = false;
     size_t kept = 0, F;
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
+    uint64_t size = 0;
+    int fd = -1;
+    /* a FIFO at the cache path is a miss, refused before its open could block */
+    if (clt__open_regular(path, "a cache file", &fd, &size) != CLT_OK) return false;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return false;
+    }
     if (fstat(fileno(f), &sb) != 0 || fread(&h, sizeof h, 1, f) != 1 ||
         memcmp(h.magic, CACHE_MAGIC, 8) != 0 || h.one != 1 || h.key[0] != key[0] ||
         h.key[1] != key[1] || h.nfiles != nfiles || (h.C != 1 && h.C != 3) || h.H == 0 ||

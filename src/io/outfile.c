@@ -32,17 +32,6 @@ struct clt_outfile {
 
 static atomic_uint tmp_counter;
 
-/* "a FIFO (named pipe)" etc. for a mode that is not a regular file. */
-static const char *kind_name(mode_t m)
-{
-    if (S_ISDIR(m)) return "a directory";
-    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
-    if (S_ISCHR(m)) return "a character device";
-    if (S_ISBLK(m)) return "a block device";
-    if (S_ISSOCK(m)) return "a socket";
-    return "not a regular file";
-}
-
 /* Follows `path` through symlinks to the file to write: *real = "<folder>/<name>" (malloc'ed;
  * the folder as reached through the links, its last component no longer a link, so a rename in
  * that folder replaces the link's target); *exists and *sb say whether it exists and what it
@@ -89,7 +78,8 @@ static clt_status resolve(const char *path, char **real, struct stat *sb, bool *
     bool moved = strcmp(cur, path) != 0;
     if (*exists && !S_ISREG(sb->st_mode))
         CLT_FAIL(NULL, CLT_ERR_IO, "%s%s%s is %s, not a regular file: refusing to write over it",
-                 path, moved ? " -> " : "", moved ? cur : "", kind_name(sb->st_mode));
+                 path, moved ? " -> " : "", moved ? cur : "",
+                 clt__file_kind_name((unsigned)sb->st_mode));
     const char *slash = strrchr(cur, '/');
     const char *name = slash ? slash + 1 : cur;
     if (!*name) CLT_FAIL(NULL, CLT_ERR_IO, "%s names a folder, not a file", path);

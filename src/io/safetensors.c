@@ -261,33 +261,17 @@ fail:
 
 /* ---- reading ---- */
 
-/* "a FIFO (named pipe)" etc. for a mode that is not a regular file. */
-static const char *kind_name(mode_t m)
-{
-    if (S_ISDIR(m)) return "a directory";
-    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
-    if (S_ISCHR(m)) return "a character device";
-    if (S_ISBLK(m)) return "a block device";
-    if (S_ISSOCK(m)) return "a socket";
-    return "not a regular file";
-}
-
-/* Opens `path` for reading: O_NONBLOCK so that a FIFO without a writer cannot block the open,
- * then fstat, and anything but a regular file refused before a byte is read. */
+/* Opens `path` for reading: without blocking (a FIFO without a writer cannot hold the open),
+ * and anything but a regular file refused before a byte is read. */
 static clt_status open_regular(const char *path, int *fd_out, size_t *size_out)
 {
     clt_status st = CLT_OK;
-    struct stat sb;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fd, &sb) != 0)
-        CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode))
-        CLT_FAIL(NULL, CLT_ERR_IO, "%s: is %s, not a regular file: a checkpoint is read from a "
-                 "file", path, kind_name(sb.st_mode));
-    if (sb.st_size < 0 || (uintmax_t)sb.st_size > SIZE_MAX / 2)
+    uint64_t size = 0;
+    int fd = -1;
+    CLT_TRY(clt__open_regular(path, "a checkpoint is read from a file", &fd, &size));
+    if (size > SIZE_MAX / 2)
         CLT_FAIL(NULL, CLT_ERR_HOST_MEMORY, "%s: file too large to load", path);
-    *size_out = (size_t)sb.st_size;
+    *size_out = (size_t)size;
     *fd_out = fd;
     fd = -1;
 fail:

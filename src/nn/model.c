@@ -145,6 +145,39 @@ struct plan_caps {
     int params, buffers, children;
 };
 
+/* The most elements any count of the plan may reach (a parameter tensor, all parameters
+ * together, one sample of a layer's output, what a layer keeps or needs as workspace per
+ * sample): 2^48, a petabyte in f32, beyond every device, and far enough from 2^64 that the
+ * byte counts of a batch do not wrap either. A spec past it is refused with its layer named,
+ * rather than planned with counts that wrapped. */
+#define PLAN_MAX_ELEMENTS ((uint64_t)1 << 48)
+
+/* a * b into *out; false when the product passes PLAN_MAX_ELEMENTS (or wraps on the way) */
+static bool plan_mul(size_t a, size_t b, size_t *out)
+{
+    if (b != 0 && a > PLAN_MAX_ELEMENTS / b) return false;
+    *out = a * b;
+    return true;
+}
+
+/* The elements of one sample of shape s, within PLAN_MAX_ELEMENTS; false past it. */
+static bool plan_numel(const struct clt__shape *s, size_t *out)
+{
+    size_t n = 1;
+    for (int d = 0; d < s->ndim; d++)
+        if (!plan_mul(n, s->d[d], &n)) return false;
+    *out = n;
+    return true;
+}
+
+static clt_status too_large(int layer, const char *text, const char *what)
+{
+    return clt__fail(NULL, CLT_ERR_INVALID_ARG,
+                     "model spec: layer %d (%s): %s would have more than 2^48 elements; no "
+                     "device holds such a model",
+                     layer, text, what);
+}
+
 /* Plans one layer or child whose pl->kind, pl->spec and pl->in are set: its output shape,
  * parameters and buffers named "{name}.{suffix}", kept output and workspace. */
 static clt_status plan_unit(struct clt__plan *p, struct plan_caps *caps, struct clt__plan_layer *pl,
@@ -157,6 +190,8 @@ static clt_status plan_unit(struct clt__plan *p, struct plan_caps *caps, struct 
     k->format(l, args, sizeof args);
     snprintf(text, sizeof text, "%s%s", k->name, args);
     CLT_TRY(k->out_shape(l, layer, text, &pl->in, &pl->out));
+    size_t out_numel = 0;
+    if (!plan_numel(&pl->out, &out_numel)) CLT_TRY(too_large(layer, text, "its output"));
     struct clt__param_decl decl[CLT__LAYER_MAX_PARAMS];
     pl->nparams = k->params(l, &pl->in, &pl->out, decl);
     CLT_ASSERT(pl->nparams >= 0 && pl->nparams <= CLT__LAYER_MAX_PARAMS);
@@ -173,11 +208,13 @@ static clt_status plan_unit(struct clt__plan *p, struct plan_caps *caps, struct 
         pi->numel = 1;
         for (int d = 0; d < 4; d++) {
             pi->dims[d] = d < decl[j].ndim ? decl[j].dims[d] : 0;
-            if (d < decl[j].ndim) pi->numel *= pi->dims[d];
+            if (d < decl[j].ndim && !plan_mul(pi->numel, pi->dims[d], &pi->numel))
+                CLT_TRY(too_large(layer, text, "a parameter tensor"));
         }
         pi->offset = p->total;
         pi->decays = decl[j].decays;
-        p->total += pi->numel;
+        p->total += pi->numel; /* both at most 2^48: no wrap */
+        if (p->total > PLAN_MAX_ELEMENTS) CLT_TRY(too_large(layer, text, "the model's parameters"));
     }
     struct clt__buffer_decl bdecl[CLT__LAYER_MAX_BUFFERS];
     pl->nbuffers = k->buffers ? k->buffers(l, &pl->in, &pl->out, bdecl) : 0;
@@ -202,8 +239,12 @@ static clt_status plan_unit(struct clt__plan *p, struct plan_caps *caps, struct 
     }
     pl->kept = k->kept(l, &pl->in, &pl->out);
     pl->saved = k->saved ? k->saved(l, &pl->in, &pl->out) : 0;
+    if (pl->kept > PLAN_MAX_ELEMENTS || pl->saved > PLAN_MAX_ELEMENTS)
+        CLT_TRY(too_large(layer, text, "what it keeps for the backward pass"));
     if (k->workspace) {
         size_t fixed = 0, ws = k->workspace(l, &pl->in, &pl->out, &fixed);
+        if (ws > PLAN_MAX_ELEMENTS || fixed > PLAN_MAX_ELEMENTS)
+            CLT_TRY(too_large(layer, text, "its workspace"));
         if (ws > p->workspace) p->workspace = ws;
         if (fixed > p->workspace_fixed) p->workspace_fixed = fixed;
     }
@@ -327,9 +368,19 @@ static const struct clt__shape *plan_output(const struct clt__plan *p)
     return &p->layers[p->n - 1].out;
 }
 
+/* a * b, saturating at UINT64_MAX: an estimate past 16 EiB reads as "too much", not wrapped */
+static uint64_t est_mul(uint64_t a, uint64_t b)
+{
+    return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* a + b, saturating likewise */
+static uint64_t est_sum(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
 static void est_add(uint64_t *by_category, clt_mem_category c, uint64_t bytes)
 {
-    by_category[c] += bytes ? bytes : 4; /* as the allocator: no empty buffers */
+    by_category[c] = est_sum(by_category[c], bytes ? bytes : 4); /* the allocator: no empty
+                                                                     buffers */
 }
 
 /* The per-sample input shape params ask for (see clt_model_params.input_shape). */
@@ -374,38 +425,35 @@ clt_status clt__model_mem_estimate_shaped(const clt_spec *spec, const struct clt
     struct clt__plan plan;
     clt_status st = clt__model_plan(spec, in, outputs, p.precision, &plan);
     if (st != CLT_OK) return st;
-    /* what clt__model_create_shaped allocates, in its order */
+    /* what clt__model_create_shaped allocates, in its order (saturating: see est_mul) */
     uint64_t B = p.max_batch, P = plan.total;
-    est_add(by_category, CLT_MEM_PARAMS, P * 4);
-    est_add(by_category, CLT_MEM_GRADS, P * 4);
-    if (p.precision != CLT_DTYPE_F32)
-        est_add(by_category, CLT_MEM_PARAMS, P * clt_dtype_size(p.precision));
-    if (plan.buffer_total) est_add(by_category, CLT_MEM_PARAMS, plan.buffer_total * 4);
+    const clt_mem_category A = CLT_MEM_ACTIVATIONS;
+    size_t prec = clt_dtype_size(p.precision);
+    est_add(by_category, CLT_MEM_PARAMS, est_mul(P, 4));
+    est_add(by_category, CLT_MEM_GRADS, est_mul(P, 4));
+    if (p.precision != CLT_DTYPE_F32) est_add(by_category, CLT_MEM_PARAMS, est_mul(P, prec));
+    if (plan.buffer_total) est_add(by_category, CLT_MEM_PARAMS, est_mul(plan.buffer_total, 4));
     for (int i = 0; i < plan.n; i++) {
         const struct clt__plan_layer *pl = &plan.layers[i];
         if (pl->kept)
-            est_add(by_category, CLT_MEM_ACTIVATIONS, B * pl->kept * clt_dtype_size(pl->ydt));
-        if (pl->saved) est_add(by_category, CLT_MEM_ACTIVATIONS, B * pl->saved * 4);
+            est_add(by_category, A, est_mul(est_mul(B, pl->kept), clt_dtype_size(pl->ydt)));
+        if (pl->saved) est_add(by_category, A, est_mul(est_mul(B, pl->saved), 4));
         for (int j = 0; j < pl->nchildren; j++) {
             const struct clt__plan_layer *c = &plan.children[pl->child + j];
             if (c->kept)
-                est_add(by_category, CLT_MEM_ACTIVATIONS, B * c->kept * clt_dtype_size(c->ydt));
-            if (c->saved) est_add(by_category, CLT_MEM_ACTIVATIONS, B * c->saved * 4);
+                est_add(by_category, A, est_mul(est_mul(B, c->kept), clt_dtype_size(c->ydt)));
+            if (c->saved) est_add(by_category, A, est_mul(est_mul(B, c->saved), 4));
         }
     }
-    for (int k = 0; k < 2; k++)
-        est_add(by_category, CLT_MEM_ACTIVATIONS, B * plan.widest * clt_dtype_size(p.precision));
-    if (plan.block_widest)
-        for (int k = 0; k < 2; k++)
-            est_add(by_category, CLT_MEM_ACTIVATIONS,
-                    B * plan.block_widest * clt_dtype_size(p.precision));
-    if (plan.tail) /* layers after the last linear one keep its output's element count */
-        for (int k = 0; k < 2; k++)
-            est_add(by_category, CLT_MEM_ACTIVATIONS,
-                    B * clt__shape_numel(plan_output(&plan)) * 4);
+    for (int k = 0; k < 2; k++) est_add(by_category, A, est_mul(est_mul(B, plan.widest), prec));
+    for (int k = 0; plan.block_widest && k < 2; k++)
+        est_add(by_category, A, est_mul(est_mul(B, plan.block_widest), prec));
+    /* layers after the last linear one keep its output's element count */
+    for (int k = 0; plan.tail && k < 2; k++)
+        est_add(by_category, A, est_mul(est_mul(B, clt__shape_numel(plan_output(&plan))), 4));
     if (plan.workspace)
         est_add(by_category, CLT_MEM_WORKSPACE,
-                (B * plan.workspace + plan.workspace_fixed) * clt_dtype_size(p.precision));
+                est_mul(est_sum(est_mul(B, plan.workspace), plan.workspace_fixed), prec));
     clt__plan_free(&plan);
     return CLT_OK;
 }
@@ -742,6 +790,9 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
                 m->layers[i].gb[k] = m->gb_full[k];
     }
     if (m->plan.workspace) {
+        if (m->max_batch > (SIZE_MAX - m->plan.workspace_fixed) / m->plan.workspace)
+            CLT_FAIL(ctx, CLT_ERR_SHAPE, "model: the workspace of %zu samples overflows size_t",
+                     m->max_batch);
         size_t wn = m->max_batch * m->plan.workspace + m->plan.workspace_fixed;
         CLT_TRY(clt_tensor_create(&m->ws, ctx, prec, 1, &wn, CLT_MEM_WORKSPACE));
         for (int i = 0; i < m->nlayers; i++) {

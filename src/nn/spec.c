@@ -7,15 +7,20 @@
 #include "runtime/internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define SPEC_MAX_TOKENS (1 + CLT__SPEC_MAX_ARGS) /* the name and its arguments */
 #define SPEC_MAX_LAYERS CLT_SPEC_MAX_LAYERS /* deeper is a mistake (10,000 took 4.8 GB) */
 #define SPEC_QUOTE_MAX 60       /* longest text quoted in a message */
 #define SPEC_FILE_MAX (1 << 20) /* bytes */
+#define SPEC_PIPE_WAIT_MS 5000  /* the longest a FIFO's writer may keep the reader waiting */
 
 /* Presets: a name standing for a whole spec, its text with the word N for the number of
  * classes, and one line saying what it is for (cltrain's help and manual print them). */
@@ -523,25 +528,66 @@ clt_status clt_spec_parse(const char *text, int classes, clt_spec *out)
     return parse_source(&src, classes, out);
 }
 
+/* Reads up to `max` bytes of fd into buf (*n of them). A regular file is read at once. A FIFO
+ * (a named pipe, or the shell's <(...)) is read until its writer closes it, each wait for more
+ * text bounded by SPEC_PIPE_WAIT_MS: the descriptor is non-blocking, and a FIFO no writer ever
+ * opens gives no end of file, only silence, so the wait must end by itself. */
+static clt_status read_spec_text(int fd, bool fifo, const char *path, char *buf, size_t max,
+                                 size_t *n)
+{
+    size_t have = 0;
+    while (have < max) {
+        if (fifo) {
+            struct pollfd pfd = {fd, POLLIN, 0};
+            int ready = poll(&pfd, 1, SPEC_PIPE_WAIT_MS);
+            if (ready < 0 && errno == EINTR) continue;
+            if (ready < 0)
+                return clt__fail(NULL, CLT_ERR_IO, "model spec file \"%s\": cannot read: %s",
+                                 path, strerror(errno));
+            if (ready == 0)
+                return clt__fail(NULL, CLT_ERR_IO,
+                                 "model spec file \"%s\": is a FIFO (named pipe) and nothing "
+                                 "was written to it for %d s (no writer?); refused rather than "
+                                 "waiting for ever",
+                                 path, SPEC_PIPE_WAIT_MS / 1000);
+        }
+        ssize_t got = read(fd, buf + have, max - have);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (got < 0)
+            return clt__fail(NULL, CLT_ERR_IO, "model spec file \"%s\": cannot read: %s", path,
+                             strerror(errno));
+        if (got == 0) break;
+        have += (size_t)got;
+    }
+    *n = have;
+    return CLT_OK;
+}
+
 clt_status clt_spec_parse_file(const char *path, int classes, clt_spec *out)
 {
     clt_status st = CLT_OK;
-    FILE *f = NULL;
+    int fd = -1;
     char *text = NULL;
     size_t n = 0;
+    struct stat sb;
     source src = {NULL, path, true};
     CLT_ASSERT(path && out);
     out->n = 0;
     out->layers = NULL;
-    f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: a FIFO without a writer must not hold the open (see read_spec_text) */
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         CLT_FAIL(NULL, CLT_ERR_IO, "model spec file \"%s\": cannot open: %s", path,
                  strerror(errno));
-    CLT_ALLOC(NULL, text, SPEC_FILE_MAX + 2);
-    n = fread(text, 1, SPEC_FILE_MAX + 1, f);
-    if (ferror(f))
-        CLT_FAIL(NULL, CLT_ERR_IO, "model spec file \"%s\": cannot read: %s", path,
+    if (fstat(fd, &sb) != 0)
+        CLT_FAIL(NULL, CLT_ERR_IO, "model spec file \"%s\": cannot stat: %s", path,
                  strerror(errno));
+    if (!S_ISREG(sb.st_mode) && !S_ISFIFO(sb.st_mode))
+        CLT_FAIL(NULL, CLT_ERR_IO,
+                 "model spec file \"%s\": is %s; a model spec is read from a file or a pipe",
+                 path, clt__file_kind_name((unsigned)sb.st_mode));
+    CLT_ALLOC(NULL, text, SPEC_FILE_MAX + 2);
+    CLT_TRY(read_spec_text(fd, S_ISFIFO(sb.st_mode), path, text, SPEC_FILE_MAX + 1, &n));
     if (n > SPEC_FILE_MAX)
         CLT_FAIL(NULL, CLT_ERR_FORMAT,
                  "model spec file \"%s\": larger than 1 MiB; a model spec is a short text", path);
@@ -552,7 +598,7 @@ clt_status clt_spec_parse_file(const char *path, int classes, clt_spec *out)
     src.text = text;
     CLT_TRY(parse_source(&src, classes, out));
 fail:
-    if (f) fclose(f);
+    if (fd >= 0) close(fd);
     free(text);
     return st;
 }

@@ -96,6 +96,41 @@ char *clt__read_file(const char *path, size_t max_bytes, size_t *len)
     return data;
 }
 
+const char *clt__file_kind_name(unsigned mode)
+{
+    mode_t m = (mode_t)mode;
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+clt_status clt__open_regular(const char *path, const char *why, int *fd_out, uint64_t *size)
+{
+    clt_status st = CLT_OK;
+    struct stat sb;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), flags = 0;
+    *fd_out = -1;
+    if (fd < 0) CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0)
+        CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        CLT_FAIL(NULL, CLT_ERR_IO, "%s: is %s, not a regular file: %s", path,
+                 clt__file_kind_name((unsigned)sb.st_mode), why);
+    /* reads of a regular file never return EAGAIN, but the readers (zlib, stdio) expect a
+     * descriptor in its ordinary mode */
+    if ((flags = fcntl(fd, F_GETFL)) == -1 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1)
+        CLT_FAIL(NULL, CLT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    *size = sb.st_size < 0 ? 0 : (uint64_t)sb.st_size;
+    *fd_out = fd;
+    fd = -1;
+fail:
+    if (fd >= 0) close(fd);
+    return st;
+}
+
 /* Digits only, at least one, into *mag; false on anything else or beyond UINT64_MAX. */
 static bool parse_digits(const char *s, uint64_t *mag)
 {

@@ -77,6 +77,19 @@ clt_status clt__fail_cl(struct clt_ctx *ctx, int cl_error, const char *what);
  * (EFBIG, checked before anything is allocated). */
 char *clt__read_file(const char *path, size_t max_bytes, size_t *len);
 
+/* "a directory", "a FIFO (named pipe)", "a character device", "a block device", "a socket" or
+ * "not a regular file": what a stat mode (st_mode) names, for messages about a file that is not
+ * a regular one. */
+const char *clt__file_kind_name(unsigned mode);
+
+/* Opens `path` read-only for a reader that needs a regular file. The open does not block (a FIFO
+ * without a writer cannot hold it: O_NONBLOCK, cleared again before returning) and anything but
+ * a regular file is refused after fstat, before a byte is read, with the message
+ *   <path>: is a FIFO (named pipe), not a regular file: <why>
+ * (`why` says what the reader reads, e.g. "data is read from a file"). On success *fd is the
+ * descriptor (the caller closes it) and *size the file's size. CLT_ERR_IO otherwise, *fd -1. */
+clt_status clt__open_regular(const char *path, const char *why, int *fd, uint64_t *size);
+
 /* The library's one strict integer parser (every integer it reads from text: selectors,
  * environment variables, tuning choices, sizes, checkpoint metadata). The whole string must be
  * decimal digits with an optional leading '-' (clt__parse_i64 only): no spaces, no '+', no

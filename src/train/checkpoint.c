@@ -1015,12 +1015,69 @@ static clt_status take_buffer(const clt_checkpoint *ck, const struct clt_buffer_
     return check_domain(ck, bi->name, dst, bi->numel, "statistics are", WEIGHT_MAX);
 }
 
+clt_status clt__checkpoint_read_model(const clt_checkpoint *ck,
+                                      const struct clt_param_info *params, int nparams,
+                                      const struct clt_buffer_info *buffers, int nbuffers,
+                                      float *host, float *bhost, int64_t *chost)
+{
+    clt_status st = CLT_OK;
+    for (int i = 0; i < nparams; i++)
+        CLT_TRY(take(ck, params[i].name, &params[i], host + params[i].offset, WEIGHT_MAX));
+    for (int i = 0; i < nbuffers; i++) CLT_TRY(take_buffer(ck, &buffers[i], bhost, chost));
+    /* a state dict is the model's, whole: a tensor the model lacks means another model */
+    for (int k = 0; ck->plain && k < clt_st_count(ck->file); k++) {
+        const char *name = clt_st_get(ck->file, k)->name;
+        bool known = false;
+        for (int i = 0; !known && i < nparams; i++) known = strcmp(params[i].name, name) == 0;
+        for (int i = 0; !known && i < nbuffers; i++) known = strcmp(buffers[i].name, name) == 0;
+        if (!known)
+            CLT_FAIL(NULL, CLT_ERR_FORMAT,
+                     "%s: tensor \"%s\" is not a parameter of the model (%d parameter tensors, "
+                     "named as nn.Sequential's state_dict: \"%s\", ...); check --model against "
+                     "the network that wrote the file",
+                     ck->path, name, nparams, nparams ? params[0].name : "");
+    }
+fail:
+    return st;
+}
+
+clt_status clt__checkpoint_read_optim_state(const clt_checkpoint *ck, const char *state,
+                                            const struct clt_param_info *params, int nparams,
+                                            float *host)
+{
+    clt_status st = CLT_OK;
+    for (int i = 0; i < nparams; i++) {
+        char tname[CLT_ST_NAME_MAX];
+        snprintf(tname, sizeof tname, "optim.%s.%s", params[i].name, state);
+        CLT_TRY(take(ck, tname, &params[i], host + params[i].offset, INFINITY));
+    }
+fail:
+    return st;
+}
+
+/* The model's parameter and buffer descriptions as arrays (*pis, *bis; the caller frees them). */
+static clt_status model_layout(const clt_model *m, struct clt_param_info **pis,
+                               struct clt_buffer_info **bis)
+{
+    clt_status st = CLT_OK;
+    int np = clt_model_param_count(m), nb = clt_model_buffer_count(m);
+    *bis = NULL;
+    CLT_ALLOC(NULL, *pis, np);
+    CLT_ALLOC(NULL, *bis, nb);
+    for (int i = 0; i < np; i++) (*pis)[i] = *clt_model_param_info(m, i);
+    for (int i = 0; i < nb; i++) (*bis)[i] = *clt_model_buffer_info(m, i);
+fail:
+    return st;
+}
+
 clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m)
 {
     clt_status st = CLT_OK;
     clt_ctx *ctx = clt_model_ctx(m);
     float *host = NULL, *bhost = NULL;
     int64_t *chost = NULL;
+    struct clt_param_info *pis = NULL;
+    struct clt_buffer_info *bis = NULL;
     if (!ck->plain && ck->features != clt_model_in_features(m))
         CLT_FAIL(ctx, CLT_ERR_FORMAT, "%s: saved for %zu input features, the model has %zu",
                  ck->path, ck->features, clt_model_in_features(m));
@@ -1037,34 +1094,15 @@ clt_status clt_checkpoint_load_model(const clt_checkpoint *ck, clt_model *m)
         CLT_FAIL(ctx, CLT_ERR_FORMAT, "%s: saved for inputs of shape %s, the model has %s",
                  ck->path, want, got);
     }
-    CLT_ALLOC(ctx, host, clt_tensor_numel(clt_model_params(m)));
-    for (int i = 0; i < clt_model_param_count(m); i++) {
-        const struct clt_param_info *pi = clt_model_param_info(m, i);
-        CLT_TRY(take(ck, pi->name, pi, host + pi->offset, WEIGHT_MAX));
-    }
     int nb = clt_model_buffer_count(m);
     size_t nbf = 0, nbi = 0;
     clt_model_buffer_sizes(m, &nbf, &nbi);
-    if (nb) {
-        CLT_ALLOC(ctx, bhost, nbf ? nbf : 1); /* zeroed: the unnamed scratch */
-        CLT_ALLOC(ctx, chost, nbi ? nbi : 1);
-        for (int i = 0; i < nb; i++)
-            CLT_TRY(take_buffer(ck, clt_model_buffer_info(m, i), bhost, chost));
-    }
-    /* a state dict is the model's, whole: a tensor the model lacks means another model */
-    for (int k = 0; ck->plain && k < clt_st_count(ck->file); k++) {
-        const char *name = clt_st_get(ck->file, k)->name;
-        bool known = false;
-        for (int i = 0; !known && i < clt_model_param_count(m); i++)
-            known = strcmp(clt_model_param_info(m, i)->name, name) == 0;
-        for (int i = 0; !known && i < nb; i++)
-            known = strcmp(clt_model_buffer_info(m, i)->name, name) == 0;
-        if (!known)
-            CLT_FAIL(NULL, CLT_ERR_FORMAT, "%s: tensor \"%s\" is not a parameter of the model "
-                     "(%d parameter tensors, named as nn.Sequential's state_dict: \"%s\", ...); "
-                     "check --model against the network that wrote the file", ck->path, name,
-                     clt_model_param_count(m), clt_model_param_info(m, 0)->name);
-    }
+    CLT_TRY(model_layout(m, &pis, &bis));
+    CLT_ALLOC(ctx, host, clt_tensor_numel(clt_model_params(m)));
+    CLT_ALLOC(ctx, bhost, nbf ? nbf : 1); /* zeroed: the unnamed scratch */
+    CLT_ALLOC(ctx, chost, nbi ? nbi : 1);
+    CLT_TRY(clt__checkpoint_read_model(ck, pis, clt_model_param_count(m), bis, nb, host, bhost,
+                                       chost));
     CLT_TRY(clt_model_write_params(m, host));
     if (nb) CLT_TRY(clt_model_write_buffers(m, bhost, chost));
 fail:
@@ -1072,6 +1110,8 @@ fail:
     free(host);
     free(bhost);
     free(chost);
+    free(pis);
+    free(bis);
     return st;
 }
 
@@ -1079,6 +1119,8 @@ clt_status clt_checkpoint_load_optim(const clt_checkpoint *ck, clt_optim *o, con
 {
     clt_status st = CLT_OK;
     float *host = NULL;
+    struct clt_param_info *pis = NULL;
+    struct clt_buffer_info *bis = NULL;
     cl_event ev = NULL;
     clt_ctx *ctx = clt_model_ctx(m);
     const char *saved = clt_checkpoint_optimizer(ck);
@@ -1091,15 +1133,11 @@ clt_status clt_checkpoint_load_optim(const clt_checkpoint *ck, clt_optim *o, con
                  ck->path, saved ? saved : "(none)", name);
     size_t P = clt_tensor_numel(clt_model_params(m));
     CLT_ALLOC(ctx, host, P);
+    CLT_TRY(model_layout(m, &pis, &bis));
     for (int s = 0; s < clt_optim_state_count(o); s++) {
         const char *state = NULL;
         clt_tensor *t = clt_optim_state(o, s, &state);
-        for (int i = 0; i < clt_model_param_count(m); i++) {
-            const struct clt_param_info *pi = clt_model_param_info(m, i);
-            char tname[CLT_ST_NAME_MAX];
-            snprintf(tname, sizeof tname, "optim.%s.%s", pi->name, state);
-            CLT_TRY(take(ck, tname, pi, host + pi->offset, INFINITY));
-        }
+        CLT_TRY(clt__checkpoint_read_optim_state(ck, state, pis, clt_model_param_count(m), host));
         CLT_TRY(clt_tensor_write(t, host, false, &ev));
         CLT_TRY(clt_ctx_wait(ctx, CLT_WAIT_SETUP, 1, &ev));
         clReleaseEvent(ev);
@@ -1110,6 +1148,8 @@ fail:
     if (st != CLT_OK) clt__fail(ctx, st, "%s", clt_last_errmsg());
     if (ev) clReleaseEvent(ev);
     free(host);
+    free(pis);
+    free(bis);
     return st;
 }
 

@@ -1,10 +1,13 @@
 /* The training layer's private side, shared by the trainer, the checkpoints and the tests:
- * the identity of a training split that a run's geometry records, and the plan's check at a
- * given micro-batch. */
+ * the identity of a training split that a run's geometry records, the metadata checksum, the
+ * plan's check at a given micro-batch, and the host halves of loading a checkpoint's tensors
+ * (no device: the fuzz harness reaches their checks through them). */
 #ifndef CLTRAIN_TRAIN_INTERNAL_H
 #define CLTRAIN_TRAIN_INTERNAL_H
 
+#include "cltrain/checkpoint.h"
 #include "cltrain/data.h"
+#include "cltrain/model.h"
 #include "cltrain/train.h"
 #include "cltrain/optim.h"
 
@@ -30,5 +33,23 @@ clt_status clt__train_plan_check(clt_ctx *ctx, const struct clt_train_setup_para
  * vectors, the weight-decay exemptions (weight_decay > 0) and the norm's buffer (clip_grad >
  * 0). The memory estimate and the optimizer share it. Thread-safe. */
 uint64_t clt__optim_mem_bytes(const struct clt_optim_params *p, size_t n);
+
+/* The host half of clt_checkpoint_load_model for a model laid out as params (nparams) and
+ * buffers (nbuffers), as clt_model_param_info and clt_model_buffer_info describe them: every
+ * parameter's tensor (F32, the parameter's shape, finite; a running variance not negative) into
+ * host at the parameter's offset, every buffer's into bhost (f32) or chost (i64) at its offset;
+ * for a plain state dict, no tensor the model lacks. host, bhost and chost hold what the offsets
+ * reach. CLT_ERR_FORMAT or CLT_ERR_NUMERIC naming the tensor; the thread's message only. */
+clt_status clt__checkpoint_read_model(const clt_checkpoint *ck,
+                                      const struct clt_param_info *params, int nparams,
+                                      const struct clt_buffer_info *buffers, int nbuffers,
+                                      float *host, float *bhost, int64_t *chost);
+
+/* The host half of clt_checkpoint_load_optim for one optimizer state ("exp_avg", "exp_avg_sq",
+ * "momentum_buffer"): each parameter's "optim.{name}.{state}" tensor, checked as above (a second
+ * moment not negative), into host at the parameter's offset. */
+clt_status clt__checkpoint_read_optim_state(const clt_checkpoint *ck, const char *state,
+                                            const struct clt_param_info *params, int nparams,
+                                            float *host);
 
 #endif

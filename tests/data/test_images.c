@@ -486,6 +486,34 @@ START_TEST(cache)
 }
 END_TEST
 
+/* A FIFO where the decoded set's cache file is (nothing ever writes to it) is a cache miss:
+ * the set is decoded, not waited on (alarm: a regression fails rather than hangs). */
+START_TEST(cache_fifo)
+{
+    char cdir[300], name[600], sp[600], rel[64];
+    snprintf(cdir, sizeof cdir, "%s/cache", g_dir);
+    for (int i = 0; i < 4; i++) {
+        snprintf(rel, sizeof rel, "data/train/%c/%d.png", 'a' + i % 2, i);
+        png_file(rel, i, 5, 4, 3);
+    }
+    struct clt_data_params p = clt_data_default_params();
+    p.cache_dir = cdir;
+    clt_dataset a, b;
+    snprintf(sp, sizeof sp, "images:%s/data", g_dir);
+    ck_assert_msg(clt_data_open(sp, &p, &a, NULL) == CLT_OK, "%s", clt_last_errmsg());
+    ck_assert_int_eq(tc_count_files(at("data"), name, sizeof name), 1);
+    ck_assert_int_eq(remove(name), 0);
+    ck_assert_int_eq(mkfifo(name, 0644), 0);
+    alarm(20);
+    ck_assert_msg(clt_data_open(sp, &p, &b, NULL) == CLT_OK, "%s", clt_last_errmsg());
+    alarm(0);
+    ck_assert(!b.cached);
+    ck_assert_mem_eq(a.u8, b.u8, a.n * a.features);
+    clt_dataset_free(&b);
+    clt_dataset_free(&a);
+}
+END_TEST
+
 /* A 30000 x 30000 header is refused from the header: under a 512 MiB address-space limit
  * (the pixels would take 2.5 GiB) the message is the size, not out of memory. */
 static void write_huge_png(const char *rel)
@@ -633,6 +661,7 @@ static Suite *images_suite(void)
     tcase_add_test(t, sizes_and_resize);
     tcase_add_test(t, val_split);
     tcase_add_test(t, cache);
+    tcase_add_test(t, cache_fifo);
     tcase_add_test(t, bad_files);
     tcase_add_test(t, huge_header_before_allocating);
     tcase_add_test(t, folder_faults);

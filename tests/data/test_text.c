@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* "hé€😀\n" in UTF-8 plus ASCII: 1-, 2-, 3- and 4-byte characters. */
 static const char mixed[] = "ba\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\nab\xc3\xa9";
@@ -384,6 +386,18 @@ START_TEST(test_files_and_specs)
     snprintf(spec, sizeof spec, "text:%s/missing.txt", dir);
     ck_assert_int_eq(clt_text_open_spec(&t, spec, NULL), CLT_ERR_IO);
     ck_assert_msg(tc_contains(clt_last_errmsg(), "missing.txt"), "%s", clt_last_errmsg());
+    /* a FIFO without a writer is refused at once, not waited on (alarm: a regression fails
+     * rather than hangs) */
+    char fifo[600];
+    snprintf(fifo, sizeof fifo, "%s/fifo.txt", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+    snprintf(spec, sizeof spec, "text:%s", fifo);
+    alarm(20);
+    ck_assert_int_eq(clt_text_open_spec(&t, spec, NULL), CLT_ERR_IO);
+    alarm(0);
+    ck_assert_msg(tc_contains(clt_last_errmsg(), "fifo.txt: is a FIFO (named pipe), not a regular "
+                                                 "file"),
+                  "%s", clt_last_errmsg());
     setenv("CLTRAIN_DATA_DIR", dir, 1);
     ck_assert_int_eq(clt_text_open_spec(&t, "shakespeare", NULL), CLT_ERR_IO);
     ck_assert_msg(tc_contains(clt_last_errmsg(), "shakespeare/shakespeare.txt is missing") &&

@@ -679,6 +679,45 @@ START_TEST(test_pool)
 }
 END_TEST
 
+/* A spec whose counts pass 2^48 elements is refused naming the layer, never planned with counts
+ * that wrapped: three convs of 2^24 channels with 255x255 kernels have 2 x 1.83e19 weights,
+ * which wrapped the 64-bit parameter total to a small number (the fuzz_spec input
+ * param-count-wraps). The memory estimate of a large but countable model saturates. */
+START_TEST(test_too_large)
+{
+    clt_spec s;
+    struct clt_model_params p = clt_model_default_params();
+    uint64_t P = 0, by[CLT_MEM__COUNT] = {0};
+    p.input_shape[0] = p.input_shape[1] = p.input_shape[2] = 1;
+    ck_assert_int_eq(clt_spec_parse("conv 16777216 k255 p255, conv 16777216 k255 p255, "
+                                    "conv 16777216 k255 p255, flatten, linear 10",
+                                    10, &s),
+                     CLT_OK);
+    ck_assert_int_eq(clt_model_param_elements(&s, 1, 10, &p, &P), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: layer 2 (conv 16777216 k255 p255): a parameter tensor would "
+                     "have more than 2^48 elements; no device holds such a model");
+    ck_assert_int_eq(clt_model_mem_estimate(&s, 1, 10, &p, by), CLT_ERR_INVALID_ARG);
+    clt_spec_free(&s);
+    /* one wide layer: 2^24 x 2^24 weights pass the cap */
+    ck_assert_int_eq(clt_spec_parse("linear 16777216, linear 16777216, linear 10", 10, &s),
+                     CLT_OK);
+    ck_assert_int_eq(clt_model_param_elements(&s, 1, 10, NULL, &P), CLT_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(clt_last_errmsg(), "layer 2 (linear 16777216)"));
+    clt_spec_free(&s);
+    /* 2^47 parameters plan; with a batch of 2^40 the estimate saturates instead of wrapping */
+    ck_assert_int_eq(clt_spec_parse("linear 8388608, linear 10", 10, &s), CLT_OK);
+    ck_assert_int_eq(clt_model_param_elements(&s, 16777216, 10, NULL, &P), CLT_OK);
+    ck_assert_uint_eq(P, (uint64_t)16777216 * 8388608 + 8388608 + 8388608 * 10 + 10);
+    struct clt_model_params big = clt_model_default_params();
+    big.max_batch = (size_t)1 << 40;
+    ck_assert_int_eq(clt_model_mem_estimate(&s, 16777216, 10, &big, by), CLT_OK);
+    ck_assert_uint_eq(by[CLT_MEM_ACTIVATIONS], UINT64_MAX);
+    ck_assert_uint_ge(by[CLT_MEM_PARAMS], P * 4);
+    clt_spec_free(&s);
+}
+END_TEST
+
 START_TEST(test_kind_names)
 {
     static const char *const names[] = {"linear",  "relu",      "gelu",    "tanh",
@@ -890,6 +929,7 @@ int main(void)
     tcase_add_test(tc, test_pool);
     tcase_add_test(tc, test_residual);
     tcase_add_test(tc, test_layernorm);
+    tcase_add_test(tc, test_too_large);
     suite_add_tcase(suite, tc);
     return tc_run(suite);
 }

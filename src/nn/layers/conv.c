@@ -145,10 +145,20 @@ static int params(const clt_layer_spec *l, const struct clt__shape *in,
     return 2;
 }
 
+/* a * b, saturating at SIZE_MAX */
+static size_t sat_mul(size_t a, size_t b) { return b && a > SIZE_MAX / b ? SIZE_MAX : a * b; }
+
 static size_t workspace(const clt_layer_spec *l, const struct clt__shape *in,
                         const struct clt__shape *out, size_t *fixed)
 {
-    (void)out;
+    /* The im2col matrix of one sample, (OH*OW, C*K*K + OUT), bounds what the op asks for; a
+     * geometry whose count would wrap reads as SIZE_MAX, which the plan refuses. */
+    size_t K = (size_t)l->k, rows = sat_mul(out->d[1], out->d[2]),
+           row = sat_mul(sat_mul(in->d[0], K), K);
+    if (row >= SIZE_MAX / 8 || sat_mul(rows, row + out->d[0]) >= SIZE_MAX / 8) {
+        *fixed = SIZE_MAX;
+        return SIZE_MAX;
+    }
     struct clt_conv_geom none = geom_of(l, in, 0), one = geom_of(l, in, 1);
     *fixed = clt_op_conv2d_workspace(&none);
     return clt_op_conv2d_workspace(&one) - *fixed;
