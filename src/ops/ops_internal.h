@@ -135,10 +135,26 @@ clt_status clt_op_bias_grad(clt_tensor *db, const clt_tensor *dy, float beta);
  * Numerically stable (the row maximum is subtracted). Deterministic: the same bits on every run
  * and for every work-group size (no atomics; one work-group reduces the rows in a fixed order).
  * A label outside [0, N) is not detected on the host: its row's loss and gradient are NaN.
- * B = 0 adds nothing. */
+ * B = 0 adds nothing. logits and dlogits are f32, or f16/bf16 (both the same dtype), which go to
+ * clt_op_softmax_xent_rows as does N >= CLT__XENT_ROWS_MIN_N; smaller f32 rows go to one
+ * work-group for the whole batch, a row per work-item (the kernel of image classifiers). */
 clt_status clt_op_softmax_xent(const clt_tensor *logits, const clt_tensor *labels, float smoothing,
                                float loss_scale, float grad_scale, clt_tensor *dlogits,
                                clt_tensor *loss_acc, clt_tensor *correct_acc);
+/* The class count from which clt_op_softmax_xent takes the large-vocabulary kernels: byte and
+ * character vocabularies and up; a row of 10 classes is better done by one work-item. */
+#define CLT__XENT_ROWS_MIN_N 256
+/* clt_op_softmax_xent over large vocabularies (V up to 2^31 - 1): one work-group per row reads
+ * the row once for its log-sum-exp with a running maximum (online softmax) and its argmax, then
+ * writes the gradient in a second pass; each row's loss and hit go to rows (f32, at least 2 B
+ * elements: a layer's own, accounted buffer; NULL: the ctx's own, created or grown here and kept
+ * until the ctx ends), and one work-group adds them in a fixed order. Logits and dlogits f32, f16
+ * or bf16 storage (one dtype), f32 arithmetic. The same results, statuses and guarantees as
+ * clt_op_softmax_xent; CLT_ERR_SHAPE for a rows tensor too small or not f32. */
+clt_status clt_op_softmax_xent_rows(const clt_tensor *logits, const clt_tensor *labels,
+                                    float smoothing, float loss_scale, float grad_scale,
+                                    clt_tensor *dlogits, clt_tensor *loss_acc,
+                                    clt_tensor *correct_acc, clt_tensor *rows);
 /* Squared error between pred and target (f32, the same element count): adds
  * loss_scale * sum of squared differences to loss_acc[0] (f32, 1 element; pass 1/numel for
  * PyTorch's mean) and, if dpred is non-NULL, writes dpred = grad_scale * 2 * (pred - target);
@@ -465,6 +481,7 @@ void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* batc
 void clt__opts_layernorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* layernorm */
 void clt__opts_textbatch(char *dst, size_t n, clt_dtype tok);                   /* textbatch */
 void clt__opts_embedding(char *dst, size_t n, clt_dtype x, clt_dtype id); /* embedding */
+void clt__opts_loss(char *dst, size_t n, clt_dtype x); /* loss: softmax_xent_rows */
 struct clt_gemm_choice;
 /* The program a GEMM choice's kernels live in: "act_fn,gemm_panel" for the panel family (its
  * epilogue applies activations), "act_fn,gemm" for a direct or tiled kernel with the fused
