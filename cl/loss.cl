@@ -211,7 +211,7 @@ static inline bool clt_argmax_better(float v2, uint i2, float v1, uint i1)
  * sum of z - z[0] (for smoothing) and the argmax; the lanes are combined by a pairwise tree of
  * fixed shape, so the bits never depend on the launch. Then, when want_grad, a second pass
  * writes dlogits = grad_scale * (softmax - ((1 - eps) onehot + eps / N)) in X_DTYPE (dlogits
- * may be logits: every read of the row comes before the tree's barriers). rows[b] = the row's
+ * may be logits: a global barrier parts the reads of the row from the writes). rows[b] = the row's
  * loss lse - (1 - eps) (z[label] - m) - eps mean_j (z_j - m), with lse = log s, and rows[B + b]
  * = 1 when the argmax is the label, else 0. A label outside [0, N) makes the row's loss and
  * gradient NaN. */
@@ -273,10 +273,13 @@ kernel void softmax_xent_rows(const global X_T *logits, ulong lg_off, const glob
         rows[rw_off + b] = log(s) - (1.0f - eps) * (zl - m) - smooth;
         rows[rw_off + B + b] = ok && li[0] == (uint)lab ? 1.0f : 0.0f;
     }
-    if (!want_grad) return;
+    /* dlogits may be logits: every work-item's reads of the row (global memory, which the tree's
+     * local fences do not order) come before any write. Unconditional: PoCL miscompiled the
+     * kernel with this barrier after a (uniform) early return. */
+    barrier(CLK_GLOBAL_MEM_FENCE);
     global X_T *g = dlogits + dl_off + b * N;
     const float inv_s = 1.0f / s, q_off = eps / (float)N, q_on = q_off + (1.0f - eps);
-    for (uint j = lid; j < N; j += lsz) {
+    for (uint j = lid; want_grad && j < N; j += lsz) {
         const float p = exp(CLT_LOAD(X_DTYPE, z, j) - m) * inv_s;
         const float q = (int)j == lab ? q_on : q_off;
         CLT_STORE(X_DTYPE, g, j, ok ? grad_scale * (p - q) : NAN);
