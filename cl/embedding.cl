@@ -2,7 +2,7 @@
  * of a table (V, D) by token id into out (R, D), R = B * T positions, and optionally adds the
  * position table (T, D) row r % T in the same pass (embed + posembed fused: one read and one
  * write of the activations instead of two of each); embedding_add_positions adds the positions
- * to any input. Tables and activations are X_DTYPE storage, ids ID_DTYPE (i32 or u8), the
+ * to any input. Tables and activations are X_DTYPE storage, ids ID_DTYPE (i32, u16 or u8), the
  * gradients f32, arithmetic f32.
  *
  * The table's gradient is a scatter-add of dy's rows by token, made deterministic with no

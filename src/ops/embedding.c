@@ -1,7 +1,7 @@
 /* C wrappers of cl/embedding.cl: token embedding with optional learned positions (forward: a
  * gather of table rows by id, the position rows added in the same pass; backward: the table's
  * gradient by a deterministic sorted scatter-add, the positions' as a sum over the batch), and
- * positions added to any input. Tables and activations f32, f16 or bf16; ids i32 or u8;
+ * positions added to any input. Tables and activations f32, f16 or bf16; ids i32, u16 or u8;
  * gradients f32. */
 #include "ops/nn_internal.h"
 
@@ -24,11 +24,13 @@ static const char *const emb_names[EMB__KERNELS] = {
     "embedding_sort_step", "embedding_offsets",      "embedding_backward_table",
     "embedding_backward_positions"};
 
-/* The id dtypes, numbered for the slots: i32 (any vocabulary), u8 (up to 256 tokens). */
-#define EMB_ID_DTYPES 2
+/* The id dtypes, numbered for the slots: i32 (any vocabulary), u8 (up to 256 tokens), u16 (up
+ * to 65,536), as the text data keeps them. */
+#define EMB_ID_DTYPES 3
+static const clt_dtype emb_ids[EMB_ID_DTYPES] = {CLT_DTYPE_I32, CLT_DTYPE_U8, CLT_DTYPE_U16};
 static int id_index(clt_dtype d)
 {
-    return d == CLT_DTYPE_U8;
+    return d == CLT_DTYPE_U8 ? 1 : d == CLT_DTYPE_U16 ? 2 : 0;
 }
 
 /* The ctx's kernel `which` for float dtype xd and id dtype idd, built on first use. */
@@ -70,9 +72,9 @@ static clt_status check_ids(const clt_tensor *t, const clt_tensor *ids, size_t n
     clt_status st = clt_tensor_same_ctx(t, ids);
     if (st != CLT_OK) return st;
     clt_dtype d = clt_tensor_dtype(ids);
-    if (d != CLT_DTYPE_I32 && d != CLT_DTYPE_U8)
-        return clt__fail(clt_tensor_ctx(t), CLT_ERR_SHAPE, "%s: ids are %s; expected i32 or u8",
-                         op, clt_dtype_name(d));
+    if (d != CLT_DTYPE_I32 && d != CLT_DTYPE_U8 && d != CLT_DTYPE_U16)
+        return clt__fail(clt_tensor_ctx(t), CLT_ERR_SHAPE,
+                         "%s: ids are %s; expected i32, u16 or u8", op, clt_dtype_name(d));
     return clt__nn_need_numel(ids, n, op, "ids (one per row)");
 }
 
@@ -297,11 +299,10 @@ void clt__opts_embedding(char *dst, size_t n, clt_dtype x, clt_dtype id)
 static void embedding_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
 {
     (void)dev;
-    static const clt_dtype ids[EMB_ID_DTYPES] = {CLT_DTYPE_I32, CLT_DTYPE_U8};
     char o[48];
     for (int x = 0; x < CLT__FLOAT_DTYPES; x++)
         for (int i = 0; i < EMB_ID_DTYPES; i++) {
-            clt__opts_embedding(o, sizeof o, (clt_dtype)x, ids[i]);
+            clt__opts_embedding(o, sizeof o, (clt_dtype)x, emb_ids[i]);
             fn("embedding", o, user);
         }
 }

@@ -388,7 +388,7 @@ clt_status clt_op_textbatch_gather(clt_tensor *x, clt_tensor *y, const clt_tenso
 /* ---- token embedding and learned positions (cl/embedding.cl, src/ops/embedding.c) ----------
  * As nn.Embedding(V, D) and a learned position table (T, D) (GPT-2's wte and wpe) over R = B T
  * positions, row r at position r % T. table, pos, out, x, y and dy share one dtype (f32, f16 or
- * bf16 storage), ids are i32 or u8 (R elements, any shape, below 2^32 - 1), the gradients
+ * bf16 storage), ids are i32, u16 or u8 (R elements, any shape, below 2^32 - 1), the gradients
  * dtable (V, D) and dpos (T, D) are f32, arithmetic is f32. Every output element is written by
  * one work-item in an order fixed by the inputs alone: the same bits on every run and for every
  * work-group size, with no atomics. CLT_ERR_SHAPE for a wrong dtype or shape (a table

@@ -1,7 +1,7 @@
 /* Tests of clt_op_embedding_forward, clt_op_add_positions and clt_op_embedding_backward
  * (cl/embedding.cl) against the float64 references of tests/ref/ref_nn.c: random ids, every
  * position a copy of one token, all ids distinct, V = 1, V and D no multiple of any work-group
- * (V up to 50257, the GPT-2 vocabulary), i32 and u8 ids, f16/bf16 storage; the forward with and
+ * (V up to 65536; 50257, the GPT-2 vocabulary), i32, u16 and u8 ids, f16/bf16 storage; the forward with and
  * without the position table; the backward with beta 0 (gradients poisoned, so not read) and
  * beta 1; ids outside [0, V) (NaN rows, no gradient); bit-identical reruns, and the whole
  * backward sequence replayed with every local size of nt_local_sizes; finite differences of the
@@ -49,12 +49,18 @@ static void draw_ids(tc_rng *r, int32_t *ids, size_t R, size_t V, enum ids_kind 
     }
 }
 
-/* The ids into a tensor of dtype d (i32 or u8). */
+/* The ids into a tensor of dtype d (i32, u16 or u8). */
 static clt_tensor *upload_ids(clt_ctx *ctx, clt_dtype d, const int32_t *ids, size_t R)
 {
     clt_tensor *t = nt_tensor1(ctx, d, R);
     if (d == CLT_DTYPE_I32) {
         tc_write(t, ids);
+    } else if (d == CLT_DTYPE_U16) {
+        uint16_t *u = nt_alloc(R, sizeof *u);
+        for (size_t i = 0; i < R; i++)
+            u[i] = (uint16_t)ids[i];
+        tc_write(t, u);
+        free(u);
     } else {
         uint8_t *u = nt_alloc(R, 1);
         for (size_t i = 0; i < R; i++)
@@ -207,6 +213,7 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct emb_case *c)
 
 #define I32 CLT_DTYPE_I32
 #define U8 CLT_DTYPE_U8
+#define U16 CLT_DTYPE_U16
 #define F32 CLT_DTYPE_F32
 
 START_TEST(test_embedding_f32)
@@ -218,14 +225,16 @@ START_TEST(test_embedding_f32)
         {5, 64, 300, 33, IDS_REPEATED, I32, F32},  {4, 16, 1000, 17, IDS_DISTINCT, I32, F32},
         {2, 100, 1000, 768, IDS_RANDOM, I32, F32}, {3, 64, 50257, 8, IDS_RANDOM, I32, F32},
         {6, 40, 256, 5, IDS_RANDOM, U8, F32},      {2, 9, 256, 3, IDS_DISTINCT, U8, F32},
-        {4, 31, 65, 2, IDS_REPEATED, U8, F32},
+        {4, 31, 65, 2, IDS_REPEATED, U8, F32},     {3, 64, 50257, 3, IDS_RANDOM, U16, F32},
+        {2, 50, 65536, 2, IDS_DISTINCT, U16, F32},
     };
     static const struct emb_case small[] = {
         {1, 1, 1, 1, IDS_RANDOM, I32, F32},        {3, 17, 50, 7, IDS_RANDOM, I32, F32},
         {3, 40, 300, 9, IDS_REPEATED, I32, F32},   {4, 16, 1000, 3, IDS_DISTINCT, I32, F32},
         {2, 20, 100, 300, IDS_RANDOM, I32, F32},   {1, 33, 50257, 1, IDS_RANDOM, I32, F32},
         {6, 40, 256, 5, IDS_RANDOM, U8, F32},      {2, 9, 256, 3, IDS_DISTINCT, U8, F32},
-        {4, 31, 65, 2, IDS_REPEATED, U8, F32},
+        {4, 31, 65, 2, IDS_REPEATED, U8, F32},     {2, 17, 50257, 1, IDS_RANDOM, U16, F32},
+        {2, 9, 65536, 1, IDS_DISTINCT, U16, F32},
     };
     const struct emb_case *cases = TC_SMALL_OR(full, small);
     tc_rng r = tc_rng_for(__func__);
