@@ -1,5 +1,7 @@
 /* Losses and row-wise ops on (B, N) f32 rows: softmax cross-entropy (loss, gradient and the
- * count of correct rows in one kernel), mean squared error, softmax and argmax.
+ * count of correct rows in one kernel), mean squared error, softmax and argmax; and softmax
+ * cross-entropy over large vocabularies (softmax_xent_rows, then softmax_xent_sum), whose
+ * logits and gradient are X_DTYPE storage (f32, f16 or bf16).
  *
  * Loss totals are deterministic and independent of the launch: the reduction kernels run as ONE
  * work-group (of any size) that walks the leaves (rows, or chunks of CLT_MSE_LEAF elements) in
@@ -10,6 +12,13 @@
 #ifndef CLT_RED_TILE
 #define CLT_RED_TILE 256 /* leaves per tile of the reduction tree; a power of two */
 #endif
+#ifndef CLT_XENT_LANES
+#define CLT_XENT_LANES 256 /* the most lanes of softmax_xent_rows' row sums; a power of two */
+#endif
+#ifndef X_DTYPE
+#define X_DTYPE CLT_F32
+#endif
+#define X_T CLT_TYPE(X_DTYPE)
 #ifndef CLT_MSE_LEAF
 #define CLT_MSE_LEAF 16 /* consecutive elements summed sequentially into one MSE leaf */
 #endif
@@ -181,4 +190,129 @@ kernel void argmax_rows(global int *out, ulong o_off, const global float *x, ulo
 {
     const ulong b = get_global_id(0);
     if (b < B) out[o_off + b] = (int)clt_row_argmax(x + x_off + b * N, N);
+}
+
+/* Whether (v2 at index i2) beats (v1 at i1) as a row's argmax: NaN above any number, then the
+ * larger value, then the smaller index (the first maximum wins, as clt_row_argmax). i1 ==
+ * UINT_MAX: no candidate yet. */
+static inline bool clt_argmax_better(float v2, uint i2, float v1, uint i1)
+{
+    if (i1 == UINT_MAX) return true;
+    if (isnan(v2) != isnan(v1)) return isnan(v2);
+    if (!isnan(v2) && v2 != v1) return v2 > v1;
+    return i2 < i1;
+}
+
+/* Softmax cross-entropy over rows of a large vocabulary: logits (B, N) as X_DTYPE, labels (B)
+ * i32, label smoothing eps; one work-group per row (the group's index b; any size). The row is
+ * read once for its statistics: `lanes` lanes (a power of two the host derives from N alone, at
+ * most CLT_XENT_LANES), lane l taking elements l, l + lanes, ... in order, each with a running
+ * maximum m and sum s = sum exp(z - m) (online log-sum-exp: a larger element rescales s), the
+ * sum of z - z[0] (for smoothing) and the argmax; the lanes are combined by a pairwise tree of
+ * fixed shape, so the bits never depend on the launch. Then, when want_grad, a second pass
+ * writes dlogits = grad_scale * (softmax - ((1 - eps) onehot + eps / N)) in X_DTYPE (dlogits
+ * may be logits: a global barrier parts the reads of the row from the writes). rows[b] = the row's
+ * loss lse - (1 - eps) (z[label] - m) - eps mean_j (z_j - m), with lse = log s, and rows[B + b]
+ * = 1 when the argmax is the label, else 0. A label outside [0, N) makes the row's loss and
+ * gradient NaN. */
+kernel void softmax_xent_rows(const global X_T *logits, ulong lg_off, const global int *labels,
+                              ulong lb_off, ulong B, uint N, uint lanes, float eps,
+                              float grad_scale, global X_T *dlogits, ulong dl_off, int want_grad,
+                              global float *rows, ulong rw_off)
+{
+    local float lm[CLT_XENT_LANES], ls[CLT_XENT_LANES], lz[CLT_XENT_LANES], lv[CLT_XENT_LANES];
+    local uint li[CLT_XENT_LANES];
+    const uint lid = get_local_id(0), lsz = get_local_size(0);
+    const ulong b = get_group_id(0);
+    const global X_T *z = logits + lg_off + b * N;
+    const int lab = labels[lb_off + b];
+    const bool ok = lab >= 0 && (uint)lab < N;
+    const float z0 = CLT_LOAD(X_DTYPE, z, 0), zl = ok ? CLT_LOAD(X_DTYPE, z, lab) : NAN;
+
+    for (uint l = lid; l < lanes; l += lsz) {
+        float m = -INFINITY, s = 0.0f, sz = 0.0f, bv = 0.0f;
+        uint bi = UINT_MAX;
+        for (uint j = l; j < N; j += lanes) {
+            const float v = CLT_LOAD(X_DTYPE, z, j);
+            sz += v - z0;
+            if (v > m) {
+                s = s * exp(m - v) + 1.0f;
+                m = v;
+            } else if (v != -INFINITY) { /* -inf adds nothing; NaN makes s NaN */
+                s += exp(v - m);
+            }
+            if (clt_argmax_better(v, j, bv, bi)) {
+                bv = v;
+                bi = j;
+            }
+        }
+        lm[l] = m;
+        ls[l] = s;
+        lz[l] = sz;
+        lv[l] = bv;
+        li[l] = bi;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = lanes / 2; h > 0; h >>= 1) {
+        for (uint i = lid; i < h; i += lsz) {
+            const float m1 = lm[i], m2 = lm[i + h], s1 = ls[i], s2 = ls[i + h], m = fmax(m1, m2);
+            /* an empty lane (s = 0, m = -inf) adds nothing */
+            ls[i] = (s1 == 0.0f ? 0.0f : s1 * exp(m1 - m)) + (s2 == 0.0f ? 0.0f : s2 * exp(m2 - m));
+            lm[i] = m;
+            lz[i] += lz[i + h];
+            if (li[i + h] != UINT_MAX && clt_argmax_better(lv[i + h], li[i + h], lv[i], li[i])) {
+                lv[i] = lv[i + h];
+                li[i] = li[i + h];
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float m = lm[0], s = ls[0];
+    if (lid == 0) {
+        const float smooth = eps == 0.0f ? 0.0f : eps * (lz[0] / (float)N + (z0 - m));
+        rows[rw_off + b] = log(s) - (1.0f - eps) * (zl - m) - smooth;
+        rows[rw_off + B + b] = ok && li[0] == (uint)lab ? 1.0f : 0.0f;
+    }
+    /* dlogits may be logits: every work-item's reads of the row (global memory, which the tree's
+     * local fences do not order) come before any write. Unconditional: PoCL miscompiled the
+     * kernel with this barrier after a (uniform) early return. */
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    global X_T *g = dlogits + dl_off + b * N;
+    const float inv_s = 1.0f / s, q_off = eps / (float)N, q_on = q_off + (1.0f - eps);
+    for (uint j = lid; want_grad && j < N; j += lsz) {
+        const float p = exp(CLT_LOAD(X_DTYPE, z, j) - m) * inv_s;
+        const float q = (int)j == lab ? q_on : q_off;
+        CLT_STORE(X_DTYPE, g, j, ok ? grad_scale * (p - q) : NAN);
+    }
+}
+
+/* loss_acc[0] += loss_scale * sum of rows[0 .. B) and, when want_correct, correct_acc[0] += sum of
+ * rows[B .. 2B) (softmax_xent_rows' per-row losses and hits), in the fixed order of
+ * softmax_xent_forward's sums. One work-group, any size. */
+kernel void softmax_xent_sum(const global float *rows, ulong rw_off, ulong B, float loss_scale,
+                             global float *loss_acc, ulong la_off, global float *correct_acc,
+                             ulong ca_off, int want_correct)
+{
+    local float loss_leaf[CLT_RED_TILE], corr_leaf[CLT_RED_TILE];
+    const uint lid = get_local_id(0), lsz = get_local_size(0);
+    if (get_group_id(0) != 0) return;
+    float total = 0.0f, total_correct = 0.0f; /* kept by work-item 0 */
+    for (ulong t0 = 0; t0 < B; t0 += CLT_RED_TILE) {
+        for (uint l = lid; l < CLT_RED_TILE; l += lsz) {
+            const ulong b = t0 + l;
+            loss_leaf[l] = b < B ? rows[rw_off + b] : 0.0f;
+            corr_leaf[l] = b < B ? rows[rw_off + B + b] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        clt_tile_tree2(loss_leaf, corr_leaf);
+        if (lid == 0) {
+            total += loss_leaf[0];
+            total_correct += corr_leaf[0];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) {
+        loss_acc[la_off] += loss_scale * total;
+        if (want_correct) correct_acc[ca_off] += total_correct;
+    }
 }

@@ -23,17 +23,23 @@
 extern "C" {
 #endif
 
-/* Softmax cross-entropy of logits (B, N) f32 against labels (B) i32 in [0, N), with label
+/* Softmax cross-entropy of logits (B, N) against labels (B) i32 in [0, N), with label
  * smoothing `smoothing` in [0, 1] as PyTorch's CrossEntropyLoss: a row's loss is
  * (1 - s) * -log p[label] + s * mean_j(-log p[j]), p = softmax of the row.
  * Adds loss_scale * (the sum of the rows' losses) to loss_acc[0] (f32, one element; 1/B gives
  * the mean) and, when correct_acc (f32, one element) is non-NULL, the number of rows whose
- * largest logit (the first, on ties) is the label's to correct_acc[0]. When dlogits (B, N) f32
- * is non-NULL, writes dlogits = grad_scale * (p - ((1 - s) * onehot + s / N)), the gradient of
+ * largest logit (the first, on ties) is the label's to correct_acc[0]. When dlogits (B, N) is
+ * non-NULL, writes dlogits = grad_scale * (p - ((1 - s) * onehot + s / N)), the gradient of
  * grad_scale times the summed loss (1/B: of the mean loss; times a loss scale in fp16 training);
  * dlogits may be logits itself. Numerically stable at any logit size; deterministic (the same
  * bits on every run, whatever the work-group size). A label outside [0, N) is not detected: its
  * row's loss and gradient are NaN. B = 0 adds nothing.
+ * logits and dlogits are f32, or both f16 or both bf16 (storage; the arithmetic is f32). From
+ * 256 classes on (language models' vocabularies, tested up to 65,536), and for 16-bit logits,
+ * each row is one work-group that reads it once with a running maximum (online log-sum-exp)
+ * and writes the gradient in a second pass; the ctx then keeps a buffer of 2 B floats for the
+ * rows' losses (memory category workspace), grown as B grows and freed with the ctx. Fewer f32
+ * classes take one work-group for the batch, a row per work-item.
  * Enqueued only, no host wait. All tensors on one ctx (CLT_ERR_DEVICE_MISMATCH); CLT_ERR_SHAPE
  * for a wrong dtype or element count, CLT_ERR_INVALID_ARG for smoothing outside [0, 1];
  * CLT_ERR_BUILD or CLT_ERR_OPENCL from the kernel; messages in the ctx (clt_ctx_errmsg).

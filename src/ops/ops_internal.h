@@ -135,10 +135,26 @@ clt_status clt_op_bias_grad(clt_tensor *db, const clt_tensor *dy, float beta);
  * Numerically stable (the row maximum is subtracted). Deterministic: the same bits on every run
  * and for every work-group size (no atomics; one work-group reduces the rows in a fixed order).
  * A label outside [0, N) is not detected on the host: its row's loss and gradient are NaN.
- * B = 0 adds nothing. */
+ * B = 0 adds nothing. logits and dlogits are f32, or f16/bf16 (both the same dtype), which go to
+ * clt_op_softmax_xent_rows as does N >= CLT__XENT_ROWS_MIN_N; smaller f32 rows go to one
+ * work-group for the whole batch, a row per work-item (the kernel of image classifiers). */
 clt_status clt_op_softmax_xent(const clt_tensor *logits, const clt_tensor *labels, float smoothing,
                                float loss_scale, float grad_scale, clt_tensor *dlogits,
                                clt_tensor *loss_acc, clt_tensor *correct_acc);
+/* The class count from which clt_op_softmax_xent takes the large-vocabulary kernels: byte and
+ * character vocabularies and up; a row of 10 classes is better done by one work-item. */
+#define CLT__XENT_ROWS_MIN_N 256
+/* clt_op_softmax_xent over large vocabularies (V up to 2^31 - 1): one work-group per row reads
+ * the row once for its log-sum-exp with a running maximum (online softmax) and its argmax, then
+ * writes the gradient in a second pass; each row's loss and hit go to rows (f32, at least 2 B
+ * elements: a layer's own, accounted buffer; NULL: the ctx's own, created or grown here and kept
+ * until the ctx ends), and one work-group adds them in a fixed order. Logits and dlogits f32, f16
+ * or bf16 storage (one dtype), f32 arithmetic. The same results, statuses and guarantees as
+ * clt_op_softmax_xent; CLT_ERR_SHAPE for a rows tensor too small or not f32. */
+clt_status clt_op_softmax_xent_rows(const clt_tensor *logits, const clt_tensor *labels,
+                                    float smoothing, float loss_scale, float grad_scale,
+                                    clt_tensor *dlogits, clt_tensor *loss_acc,
+                                    clt_tensor *correct_acc, clt_tensor *rows);
 /* Squared error between pred and target (f32, the same element count): adds
  * loss_scale * sum of squared differences to loss_acc[0] (f32, 1 element; pass 1/numel for
  * PyTorch's mean) and, if dpred is non-NULL, writes dpred = grad_scale * 2 * (pred - target);
@@ -369,6 +385,37 @@ struct clt_textbatch_windows {
  * [0, total). One work-group per window. */
 clt_status clt_op_textbatch_gather(clt_tensor *x, clt_tensor *y, const clt_tensor *tokens, size_t B,
                                size_t T, const struct clt_textbatch_windows *w);
+/* ---- token embedding and learned positions (cl/embedding.cl, src/ops/embedding.c) ----------
+ * As nn.Embedding(V, D) and a learned position table (T, D) (GPT-2's wte and wpe) over R = B T
+ * positions, row r at position r % T. table, pos, out, x, y and dy share one dtype (f32, f16 or
+ * bf16 storage), ids are i32, u16 or u8 (R elements, any shape, below 2^32 - 1), the gradients
+ * dtable (V, D) and dpos (T, D) are f32, arithmetic is f32. Every output element is written by
+ * one work-item in an order fixed by the inputs alone: the same bits on every run and for every
+ * work-group size, with no atomics. CLT_ERR_SHAPE for a wrong dtype or shape (a table
+ * dimension of 0 or 2^31 and more, a T that does not divide R); CLT_ERR_DEVICE_MISMATCH for
+ * tensors of another ctx. */
+/* out (R, D) = table[ids[r]] (+ pos[r % T] when pos is non-NULL: embed and posembed in one pass,
+ * one read and one write of the activations); out has the table's dtype. A row whose id is
+ * outside [0, V) (a negative i32 id included) is NaN. */
+clt_status clt_op_embedding_forward(clt_tensor *out, const clt_tensor *ids,
+                                    const clt_tensor *table, const clt_tensor *pos);
+/* y (R, D) = x + pos[r % T] for x (R, D) of any float dtype and pos (T, D) of the same: a
+ * position embedding after any input. y may be x. Its backward is dx = dy and dpos from
+ * clt_op_embedding_backward(NULL, dpos, dy, NULL, NULL, beta). */
+clt_status clt_op_add_positions(clt_tensor *y, const clt_tensor *x, const clt_tensor *pos);
+/* The i32 elements of the workspace clt_op_embedding_backward needs for R ids and V tokens:
+ * the positions sorted by token (R rounded up to a power of two) and V + 1 token offsets. */
+size_t clt_op_embedding_workspace(size_t R, size_t V);
+/* From dy (R, D): dtable (V, D) = beta dtable + the sum of dy's rows by token (rows whose id is
+ * outside [0, V) add nothing), and dpos (T, D) = beta dpos + the sum over the batch of dy's rows
+ * at each position (beta 0 overwrites without reading, 1 accumulates, as the other weight
+ * gradients; finite, else CLT_ERR_INVALID_ARG). Either may be NULL (not computed); dtable needs
+ * ids and an i32 workspace of at least clt_op_embedding_workspace(R, V) elements (its contents
+ * are scratch; CLT_ERR_INVALID_ARG without them). The table's gradient sorts the positions by
+ * (token, position) on the device and adds each token's rows in position order:
+ * log2(P) (log2(P) + 1) / 2 + 3 launches, P = R rounded up to a power of two. */
+clt_status clt_op_embedding_backward(clt_tensor *dtable, clt_tensor *dpos, const clt_tensor *dy,
+                                     const clt_tensor *ids, clt_tensor *workspace, float beta);
 
 /* clt_ops_program_variants, every program the ops may build, walking the op-family table
  * (src/ops/families.c), is declared in cltrain/opencl.h for `cltrain kernels`. */
@@ -433,6 +480,8 @@ bool clt__conv_wide(const clt_device_info *dev);
 void clt__opts_batchnorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* batchnorm */
 void clt__opts_layernorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* layernorm */
 void clt__opts_textbatch(char *dst, size_t n, clt_dtype tok);                   /* textbatch */
+void clt__opts_embedding(char *dst, size_t n, clt_dtype x, clt_dtype id); /* embedding */
+void clt__opts_loss(char *dst, size_t n, clt_dtype x); /* loss: softmax_xent_rows */
 struct clt_gemm_choice;
 /* The program a GEMM choice's kernels live in: "act_fn,gemm_panel" for the panel family (its
  * epilogue applies activations), "act_fn,gemm" for a direct or tiled kernel with the fused

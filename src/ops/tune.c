@@ -720,6 +720,7 @@ static void ops_release(clt_ctx *ctx, void *state)
      * clt_ctx_free calls this before it releases the context. */
     if (o->used_clblast) CLBlastClearCache();
     clt_tensor_free(o->gemm_ws);
+    clt_tensor_free(o->xent_rows);
     free(o->slots);
     free(o);
 }

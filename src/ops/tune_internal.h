@@ -235,6 +235,8 @@ struct clt__ops_ctx {
     clt_tensor *gemm_ws_lent; /* the panel family's packed operands: a trainer's workspace
                                  (clt__gemm_ws_reserve), else */
     clt_tensor *gemm_ws;      /* the ctx's own, created at the first panel GEMM without one */
+    clt_tensor *xent_rows;    /* the per-row losses and hits of the large-vocabulary softmax
+                                 cross-entropy called without its own (loss.c), grown on demand */
 };
 
 /* The ops' state of ctx, created at its first op with empty kernel slots. Fails only out of

@@ -10,6 +10,7 @@
  * Tolerances: fp32 atol 1e-5, rtol 1e-4 everywhere (exp/log come from the device's math
  * library, 3-4 ulp, far inside rtol); losses and gradients also keep normalized MSE <= 1e-7. */
 #include "ops/nn_testutil.h"
+#include "ops/tune_internal.h"
 #include "cltrain/loss.h"
 #include "ref/ref_nn.h"
 #include "small.h"
@@ -413,6 +414,232 @@ START_TEST(test_public_losses)
 }
 END_TEST
 
+/* clt_op_softmax_xent_rows with the ctx's own per-row buffer, in xent_fn's signature. */
+static clt_status xent_rows_ctx(const clt_tensor *lg, const clt_tensor *lb, float eps, float ls,
+                                float gs, clt_tensor *dl, clt_tensor *la, clt_tensor *ca)
+{
+    return clt_op_softmax_xent_rows(lg, lb, eps, ls, gs, dl, la, ca, NULL);
+}
+
+/* The large-vocabulary kernels at V = 10, 65, 256 (small vocabularies through them too: lanes
+ * left empty, a lane per element), 50257 (GPT-2's BPE) and 65536, against the reference with and
+ * without smoothing, and at logits around +-1e4. */
+START_TEST(test_xent_rows_vocab)
+{
+    static const size_t full[][2] = {{17, 10}, {17, 65}, {9, 256}, {3, 50257}, {2, 65536}},
+                        small[][2] = {{17, 10}, {17, 65}, {9, 256}, {1, 50257}, {1, 65536}};
+    const size_t(*shapes)[2] = TC_SMALL_OR(full, small);
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    xent_fn = xent_rows_ctx;
+    for (size_t si = 0; si < sizeof full / sizeof *full; si++) {
+        const size_t B = shapes[si][0], N = shapes[si][1];
+        if (N < 50000 || !tc_small()) {
+            check_xent_shape(ctx, &r, B, N);
+            continue;
+        }
+        /* the largest under CLTRAIN_TEST_SMALL (Oclgrind): without smoothing only */
+        float *logits = NT_FLOATS(B * N);
+        int32_t *labels = nt_alloc(B, sizeof *labels);
+        make_xent_inputs(&r, logits, labels, B, N);
+        check_xent(ctx, &r, logits, labels, B, N, 0.0f);
+        free(logits);
+        free(labels);
+    }
+    const size_t B = 17, N = 65;
+    float *logits = NT_FLOATS(B * N);
+    int32_t labels[17];
+    make_xent_inputs(&r, logits, labels, B, N);
+    for (size_t b = 0; b < B; b++)
+        for (size_t j = 0; j < N; j++)
+            logits[b * N + j] = (b % 3 == 0 ? 1e4f : b % 3 == 1 ? -1e4f : 0.0f) +
+                                logits[b * N + j] * 12.0f;
+    check_xent(ctx, &r, logits, labels, B, N, 0.0f);
+    check_xent(ctx, &r, logits, labels, B, N, 0.1f);
+    free(logits);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* The public loss takes the large-vocabulary kernels from 256 classes on (the ctx then holds
+ * their per-row buffer; 50257 classes, 256 under CLTRAIN_TEST_SMALL) and the one-work-group
+ * kernel below, with the reference's results. */
+START_TEST(test_xent_public_large_vocab)
+{
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    struct clt__ops_ctx *o = NULL;
+    xent_fn = clt_loss_softmax_xent;
+    check_xent_shape(ctx, &r, 17, CLT__XENT_ROWS_MIN_N - 1);
+    TC_OK(ctx, clt__ops_state(ctx, &o));
+    ck_assert_msg(!o->xent_rows, "%d classes went to the large-vocabulary kernels",
+                  CLT__XENT_ROWS_MIN_N - 1);
+    const size_t N = tc_size(50257, CLT__XENT_ROWS_MIN_N);
+    check_xent_shape(ctx, &r, 3, N);
+    ck_assert_msg(o->xent_rows && clt_tensor_numel(o->xent_rows) >= 2 * 3,
+                  "%zu classes did not go to the large-vocabulary kernels", N);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* f16 and bf16 logits and gradients (the large-vocabulary kernels; the public loss sends them
+ * there at any N), against the reference on the rounded logits. The loss is f32 (fp32
+ * tolerances); the gradient, grad_scale 1 so that it is in [-1, 1], adds its rounding (f16:
+ * atol, rtol 1e-3; bf16: 8e-3). In place too. */
+START_TEST(test_xent_rows_half)
+{
+    static const size_t full[][2] = {{17, 10}, {5, 1000}}, small[][2] = {{17, 10}, {3, 300}};
+    const size_t(*shapes)[2] = TC_SMALL_OR(full, small);
+    static const clt_dtype ds[] = {CLT_DTYPE_F16, CLT_DTYPE_BF16};
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    for (size_t si = 0; si < 2; si++)
+        for (size_t di = 0; di < 2; di++)
+            for (int in_place = 0; in_place < 2; in_place++) {
+                const size_t B = shapes[si][0], N = shapes[si][1], n = B * N;
+                const float eps = in_place ? 0.1f : 0.0f;
+                float *logits = NT_FLOATS(n), *got = NT_FLOATS(n), loss = 1.5f, corr = 0.0f;
+                int32_t *labels = nt_alloc(B, sizeof *labels);
+                double *held = NT_DOUBLES(n), *dref = NT_DOUBLES(n);
+                make_xent_inputs(&r, logits, labels, B, N);
+                clt_tensor *lg = nt_tensor2(ctx, ds[di], B, N),
+                           *dl = in_place ? lg : nt_tensor2(ctx, ds[di], B, N),
+                           *lb = nt_tensor1(ctx, CLT_DTYPE_I32, B),
+                           *la = nt_tensor1(ctx, CLT_DTYPE_F32, 1),
+                           *ca = nt_tensor1(ctx, CLT_DTYPE_F32, 1);
+                nt_write_as(lg, logits, held, n);
+                tc_write(lb, labels);
+                tc_write(la, &loss);
+                tc_write(ca, &corr);
+                if (!in_place) tc_poison(dl);
+                TC_OK(ctx, clt_loss_softmax_xent(lg, lb, eps, 1.0f / B, 1.0f, dl, la, ca));
+                double want = 1.5 + ref_softmax_xent(held, labels, (int)B, (int)N, eps, dref);
+                float hf[1000];
+                int32_t hits = 0;
+                for (size_t b = 0; b < B; b++) {
+                    for (size_t j = 0; j < N; j++)
+                        hf[j] = (float)held[b * N + j];
+                    hits += host_argmax(hf, N) == labels[b];
+                }
+                for (size_t i = 0; i < n; i++)
+                    dref[i] *= (double)B;
+                tc_read(la, &loss);
+                tc_read(ca, &corr);
+                nt_read_as_f32(dl, got, n);
+                char what[96];
+                snprintf(what, sizeof what, "xent %s B%zu N%zu%s", clt_dtype_name(ds[di]), B, N,
+                         in_place ? " in place, eps 0.1" : "");
+                tc_check_close(&loss, &want, 1, NT_ATOL, NT_RTOL, what, r.seed);
+                ck_assert_msg(corr == (float)hits, "%s: correct %g, expected %d", what,
+                              (double)corr, hits);
+                const double t = di ? 8e-3 : 1e-3;
+                tc_check_close(got, dref, n, t, t, what, r.seed);
+                clt_tensor *ts[] = {lg, lb, la, ca};
+                for (size_t i = 0; i < 4; i++)
+                    clt_tensor_free(ts[i]);
+                if (!in_place) clt_tensor_free(dl);
+                void *ps[] = {logits, got, labels, held, dref};
+                for (size_t i = 0; i < 5; i++)
+                    free(ps[i]);
+            }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* The large-vocabulary kernels: bit-identical loss, count and gradient across runs, and with
+ * each kernel relaunched at every local size (rows no multiple of any of them: 1000, and 300
+ * under CLTRAIN_TEST_SMALL; a few ties so that the argmax's first-maximum rule counts). */
+START_TEST(test_xent_rows_deterministic)
+{
+    const size_t B = 5, N = tc_size(1000, 300), n = B * N;
+    const float v0 = 0.75f, c0 = 1.0f;
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    float *logits = NT_FLOATS(n), *g1 = NT_FLOATS(n), *g2 = NT_FLOATS(n);
+    int32_t labels[5];
+    make_xent_inputs(&r, logits, labels, B, N);
+    /* a tie for the maximum in every row, the label the first of the two in odd rows (2 hits) */
+    for (size_t b = 0; b < B; b++) {
+        size_t best = (size_t)host_argmax(logits + b * N, N), other = (best + 7 + b) % N;
+        logits[b * N + other] = logits[b * N + best];
+        if (b % 2) labels[b] = (int32_t)(best < other ? best : other);
+        else labels[b] = (int32_t)(best < other ? other : best);
+    }
+    clt_tensor *lg = nt_tensor2(ctx, CLT_DTYPE_F32, B, N), *lb = nt_tensor1(ctx, CLT_DTYPE_I32, B),
+               *dl = nt_tensor2(ctx, CLT_DTYPE_F32, B, N), *la = nt_tensor1(ctx, CLT_DTYPE_F32, 1),
+               *ca = nt_tensor1(ctx, CLT_DTYPE_F32, 1),
+               *rows = nt_tensor1(ctx, CLT_DTYPE_F32, 2 * B);
+    tc_write(lg, logits);
+    tc_write(lb, labels);
+    float loss1, corr1, loss2, corr2;
+    for (int run = 0; run < 2; run++) {
+        tc_write(la, &v0);
+        tc_write(ca, &c0);
+        tc_poison(dl);
+        tc_poison(rows);
+        TC_OK(ctx, clt_op_softmax_xent_rows(lg, lb, 0.1f, 1.0f / B, 1.0f / B, dl, la, ca, rows));
+        tc_read(la, run ? &loss2 : &loss1);
+        tc_read(ca, run ? &corr2 : &corr1);
+        tc_read(dl, run ? g2 : g1);
+    }
+    ck_assert(nt_same_bits(&loss1, &loss2, 1) && corr1 == corr2 && nt_same_bits(g1, g2, n));
+    ck_assert_msg(corr1 == c0 + 2.0f, "correct %g: the first maximum is the argmax", (double)corr1);
+    cl_kernel k_rows = nt_kernel(ctx, "loss", NULL, "softmax_xent_rows"),
+              k_sum = nt_kernel(ctx, "loss", NULL, "softmax_xent_sum");
+    int tried = 0;
+    for (size_t li = 0; li < NT_N_LOCAL_SIZES; li++) {
+        tc_write(la, &v0);
+        tc_write(ca, &c0);
+        tc_poison(dl);
+        tc_poison(rows);
+        if (!nt_launch_local(ctx, k_rows, B, nt_local_sizes[li])) continue;
+        ck_assert(nt_launch_local(ctx, k_sum, 1, nt_local_sizes[li]));
+        tried++;
+        tc_read(la, &loss2);
+        tc_read(ca, &corr2);
+        tc_read(dl, g2);
+        ck_assert_msg(nt_same_bits(&loss1, &loss2, 1), "loss %.9g with local size %zu, %.9g before",
+                      (double)loss2, nt_local_sizes[li], (double)loss1);
+        ck_assert_msg(corr1 == corr2 && nt_same_bits(g1, g2, n), "local size %zu differs",
+                      nt_local_sizes[li]);
+    }
+    ck_assert_int_ge(tried, 4);
+    clt_tensor *ts[] = {lg, lb, dl, la, ca, rows};
+    for (size_t i = 0; i < 6; i++)
+        clt_tensor_free(ts[i]);
+    free(logits);
+    free(g1);
+    free(g2);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* The large-vocabulary op's own checks: its per-row buffer, and 16-bit logits with a gradient of
+ * another dtype. */
+START_TEST(test_xent_rows_errors)
+{
+    clt_ctx *ctx = tc_ctx();
+    clt_tensor *lg = nt_tensor2(ctx, CLT_DTYPE_F32, 4, 300), *lgh = nt_tensor2(ctx, CLT_DTYPE_F16, 4, 300),
+               *lb = nt_tensor1(ctx, CLT_DTYPE_I32, 4), *la = nt_tensor1(ctx, CLT_DTYPE_F32, 1),
+               *rows7 = nt_tensor1(ctx, CLT_DTYPE_F32, 7), *rowsi = nt_tensor1(ctx, CLT_DTYPE_I32, 8);
+    ck_assert_int_eq(clt_op_softmax_xent_rows(lg, lb, 0, 1, 1, NULL, la, NULL, rows7), CLT_ERR_SHAPE);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "softmax_xent_rows: rows has 7 elements"));
+    ck_assert_int_eq(clt_op_softmax_xent_rows(lg, lb, 0, 1, 1, NULL, la, NULL, rowsi), CLT_ERR_SHAPE);
+    ck_assert_int_eq(clt_op_softmax_xent_rows(lgh, lb, 0, 1, 1, lg, la, NULL, NULL), CLT_ERR_SHAPE);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "dlogits (as logits)"));
+    ck_assert_int_eq(clt_loss_softmax_xent(lgh, lb, 0, 1, 1, lg, la, NULL), CLT_ERR_SHAPE);
+    clt_tensor *ts[] = {lg, lgh, lb, la, rows7, rowsi};
+    for (size_t i = 0; i < 6; i++)
+        clt_tensor_free(ts[i]);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 START_TEST(test_mse)
 {
     static const size_t full[] = {1, 17, 1000, 65537}, small[] = {1, 17, 1000, 4099};
@@ -640,6 +867,11 @@ int main(void)
     tcase_add_test(tc, test_xent_variants);
     tcase_add_test(tc, test_xent_errors);
     tcase_add_test(tc, test_public_losses);
+    tcase_add_test(tc, test_xent_rows_vocab);
+    tcase_add_test(tc, test_xent_public_large_vocab);
+    tcase_add_test(tc, test_xent_rows_half);
+    tcase_add_test(tc, test_xent_rows_deterministic);
+    tcase_add_test(tc, test_xent_rows_errors);
     tcase_add_test(tc, test_mse);
     tcase_add_test(tc, test_mse_deterministic);
     tcase_add_test(tc, test_softmax);

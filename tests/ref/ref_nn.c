@@ -399,3 +399,30 @@ void ref_layernorm_backward(const double *x, const double *w, const double *dy, 
         }
     }
 }
+
+void ref_embedding_forward(const int32_t *ids, const double *table, const double *pos, double *y,
+                           int R, int V, int T, int D)
+{
+    (void)V;
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < D; j++)
+            y[(size_t)r * D + j] =
+                table[(size_t)ids[r] * D + j] + (pos ? pos[(size_t)(r % T) * D + j] : 0.0);
+}
+
+void ref_embedding_backward(const int32_t *ids, const double *dy, double *dtable, double *dpos,
+                            int R, int V, int T, int D)
+{
+    if (dtable)
+        for (size_t i = 0; i < (size_t)V * D; i++)
+            dtable[i] = 0.0;
+    if (dpos)
+        for (size_t i = 0; i < (size_t)T * D; i++)
+            dpos[i] = 0.0;
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < D; j++) {
+            const double g = dy[(size_t)r * D + j];
+            if (dtable) dtable[(size_t)ids[r] * D + j] += g;
+            if (dpos) dpos[(size_t)(r % T) * D + j] += g;
+        }
+}

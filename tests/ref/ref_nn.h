@@ -107,4 +107,13 @@ void ref_layernorm_forward(const double *x, const double *w, const double *b, do
 void ref_layernorm_backward(const double *x, const double *w, const double *dy, double *dx,
                             double *dw, double *db, int R, int D, double eps);
 
+/* Token embedding with learned positions over R = B T rows: y[r] = table[ids[r]] + pos[r % T]
+ * (pos NULL: no positions) for table (V, D), pos (T, D), y (R, D); ids in [0, V). */
+void ref_embedding_forward(const int32_t *ids, const double *table, const double *pos, double *y,
+                           int R, int V, int T, int D);
+/* Its gradients from dy (R, D): dtable (V, D) = the sum of dy's rows by token, dpos (T, D) = the
+ * sum over the batch at each position; either may be NULL. Overwrites them. */
+void ref_embedding_backward(const int32_t *ids, const double *dy, double *dtable, double *dpos,
+                            int R, int V, int T, int D);
+
 #endif
