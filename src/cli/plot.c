@@ -7,9 +7,12 @@
 #include "cli/options.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- one JSON line --------------------------------------------------------------------- */
 
@@ -294,10 +297,35 @@ static const char *const expected_text =
 /* Reads the metrics file at path into run. A last line without its newline that does not parse
  * (a run killed while writing it) is left out with a note; any other bad line fails, naming
  * the file and the line. */
+/* The metrics file opened for reading: a regular file only. The open does not block (a FIFO
+ * without a writer would hang a blocking one), and the type is checked before any read. */
+static FILE *open_metrics(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        cli_error("plot %s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat sb;
+    FILE *f = NULL;
+    if (fstat(fd, &sb) != 0)
+        cli_error("plot %s: %s", path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        cli_error("plot %s: is %s, not a regular file; %s", path,
+                  S_ISFIFO(sb.st_mode) ? "a FIFO (named pipe)"
+                  : S_ISDIR(sb.st_mode) ? "a directory" : "a device or socket",
+                  expected_text);
+    else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 ||
+             !(f = fdopen(fd, "r")))
+        cli_error("plot %s: %s", path, strerror(errno));
+    if (!f) close(fd);
+    return f;
+}
+
 static int read_metrics(const char *path, struct plot_run *run)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return cli_error("plot %s: cannot open: %s", path, strerror(errno));
+    FILE *f = open_metrics(path);
+    if (!f) return CLI_FAIL;
     char *line = NULL, err[160];
     size_t cap = 0;
     long lineno = 0;

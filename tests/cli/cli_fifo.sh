@@ -1,11 +1,11 @@
 #!/bin/sh
 # FIFOs (named pipes) as inputs never hang the program. Data files (csv:TRAIN[,TEST], predict
-# --input, the files of idx:DIR and images:DIR) are refused at once, naming the file: "is a
-# FIFO (named pipe), not a regular file". A model spec may come from a pipe: the shell's
-# <(echo ...) and a named FIFO whose writer comes a little later are read; a FIFO that no
-# writer ever opens is an error after 5 s. Every command runs under `timeout`, so a regression
-# fails (exit 124) instead of hanging the suite. Needs CLTRAIN_BIN (meson test); one step of
-# training writes the checkpoint that eval and predict load.
+# --input, the files of idx:DIR and images:DIR, cltrain plot's metrics files) are refused at
+# once, naming the file: "is a FIFO (named pipe), not a regular file". A model spec may come
+# from a pipe: the shell's <(echo ...) and a named FIFO whose writer comes a little later are
+# read; a FIFO that no writer ever opens is an error after 5 s. Every command runs under
+# `timeout`, so a regression fails (exit 124) instead of hanging the suite. Needs CLTRAIN_BIN
+# (meson test); one step of training writes the checkpoint that eval and predict load.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -58,3 +58,9 @@ took=$(($(date +%s) - start))
 [ "$took" -le 12 ] || fail "--model FIFO without a writer took $took s, expected about 5"
 check_bad "--model DIRECTORY" "is a directory" "read from a file or a pipe" -- \
     $T train --data "csv:$tmp/train.csv" --model "$tmp/idx" --steps 1
+
+# -- cltrain plot's metrics files: regular files only -----------------------------------------
+check_bad "plot FIFO" "plot $tmp/fifo: is a FIFO (named pipe), not a regular file" -- \
+    $T plot "$tmp/fifo" -o "$tmp/p.svg"
+check_bad "plot DIRECTORY" "plot $tmp/idx: is a directory, not a regular file" -- \
+    $T plot "$tmp/idx" -o "$tmp/p.svg"

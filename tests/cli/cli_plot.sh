@@ -111,7 +111,7 @@ check_bad --code 1 "an empty file" "plot empty.jsonl: no training steps in 0 lin
 check_bad --code 1 "a record without its step" \
     'plot nostep.jsonl:2: the "eval" record has no numeric "step"' -- \
     "$CLTRAIN_BIN" plot nostep.jsonl
-check_bad --code 1 "a folder" "plot $tmp: read failed" -- "$CLTRAIN_BIN" plot "$tmp"
+check_bad --code 1 "a folder" "plot $tmp: is a directory, not a regular file" -- "$CLTRAIN_BIN" plot "$tmp"
 cmp -s curves.svg before.svg || fail "a failed plot changed curves.svg"
 check_bad --code 2 "no file" "plot: no metrics file" -- "$CLTRAIN_BIN" plot
 check_bad --code 2 "an unknown option" 'unknown option "--colour"' -- \
