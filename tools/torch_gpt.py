@@ -369,7 +369,8 @@ class Text:
             index = {c: i for i, c in enumerate(self.vocab)}
             ids = np.array([index[c] for c in text], np.int64)
         if len(ids) < 2:
-            raise Failure(f"--data {path}: {len(ids)} tokens; a language model needs a text")
+            raise Failure(f"--data {path}: {len(ids)} token{'' if len(ids) == 1 else 's'}; a "
+                          "language model needs at least 2")
         self.tokens, self.path = tokens, path
         self.index = {c: i for i, c in enumerate(self.vocab)}
         n = int(0.9 * len(ids))
@@ -448,12 +449,17 @@ def train_step(model, opt, x, y, a, step):
     return loss
 
 
+def check_splits(text, T):
+    """Both splits must hold a window of T + 1 tokens."""
+    for name, split in (("training", text.train), ("validation", text.val)):
+        if len(split) < T + 1:
+            raise Failure(f"--data {text.path}: the {name} split has {len(split)} tokens, "
+                          f"fewer than block + 1 = {T + 1}")
+
+
 @torch.no_grad()
 def evaluate(model, text, T, a, dev):
     """The mean loss over --eval-batches fixed batches of the validation split (nats)."""
-    if len(text.val) < T + 1:
-        raise Failure(f"--data {text.path}: the validation split has {len(text.val)} tokens, "
-                      f"fewer than block + 1 = {T + 1}")
     model.eval()
     offsets = eval_offsets(len(text.val), T, a.eval_batches * a.batch_size)
     val = text.val.to(dev)
@@ -471,9 +477,6 @@ def report(loss, text):
 
 
 def train(model, text, T, a, dev):
-    if len(text.train) < T + 1:
-        raise Failure(f"--data {text.path}: the training split has {len(text.train)} tokens, "
-                      f"fewer than block + 1 = {T + 1}")
     opt = make_optimizer(model, a)
     gen = torch.Generator().manual_seed(a.seed)
     data = text.train.to(dev)
@@ -570,7 +573,8 @@ def bench(a, dev):
             n += 1
         sync(dev)
         rate = n / (time.perf_counter() - t0)
-        print(f"{name} {rate:.2f} steps/s {rate * B * T:.0f} tokens/s (batch {B} x block {T}, "
+        label = name if name in PRESETS else "spec"
+        print(f"{label} {rate:.2f} steps/s {rate * B * T:.0f} tokens/s (batch {B} x block {T}, "
               f"{n} steps, {'bf16' if a.bf16 else 'fp32'}, {dev})", flush=True)
 
 
@@ -587,8 +591,15 @@ def print_spec(model, spec):
 
 # ---- command line ------------------------------------------------------------------------
 
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        """One line, exit 2 (argparse's own prints the whole usage first)."""
+        print(f"torch_gpt: {message} (--help lists the flags)", file=sys.stderr)
+        sys.exit(2)
+
+
 def parse_args(argv):
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="torch_gpt.py", description="cltrain's GPT models and recipe in PyTorch "
         "(see the module's docstring for the naming rule and the recipe)")
     p.add_argument("--data", metavar="FILE", help="the text (UTF-8, or any bytes with "
@@ -626,11 +637,12 @@ def parse_args(argv):
     a.model = a.model or "gpt-mini"
     a.batch_size = a.batch_size or 12
     try:
-        a.betas = tuple(float(b) for b in a.betas.split(","))
-        if len(a.betas) != 2 or not all(0 <= b < 1 for b in a.betas):
+        betas = tuple(float(b) for b in a.betas.split(","))
+        if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
             raise ValueError
     except ValueError:
         p.error(f"--betas: expected B1,B2 in [0, 1), got \"{a.betas}\"")
+    a.betas = betas
     checks = [("--steps", a.steps >= 0), ("--batch-size", a.batch_size >= 1),
               ("--eval-batches", a.eval_batches >= 1), ("--lr", a.lr > 0),
               ("--min-lr", 0 <= a.min_lr <= a.lr), ("--warmup", a.warmup >= 0),
@@ -640,7 +652,7 @@ def parse_args(argv):
               ("--bench", a.bench is None or a.bench > 0)]
     for flag, ok in checks:
         if not ok:
-            p.error(f"{flag}: value out of range")
+            p.error(f"{flag}: {getattr(a, flag[2:].replace('-', '_'))} is out of range")
     if a.bf16 and not a.device.startswith("cuda"):
         p.error("--bf16 is autocast on a GPU: add --device cuda")
     if a.bench is None and not a.data:
@@ -674,6 +686,7 @@ def main(argv):
         if a.print_spec:
             print_spec(model, spec)
             return 0
+        check_splits(text, T)
         model.to(dev)
         if a.save_init:
             save_safetensors(a.save_init, state_dict_numpy(model), {"format": "pt"})
