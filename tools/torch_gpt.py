@@ -73,6 +73,12 @@ usage:
   torch_gpt.py --data FILE --load CKPT.safetensors [--generate N ...]        evaluate a checkpoint
   torch_gpt.py --data FILE --save-init FILE --steps 0                        initial weights
   torch_gpt.py --bench [SECONDS] [--model ...]     "NAME S steps/s T tokens/s" per model
+--bench times training steps (the recipe's step: AdamW, clipping) on one batch of synthetic
+tokens (vocabulary 65, tiny-shakespeare's) after 3 warm-up steps, for gpt-mini and gpt-char (or
+--model), at nanoGPT's batch sizes (12 and 64) or --batch-size, on every CPU thread (--threads).
+On cores shared with other work, PyTorch's OpenMP threads spin at each barrier waiting for a
+descheduled peer: a 2-thread run can be ten times slower than 1 thread or than
+OMP_WAIT_POLICY=PASSIVE, so say which was used when a figure is quoted.
 Files: safetensors read and written with json, struct and numpy alone (cltrain checkpoints:
 the model's tensors are those whose name starts with a layer number; F32, F16 and BF16 read).
 """
