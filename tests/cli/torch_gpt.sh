@@ -170,6 +170,18 @@ check(rc == 0 and val_loss(out) == init_loss,
 rc, out, err = run(*tiny, "--load", "trained.safetensors", "--seed", "9")
 check(rc == 0 and val_loss(out) == trained, "--save, --load: the trained validation loss")
 
+# a checkpoint as cltrain writes one: the spec in the metadata "model" (V written out), the
+# optimizer's state beside the weights; --load builds the model from the metadata (no --model)
+# and loads the model's tensors alone
+w, _ = tg.load_safetensors("trained.safetensors")
+extra = {f"optim.{k}.exp_avg": np.zeros_like(v) for k, v in w.items()}
+tg.save_safetensors("cltrain.safetensors", {**w, **extra},
+                    {"format": "cltrain-1", "model": SPEC.replace("linear V", f"linear {V}")})
+rc, out, err = run("--data", "t.txt", "--batch-size", "8", "--eval-batches", "4", "--load",
+                   "cltrain.safetensors")
+check(rc == 0 and val_loss(out) == trained and "block 16" in out,
+      f"a cltrain checkpoint: the model from its metadata, block from posembed: {err.strip()}")
+
 # the files: the project's safetensors (sorted F32 tensors, header padded to 8 bytes, the
 # state dict's names only), read by checkpoint_numpy; BF16 tensors read
 raw = open("init.safetensors", "rb").read()
