@@ -506,7 +506,7 @@ def generate(model, text, T, a, dev):
     if a.prompt is not None:
         ids = text.encode(a.prompt)
     else:  # a new line, as nanoGPT's sample.py starts, where the text has one
-        ids = text.encode("\n") if "\n".encode() in text.index or "\n" in text.index else [0]
+        ids = text.encode("\n") if text.tokens == "byte" or "\n" in text.index else [0]
     if not ids:
         raise Usage("--prompt: empty; give at least one character")
     gen = torch.Generator().manual_seed(a.seed)

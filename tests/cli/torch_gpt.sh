@@ -230,6 +230,15 @@ for argv, code, needle in [
     rc, out, err = run(*argv)
     check(rc == code and err.count("\n") == 1 and needle in err,
           f"{needle}: exit {rc}, {err.strip()!r}")
+open("latin1.txt", "wb").write("caf\xe9 ".encode("latin-1") * 100)
+rc, out, err = run("--data", "latin1.txt", "--block", "8", "--steps", "0")
+check(rc == 1 and "not UTF-8 text (byte 3); use --tokens byte" in err,
+      f"a text that is not UTF-8: {err.strip()!r}")
+rc, out, err = run("--data", "latin1.txt", "--tokens", "byte", "--block", "8", "--steps", "0",
+                   "--model", SPEC, "--batch-size", "4", "--eval-batches", "2")
+m = re.search(r"^val loss ([0-9.]+) nats/token, [0-9.]+ bits/byte", out, re.M)
+check(rc == 0 and m and abs(float(m.group(1)) - math.log(256)) < 0.1,
+      f"--tokens byte: 256 ids, bits per byte: {out.splitlines()[-1:]}")
 open("one.txt", "w").write("a")
 rc, out, err = run("--data", "one.txt")
 check(rc == 1 and "1 token; a language model needs at least 2" in err, f"a 1-character text: {err.strip()!r}")
