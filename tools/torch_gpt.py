@@ -62,8 +62,9 @@ is cltrain's: lr (s + 1) / W during W warm-up steps, then a cosine from lr to --
 remaining steps. Initialisation: normal(0, 0.02) for matrices and embeddings, zero biases,
 layernorm weight 1 and bias 0. Evaluation uses --eval-batches N fixed batches: window k of
 the N * B (k = 0 .. N B - 1) starts at offset k * (n_val - T - 1) // (N B - 1) of the
-validation split (0 for a single window); the loss is the mean over every position, in nats per
-token and bits per character (per byte with --tokens byte). Sampling: the logits of the last
+validation split (0 for a single window), as cltrain's evaluation windows (cl/textbatch.cl);
+the loss is the mean over every position, in nats per token and bits per character (per byte
+with --tokens byte). Sampling: the logits of the last
 position (the context cut to the last T tokens) divided by --temperature, restricted to the
 --top-k largest (ties with the k-th kept; 0: all), softmax, one multinomial draw (a CPU
 generator seeded by --seed, so every device draws the same tokens from the same probabilities).

@@ -22,7 +22,9 @@ done
 [ -n "$torch_python" ] || skip "PyTorch is missing (neither /usr/bin/python3 nor python3 imports torch and numpy)"
 make_tmp
 
-spec="embed 32, posembed, residual { layernorm, attention 2 causal }, residual { layernorm, linear 128, gelu, linear 32 }, residual { layernorm, attention 2 causal }, residual { layernorm, linear 128, gelu, linear 32 }, layernorm, linear V nobias tied"
+block="residual { layernorm, attention 2 causal },"
+block="$block residual { layernorm, linear 128, gelu, linear 32 }"
+spec="embed 32, posembed, $block, $block, layernorm, linear V nobias tied"
 
 # the script itself: --bench on the tiny spec prints the line tools/bench_vs_torch.sh reads
 check_ok "--bench" -- "$torch_python" "$tools/torch_gpt.py" --bench 0.3 --model "$spec" \
@@ -117,7 +119,8 @@ E = model[0].weight
 same = torch.equal(model[7](torch.eye(32)), E.t())
 with torch.no_grad():
     E[0, 0] += 1  # the head sees the change: one tensor, not a copy
-check(same and torch.equal(model[7](torch.eye(32)), E.t()) and "7.weight" not in model.state_dict(),
+check(same and torch.equal(model[7](torch.eye(32)), E.t()) and
+      "7.weight" not in model.state_dict(),
       "the tied head multiplies by the embedding's matrix, named once")
 att = model[2].body[1]
 with torch.no_grad():
@@ -241,7 +244,8 @@ check(rc == 0 and m and abs(float(m.group(1)) - math.log(256)) < 0.1,
       f"--tokens byte: 256 ids, bits per byte: {out.splitlines()[-1:]}")
 open("one.txt", "w").write("a")
 rc, out, err = run("--data", "one.txt")
-check(rc == 1 and "1 token; a language model needs at least 2" in err, f"a 1-character text: {err.strip()!r}")
+check(rc == 1 and "1 token; a language model needs at least 2" in err,
+      f"a 1-character text: {err.strip()!r}")
 
 sys.exit(1 if failed else 0)
 PY
