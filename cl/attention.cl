@@ -130,6 +130,7 @@ kernel void attention_forward(global X_T *y, ulong y_off, global float *lse, ulo
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile's reads are done */
         clt_att_stage(kt, vt, qkv, q_off, dims, b, h, j0, n, 1, 2, 1.0f);
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (!row) continue; /* past T: only the barriers */
         float s[ATT_BK], mt = m;
         for (uint r = 0; r < n; r++) {
             /* masked scores are -inf: they add exp(-inf) = 0 below */
@@ -219,7 +220,7 @@ kernel void attention_backward_dkv(global G_T *dqkv, ulong dq_off, const global 
             dt[r] = r < n ? delta[d_off + bh * T + i0 + r] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint r = 0; r < n; r++) {
+        for (uint r = 0; row && r < n; r++) {
             const local float *qr = qt + r * ATT_HD, *gr = gt + r * ATT_HD;
             const float s = clt_att_dot(k, qr);
             const float p = causal && j > i0 + r ? 0.0f : exp(s - lt[r]);
@@ -272,7 +273,7 @@ kernel void attention_backward_dq(global G_T *dqkv, ulong dq_off, const global G
         barrier(CLK_LOCAL_MEM_FENCE);
         clt_att_stage(kt, vt, qkv, q_off, dims, b, h, j0, n, 1, 2, 1.0f);
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint r = 0; r < n; r++) {
+        for (uint r = 0; row && r < n; r++) {
             const local float *kr = kt + r * ATT_HD;
             const float s = clt_att_dot(q, kr);
             const float p = causal && j0 + r > i ? 0.0f : exp(s - li);
