@@ -13,7 +13,8 @@
  *    FlashAttention-2: a work-group takes one (b, h) and a tile of rows, one row per work-item
  *    (any work-group size: the rows of a group are its size), whose q (or k and v) and
  *    accumulators live in private arrays of CLT_ATTN_HD floats (the head width's bucket, a
- *    power of two at or above HD; columns beyond HD are zeros and never stored). The other
+ *    power of two at or above HD, at least 16, held as vectors of 16; columns beyond HD are
+ *    zeros and never stored). The other
  *    side's rows come through local memory in tiles of CLT_ATTN_BK rows, a size the host derives
  *    from the device's local memory. The forward keeps a running maximum and sum (online
  *    softmax), so S never reaches global memory. The backward runs attention_backward_delta
@@ -35,7 +36,7 @@
 #define X_T CLT_TYPE(X_DTYPE)
 #define G_T CLT_TYPE(G_DTYPE)
 #ifndef CLT_ATTN_HD
-#define CLT_ATTN_HD 64 /* the flash kernels' private row width: HD's bucket, a power of two */
+#define CLT_ATTN_HD 64 /* the flash kernels' private row width: HD's bucket, 16 << k */
 #endif
 #ifndef CLT_ATTN_BK
 #define CLT_ATTN_BK 16 /* rows per tile staged in local memory by the flash kernels */
@@ -60,6 +61,10 @@ static inline ulong clt_att_y(uint4 dims, ulong b, ulong t, uint h)
 }
 
 /* ---- flash path ----------------------------------------------------------------------------- */
+/* Rows are held as ATT_V vectors of 16 floats (CLT_ATTN_HD is a multiple of 16), so that the
+ * arithmetic over a row's columns is vector arithmetic: a CPU compiler vectorises it (the
+ * work-item loop around it, holding inner loops, it does not), a GPU's runs it as scalars. */
+#define ATT_V (ATT_HD / 16)
 
 /* The (b, h) pair and first row of a flash kernel's work-group: groups are (b, h)-major, then
  * tiles of get_local_size(0) rows over T. */
@@ -72,14 +77,36 @@ static inline void clt_att_group(uint4 dims, ulong *b, uint *h, uint *r0)
     *r0 = (uint)(g % tiles) * lsz;
 }
 
-/* Stages rows [j0, j0 + n) of parts pa and pb (k, v: 1, 2) of head h of sample b into
- * ta and tb (CLT_ATTN_BK x CLT_ATTN_HD, zeros beyond n rows and HD columns), pa's scaled by sa.
- * Called by every work-item; the caller puts the barriers around it. */
-static inline void clt_att_stage(local float *ta, local float *tb, const global X_T *qkv,
+/* The HD elements of qkv from element e on, times sa, into dst (zeros beyond HD, and everywhere
+ * when !in); likewise of dy. */
+static inline void clt_att_row_x(float16 *dst, const global X_T *x, ulong e, uint HD, bool in,
+                                 float sa)
+{
+    float t[ATT_HD];
+    for (uint c = 0; c < ATT_HD; c++)
+        t[c] = in && c < HD ? CLT_LOAD(X_DTYPE, x, e + c) * sa : 0.0f;
+    for (uint v = 0; v < ATT_V; v++)
+        dst[v] = vload16(v, t);
+}
+
+static inline void clt_att_row_g(float16 *dst, const global G_T *g, ulong e, uint HD, bool in)
+{
+    float t[ATT_HD];
+    for (uint c = 0; c < ATT_HD; c++)
+        t[c] = in && c < HD ? CLT_LOAD(G_DTYPE, g, e + c) : 0.0f;
+    for (uint v = 0; v < ATT_V; v++)
+        dst[v] = vload16(v, t);
+}
+
+/* Stages rows [j0, j0 + n) of parts pa and pb (q, k, v: 0, 1, 2) of head h of sample b into
+ * ta and tb (CLT_ATTN_BK rows of ATT_V vectors, zeros beyond n rows and HD columns), pa's scaled
+ * by sa. Called by every work-item; the caller puts the barriers around it. */
+static inline void clt_att_stage(local float16 *ta, local float16 *tb, const global X_T *qkv,
                                  ulong q_off, uint4 dims, ulong b, uint h, uint j0, uint n,
                                  uint pa, uint pb, float sa)
 {
     const uint lid = get_local_id(0), lsz = get_local_size(0), HD = dims.s3;
+    local float *fa = (local float *)ta, *fb = (local float *)tb;
     for (uint x = lid; x < ATT_BK * ATT_HD; x += lsz) {
         const uint r = x / ATT_HD, c = x % ATT_HD;
         float a = 0.0f, v = 0.0f;
@@ -87,18 +114,22 @@ static inline void clt_att_stage(local float *ta, local float *tb, const global 
             a = CLT_LOAD(X_DTYPE, qkv, q_off + clt_att_qkv(dims, b, j0 + r, pa, h) + c) * sa;
             v = CLT_LOAD(X_DTYPE, qkv, q_off + clt_att_qkv(dims, b, j0 + r, pb, h) + c);
         }
-        ta[x] = a;
-        tb[x] = v;
+        fa[x] = a;
+        fb[x] = v;
     }
 }
 
-/* a . b over the bucket's columns, in column order. */
-static inline float clt_att_dot(const float *a, const local float *b)
+/* a . b over a row: a vector fma chain in column order, then the 16 lanes added by a fixed
+ * tree. Every flash kernel computes a score this way (fma is symmetric in its factors). */
+static inline float clt_att_dot(const float16 *a, const local float16 *b)
 {
-    float d = 0.0f;
-    for (uint c = 0; c < ATT_HD; c++)
-        d = fma(a[c], b[c], d);
-    return d;
+    float16 acc = a[0] * b[0];
+    for (uint v = 1; v < ATT_V; v++)
+        acc = fma(a[v], b[v], acc);
+    const float8 s8 = acc.lo + acc.hi;
+    const float4 s4 = s8.lo + s8.hi;
+    const float2 s2 = s4.lo + s4.hi;
+    return s2.x + s2.y;
 }
 
 /* One work-item per query row i (rows >= T idle but take part in the barriers): the online
@@ -108,7 +139,7 @@ kernel void attention_forward(global X_T *y, ulong y_off, global float *lse, ulo
                               const global X_T *qkv, ulong q_off, uint4 dims, float scale,
                               int flags)
 {
-    local float kt[ATT_BK * ATT_HD], vt[ATT_BK * ATT_HD];
+    local float16 kt[ATT_BK * ATT_V], vt[ATT_BK * ATT_V];
     const uint T = dims.s1, HD = dims.s3, lid = get_local_id(0), lsz = get_local_size(0);
     const bool causal = (flags & CLT_ATTN_CAUSAL) != 0;
     ulong b;
@@ -116,13 +147,10 @@ kernel void attention_forward(global X_T *y, ulong y_off, global float *lse, ulo
     clt_att_group(dims, &b, &h, &i0);
     const uint i = i0 + lid;
     const bool row = i < T;
-    float q[ATT_HD], o[ATT_HD];
-    for (uint c = 0; c < ATT_HD; c++) {
-        q[c] = row && c < HD ? CLT_LOAD(X_DTYPE, qkv, q_off + clt_att_qkv(dims, b, i, 0, h) + c) *
-                                   scale
-                             : 0.0f;
-        o[c] = 0.0f;
-    }
+    float16 q[ATT_V], o[ATT_V];
+    clt_att_row_x(q, qkv, q_off + clt_att_qkv(dims, b, i, 0, h), HD, row, scale);
+    for (uint v = 0; v < ATT_V; v++)
+        o[v] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     const uint jend = causal ? min(T, i0 + lsz) : T; /* the key rows any row of the group sees */
     for (uint j0 = 0; j0 < jend; j0 += ATT_BK) {
@@ -134,27 +162,30 @@ kernel void attention_forward(global X_T *y, ulong y_off, global float *lse, ulo
         float s[ATT_BK], mt = m;
         for (uint r = 0; r < n; r++) {
             /* masked scores are -inf: they add exp(-inf) = 0 below */
-            s[r] = causal && j0 + r > i ? -INFINITY : clt_att_dot(q, kt + r * ATT_HD);
+            s[r] = causal && j0 + r > i ? -INFINITY : clt_att_dot(q, kt + r * ATT_V);
             mt = fmax(mt, s[r]);
         }
         /* the first tile always holds key 0, which no row masks: mt is finite from there on */
         const float a = m == -INFINITY ? 0.0f : exp(m - mt);
         l *= a;
-        for (uint c = 0; c < ATT_HD; c++)
-            o[c] *= a;
+        for (uint v = 0; v < ATT_V; v++)
+            o[v] *= a;
         for (uint r = 0; r < n; r++) {
             const float p = exp(s[r] - mt);
             l += p;
-            for (uint c = 0; c < ATT_HD; c++)
-                o[c] = fma(p, vt[r * ATT_HD + c], o[c]);
+            for (uint v = 0; v < ATT_V; v++)
+                o[v] = fma((float16)p, vt[r * ATT_V + v], o[v]);
         }
         m = mt;
     }
     if (row) {
         const float inv = 1.0f / l;
         const ulong yi = y_off + clt_att_y(dims, b, i, h);
+        float t[ATT_HD];
+        for (uint v = 0; v < ATT_V; v++)
+            vstore16(o[v] * inv, v, t);
         for (uint c = 0; c < ATT_HD; c++)
-            if (c < HD) CLT_STORE(X_DTYPE, y, yi + c, o[c] * inv);
+            if (c < HD) CLT_STORE(X_DTYPE, y, yi + c, t[c]);
         lse[l_off + ((b * dims.s2 + h) * T + i)] = m + log(l);
     }
 }
@@ -184,7 +215,8 @@ kernel void attention_backward_dkv(global G_T *dqkv, ulong dq_off, const global 
                                    const global float *delta, ulong d_off, uint4 dims,
                                    float scale, int flags)
 {
-    local float qt[ATT_BK * ATT_HD], gt[ATT_BK * ATT_HD], lt[ATT_BK], dt[ATT_BK];
+    local float16 qt[ATT_BK * ATT_V], gt[ATT_BK * ATT_V];
+    local float lt[ATT_BK], dt[ATT_BK];
     const uint T = dims.s1, HD = dims.s3, lid = get_local_id(0), lsz = get_local_size(0);
     const bool causal = (flags & CLT_ATTN_CAUSAL) != 0;
     ulong b;
@@ -193,14 +225,14 @@ kernel void attention_backward_dkv(global G_T *dqkv, ulong dq_off, const global 
     const uint j = j0g + lid;
     const bool row = j < T;
     const ulong bh = b * dims.s2 + h;
-    float k[ATT_HD], v[ATT_HD], dk[ATT_HD], dv[ATT_HD];
-    for (uint c = 0; c < ATT_HD; c++) {
-        const bool in = row && c < HD;
-        k[c] = in ? CLT_LOAD(X_DTYPE, qkv, q_off + clt_att_qkv(dims, b, j, 1, h) + c) : 0.0f;
-        v[c] = in ? CLT_LOAD(X_DTYPE, qkv, q_off + clt_att_qkv(dims, b, j, 2, h) + c) : 0.0f;
-        dk[c] = 0.0f;
-        dv[c] = 0.0f;
+    float16 k[ATT_V], v[ATT_V], dk[ATT_V], dv[ATT_V];
+    clt_att_row_x(k, qkv, q_off + clt_att_qkv(dims, b, j, 1, h), HD, row, 1.0f);
+    clt_att_row_x(v, qkv, q_off + clt_att_qkv(dims, b, j, 2, h), HD, row, 1.0f);
+    for (uint w = 0; w < ATT_V; w++) {
+        dk[w] = 0.0f;
+        dv[w] = 0.0f;
     }
+    local float *fq = (local float *)qt, *fg = (local float *)gt;
     /* with the mask, query rows before the group's first key row see none of its keys */
     for (uint i0 = causal ? j0g / ATT_BK * ATT_BK : 0; i0 < T; i0 += ATT_BK) {
         const uint n = min((uint)ATT_BK, T - i0);
@@ -212,8 +244,8 @@ kernel void attention_backward_dkv(global G_T *dqkv, ulong dq_off, const global 
                 a = CLT_LOAD(X_DTYPE, qkv, q_off + clt_att_qkv(dims, b, i0 + r, 0, h) + c) * scale;
                 g = CLT_LOAD(G_DTYPE, dy, dy_off + clt_att_y(dims, b, i0 + r, h) + c);
             }
-            qt[x] = a;
-            gt[x] = g;
+            fq[x] = a;
+            fg[x] = g;
         }
         for (uint r = lid; r < ATT_BK; r += lsz) {
             lt[r] = r < n ? lse[l_off + bh * T + i0 + r] : 0.0f;
@@ -221,22 +253,27 @@ kernel void attention_backward_dkv(global G_T *dqkv, ulong dq_off, const global 
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint r = 0; row && r < n; r++) {
-            const local float *qr = qt + r * ATT_HD, *gr = gt + r * ATT_HD;
+            const local float16 *qr = qt + r * ATT_V, *gr = gt + r * ATT_V;
             const float s = clt_att_dot(k, qr);
             const float p = causal && j > i0 + r ? 0.0f : exp(s - lt[r]);
             const float ds = p * (clt_att_dot(v, gr) - dt[r]);
-            for (uint c = 0; c < ATT_HD; c++) {
-                dv[c] = fma(p, gr[c], dv[c]);
-                dk[c] = fma(ds, qr[c], dk[c]);
+            for (uint w = 0; w < ATT_V; w++) {
+                dv[w] = fma((float16)p, gr[w], dv[w]);
+                dk[w] = fma((float16)ds, qr[w], dk[w]);
             }
         }
     }
     if (row) {
         const ulong e = dq_off + clt_att_qkv(dims, b, j, 1, h), D = (ulong)dims.s2 * HD;
+        float tk[ATT_HD], tv[ATT_HD];
+        for (uint w = 0; w < ATT_V; w++) {
+            vstore16(dk[w], w, tk);
+            vstore16(dv[w], w, tv);
+        }
         for (uint c = 0; c < ATT_HD; c++)
             if (c < HD) {
-                CLT_STORE(G_DTYPE, dqkv, e + c, dk[c]);
-                CLT_STORE(G_DTYPE, dqkv, e + D + c, dv[c]);
+                CLT_STORE(G_DTYPE, dqkv, e + c, tk[c]);
+                CLT_STORE(G_DTYPE, dqkv, e + D + c, tv[c]);
             }
     }
 }
@@ -248,7 +285,7 @@ kernel void attention_backward_dq(global G_T *dqkv, ulong dq_off, const global G
                                   const global float *lse, ulong l_off, const global float *delta,
                                   ulong d_off, uint4 dims, float scale, int flags)
 {
-    local float kt[ATT_BK * ATT_HD], vt[ATT_BK * ATT_HD];
+    local float16 kt[ATT_BK * ATT_V], vt[ATT_BK * ATT_V];
     const uint T = dims.s1, HD = dims.s3, lid = get_local_id(0), lsz = get_local_size(0);
     const bool causal = (flags & CLT_ATTN_CAUSAL) != 0;
     ulong b;
@@ -257,14 +294,11 @@ kernel void attention_backward_dq(global G_T *dqkv, ulong dq_off, const global G
     const uint i = i0 + lid;
     const bool row = i < T;
     const ulong bh = b * dims.s2 + h;
-    float q[ATT_HD], g[ATT_HD], dq[ATT_HD];
-    for (uint c = 0; c < ATT_HD; c++) {
-        const bool in = row && c < HD;
-        q[c] = in ? CLT_LOAD(X_DTYPE, qkv, q_off + clt_att_qkv(dims, b, i, 0, h) + c) * scale
-                  : 0.0f;
-        g[c] = in ? CLT_LOAD(G_DTYPE, dy, dy_off + clt_att_y(dims, b, i, h) + c) : 0.0f;
-        dq[c] = 0.0f;
-    }
+    float16 q[ATT_V], g[ATT_V], dq[ATT_V];
+    clt_att_row_x(q, qkv, q_off + clt_att_qkv(dims, b, i, 0, h), HD, row, scale);
+    clt_att_row_g(g, dy, dy_off + clt_att_y(dims, b, i, h), HD, row);
+    for (uint v = 0; v < ATT_V; v++)
+        dq[v] = 0.0f;
     const float li = row ? lse[l_off + bh * T + i] : 0.0f,
                 di = row ? delta[d_off + bh * T + i] : 0.0f;
     const uint jend = causal ? min(T, i0 + lsz) : T;
@@ -274,18 +308,21 @@ kernel void attention_backward_dq(global G_T *dqkv, ulong dq_off, const global G
         clt_att_stage(kt, vt, qkv, q_off, dims, b, h, j0, n, 1, 2, 1.0f);
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint r = 0; row && r < n; r++) {
-            const local float *kr = kt + r * ATT_HD;
+            const local float16 *kr = kt + r * ATT_V;
             const float s = clt_att_dot(q, kr);
             const float p = causal && j0 + r > i ? 0.0f : exp(s - li);
-            const float ds = p * (clt_att_dot(g, vt + r * ATT_HD) - di);
-            for (uint c = 0; c < ATT_HD; c++)
-                dq[c] = fma(ds, kr[c], dq[c]);
+            const float ds = p * (clt_att_dot(g, vt + r * ATT_V) - di);
+            for (uint v = 0; v < ATT_V; v++)
+                dq[v] = fma((float16)ds, kr[v], dq[v]);
         }
     }
     if (row) {
         const ulong e = dq_off + clt_att_qkv(dims, b, i, 0, h);
+        float t[ATT_HD];
+        for (uint v = 0; v < ATT_V; v++)
+            vstore16(dq[v] * scale, v, t);
         for (uint c = 0; c < ATT_HD; c++)
-            if (c < HD) CLT_STORE(G_DTYPE, dqkv, e + c, dq[c] * scale);
+            if (c < HD) CLT_STORE(G_DTYPE, dqkv, e + c, t[c]);
     }
 }
 
