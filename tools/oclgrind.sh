@@ -57,9 +57,9 @@ tools/setup.sh "$build" -Dwerror=true -Dbuildtype=debugoptimized >/dev/null
 
 # the longest first (under oclgrind: gemm 3 min, amp 2, model 1.5, conv and train 1), so that
 # the side-by-side runs end together
-programs=(gemm amp model conv train memory loader batchnorm layernorm embedding augment
-          elementwise cast tensor runtime activation linear_ops loss dropout input optim pool
-          checkpoint textbatch)
+programs=(gemm amp model conv train memory loader batchnorm layernorm embedding attention
+          augment elementwise cast tensor runtime activation linear_ops loss dropout input optim
+          pool checkpoint textbatch)
 parts=("$@")
 ((${#parts[@]})) || parts=("${programs[@]}" cli)
 

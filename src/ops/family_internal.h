@@ -38,6 +38,7 @@ struct clt__op_family {
     X(layernorm)                                                                                   \
     X(textbatch)                                                                                   \
     X(embedding)                                                                                   \
+    X(attention)                                                                                   \
     X(gemm)
 
 typedef enum {

@@ -416,6 +416,49 @@ size_t clt_op_embedding_workspace(size_t R, size_t V);
  * log2(P) (log2(P) + 1) / 2 + 3 launches, P = R rounded up to a power of two. */
 clt_status clt_op_embedding_backward(clt_tensor *dtable, clt_tensor *dpos, const clt_tensor *dy,
                                      const clt_tensor *ids, clt_tensor *workspace, float beta);
+/* ---- attention (cl/attention.cl, src/ops/attention.c) ---------------------------------------
+ * Scaled dot-product attention per head on the output of a D -> 3D projection, as
+ * F.scaled_dot_product_attention(q, k, v, is_causal) on the heads split out of it: qkv is
+ * (B, T, 3D) with q in columns [0, D), k in [D, 2D), v in [2D, 3D), head h at columns
+ * h HD .. (h + 1) HD of each (D = NH HD); y (B, T, D) holds the heads' outputs side by side.
+ * Per (b, h): P = softmax(scale q k^T) over each row (scale = 1 / sqrt(HD); with `causal`, key
+ * j > query i is left out), y = P v. The forward saves lse (B, NH, T, f32), each row's
+ * log-sum-exp, from which the backward recomputes P. qkv and y are f32, f16 or bf16 storage
+ * (one dtype), dy and dqkv likewise (one dtype, either); lse and the workspace are f32, the
+ * arithmetic f32. Two paths give the same results to rounding:
+ *  - CLT_ATTN_FLASH: FlashAttention-2's way: tiles of rows in local memory, a running maximum
+ *    and sum, the T x T scores never in global memory; the backward computes Delta = rowsum(dy y)
+ *    first, then dk and dv over tiles of key rows and dq over tiles of query rows, each a sum
+ *    in row order: no atomics, the same bits on every run and for every work-group size. Head
+ *    widths up to CLT_ATTN_FLASH_MAX_HD.
+ *  - CLT_ATTN_REFERENCE: the scores, then the probabilities and their gradients, materialised
+ *    in the workspace (B, NH, T, T), one work-item per element: any head width.
+ * CLT_ATTN_AUTO is the flash path where it takes HD, else the reference one. */
+#define CLT_ATTN_FLASH_MAX_HD 128
+typedef enum clt_attn_path { CLT_ATTN_AUTO, CLT_ATTN_FLASH, CLT_ATTN_REFERENCE } clt_attn_path;
+struct clt_attn_geom {
+    size_t B, T, NH, HD; /* batch, positions, heads, head width */
+    bool causal;         /* key j > query i left out */
+    clt_attn_path path;
+};
+/* The path g->path stands for (AUTO resolved by g->HD). */
+clt_attn_path clt_op_attention_resolve(const struct clt_attn_geom *g);
+/* The f32 elements of the workspace that the forward and backward of g take (the most of the
+ * two): the reference path's B NH T T scores and B NH T Delta, the flash path's Delta. */
+size_t clt_op_attention_workspace(const struct clt_attn_geom *g);
+/* y (B, T, D) and lse (B, NH, T) from qkv (B, T, 3D). ws (f32, at least
+ * clt_op_attention_workspace(g) elements) is written by the reference path; the flash path
+ * takes none (ws may be NULL). CLT_ERR_SHAPE for a size of 0 or 2^32 and more, or a tensor of
+ * another shape or dtype (each tensor's last dimension as above); CLT_ERR_INVALID_ARG for a
+ * head width above CLT_ATTN_FLASH_MAX_HD on the flash path, or a missing workspace. */
+clt_status clt_op_attention_forward(clt_tensor *y, clt_tensor *lse, clt_tensor *ws,
+                                    const clt_tensor *qkv, const struct clt_attn_geom *g);
+/* dqkv (B, T, 3D, dy's dtype; overwritten) from dy (B, T, D), the forward's input qkv, output y
+ * and lse; ws as for the forward (both paths write it: the flash path's Delta). dqkv must not
+ * overlap the inputs. The same errors as the forward. */
+clt_status clt_op_attention_backward(clt_tensor *dqkv, clt_tensor *ws, const clt_tensor *dy,
+                                     const clt_tensor *qkv, const clt_tensor *y,
+                                     const clt_tensor *lse, const struct clt_attn_geom *g);
 
 /* clt_ops_program_variants, every program the ops may build, walking the op-family table
  * (src/ops/families.c), is declared in cltrain/opencl.h for `cltrain kernels`. */
@@ -482,6 +525,12 @@ void clt__opts_layernorm(char *dst, size_t n, clt_dtype x, clt_dtype g); /* laye
 void clt__opts_textbatch(char *dst, size_t n, clt_dtype tok);                   /* textbatch */
 void clt__opts_embedding(char *dst, size_t n, clt_dtype x, clt_dtype id); /* embedding */
 void clt__opts_loss(char *dst, size_t n, clt_dtype x); /* loss: softmax_xent_rows */
+/* attention: hd 0 for the reference kernels' program, else the flash kernels' head width bucket
+ * (CLT_ATTN_HD) and tile rows bk (CLT_ATTN_BK, clt__attention_tile_rows) */
+void clt__opts_attention(char *dst, size_t n, clt_dtype x, clt_dtype g, unsigned hd, unsigned bk);
+/* The rows per tile the flash kernels of head width bucket hd stage in local memory on dev: the
+ * most (a power of two, up to 32) whose tiles fit its local memory. */
+unsigned clt__attention_tile_rows(const clt_device_info *dev, unsigned hd);
 struct clt_gemm_choice;
 /* The program a GEMM choice's kernels live in: "act_fn,gemm_panel" for the panel family (its
  * epilogue applies activations), "act_fn,gemm" for a direct or tiled kernel with the fused

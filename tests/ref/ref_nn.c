@@ -426,3 +426,82 @@ void ref_embedding_backward(const int32_t *ids, const double *dy, double *dtable
             if (dpos) dpos[(size_t)(r % T) * D + j] += g;
         }
 }
+
+/* q_i . k_j of head h of sample b, divided by sqrt(HD). */
+static double att_score(const double *qkv, int b, int h, int i, int j, int T, int NH, int HD)
+{
+    const size_t D = (size_t)NH * HD;
+    const double *q = qkv + ((size_t)b * T + i) * 3 * D + (size_t)h * HD;
+    const double *k = qkv + ((size_t)b * T + j) * 3 * D + D + (size_t)h * HD;
+    double s = 0;
+    for (int c = 0; c < HD; c++) s += q[c] * k[c];
+    return s / sqrt((double)HD);
+}
+
+/* Row i's maximum score m and sum of exp(s - m) over its keys (j <= i when causal). */
+static void att_row(const double *qkv, int b, int h, int i, int T, int NH, int HD, int causal,
+                    double *m, double *l)
+{
+    const int jn = causal ? i + 1 : T;
+    *m = -INFINITY;
+    for (int j = 0; j < jn; j++) *m = fmax(*m, att_score(qkv, b, h, i, j, T, NH, HD));
+    *l = 0;
+    for (int j = 0; j < jn; j++) *l += exp(att_score(qkv, b, h, i, j, T, NH, HD) - *m);
+}
+
+void ref_attention_forward(const double *qkv, double *y, double *lse, int B, int T, int NH, int HD,
+                           int causal)
+{
+    const size_t D = (size_t)NH * HD;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                double m, l;
+                att_row(qkv, b, h, i, T, NH, HD, causal, &m, &l);
+                if (lse) lse[((size_t)b * NH + h) * T + i] = m + log(l);
+                if (!y) continue;
+                double *yi = y + ((size_t)b * T + i) * D + (size_t)h * HD;
+                for (int c = 0; c < HD; c++) yi[c] = 0;
+                for (int j = 0; j < (causal ? i + 1 : T); j++) {
+                    const double p = exp(att_score(qkv, b, h, i, j, T, NH, HD) - m) / l;
+                    const double *v = qkv + ((size_t)b * T + j) * 3 * D + 2 * D + (size_t)h * HD;
+                    for (int c = 0; c < HD; c++) yi[c] += p * v[c];
+                }
+            }
+}
+
+void ref_attention_backward(const double *qkv, const double *dy, double *dqkv, int B, int T, int NH,
+                            int HD, int causal)
+{
+    const size_t D = (size_t)NH * HD;
+    const double scale = 1.0 / sqrt((double)HD);
+    memset(dqkv, 0, (size_t)B * T * 3 * D * sizeof *dqkv);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                const size_t ri = ((size_t)b * T + i) * 3 * D + (size_t)h * HD;
+                const double *q = qkv + ri, *g = dy + ((size_t)b * T + i) * D + (size_t)h * HD;
+                const int jn = causal ? i + 1 : T;
+                double m, l, delta = 0;
+                att_row(qkv, b, h, i, T, NH, HD, causal, &m, &l);
+                /* the row's P (recomputed per pass: no allocation) and dP_ij = dy_i . v_j */
+                for (int pass = 0; pass < 2; pass++)
+                    for (int j = 0; j < jn; j++) {
+                        const size_t rj = ((size_t)b * T + j) * 3 * D + (size_t)h * HD;
+                        const double *k = qkv + rj + D, *v = qkv + rj + 2 * D;
+                        const double p = exp(att_score(qkv, b, h, i, j, T, NH, HD) - m) / l;
+                        double dp = 0;
+                        for (int c = 0; c < HD; c++) dp += g[c] * v[c];
+                        if (pass == 0) {
+                            delta += p * dp;
+                            continue;
+                        }
+                        const double ds = p * (dp - delta) * scale;
+                        for (int c = 0; c < HD; c++) {
+                            dqkv[ri + c] += ds * k[c];
+                            dqkv[rj + D + c] += ds * q[c];
+                            dqkv[rj + 2 * D + c] += p * g[c];
+                        }
+                    }
+            }
+}

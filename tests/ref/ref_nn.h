@@ -115,5 +115,16 @@ void ref_embedding_forward(const int32_t *ids, const double *table, const double
  * sum over the batch at each position; either may be NULL. Overwrites them. */
 void ref_embedding_backward(const int32_t *ids, const double *dy, double *dtable, double *dpos,
                             int R, int V, int T, int D);
+/* Scaled dot-product attention per head, as F.scaled_dot_product_attention on the heads of a
+ * D -> 3D projection's output: qkv (B, T, 3D) holds q, k, v in columns [0, D), [D, 2D),
+ * [2D, 3D), head h at columns h HD .. of each (D = NH HD); per (b, h), P = softmax(q k^T /
+ * sqrt(HD)) over each row, key j > query i left out when causal, and y (B, T, D) = P v, the heads
+ * side by side. lse (B, NH, T), each row's log-sum-exp of the scaled scores, may be NULL. */
+void ref_attention_forward(const double *qkv, double *y, double *lse, int B, int T, int NH, int HD,
+                           int causal);
+/* Its gradient dqkv (B, T, 3D) from dy (B, T, D): dv = P^T dy, dS = P (dy v^T - rowsum(P dy
+ * v^T)), dq = dS k / sqrt(HD), dk = dS^T q / sqrt(HD). */
+void ref_attention_backward(const double *qkv, const double *dy, double *dqkv, int B, int T, int NH,
+                            int HD, int causal);
 
 #endif

@@ -1,0 +1,337 @@
+/* C wrappers of cl/attention.cl: scaled dot-product attention per head on the output of a
+ * D -> 3D projection, forward (saving each row's log-sum-exp) and backward, by the flash kernels
+ * (tiles in local memory, online softmax, no T x T matrix in global memory; a program per head
+ * width bucket, its tile rows derived from the device's local memory) or by the reference
+ * kernels (scores materialised in a workspace), over f32, f16 or bf16 storage. */
+#include "ops/nn_internal.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* The flash kernels' head width buckets (CLT_ATTN_HD): program 1 + b takes HD up to 16 << b;
+ * program 0 is the reference one. */
+#define ATTN_BUCKETS 4
+#define ATTN_PROGRAMS (1 + ATTN_BUCKETS)
+_Static_assert((16u << (ATTN_BUCKETS - 1)) == CLT_ATTN_FLASH_MAX_HD, "buckets up to the max");
+/* The most rows per tile staged in local memory (CLT_ATTN_BK), and per work-group (one row per
+ * work-item) of the flash kernels. */
+#define ATTN_MAX_BK 32
+#define ATTN_MAX_ROWS 64
+/* Local memory the flash kernels leave unused, for what a compiler adds. */
+#define ATTN_LOCAL_SLACK 1024
+
+enum { ATTN_CAUSAL = 1 }; /* the kernels' flags (CLT_ATTN_CAUSAL) */
+
+enum {
+    K_FORWARD,
+    K_DKV,
+    K_DQ,
+    K_DELTA,
+    K_REF_SCORES,
+    K_REF_SOFTMAX,
+    K_REF_OUT,
+    K_REF_PROBS,
+    K_REF_DV,
+    K_REF_DSCORES,
+    K_REF_DQK,
+    K__COUNT
+};
+static const char *const k_names[K__COUNT] = {
+    "attention_forward",     "attention_backward_dkv", "attention_backward_dq",
+    "attention_backward_delta", "attention_ref_scores", "attention_ref_softmax",
+    "attention_ref_out",     "attention_ref_probs",    "attention_ref_dv",
+    "attention_ref_dscores", "attention_ref_dqk"};
+
+/* The bucket of head width hd (<= CLT_ATTN_FLASH_MAX_HD): 0 for up to 16, 1 up to 32, ... */
+static int attn_bucket(size_t hd)
+{
+    int b = 0;
+    while ((16u << b) < hd)
+        b++;
+    return b;
+}
+
+unsigned clt__attention_tile_rows(const clt_device_info *dev, unsigned hd)
+{
+    /* attention_backward_dkv takes the most: two tiles of bk x hd floats, bk lse and Delta */
+    const uint64_t have = dev && dev->local_mem ? dev->local_mem : 16384;
+    unsigned bk = ATTN_MAX_BK;
+    while (bk > 1 && (2ull * bk * hd + 2ull * bk) * sizeof(float) + ATTN_LOCAL_SLACK > have)
+        bk /= 2;
+    return bk;
+}
+
+void clt__opts_attention(char *dst, size_t n, clt_dtype x, clt_dtype g, unsigned hd, unsigned bk)
+{
+    if (hd == 0)
+        snprintf(dst, n, "-DX_DTYPE=%d -DG_DTYPE=%d", (int)x, (int)g);
+    else
+        snprintf(dst, n, "-DX_DTYPE=%d -DG_DTYPE=%d -DCLT_ATTN_HD=%u -DCLT_ATTN_BK=%u", (int)x,
+                 (int)g, hd, bk);
+}
+
+/* The ctx's kernel `which` of program `prog` (0 reference, 1 + bucket flash) for dtypes xd (qkv,
+ * y) and gd (dy, dqkv), built on first use. */
+static clt_status attn_kernel(clt_ctx *ctx, int which, int prog, clt_dtype xd, clt_dtype gd,
+                              cl_kernel *k)
+{
+    cl_kernel *slot = NULL;
+    const int idx = ((which * ATTN_PROGRAMS + prog) * 3 + (int)xd) * 3 + (int)gd;
+    clt_status st = clt__op_slot(ctx, CLT__OPF_attention, idx, &slot);
+    if (st == CLT_OK && !*slot) {
+        char opts[96];
+        const unsigned hd = prog == 0 ? 0 : 16u << (prog - 1);
+        clt__opts_attention(opts, sizeof opts, xd, gd, hd,
+                            hd ? clt__attention_tile_rows(clt_ctx_device(ctx), hd) : 0);
+        st = clt__kernel(ctx, "attention", opts, k_names[which], slot);
+    }
+    if (st == CLT_OK) *k = *slot;
+    return st;
+}
+
+clt_attn_path clt_op_attention_resolve(const struct clt_attn_geom *g)
+{
+    if (g->path != CLT_ATTN_AUTO) return g->path;
+    return g->HD <= CLT_ATTN_FLASH_MAX_HD ? CLT_ATTN_FLASH : CLT_ATTN_REFERENCE;
+}
+
+size_t clt_op_attention_workspace(const struct clt_attn_geom *g)
+{
+    const size_t rows = g->B * g->NH * g->T; /* Delta */
+    return clt_op_attention_resolve(g) == CLT_ATTN_FLASH ? rows : rows * g->T + rows;
+}
+
+/* The geometry's checks: every size in [1, 2^32), HD within the flash kernels' buckets on that
+ * path, and the workspace's element count representable. */
+static clt_status check_geom(clt_ctx *ctx, const struct clt_attn_geom *g, const char *op)
+{
+    const size_t dims[4] = {g->B, g->T, g->NH, g->HD};
+    static const char *const names[4] = {"B", "T", "NH", "HD"};
+    for (int i = 0; i < 4; i++)
+        if (dims[i] < 1 || dims[i] > UINT32_MAX)
+            return clt__fail(ctx, CLT_ERR_SHAPE, "%s: %s = %zu must be in [1, 2^32)", op, names[i],
+                             dims[i]);
+    if (g->path != CLT_ATTN_AUTO && g->path != CLT_ATTN_FLASH && g->path != CLT_ATTN_REFERENCE)
+        return clt__fail(ctx, CLT_ERR_INVALID_ARG, "%s: unknown path %d", op, (int)g->path);
+    if (clt_op_attention_resolve(g) == CLT_ATTN_FLASH && g->HD > CLT_ATTN_FLASH_MAX_HD)
+        return clt__fail(ctx, CLT_ERR_INVALID_ARG,
+                         "%s: the flash path takes head widths up to %d, got HD = %zu (the "
+                         "reference path takes any)",
+                         op, CLT_ATTN_FLASH_MAX_HD, g->HD);
+    /* B T 3D and B NH T T (+ B NH T) elements without overflow */
+    const double rows = (double)g->B * (double)g->T;
+    if (rows * 3.0 * (double)g->NH * (double)g->HD > (double)(SIZE_MAX / 4) ||
+        rows * (double)g->NH * ((double)g->T + 1.0) > (double)(SIZE_MAX / 4))
+        return clt__fail(ctx, CLT_ERR_SHAPE, "%s: B %zu x T %zu x NH %zu x HD %zu is too large",
+                         op, g->B, g->T, g->NH, g->HD);
+    return CLT_OK;
+}
+
+/* t is of x's ctx, a float dtype (d, when d >= 0), n elements and, when last > 0, a last
+ * dimension of `last`. */
+static clt_status need(const clt_tensor *x, const clt_tensor *t, int d, size_t n, size_t last,
+                       const char *op, const char *what)
+{
+    clt_status st = clt_tensor_same_ctx(x, t);
+    if (st != CLT_OK) return st;
+    st = d >= 0 ? clt__nn_need_dtype(t, (clt_dtype)d, op, what) : clt__nn_need_float(t, op, what);
+    if (st != CLT_OK) return st;
+    st = clt__nn_need_numel(t, n, op, what);
+    if (st != CLT_OK) return st;
+    if (last > 0 && clt__nn_last_dim(t) != last)
+        return clt__fail(clt_tensor_ctx(t), CLT_ERR_SHAPE,
+                         "%s: %s's last dimension is %zu, expected %zu", op, what,
+                         clt__nn_last_dim(t), last);
+    return CLT_OK;
+}
+
+/* The workspace's checks: f32 with at least the elements the path needs. */
+static clt_status need_ws(const clt_tensor *x, const clt_tensor *ws, size_t len, const char *op)
+{
+    if (!ws)
+        return clt__fail(clt_tensor_ctx(x), CLT_ERR_INVALID_ARG,
+                         "%s: a workspace of %zu f32 elements is needed, got none", op, len);
+    clt_status st = clt_tensor_same_ctx(x, ws);
+    if (st != CLT_OK) return st;
+    st = clt__nn_need_dtype(ws, CLT_DTYPE_F32, op, "workspace");
+    if (st != CLT_OK) return st;
+    if (clt_tensor_numel(ws) < len)
+        return clt__fail(clt_tensor_ctx(x), CLT_ERR_SHAPE,
+                         "%s: the workspace has %zu elements, %zu needed", op,
+                         clt_tensor_numel(ws), len);
+    return CLT_OK;
+}
+
+/* The kernels' scalars. */
+struct attn_args {
+    cl_uint4 dims; /* B, T, NH, HD */
+    float scale;   /* 1 / sqrt(HD) */
+    cl_int flags;
+};
+
+static struct attn_args attn_args(const struct clt_attn_geom *g)
+{
+    struct attn_args a;
+    a.dims.s[0] = (cl_uint)g->B;
+    a.dims.s[1] = (cl_uint)g->T;
+    a.dims.s[2] = (cl_uint)g->NH;
+    a.dims.s[3] = (cl_uint)g->HD;
+    a.scale = (float)(1.0 / sqrt((double)g->HD));
+    a.flags = g->causal ? ATTN_CAUSAL : 0;
+    return a;
+}
+
+/* Launches a flash kernel: per (b, h), tiles of `rows` rows, one work-item each: at most
+ * ATTN_MAX_ROWS and what the kernel takes, and no more than T needs (a power of two). */
+static clt_status launch_flash(clt_ctx *ctx, cl_kernel k, const struct clt_attn_geom *g,
+                               const char *what)
+{
+    size_t rows = clt__local_size(ctx, k), fit = 1;
+    while (fit < g->T && fit < ATTN_MAX_ROWS)
+        fit *= 2;
+    if (rows > fit) rows = fit;
+    const size_t tiles = (g->T + rows - 1) / rows;
+    return clt__enqueue(ctx, k, g->B * g->NH * tiles * rows, rows, what);
+}
+
+#define MEM(t) cl_mem t##m = clt_tensor_mem(t); cl_ulong t##o = clt_tensor_offset(t)
+
+clt_status clt_op_attention_forward(clt_tensor *y, clt_tensor *lse, clt_tensor *ws,
+                                    const clt_tensor *qkv, const struct clt_attn_geom *g)
+{
+    clt_status st = CLT_OK;
+    CLT_ASSERT(y && lse && qkv && g);
+    clt_ctx *ctx = clt_tensor_ctx(qkv);
+    const char *op = "attention_forward";
+    cl_kernel k;
+    CLT_TRY(check_geom(ctx, g, op));
+    const size_t D = g->NH * g->HD, rows = g->B * g->NH * g->T;
+    const bool flash = clt_op_attention_resolve(g) == CLT_ATTN_FLASH;
+    CLT_TRY(need(qkv, qkv, -1, g->B * g->T * 3 * D, 3 * D, op, "qkv"));
+    const clt_dtype xd = clt_tensor_dtype(qkv);
+    CLT_TRY(need(qkv, y, (int)xd, g->B * g->T * D, D, op, "y"));
+    CLT_TRY(need(qkv, lse, CLT_DTYPE_F32, rows, 0, op, "lse"));
+    if (!flash) CLT_TRY(need_ws(qkv, ws, rows * g->T, op));
+    {
+        struct attn_args a = attn_args(g);
+        MEM(y);
+        MEM(lse);
+        MEM(qkv);
+        if (flash) {
+            CLT_TRY(attn_kernel(ctx, K_FORWARD, 1 + attn_bucket(g->HD), xd, CLT_DTYPE_F32, &k));
+            CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(lsem), CLT__ARG(lseo),
+                              CLT__ARG(qkvm), CLT__ARG(qkvo), CLT__ARG(a.dims),
+                              CLT__ARG(a.scale), CLT__ARG(a.flags)));
+            CLT_TRY(launch_flash(ctx, k, g, op));
+        } else {
+            MEM(ws);
+            CLT_TRY(attn_kernel(ctx, K_REF_SCORES, 0, xd, CLT_DTYPE_F32, &k));
+            CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(wsm), CLT__ARG(wso), CLT__ARG(qkvm),
+                              CLT__ARG(qkvo), CLT__ARG(a.dims), CLT__ARG(a.scale),
+                              CLT__ARG(a.flags)));
+            CLT_TRY(clt__launch_1d(ctx, k, rows * g->T, "attention_ref_scores"));
+            CLT_TRY(attn_kernel(ctx, K_REF_SOFTMAX, 0, xd, CLT_DTYPE_F32, &k));
+            CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(wsm), CLT__ARG(wso), CLT__ARG(lsem),
+                              CLT__ARG(lseo), CLT__ARG(a.dims)));
+            CLT_TRY(clt__launch_1d(ctx, k, rows, "attention_ref_softmax"));
+            CLT_TRY(attn_kernel(ctx, K_REF_OUT, 0, xd, CLT_DTYPE_F32, &k));
+            CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(wsm), CLT__ARG(wso),
+                              CLT__ARG(qkvm), CLT__ARG(qkvo), CLT__ARG(a.dims)));
+            CLT_TRY(clt__launch_1d(ctx, k, g->B * g->T * D, "attention_ref_out"));
+        }
+    }
+fail:
+    return st;
+}
+
+clt_status clt_op_attention_backward(clt_tensor *dqkv, clt_tensor *ws, const clt_tensor *dy,
+                                     const clt_tensor *qkv, const clt_tensor *y,
+                                     const clt_tensor *lse, const struct clt_attn_geom *g)
+{
+    clt_status st = CLT_OK;
+    CLT_ASSERT(dqkv && dy && qkv && y && lse && g);
+    clt_ctx *ctx = clt_tensor_ctx(qkv);
+    const char *op = "attention_backward";
+    cl_kernel k;
+    CLT_TRY(check_geom(ctx, g, op));
+    const size_t D = g->NH * g->HD, rows = g->B * g->NH * g->T, tt = rows * g->T;
+    const bool flash = clt_op_attention_resolve(g) == CLT_ATTN_FLASH;
+    CLT_TRY(need(qkv, qkv, -1, g->B * g->T * 3 * D, 3 * D, op, "qkv"));
+    const clt_dtype xd = clt_tensor_dtype(qkv);
+    CLT_TRY(need(qkv, y, (int)xd, g->B * g->T * D, D, op, "y"));
+    CLT_TRY(need(qkv, lse, CLT_DTYPE_F32, rows, 0, op, "lse"));
+    CLT_TRY(need(qkv, dy, -1, g->B * g->T * D, D, op, "dy"));
+    const clt_dtype gd = clt_tensor_dtype(dy);
+    CLT_TRY(need(qkv, dqkv, (int)gd, g->B * g->T * 3 * D, 3 * D, op, "dqkv"));
+    CLT_TRY(need_ws(qkv, ws, clt_op_attention_workspace(g), op));
+    {
+        const int prog = flash ? 1 + attn_bucket(g->HD) : 0;
+        struct attn_args a = attn_args(g);
+        MEM(dqkv);
+        MEM(ws);
+        MEM(dy);
+        MEM(qkv);
+        MEM(y);
+        MEM(lse);
+        /* Delta after the reference path's B NH T T scores */
+        cl_ulong delo = wso + (flash ? 0 : tt);
+        CLT_TRY(attn_kernel(ctx, K_DELTA, prog, xd, gd, &k));
+        CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(wsm), CLT__ARG(delo), CLT__ARG(dym), CLT__ARG(dyo),
+                          CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(a.dims)));
+        CLT_TRY(clt__launch_1d(ctx, k, rows, "attention_backward_delta"));
+        if (flash) {
+            const int kk[2] = {K_DKV, K_DQ};
+            for (int i = 0; i < 2; i++) {
+                CLT_TRY(attn_kernel(ctx, kk[i], prog, xd, gd, &k));
+                CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dqkvm), CLT__ARG(dqkvo), CLT__ARG(dym),
+                                  CLT__ARG(dyo), CLT__ARG(qkvm), CLT__ARG(qkvo), CLT__ARG(lsem),
+                                  CLT__ARG(lseo), CLT__ARG(wsm), CLT__ARG(delo),
+                                  CLT__ARG(a.dims), CLT__ARG(a.scale), CLT__ARG(a.flags)));
+                CLT_TRY(launch_flash(ctx, k, g, k_names[kk[i]]));
+            }
+        } else {
+            CLT_TRY(attn_kernel(ctx, K_REF_PROBS, 0, xd, gd, &k));
+            CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(wsm), CLT__ARG(wso), CLT__ARG(qkvm),
+                              CLT__ARG(qkvo), CLT__ARG(lsem), CLT__ARG(lseo), CLT__ARG(a.dims),
+                              CLT__ARG(a.scale), CLT__ARG(a.flags)));
+            CLT_TRY(clt__launch_1d(ctx, k, tt, "attention_ref_probs"));
+            CLT_TRY(attn_kernel(ctx, K_REF_DV, 0, xd, gd, &k));
+            CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dqkvm), CLT__ARG(dqkvo), CLT__ARG(wsm),
+                              CLT__ARG(wso), CLT__ARG(dym), CLT__ARG(dyo), CLT__ARG(a.dims)));
+            CLT_TRY(clt__launch_1d(ctx, k, g->B * g->T * D, "attention_ref_dv"));
+            CLT_TRY(attn_kernel(ctx, K_REF_DSCORES, 0, xd, gd, &k));
+            CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(wsm), CLT__ARG(wso), CLT__ARG(wsm),
+                              CLT__ARG(delo), CLT__ARG(dym), CLT__ARG(dyo), CLT__ARG(qkvm),
+                              CLT__ARG(qkvo), CLT__ARG(a.dims), CLT__ARG(a.scale)));
+            CLT_TRY(clt__launch_1d(ctx, k, tt, "attention_ref_dscores"));
+            CLT_TRY(attn_kernel(ctx, K_REF_DQK, 0, xd, gd, &k));
+            CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dqkvm), CLT__ARG(dqkvo), CLT__ARG(wsm),
+                              CLT__ARG(wso), CLT__ARG(qkvm), CLT__ARG(qkvo), CLT__ARG(a.dims)));
+            CLT_TRY(clt__launch_1d(ctx, k, 2 * g->B * g->T * D, "attention_ref_dqk"));
+        }
+    }
+fail:
+    return st;
+}
+
+static void attention_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
+{
+    char o[96];
+    for (int x = 0; x < CLT__FLOAT_DTYPES; x++)
+        for (int g = 0; g < CLT__FLOAT_DTYPES; g++)
+            for (int p = 0; p < ATTN_PROGRAMS; p++) {
+                const unsigned hd = p == 0 ? 0 : 16u << (p - 1);
+                clt__opts_attention(o, sizeof o, (clt_dtype)x, (clt_dtype)g, hd,
+                                    hd ? clt__attention_tile_rows(dev, hd) : 0);
+                fn("attention", o, user);
+            }
+}
+
+const struct clt__op_family clt__family_attention = {
+    .name = "attention",
+    .sources = "attention",
+    /* kernel, program, then the x and dy dtypes */
+    .slots = K__COUNT * ATTN_PROGRAMS * CLT__FLOAT_DTYPES * CLT__FLOAT_DTYPES,
+    .variants = attention_variants,
+};
