@@ -29,12 +29,22 @@ extern "C" {
  *                                                    trailing comma are ignored, an empty
  *                                                    entry before a comma ("a,,b") is an error
  *   comment := '#' to the end of the line            (removed before parsing)
- *   entry   := "linear" OUT ["nobias"]                fully connected, bias on by default;
+ *   entry   := "linear" OUT ["nobias"] ["tied"]       fully connected, bias on by default;
  *                                                    on a sequence (B, T, C) it acts on each
  *                                                    position, as nn.Linear(C, OUT) on the
  *                                                    last dimension: (B, T, OUT); an image
  *                                                    (B, C, H, W) is taken as its C*H*W
- *                                                    flattened features
+ *                                                    flattened features. OUT may be "V": the
+ *                                                    vocabulary (the model's outputs). "tied"
+ *                                                    (after "nobias", GPT-2's head) multiplies
+ *                                                    by the token embedding's (V, D) matrix:
+ *                                                    one tensor, no parameter of its own
+ *            | "embed" D                              token embedding, as nn.Embedding(V, D):
+ *                                                    the model's first layer, its input (B, T)
+ *                                                    i32 token ids, output (B, T, D); V is the
+ *                                                    model's outputs (the vocabulary)
+ *            | "posembed"                             learned positions: x + P for x (B, T, D),
+ *                                                    P (T, D); "{i}.weight" (T, D)
  *            | "relu" | "gelu" | "tanh" | "sigmoid"   elementwise; gelu is the tanh approximation
  *            | "silu"                                 elementwise x * sigmoid(x), as nn.SiLU
  *            | "leakyrelu" [A]                        elementwise x > 0 ? x : A x, as nn.LeakyReLU;
@@ -101,6 +111,9 @@ extern "C" {
 #define CLT_SPEC_MAX_LAYERS 1024 /* the most layers a spec may have */
 
 #define CLT_SPEC_MAX_WIDTH (1 << 24) /* the widest linear layer the parser accepts */
+/* "linear V": the width is the vocabulary, which is the model's number of outputs (a language
+ * model's classes are its tokens); clt_layer_spec.out holds this value */
+#define CLT_SPEC_WIDTH_V (-1)
 #define CLT_SPEC_MAX_KERNEL 255 /* the largest kernel size, stride and padding of a conv layer */
 
 typedef enum clt_layer_kind {
@@ -121,6 +134,8 @@ typedef enum clt_layer_kind {
     CLT_LAYER_RESIDUAL,  /* "residual { LAYERS }": body(x) + shortcut(x), as torchvision's
                             BasicBlock without its final ReLU */
     CLT_LAYER_LAYERNORM, /* nn.LayerNorm over the last dimension: (F) or (T, C) inputs */
+    CLT_LAYER_EMBED,     /* token embedding: ids (T) -> (T, D), as nn.Embedding(V, D) */
+    CLT_LAYER_POSEMBED,  /* learned positions (T, D) added to a (T, D) input */
     CLT_LAYER__COUNT
 } clt_layer_kind;
 
@@ -128,8 +143,11 @@ typedef enum clt_layer_kind {
 typedef struct clt_layer_spec {
     clt_layer_kind kind;
     int out;   /* CLT_LAYER_LINEAR: output width OUT; CLT_LAYER_CONV: output channels OUT;
-                  in [1, CLT_SPEC_MAX_WIDTH] */
+                  CLT_LAYER_EMBED: the embedding width D; in [1, CLT_SPEC_MAX_WIDTH], or for
+                  CLT_LAYER_LINEAR CLT_SPEC_WIDTH_V ("linear V": the vocabulary) */
     bool bias; /* CLT_LAYER_LINEAR, CLT_LAYER_CONV: adds a bias vector (OUT) */
+    bool tied; /* CLT_LAYER_LINEAR ("linear V nobias tied"): its weight is the token embedding's
+                  (V, D) matrix, one tensor shared with the embed layer before it */
     float p;   /* CLT_LAYER_DROPOUT: probability of zeroing an element, in [0, 1) */
     float alpha; /* CLT_LAYER_LEAKYRELU: the slope for negative inputs, finite (the parser's
                     default 0.01) */
@@ -138,6 +156,9 @@ typedef struct clt_layer_spec {
     int stride; /* CLT_LAYER_CONV: stride S, in [1, CLT_SPEC_MAX_KERNEL] (the parser's default 1);
                    CLT_LAYER_MAXPOOL, CLT_LAYER_AVGPOOL: likewise (the parser's default K) */
     int pad;    /* CLT_LAYER_CONV: zero padding P on each side, in [0, CLT_SPEC_MAX_KERNEL] */
+    int vocab;  /* not part of the text: the model's vocabulary (its outputs), which the model
+                   fills in its own copy for CLT_LAYER_EMBED's table and "linear V"; 0 in a
+                   parsed spec */
     int body_n; /* CLT_LAYER_RESIDUAL: the block's layers, at least 1, none of them a residual */
     struct clt_layer_spec *body; /* CLT_LAYER_RESIDUAL: (body_n), malloc'ed and owned by the spec
                                     (clt_spec_free releases it); NULL for other kinds */
@@ -156,7 +177,7 @@ typedef struct clt_spec {
  * for "linear 256, relu, linaer 128":
  *   model spec: layer 3 ("linaer 128") at column 19: unknown layer "linaer"; expected linear,
  *   relu, gelu, tanh, sigmoid, dropout, flatten, silu, leakyrelu, conv, maxpool, avgpool,
- *   globalavgpool, batchnorm, residual or layernorm
+ *   globalavgpool, batchnorm, residual, layernorm, embed or posembed
  * Positions are 1-based and say "line L, column C" when the text has several lines.
  * Returns CLT_OK; CLT_ERR_FORMAT for a text that does not follow the grammar (including an
  * empty one); CLT_ERR_INVALID_ARG for a preset without a valid `classes`; CLT_ERR_HOST_MEMORY.
@@ -181,6 +202,10 @@ CLT_API clt_status clt_spec_parse_file(const char *path, int classes, clt_spec *
  * built. Returns CLT_OK or CLT_ERR_INVALID_ARG. */
 CLT_API clt_status clt_spec_validate(const clt_spec *s, int in_features, int outputs);
 
+/* Whether the model of `s` takes token ids (its first layer is an embed layer): its input is
+ * then (B, T) i32 ids, and its vocabulary its number of outputs. Thread-safe. */
+CLT_API bool clt_spec_takes_tokens(const clt_spec *s);
+
 /* Rejects what is almost certainly a mistake in a model to be trained: an elementwise activation
  * (relu, gelu, tanh, sigmoid, silu, leakyrelu) after the last linear layer, which would clip or
  * squash the logits the loss reads. Models built for other uses (tests of the layers) may have
@@ -202,8 +227,8 @@ CLT_API clt_status clt_spec_to_string(const clt_spec *s, char **out);
 CLT_API void clt_spec_free(clt_spec *s);
 
 /* "linear", "relu", "gelu", "tanh", "sigmoid", "dropout", "flatten", "silu", "leakyrelu",
- * "conv", "maxpool", "avgpool", "globalavgpool", "batchnorm", "residual", "layernorm";
- * "unknown" out of range. */
+ * "conv", "maxpool", "avgpool", "globalavgpool", "batchnorm", "residual", "layernorm", "embed",
+ * "posembed"; "unknown" out of range. */
 CLT_API const char *clt_layer_kind_name(clt_layer_kind k);
 
 /* The grammar of kind k's entry, its name and argument words: "linear OUT [nobias]", "conv OUT

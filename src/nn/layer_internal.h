@@ -136,6 +136,17 @@ struct clt__param_decl {
      * and nanoGPT train. The trainer passes it to the optimizer (clt_param_info.decays,
      * clt_optim_set_no_decay). */
     bool decays;
+    /* Drawn from normal(0, std) whatever the init scheme when std > 0 (GPT-2's 0.02 for token
+     * and position embeddings); 0: the scheme's uniform bound from the fans. */
+    float std;
+    /* The model's token embedding table (V, D): the matrix a tied head shares. */
+    bool embedding;
+    /* Not a tensor of its own: the token embedding's matrix of the same dims (an earlier
+     * parameter declared `embedding`), read and trained as one tensor, named once (the head of
+     * "linear V nobias tied"). Its gradient is written by this layer's backward, which runs
+     * first, and added to by the embedding's (clt__layer.grad_shared). The plan refuses a tie
+     * without such a matrix. Only a layer's only parameter may be tied. */
+    bool tie;
 };
 
 /* ---- buffers ------------------------------------------------------------------------------ */
@@ -212,6 +223,9 @@ struct clt__layer {
     const struct clt__layer **ws_owner; /* the model's note of the layer whose pass wrote ws
                                            last and left in it what its backward can reuse
                                            (NULL: nothing reusable); kinds that write ws set it */
+    bool grad_shared[CLT__LAYER_MAX_PARAMS]; /* parameter i is also a later layer's (a tied
+                                                head's), whose backward runs first and writes
+                                                its gradient: add to it (beta 1) */
     bool ran;                           /* the kind's own flag (dropout: applied last forward) */
     struct clt__layer *next;            /* the next layer when it also runs it (kind->absorbs),
                                            else NULL */
@@ -268,6 +282,9 @@ struct clt__layer_kind {
      * The model sets it up (CLTRAIN_FUSE=0: never) where the activation's input gradient is
      * this layer's alone. */
     bool grads_act_before;
+    /* Reads token ids: the model's input is (B, in) i32 ids rather than f32 values. Only the
+     * model's first layer may (the plan refuses it elsewhere, and inside a block). */
+    bool tokens;
 
     /* Reads the words after the name into *l (kind set, other fields 0 on entry). */
     clt_status (*parse)(const struct clt__spec_args *a, clt_layer_spec *l);
@@ -373,6 +390,8 @@ struct clt__plan_layer {
     int child, nchildren; /* a block: its children in plan.children, else -1, 0 */
     struct clt__shape in, out;
     int param, nparams; /* first parameter, count */
+    int tied;           /* a tied layer: the parameter its only (declared `tie`) parameter is,
+                           not counted in nparams; else -1 */
     int buffer, nbuffers; /* first buffer, count */
     size_t kept;        /* kind->kept: elements per sample it keeps (0: none) */
     size_t saved;       /* kind->saved: f32 elements per sample it keeps (0: none) */
@@ -448,5 +467,7 @@ extern const struct clt__layer_kind clt__layer_globalavgpool;
 extern const struct clt__layer_kind clt__layer_batchnorm;
 extern const struct clt__layer_kind clt__layer_residual;
 extern const struct clt__layer_kind clt__layer_layernorm;
+extern const struct clt__layer_kind clt__layer_embed;
+extern const struct clt__layer_kind clt__layer_posembed;
 
 #endif

@@ -178,6 +178,26 @@ static clt_status too_large(int layer, const char *text, const char *what)
                      layer, text, what);
 }
 
+/* The parameter a tied declaration shares: the token embedding matrix of the same dims planned
+ * before it, into *index; a spec error naming the layer when there is none. */
+static clt_status plan_tie(const struct clt__plan *p, const struct clt__param_decl *d, int layer,
+                           const char *text, int *index)
+{
+    for (int i = 0; i < p->nparams; i++) {
+        const struct clt__param_decl *e = &p->params[i].decl;
+        if (e->embedding && e->ndim == d->ndim && e->dims[0] == d->dims[0] &&
+            e->dims[1] == d->dims[1]) {
+            *index = i;
+            return CLT_OK;
+        }
+    }
+    return clt__fail(NULL, CLT_ERR_INVALID_ARG,
+                     "model spec: layer %d (%s) is tied to the token embedding's matrix, but no "
+                     "embed layer before it has a (%zu, %zu) table; start the model with "
+                     "\"embed %zu\"",
+                     layer, text, d->dims[0], d->dims[1], d->dims[1]);
+}
+
 /* Plans one layer or child whose pl->kind, pl->spec and pl->in are set: its output shape,
  * parameters and buffers named "{name}.{suffix}", kept output and workspace. */
 static clt_status plan_unit(struct clt__plan *p, struct plan_caps *caps, struct clt__plan_layer *pl,
@@ -195,6 +215,11 @@ static clt_status plan_unit(struct clt__plan *p, struct plan_caps *caps, struct 
     struct clt__param_decl decl[CLT__LAYER_MAX_PARAMS];
     pl->nparams = k->params(l, &pl->in, &pl->out, decl);
     CLT_ASSERT(pl->nparams >= 0 && pl->nparams <= CLT__LAYER_MAX_PARAMS);
+    pl->tied = -1;
+    if (pl->nparams == 1 && decl[0].tie) {
+        CLT_TRY(plan_tie(p, &decl[0], layer, text, &pl->tied));
+        pl->nparams = 0;
+    }
     CLT_TRY(grow((void **)&p->params, sizeof *p->params, p->nparams, pl->nparams, &caps->params));
     pl->param = pl->nparams ? p->nparams : -1;
     for (int j = 0; j < pl->nparams; j++) {
@@ -281,6 +306,7 @@ static clt_status plan_children(struct clt__plan *p, struct plan_caps *caps, int
         memset(c, 0, sizeof *c);
         c->kind = clt__layer_kind_of(ch[j].spec.kind);
         c->spec = ch[j].spec;
+        c->spec.vocab = pl->spec.vocab;
         c->from_input = ch[j].from_input;
         c->in = c->from_input ? pl->in : p->children[p->nchildren - 2].out;
         if (c->from_input) weighted_seen = false;
@@ -330,7 +356,12 @@ clt_status clt__model_plan(const clt_spec *spec, const struct clt__shape *in, si
         char name[16];
         pl->kind = clt__layer_kind_of(spec->layers[i].kind);
         pl->spec = spec->layers[i];
+        pl->spec.vocab = (int)outputs; /* the vocabulary of embed and "linear V" */
         pl->in = shape;
+        if (pl->kind->tokens && i > 0)
+            CLT_FAIL(NULL, CLT_ERR_INVALID_ARG,
+                     "model spec: layer %d (%s) reads token ids and can only be the model's "
+                     "first layer", i + 1, pl->kind->name);
         snprintf(name, sizeof name, "%d", i);
         CLT_TRY(plan_unit(&p, &caps, pl, i + 1, name));
         /* 16-bit storage starts at the first weighted layer, so a layer that keeps an f32
@@ -498,6 +529,16 @@ clt_status clt_model_output_shape_of(const clt_spec *spec, size_t in_features, s
  * 1/sqrt(IN)), or the Kaiming/Xavier uniform schemes, drawn from Philox stream (INIT, param
  * index) so that every device starts from the same weights. The fans come from the layer's
  * declaration (a bias has its weight's). */
+/* n draws of normal(0, std) by Box-Muller from uniform pairs (2e, 2e + 1) of the stream */
+static void init_normal(uint64_t seed, uint64_t stream, float *dst, size_t n, float std)
+{
+    for (size_t e = 0; e < n; e++) {
+        double u1 = 1.0 - (double)clt_rng_uniform(seed, stream, 2 * (uint64_t)e); /* (0, 1] */
+        double u2 = (double)clt_rng_uniform(seed, stream, 2 * (uint64_t)e + 1);
+        dst[e] = (float)(std * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+    }
+}
+
 static void init_params(const clt_model *m, float *host)
 {
     for (int i = 0; i < m->nparams; i++) {
@@ -509,7 +550,10 @@ static void init_params(const clt_model *m, float *host)
         if (m->params_cfg.init == CLT_INIT_XAVIER)
             bound = weight ? sqrt(6.0 / (double)(fan_in + fan_out)) : 0;
         float *dst = host + pp->info.offset;
-        if (bound == 0) memset(dst, 0, pp->info.numel * sizeof *dst);
+        if (pp->decl.std > 0)
+            init_normal(m->params_cfg.seed, clt_rng_stream(CLT_RNG_INIT, (uint64_t)i), dst,
+                        pp->info.numel, pp->decl.std);
+        else if (bound == 0) memset(dst, 0, pp->info.numel * sizeof *dst);
         else
             clt_rng_fill_uniform(m->params_cfg.seed, clt_rng_stream(CLT_RNG_INIT, (uint64_t)i), 0,
                                  dst, pp->info.numel, (float)-bound, (float)bound);
@@ -596,6 +640,7 @@ static clt_status setup_layer(clt_model *m, struct clt__layer *L, const struct c
     clt_ctx *ctx = m->ctx;
     L->kind = pl->kind;
     L->spec = *spec;
+    L->spec.vocab = pl->spec.vocab;
     L->index = index;
     L->rng_index = rng_index;
     L->in = pl->in;
@@ -610,6 +655,13 @@ static clt_status setup_layer(clt_model *m, struct clt__layer *L, const struct c
         CLT_TRY(clt_tensor_view(&L->dw[j], m->grads, pi->offset, pi->ndim, pi->dims));
         if (m->params16)
             CLT_TRY(clt_tensor_view(&L->w16[j], m->params16, pi->offset, pi->ndim, pi->dims));
+    }
+    if (pl->tied >= 0) { /* the token embedding's matrix, as its own weight */
+        const struct clt_param_info *pi = &m->info[pl->tied];
+        CLT_TRY(clt_tensor_view(&L->w[0], m->params, pi->offset, pi->ndim, pi->dims));
+        CLT_TRY(clt_tensor_view(&L->dw[0], m->grads, pi->offset, pi->ndim, pi->dims));
+        if (m->params16)
+            CLT_TRY(clt_tensor_view(&L->w16[0], m->params16, pi->offset, pi->ndim, pi->dims));
     }
     L->nbuffers = pl->nbuffers;
     for (int j = 0; j < L->nbuffers; j++) {
@@ -628,6 +680,32 @@ static clt_status setup_layer(clt_model *m, struct clt__layer *L, const struct c
     }
 fail:
     return st;
+}
+
+/* The layer (or child) whose own parameter `param` is, or NULL. */
+static struct clt__layer *owner_of(clt_model *m, int param)
+{
+    for (int i = 0; i < m->nlayers; i++)
+        for (int c = -1; c < m->layers[i].nchildren; c++) {
+            struct clt__layer *L = c < 0 ? &m->layers[i] : &m->layers[i].child[c];
+            if (L->nparams && param >= L->param && param < L->param + L->nparams) return L;
+        }
+    return NULL;
+}
+
+/* A tied layer's matrix belongs to an earlier layer, whose backward runs after the tied one's
+ * (which writes the gradient): that one adds its own (grad_shared). */
+static void mark_shared(clt_model *m)
+{
+    for (int i = 0; i < m->nlayers; i++)
+        for (int c = -1; c < m->layers[i].nchildren; c++) {
+            const struct clt__plan_layer *pl =
+                c < 0 ? &m->plan.layers[i] : &m->plan.children[m->plan.layers[i].child + c];
+            if (pl->tied < 0) continue;
+            struct clt__layer *E = owner_of(m, pl->tied);
+            CLT_ASSERT(E);
+            E->grad_shared[pl->tied - E->param] = true;
+        }
 }
 
 /* Raises *min to layer pl's kind->min_batch, noting it in why when it is the first to ask. */
@@ -767,6 +845,7 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
             }
         }
     }
+    mark_shared(m);
     fuse_layers(m->layers, m->nlayers, m->plan.layers);
     for (int i = 0; i < m->nlayers; i++)
         if (m->layers[i].nchildren) /* else plan child is -1 (and children may be NULL) */
@@ -860,13 +939,16 @@ clt_status clt_model_forward(clt_model *m, const clt_tensor *x, bool train, uint
     clt_status st = CLT_OK;
     size_t B = clt_tensor_dim(x, 0);
     CLT_TRY(clt_tensor_same_ctx(m->params, x));
-    if (clt_tensor_dtype(x) != CLT_DTYPE_F32 || clt_tensor_numel(x) != B * m->in_features ||
-        B == 0 || B > m->max_batch) {
+    /* token ids for a model whose first layer reads them (embed), else values */
+    clt_dtype xdt = clt_spec_takes_tokens(&m->spec) ? CLT_DTYPE_I32 : CLT_DTYPE_F32;
+    if (clt_tensor_dtype(x) != xdt || clt_tensor_numel(x) != B * m->in_features || B == 0 ||
+        B > m->max_batch) {
         char shape[64];
         clt__shape_format(&m->in, shape, sizeof shape);
         CLT_FAIL(m->ctx, CLT_ERR_SHAPE,
-                 "model input must be f32 (B, %s) with 1 <= B <= %zu, got %s with %zu elements",
-                 shape, m->max_batch, clt_dtype_name(clt_tensor_dtype(x)), clt_tensor_numel(x));
+                 "model input must be %s (B, %s) with 1 <= B <= %zu, got %s with %zu elements",
+                 clt_dtype_name(xdt), shape, m->max_batch, clt_dtype_name(clt_tensor_dtype(x)),
+                 clt_tensor_numel(x));
     }
     if (B != m->batch) CLT_TRY(make_views(m, B));
     m->step = step;

@@ -633,12 +633,17 @@ clt_status clt_spec_validate(const clt_spec *s, int in_features, int outputs)
                  "model spec: the last layer with weights is layer %d (%s); a model ends with a "
                  "linear layer of %d outputs, e.g. \"flatten, linear %d\" after it",
                  last + 1, clt__layer_kind_of(s->layers[last].kind)->name, outputs, outputs);
-    if (s->layers[last].out != outputs)
+    if (s->layers[last].out != outputs && s->layers[last].out != CLT_SPEC_WIDTH_V)
         CLT_FAIL(NULL, CLT_ERR_INVALID_ARG,
                  "model spec: the last linear layer has %d outputs but the data has %d classes",
                  s->layers[last].out, outputs);
 fail:
     return st;
+}
+
+bool clt_spec_takes_tokens(const clt_spec *s)
+{
+    return s && s->n > 0 && clt__layer_kind_of(s->layers[0].kind)->tokens;
 }
 
 clt_status clt_spec_check_output(const clt_spec *s)

@@ -4,6 +4,7 @@
 #define CLTRAIN_INTERNAL_H
 
 #include "cltrain/status.h"
+#include "cltrain/tensor.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -120,5 +121,11 @@ static inline size_t clt__slice_boundary(size_t n, uint64_t cum, uint64_t total)
  * can give a smaller batch one more item than `max` gets). A loop over the batch sizes: for
  * set-up, not per batch. */
 size_t clt__slice_max(size_t max, uint64_t cum_lo, uint64_t cum_hi, uint64_t total);
+
+/* A view of base's storage as another dtype: numel(dims) elements of `dtype` from base's first
+ * byte (which must fall on a `dtype` element), e.g. a scratch buffer of the model's precision
+ * seen as i32 words. CLT_ERR_SHAPE when they run past the buffer. */
+clt_status clt__tensor_view_as(clt_tensor **out, const clt_tensor *base,
+                               clt_dtype dtype, int ndim, const size_t *dims);
 
 #endif

@@ -172,6 +172,23 @@ clt_status clt_tensor_view(clt_tensor **out, const clt_tensor *base, size_t offs
     return st;
 }
 
+clt_status clt__tensor_view_as(clt_tensor **out, const clt_tensor *base, clt_dtype dtype,
+                               int ndim, const size_t *dims)
+{
+    size_t numel = 0, es = clt_dtype_size(dtype), at = base->offset * clt_dtype_size(base->dtype);
+    clt_status st = check_shape(base->ctx, dtype, ndim, dims, &numel);
+    *out = NULL;
+    if (st != CLT_OK) return st;
+    CLT_ASSERT(at % es == 0);
+    if (at + numel * es > base->buf->bytes)
+        return clt__fail(base->ctx, CLT_ERR_SHAPE,
+                         "view of %zu %s elements at byte %zu runs past its buffer (%zu bytes)",
+                         numel, clt_dtype_name(dtype), at, base->buf->bytes);
+    st = wrap(out, base->ctx, base->buf, dtype, ndim, dims, at / es);
+    if (st == CLT_OK) clt__buffer_retain(base->buf);
+    return st;
+}
+
 void clt_tensor_free(clt_tensor *t)
 {
     if (!t) return;

@@ -2158,6 +2158,221 @@ START_TEST(test_fused_linear_act)
 }
 END_TEST
 
+/* ---- token embedding, positions and the tied head ------------------------------------------ */
+
+/* The host model of an LM spec "embed D, [layernorm,] posembed, linear V [nobias] [tied]" on
+ * ids (B, T): h = E[id] (+ layernorm) + P[t], logits = h W^T (+ b), W = E when tied; returns
+ * the objective sum(d * logits) and writes the logits when y is not NULL. */
+struct lm_host {
+    int B, T, D, V;
+    bool ln, tied, bias;
+    size_t e, ln_w, ln_b, pos, w, b; /* offsets of the parameters */
+};
+
+static double lm_host_forward(const struct lm_host *h, const double *w, const int32_t *ids,
+                              const double *d, double *y)
+{
+    int R = h->B * h->T, D = h->D, V = h->V;
+    double *x = dalloc((size_t)R * D), obj = 0;
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < D; c++)
+            x[r * D + c] = w[h->e + (size_t)ids[r] * D + c];
+    if (h->ln) ref_layernorm_forward(x, w + h->ln_w, w + h->ln_b, x, NULL, NULL, R, D, 1e-5);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < D; c++)
+            x[r * D + c] += w[h->pos + (size_t)(r % h->T) * D + c];
+    const double *W = w + (h->tied ? h->e : h->w);
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) {
+            double a = h->bias ? w[h->b + v] : 0;
+            for (int c = 0; c < D; c++)
+                a += x[r * D + c] * W[(size_t)v * D + c];
+            if (y) y[(size_t)r * V + v] = a;
+            obj += a * d[(size_t)r * V + v];
+        }
+    free(x);
+    return obj;
+}
+
+/* embed with repeated tokens, posembed (fused after embed, and apart after a layernorm), "linear
+ * V" with and without a bias, and the tied head: names and shapes (the tied head has none), the
+ * forward against the float64 host model, every gradient (the tied matrix's the sum of both
+ * uses) against central finite differences of the host model in double. */
+START_TEST(test_embed_layers)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    enum { B = 3, T = 5, D = 6, V = 11 };
+    static const struct {
+        const char *spec;
+        bool ln, tied, bias;
+    } cases[] = {
+        {"embed 6, posembed, linear V nobias tied", false, true, false},
+        {"embed 6, layernorm, posembed, linear v nobias TIED", true, true, false},
+        {"embed 6, posembed, linear V", false, false, true},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        clt_spec s = parse_spec(cases[ci].spec);
+        ck_assert(clt_spec_takes_tokens(&s));
+        struct clt_model_params p = clt_model_default_params();
+        p.seed = 5;
+        p.max_batch = 4;
+        clt_model *m = NULL;
+        TC_OK(ctx, clt_model_create(&m, ctx, &s, T, V, &p));
+        struct lm_host h = {B, T, D, V, cases[ci].ln, cases[ci].tied, cases[ci].bias,
+                            0, 0, 0, 0, 0, 0};
+        int li = cases[ci].ln ? 2 : 1; /* posembed's index */
+        char name[32];
+        h.e = param_off(m, "0.weight");
+        ck_assert_uint_eq(clt_model_param_info(m, 0)->dims[0], V);
+        ck_assert_uint_eq(clt_model_param_info(m, 0)->dims[1], D);
+        ck_assert(clt_model_param_info(m, 0)->decays);
+        if (h.ln) {
+            h.ln_w = param_off(m, "1.weight");
+            h.ln_b = param_off(m, "1.bias");
+        }
+        snprintf(name, sizeof name, "%d.weight", li);
+        h.pos = param_off(m, name);
+        snprintf(name, sizeof name, "%d.weight", li + 1);
+        if (!h.tied) h.w = param_off(m, name);
+        snprintf(name, sizeof name, "%d.bias", li + 1);
+        if (h.bias) h.b = param_off(m, name);
+        /* the tied head stores nothing: embed, (layernorm's two), posembed */
+        ck_assert_int_eq(clt_model_param_count(m),
+                         2 + (h.ln ? 2 : 0) + (h.tied ? 0 : 1) + (h.bias ? 1 : 0));
+        size_t P = clt_tensor_numel(clt_model_params(m));
+        float *pf = read_params(m);
+        /* GPT-2's init: normal(0, 0.02) for the embeddings */
+        double ss = 0;
+        for (size_t i = 0; i < (size_t)V * D; i++)
+            ss += (double)pf[h.e + i] * pf[h.e + i];
+        ck_assert_msg(fabs(sqrt(ss / (V * D)) - 0.02) < 0.006, "embedding std %g",
+                      sqrt(ss / (V * D)));
+        tc_fill_nonzero(&r, pf, P, 0.1f, 1.0f);
+        TC_OK(ctx, clt_model_write_params(m, pf));
+        double *w = dalloc(P), *g = dalloc(P), *y = dalloc((size_t)B * T * V),
+               *d = dalloc((size_t)B * T * V);
+        for (size_t i = 0; i < P; i++)
+            w[i] = pf[i];
+        int32_t ids[B * T];
+        for (int i = 0; i < B * T; i++) /* few distinct tokens: repeats within and across rows */
+            ids[i] = (int32_t)(tc_u32(&r) % 4) * 3;
+        ids[B * T - 1] = V - 1;
+        float *df = malloc((size_t)B * T * V * sizeof *df), *got = malloc(P * sizeof *got +
+                                                                         B * T * V * 4);
+        tc_fill_nonzero(&r, df, (size_t)B * T * V, 0.1f, 1.0f);
+        for (size_t i = 0; i < (size_t)B * T * V; i++)
+            d[i] = df[i];
+        size_t xd[2] = {B, T}, dd[3] = {B, T, V};
+        clt_tensor *xt = NULL, *dout = NULL, *out = NULL;
+        TC_OK(ctx, clt_tensor_create(&xt, ctx, CLT_DTYPE_I32, 2, xd, CLT_MEM_OTHER));
+        TC_OK(ctx, clt_tensor_create(&dout, ctx, CLT_DTYPE_F32, 3, dd, CLT_MEM_OTHER));
+        tc_write(xt, ids);
+        tc_write(dout, df);
+        TC_OK(ctx, clt_model_forward(m, xt, true, 0, &out));
+        tc_read(out, got);
+        lm_host_forward(&h, w, ids, d, y);
+        tc_check_close(got, y, (size_t)B * T * V, 1e-5, 1e-4, cases[ci].spec, r.seed);
+        tc_poison(clt_model_grads(m));
+        TC_OK(ctx, clt_model_backward(m, dout, false));
+        tc_read(clt_model_grads(m), got);
+        for (size_t i = 0; i < P; i++) { /* central differences of the host model */
+            double keep = w[i], eps = 1e-6;
+            w[i] = keep + eps;
+            double up = lm_host_forward(&h, w, ids, d, NULL);
+            w[i] = keep - eps;
+            double dn = lm_host_forward(&h, w, ids, d, NULL);
+            w[i] = keep;
+            g[i] = (up - dn) / (2 * eps);
+        }
+        tc_check_close(got, g, P, 1e-4, 1e-4, cases[ci].spec, r.seed);
+        /* accumulate: a second backward adds the same gradients */
+        TC_OK(ctx, clt_model_backward(m, dout, true));
+        tc_read(clt_model_grads(m), got);
+        for (size_t i = 0; i < P; i++)
+            g[i] *= 2;
+        tc_check_close(got, g, P, 2e-4, 1e-4, cases[ci].spec, r.seed);
+        clt_tensor_free(xt);
+        clt_tensor_free(dout);
+        clt_model_free(m);
+        clt_spec_free(&s);
+        free(pf);
+        free(df);
+        free(got);
+        free(w);
+        free(g);
+        free(y);
+        free(d);
+    }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* What the plan refuses: a tied head without an embedding of its shape, an embed layer that is
+ * not first, an embed layer on image inputs, posembed on flat inputs; values (f32) given to a
+ * token model. And the estimate equals the accountant for a language model. */
+START_TEST(test_embed_rejects)
+{
+    clt_ctx *ctx = tc_ctx();
+    static const struct {
+        const char *spec;
+        size_t in, c, h, w;
+        const char *msg;
+    } bad[] = {
+        {"linear 8, linear V nobias tied", 5, 0, 0, 0,
+         "layer 2 (linear V nobias tied) is tied to the token embedding's matrix, but no embed "
+         "layer before it has a (11, 8) table"},
+        {"embed 6, linear 5, linear V nobias tied", 5, 0, 0, 0,
+         "no embed layer before it has a (11, 5) table"},
+        {"linear 6, embed 6, linear V", 5, 0, 0, 0,
+         "layer 2 (embed) reads token ids and can only be the model's first layer"},
+        {"residual { embed 6 }, linear V", 5, 0, 0, 0, "can only be the model's first layer"},
+        {"embed 6, linear V", 12, 3, 2, 2, "reads token ids, a (T) sequence per sample, got 3x2x2"},
+        {"posembed, linear V", 5, 0, 0, 0, "adds positions to a (T, D) sequence, got 5"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        clt_spec s = parse_spec(bad[i].spec);
+        struct clt_model_params p = clt_model_default_params();
+        p.input_shape[0] = bad[i].c;
+        p.input_shape[1] = bad[i].h;
+        p.input_shape[2] = bad[i].w;
+        clt_model *m = NULL;
+        ck_assert_int_eq(clt_model_create(&m, ctx, &s, bad[i].in, 11, &p), CLT_ERR_INVALID_ARG);
+        ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), bad[i].msg), "%s: %s", bad[i].spec,
+                      clt_ctx_errmsg(ctx));
+        ck_assert_ptr_null(m);
+        clt_spec_free(&s);
+    }
+    /* a token model takes i32 ids */
+    clt_spec s = parse_spec("embed 4, posembed, linear V nobias tied");
+    struct clt_model_params p = clt_model_default_params();
+    p.max_batch = 3;
+    clt_model *m = NULL;
+    clt_tensor *x = tc_tensor(ctx, CLT_DTYPE_F32, 3 * 7), *out = NULL;
+    TC_OK(ctx, clt_model_create(&m, ctx, &s, 7, 9, &p));
+    ck_assert_int_eq(clt_model_forward(m, x, false, 0, &out), CLT_ERR_SHAPE);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "model input must be i32"));
+    clt_model_free(m);
+    clt_tensor_free(x);
+    /* estimate == accountant, the embedding's workspace included */
+    for (size_t mb = 1; mb <= 5; mb += 4) {
+        p.max_batch = mb;
+        uint64_t est[CLT_MEM__COUNT] = {0};
+        TC_OK(ctx, clt_model_mem_estimate(&s, 7, 9, &p, est));
+        TC_OK(ctx, clt_model_create(&m, ctx, &s, 7, 9, &p));
+        struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+        for (int c = 0; c < CLT_MEM__COUNT; c++)
+            ck_assert_msg(est[c] == ms.by_category[c], "category %d: estimate %llu, allocated %llu",
+                          c, (unsigned long long)est[c], (unsigned long long)ms.by_category[c]);
+        clt_model_free(m);
+    }
+    clt_spec_free(&s);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
@@ -2180,6 +2395,10 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_fused_batchnorm_relu);
     tcase_add_test(tc, test_fused_linear_act);
     suite_add_tcase(s, tc);
+    TCase *lm = tc_tcase("lm"); /* CK_RUN_CASE=lm runs these alone */
+    tcase_add_test(lm, test_embed_layers);
+    tcase_add_test(lm, test_embed_rejects);
+    suite_add_tcase(s, lm);
     return s;
 }
 

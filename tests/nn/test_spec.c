@@ -166,7 +166,7 @@ START_TEST(test_errors_layers)
     expect_error("linear 256, relu, linaer 128", 10, CLT_ERR_FORMAT,
                  "model spec: layer 3 (\"linaer 128\") at column 19: unknown layer \"linaer\"; "
                  "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu, "
-                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual or layernorm");
+                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual, layernorm, embed or posembed");
     expect_error("relu, linear", 10, CLT_ERR_FORMAT,
                  "model spec: layer 2 (\"linear\") at column 13: linear needs a width, e.g. "
                  "\"linear 128\"");
@@ -187,7 +187,25 @@ START_TEST(test_errors_layers)
                  "the width; expected \"nobias\" or the end of the layer");
     expect_error("linear 10 nobias relu", 10, CLT_ERR_FORMAT,
                  "model spec: layer 1 (\"linear 10 nobias relu\") at column 18: unexpected "
-                 "\"relu\" after \"nobias\"; expected the end of the layer");
+                 "\"relu\" after \"nobias\"; expected \"tied\" or the end of the layer");
+    expect_error("linear V tied", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"linear V tied\") at column 10: a tied head has no bias: "
+                 "write \"linear V nobias tied\"");
+    expect_error("linear 4 nobias tied relu", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"linear 4 nobias tied relu\") at column 22: unexpected "
+                 "\"relu\" after \"tied\"; expected the end of the layer");
+    expect_error("embed", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"embed\") at column 6: embed needs a width, e.g. "
+                 "\"embed 128\"");
+    expect_error("embed V", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"embed V\") at column 7: width must be a positive "
+                 "integer, got \"V\"");
+    expect_error("embed 4 2", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"embed 4 2\") at column 9: unexpected \"2\" after the "
+                 "width; expected the end of the layer");
+    expect_error("posembed 3", 10, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"posembed 3\") at column 10: posembed takes no "
+                 "arguments, got \"3\"");
     expect_error("linear 10, relu 3", 10, CLT_ERR_FORMAT,
                  "model spec: layer 2 (\"relu 3\") at column 17: relu takes no arguments, got "
                  "\"3\"");
@@ -251,7 +269,7 @@ START_TEST(test_errors_positions_and_empty)
     expect_error("linear 10\n# comment\n\nrelu\n   tanhh, linear 3\n", 10, CLT_ERR_FORMAT,
                  "model spec: layer 3 (\"tanhh\") at line 5, column 4: unknown layer \"tanhh\"; "
                  "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu, "
-                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual or layernorm");
+                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual, layernorm, embed or posembed");
     expect_error("relu, linear 3, gelu , linear 0x10 # hex\n", 10, CLT_ERR_FORMAT,
                  "model spec: layer 4 (\"linear 0x10\") at column 31: width must be a positive "
                  "integer, got \"0x10\"");
@@ -425,6 +443,9 @@ START_TEST(test_to_string_round_trip)
          "conv 4 k3, batchnorm, relu, batchnorm, flatten, linear 3, batchnorm"},
         {"linear 8, LayerNorm, relu,layernorm , linear 3, layernorm",
          "linear 8, layernorm, relu, layernorm, linear 3, layernorm"},
+        {"Embed 32, POSEMBED, linear v, linear V nobias, linear V NOBIAS Tied",
+         "embed 32, posembed, linear V, linear V nobias, linear V nobias tied"},
+        {"embed 16777216, linear 7 nobias tied", "embed 16777216, linear 7 nobias tied"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         clt_spec a, b;
@@ -724,7 +745,7 @@ START_TEST(test_kind_names)
                                         "sigmoid", "dropout",   "flatten", "silu",
                                         "leakyrelu", "conv",    "maxpool", "avgpool",
                                         "globalavgpool", "batchnorm", "residual",
-                                        "layernorm"};
+                                        "layernorm", "embed", "posembed"};
     ck_assert_int_eq(sizeof names / sizeof *names, CLT_LAYER__COUNT);
     for (int k = 0; k < CLT_LAYER__COUNT; k++) {
         ck_assert_str_eq(clt_layer_kind_name((clt_layer_kind)k), names[k]);
@@ -740,7 +761,7 @@ START_TEST(test_kind_names)
         clt_spec s;
         char text[32];
         snprintf(text, sizeof text, "%s%s", names[k],
-                 k == CLT_LAYER_LINEAR    ? " 4"
+                 k == CLT_LAYER_LINEAR || k == CLT_LAYER_EMBED ? " 4"
                  : k == CLT_LAYER_DROPOUT ? " 0.5"
                  : k == CLT_LAYER_CONV    ? " 4 k3"
                  : k == CLT_LAYER_MAXPOOL || k == CLT_LAYER_AVGPOOL ? " 2"
@@ -864,7 +885,7 @@ START_TEST(test_residual)
     expect_error("residual {\n conv 8 k3,\n linaer 3 }, linear 10", 10, CLT_ERR_FORMAT,
                  "model spec: layer 1 (\"linaer 3\") at line 3, column 2: unknown layer "
                  "\"linaer\"; expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu, "
-                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual or layernorm");
+                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual, layernorm, embed or posembed");
     expect_error("residual { relu, residual { relu } }", 10, CLT_ERR_FORMAT,
                  "model spec: layer 1 (\"residual\") at column 18: a residual block inside a "
                  "residual block is not supported");

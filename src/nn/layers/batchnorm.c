@@ -50,8 +50,8 @@ static int params(const clt_layer_spec *l, const struct clt__shape *in,
     (void)l;
     (void)out;
     size_t C = in->d[0];
-    decl[0] = (struct clt__param_decl){"weight", 1, {C}, true, 1, 1, false};
-    decl[1] = (struct clt__param_decl){"bias", 1, {C}, false, 1, 1, false};
+    decl[0] = (struct clt__param_decl){"weight", 1, {C}, true, 1, 1, false, 0, false, false};
+    decl[1] = (struct clt__param_decl){"bias", 1, {C}, false, 1, 1, false, 0, false, false};
     return 2;
 }
 

@@ -139,9 +139,10 @@ static int params(const clt_layer_spec *l, const struct clt__shape *in,
 {
     size_t C = in->d[0], OUT = out->d[0], K = (size_t)l->k;
     decl[0] = (struct clt__param_decl){"weight", 4, {OUT, C, K, K}, true, C * K * K, OUT * K * K,
-                                       true};
+                                       true, 0, false, false};
     if (!l->bias) return 1;
-    decl[1] = (struct clt__param_decl){"bias", 1, {OUT}, false, C * K * K, OUT * K * K, false};
+    decl[1] = (struct clt__param_decl){"bias", 1, {OUT}, false, C * K * K, OUT * K * K, false, 0,
+                                       false, false};
     return 2;
 }
 

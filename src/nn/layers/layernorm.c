@@ -46,8 +46,8 @@ static int params(const clt_layer_spec *l, const struct clt__shape *in,
     (void)out;
     size_t rows, D;
     rows_of(in, &rows, &D);
-    decl[0] = (struct clt__param_decl){"weight", 1, {D}, true, 1, 1, false};
-    decl[1] = (struct clt__param_decl){"bias", 1, {D}, false, 1, 1, false};
+    decl[0] = (struct clt__param_decl){"weight", 1, {D}, true, 1, 1, false, 0, false, false};
+    decl[1] = (struct clt__param_decl){"bias", 1, {D}, false, 1, 1, false, 0, false, false};
     return 2;
 }
 

@@ -8,6 +8,10 @@
  *     all B * T rows;
  *   - an image (C, H, W): its flattened features (IN = C*H*W), as after a flatten: the same
  *     weights, no copy.
+ * "linear V" is as wide as the vocabulary (the model's outputs); "linear V nobias tied", GPT-2's
+ * output head, declares its weight tied (clt__param_decl.tie): the model gives it the token
+ * embedding's (V, D) matrix, and its backward writes that matrix's gradient first (the embed
+ * layer adds its own after it).
  * The bias and the activation after it (absorbs) run in the forward GEMM's store where its
  * kernel can (clt_op_gemm_epilogue); the activation's kernels are element-wise, so the fused
  * paths are the same for rows of samples and rows of positions. */
@@ -19,41 +23,55 @@ static clt_status parse(const struct clt__spec_args *a, clt_layer_spec *l)
 {
     long long v = 0;
     if (a->n < 1) return clt__spec_args_fail(a, -1, "linear needs a width, e.g. \"linear 128\"");
-    if (!clt__spec_arg_digits(a, 0, 0, CLT_SPEC_MAX_WIDTH, &v) || v == 0)
-        return clt__spec_args_fail(a, 0, "width must be a positive integer, got \"%.*s\"",
+    if (clt__spec_arg_is(a, 0, "v")) {
+        v = CLT_SPEC_WIDTH_V; /* the vocabulary */
+    } else if (!clt__spec_arg_digits(a, 0, 0, CLT_SPEC_MAX_WIDTH, &v) || v == 0) {
+        return clt__spec_args_fail(a, 0,
+                                   "width must be a positive integer, got \"%.*s\"",
                                    CLT__SPEC_ARG(a, 0));
-    if (v > CLT_SPEC_MAX_WIDTH)
+    } else if (v > CLT_SPEC_MAX_WIDTH) {
         return clt__spec_args_fail(a, 0, "width must be at most %d, got \"%.*s\"",
                                    CLT_SPEC_MAX_WIDTH, CLT__SPEC_ARG(a, 0));
+    }
     l->out = (int)v;
     l->bias = true;
-    if (a->n >= 2) {
-        if (!clt__spec_arg_is(a, 1, "nobias"))
-            return clt__spec_args_fail(a, 1,
-                                       "unexpected \"%.*s\" after the width; expected \"nobias\" "
-                                       "or the end of the layer",
-                                       CLT__SPEC_ARG(a, 1));
+    int i = 1;
+    if (a->n > i && clt__spec_arg_is(a, i, "nobias")) {
         l->bias = false;
+        i++;
     }
-    if (a->n >= 3)
-        return clt__spec_args_fail(a, 2,
-                                   "unexpected \"%.*s\" after \"nobias\"; expected the end of the "
-                                   "layer",
-                                   CLT__SPEC_ARG(a, 2));
+    if (a->n > i && clt__spec_arg_is(a, i, "tied")) {
+        if (l->bias)
+            return clt__spec_args_fail(a, i, "a tied head has no bias: write \"linear %s nobias "
+                                             "tied\"", l->out == CLT_SPEC_WIDTH_V ? "V" : "OUT");
+        l->tied = true;
+        i++;
+    }
+    if (a->n > i)
+        return clt__spec_args_fail(a, i, "unexpected \"%.*s\" after %s; expected %sthe end of "
+                                         "the layer", CLT__SPEC_ARG(a, i),
+                                   l->tied ? "\"tied\"" : l->bias ? "the width" : "\"nobias\"",
+                                   l->tied ? "" : l->bias ? "\"nobias\" or " : "\"tied\" or ");
     return CLT_OK;
 }
 
 static void format(const clt_layer_spec *l, char *buf, size_t size)
 {
-    snprintf(buf, size, " %d%s", l->out, l->bias ? "" : " nobias");
+    char w[16];
+    if (l->out == CLT_SPEC_WIDTH_V) snprintf(w, sizeof w, "V");
+    else snprintf(w, sizeof w, "%d", l->out);
+    snprintf(buf, size, " %s%s%s", w, l->bias ? "" : " nobias", l->tied ? " tied" : "");
 }
 
 static clt_status check(const clt_layer_spec *l, int layer)
 {
-    if (l->out < 1 || l->out > CLT_SPEC_MAX_WIDTH)
+    if ((l->out < 1 || l->out > CLT_SPEC_MAX_WIDTH) && l->out != CLT_SPEC_WIDTH_V)
         return clt__fail(NULL, CLT_ERR_INVALID_ARG,
                          "model spec: layer %d: linear width must be in [1, %d], got %d", layer,
                          CLT_SPEC_MAX_WIDTH, l->out);
+    if (l->tied && l->bias)
+        return clt__fail(NULL, CLT_ERR_INVALID_ARG,
+                         "model spec: layer %d: a tied linear layer has no bias", layer);
     return CLT_OK;
 }
 
@@ -66,17 +84,25 @@ static void rows_of(const struct clt__shape *in, size_t *rows, size_t *IN)
     *IN = seq ? in->d[1] : clt__shape_numel(in);
 }
 
+/* OUT: the width, or the vocabulary for "linear V" */
+static size_t width(const clt_layer_spec *l)
+{
+    return (size_t)(l->out == CLT_SPEC_WIDTH_V ? l->vocab : l->out);
+}
+
 static clt_status out_shape(const clt_layer_spec *l, int layer, const char *text,
                             const struct clt__shape *in, struct clt__shape *out)
 {
-    (void)layer;
-    (void)text;
+    if (width(l) == 0)
+        return clt__fail(NULL, CLT_ERR_INVALID_ARG,
+                         "model spec: layer %d (%s): the width V is the vocabulary, which this "
+                         "model does not have", layer, text);
     if (in->ndim == 2) { /* (T, C) -> (T, OUT) */
-        *out = (struct clt__shape){2, {in->d[0], (size_t)l->out}};
+        *out = (struct clt__shape){2, {in->d[0], width(l)}};
         return CLT_OK;
     }
     out->ndim = 1; /* flat, or an image's flattened features */
-    out->d[0] = (size_t)l->out;
+    out->d[0] = width(l);
     return CLT_OK;
 }
 
@@ -85,9 +111,10 @@ static int params(const clt_layer_spec *l, const struct clt__shape *in,
 {
     size_t rows, IN, OUT = out->d[out->ndim - 1];
     rows_of(in, &rows, &IN);
-    decl[0] = (struct clt__param_decl){"weight", 2, {OUT, IN}, true, IN, OUT, true};
+    decl[0] = (struct clt__param_decl){"weight", 2, {OUT, IN}, true, IN, OUT, true, 0, false, false};
+    decl[0].tie = l->tied; /* the token embedding's (V, D) matrix */
     if (!l->bias) return 1;
-    decl[1] = (struct clt__param_decl){"bias", 1, {OUT, 0}, false, IN, OUT, false};
+    decl[1] = (struct clt__param_decl){"bias", 1, {OUT, 0}, false, IN, OUT, false, 0, false, false};
     return 2;
 }
 
@@ -190,9 +217,10 @@ static enum clt__absorb absorbs(const struct clt__layer *L, const struct clt__la
 const struct clt__layer_kind clt__layer_linear = {
     .kind = CLT_LAYER_LINEAR,
     .name = "linear",
-    .usage = "linear OUT [nobias]",
+    .usage = "linear OUT [nobias] [tied]",
     .help = "fully connected, as nn.Linear(IN, OUT); on an image input it takes the flattened "
-            "features, on a (T, C) input it acts per position; bias on by default",
+            "features, on a (T, C) input it acts per position; bias on by default; OUT may be V "
+            "(the vocabulary); tied (after nobias) shares the embed layer's (V, D) matrix",
     .weighted = true,
     .grads_act_before = true,
     .parse = parse,

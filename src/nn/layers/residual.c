@@ -84,6 +84,11 @@ static clt_status check(const clt_layer_spec *l, int layer)
                              "model spec: layer %d: a residual block inside a residual block is "
                              "not supported",
                              layer);
+        if (clt__layer_kind_of(b->kind)->tokens)
+            return clt__fail(NULL, CLT_ERR_INVALID_ARG,
+                             "model spec: layer %d: %s reads token ids and can only be the "
+                             "model's first layer, not in a residual block",
+                             layer, clt__layer_kind_of(b->kind)->name);
         clt_status st = clt__layer_kind_of(b->kind)->check(b, layer);
         if (st != CLT_OK) return st;
     }

@@ -22,6 +22,8 @@ static const struct clt__layer_kind *const kinds[CLT_LAYER__COUNT] = {
     [CLT_LAYER_BATCHNORM] = &clt__layer_batchnorm,
     [CLT_LAYER_RESIDUAL] = &clt__layer_residual,
     [CLT_LAYER_LAYERNORM] = &clt__layer_layernorm,
+    [CLT_LAYER_EMBED] = &clt__layer_embed,
+    [CLT_LAYER_POSEMBED] = &clt__layer_posembed,
 };
 
 const struct clt__layer_kind *clt__layer_kind_of(clt_layer_kind k)
