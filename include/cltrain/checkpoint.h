@@ -103,6 +103,10 @@ struct clt_checkpoint_info {
      * file has none. Save writes them when given and every name is UTF-8; open fills them
      * (owned by the checkpoint) after checking there is one string per class. */
     const char *const *class_names;
+    /* A language model's vocabulary ("vocab"), as clt_vocab_to_json writes it, or NULL. Save
+     * writes it when given; open checks that it reads back (clt_vocab_from_json) with
+     * `classes` symbols and fills it (owned by the checkpoint). */
+    const char *vocab;
 };
 
 /* Saves the model's parameters (a counted host wait, CLT_WAIT_SAVE) and, when optim is not

@@ -26,6 +26,7 @@
 #include "cltrain/loader.h"
 #include "cltrain/model.h"
 #include "cltrain/optim.h"
+#include "cltrain/text.h"
 
 #include <signal.h>
 
@@ -142,6 +143,24 @@ struct clt_train_params {
      * checkpoint that all parameters are bit-identical (CLT_ERR_STATE otherwise). A stop
      * (interrupt) seen by any replica stops all at the same step boundary. */
     clt_comm *comm;
+    /* A language model's data (NULL: the loader's batches): a model whose first layer is
+     * embed (clt_spec_takes_tokens) trains on this sampler's windows instead, and
+     * clt_trainer_create then takes no loader (NULL) and no test split. Micro-batch j of
+     * optimizer step s is the sampler's training batch s * accumulate + j (drawn on the device
+     * from the seed and that number: no upload, and a resumed run continues the same
+     * sequence); its B must be batch_size and its T the model's input length. The loss is
+     * cross-entropy at every position, the mean over the step's B * T * accumulate tokens
+     * (logs and events report it per token, in nats); max_steps gives the run's length
+     * (epochs is ignored) and an "epoch" is the steps whose tokens reach the training split's
+     * size: evaluation on the sampler's fixed validation batches follows each, and the run's
+     * end. Not with a comm or label smoothing. The sampler must outlive the trainer. */
+    clt_text_sampler *text;
+    /* Text: the training split's tokens (for the epoch's length and the checkpoint's
+     * geometry); set with `text`. */
+    size_t text_tokens;
+    /* Text: the vocabulary as clt_vocab_to_json writes it, stored in checkpoints ("vocab"), so
+     * that eval, generate and --resume encode text as this run did (NULL: none). */
+    const char *vocab;
 };
 CLT_API struct clt_train_params clt_train_default_params(void);
 
@@ -219,6 +238,12 @@ struct clt_train_setup_params {
      * power of two, half), as micro-batch, with accumulate = E / micro-batch, and retry, down
      * to a micro-batch of 1. Off by default. */
     bool auto_batch;
+    /* A language model's text instead of train_set and test_set (both NULL): the set-up makes
+     * its device sampler (clt_text_sampler_create: B the micro-batch, T = in_features, the
+     * seed train.seed, eval_batches) and the trainer trains on it (clt_train_params.text).
+     * outputs must be the vocabulary's size. Must outlive the set-up. */
+    const clt_text *text;
+    size_t eval_batches; /* text: fixed validation batches (0: the sampler's default, 20) */
 };
 CLT_API struct clt_train_setup_params clt_train_setup_default_params(void);
 

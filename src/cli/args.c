@@ -16,8 +16,9 @@ int cli_parse_train_args(int argc, char **argv, struct train_args *a, bool *help
 {
     const struct cli_opt opts[] = {
         {"data", OPT_STR, &a->data,
-         "fashion-mnist, mnist, idx:DIR, csv:TRAIN[,TEST] or images:DIR (class folders of PNG "
-         "or JPEG files: DIR/train/CLASS/, DIR/test/CLASS/, or DIR/CLASS/ with --val-split)",
+         "fashion-mnist, mnist, idx:DIR, csv:TRAIN[,TEST], images:DIR (class folders of PNG "
+         "or JPEG files: DIR/train/CLASS/, DIR/test/CLASS/, or DIR/CLASS/ with --val-split), "
+         "or a language model's text: text:FILE[,VAL_FILE] or shakespeare",
          NULL},
         {"channels", OPT_POS_INT, &a->img.channels,
          "images: 1 (grey) or 3 (RGB), every image converted (default: the first image's; "
@@ -30,6 +31,13 @@ int cli_parse_train_args(int argc, char **argv, struct train_args *a, bool *help
          "--seed (0)", &a->img.val_seen},
         {"skip-bad-images", OPT_FLAG, &a->img.skip_bad,
          "images: skip unreadable or mismatched files, counted, instead of failing", NULL},
+        {"tokens", OPT_STR, &a->tokens,
+         "text: char (the sorted characters of the training text) or byte (256 ids) (char)",
+         NULL},
+        {"block", OPT_POS_INT, &a->block, "text: T, the tokens a window holds, the model's "
+         "context (64)", NULL},
+        {"eval-batches", OPT_POS_INT, &a->eval_batches,
+         "text: the fixed validation batches each evaluation averages over (20)", NULL},
         {"label-column", OPT_STR, &a->label_text, "CSV column of the label (0-based, -1 = last)",
          &a->label_seen},
         {"task", OPT_STR, &a->task, "classification or regression (CSV)", NULL},

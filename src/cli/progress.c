@@ -105,7 +105,11 @@ static void print_summary(struct reporter *r, const struct clt_train_event *e,
     bool final = e->step == e->total_steps;
     if (!r->silent && (!r->quiet || final)) {
         printf("epoch %d/%d: train loss %.4f", e->epoch, e->epochs, r->epoch_loss);
-        if (eval && isnan(eval->accuracy)) printf(", test loss %.4f", eval->loss);
+        if (eval && r->text) /* nats per token, and bits per character (or byte) */
+            printf(", val loss %.4f (%.4f bits per %s), val accuracy %.2f%%", eval->loss,
+                   eval->loss / log(2.0), r->bytes ? "byte" : "character",
+                   100.0 * eval->accuracy);
+        else if (eval && isnan(eval->accuracy)) printf(", test loss %.4f", eval->loss);
         else if (eval)
             printf(", test loss %.4f, test accuracy %.2f%%", eval->loss, 100.0 * eval->accuracy);
         printf(", %.2f s (%.0f samples/s), ", r->epoch_s, r->epoch_rate);

@@ -20,9 +20,79 @@ int cli_check_augment_data(const struct train_args *a, const clt_dataset *train)
     return CLI_OK;
 }
 
+bool cli_is_text_data(const char *data)
+{
+    return strncmp(data, "text:", 5) == 0 || strcmp(data, "shakespeare") == 0;
+}
+
+int cli_open_text(const char *data, const char *tokens, const char *from, bool plain_ok,
+                  clt_text *out)
+{
+    struct clt_text_params tp = clt_text_default_params();
+    clt_vocab *v = NULL;
+    int rc = CLI_OK;
+    if (tokens && clt_text_tokens_parse(tokens, &tp.tokens) != CLT_OK)
+        return cli_usage_error("--tokens %s: expected char or byte", tokens);
+    if (from) { /* the checkpoint's vocabulary encodes the text as its run did */
+        clt_checkpoint *ck = NULL;
+        clt_status st = plain_ok ? clt_checkpoint_open_weights(&ck, from)
+                                 : clt_checkpoint_open(&ck, from);
+        if (st != CLT_OK) return cli_fail_status(NULL);
+        const char *json = clt_checkpoint_get_info(ck).vocab;
+        if (json && clt_vocab_from_json(&v, json, strlen(json)) != CLT_OK)
+            rc = cli_error("%s: %s", from, clt_last_errmsg());
+        clt_checkpoint_close(ck);
+        if (rc != CLI_OK) return rc;
+        if (v && tokens && clt_vocab_kind(v) != tp.tokens)
+            rc = cli_usage_error("--tokens %s: %s was trained on %s tokens", tokens, from,
+                                 clt_text_tokens_name(clt_vocab_kind(v)));
+        tp.vocab = v;
+    }
+    if (rc == CLI_OK && clt_text_open_spec(out, data, &tp) != CLT_OK)
+        rc = cli_usage_error("--data %s: %s", data, clt_last_errmsg());
+    clt_vocab_free(v);
+    return rc;
+}
+
+/* A language model's text: its splits and vocabulary (the checkpoint's on --resume and
+ * --init), checked against --block. */
+static int open_text_data(const struct train_args *a, struct train_run *r)
+{
+    if (clt_augment_enabled(&a->aug))
+        return cli_usage_error("--augment %s: text data has no images to augment", a->augment);
+    int rc = cli_open_text(a->data, a->tokens, a->resume ? a->resume : a->init, !a->resume,
+                           &r->text);
+    if (rc != CLI_OK) return rc;
+    r->is_text = true;
+    size_t T = (size_t)a->block;
+    const clt_text *t = &r->text;
+    if (t->n_train < T + 1 || t->n_val < T + 1)
+        return cli_usage_error("--block %ld: a window holds T + 1 = %zu tokens, but the %s split "
+                               "of %s holds %zu; give a smaller --block or more text",
+                               a->block, T + 1, t->n_train < T + 1 ? "training" : "validation",
+                               t->n_train < T + 1 ? t->source : t->val_source,
+                               t->n_train < T + 1 ? t->n_train : t->n_val);
+    r->classes = (int)clt_vocab_size(t->vocab);
+    /* the run's "samples" are windows of T tokens: an epoch's steps reach the split's size */
+    r->train.features = T;
+    r->train.n = (t->n_train + T - 1) / T;
+    r->train.task = CLT_TASK_CLASSIFICATION;
+    if (!a->quiet)
+        printf("data: %s: %zu training and %zu validation tokens (%s), vocabulary of %d %s\n",
+               a->data, t->n_train, t->n_val,
+               t->val_from_file ? t->val_source : "the text's last 10 %", r->classes,
+               clt_vocab_kind(t->vocab) == CLT_TEXT_BYTE ? "bytes" : "characters");
+    return CLI_OK;
+}
+
 /* Both splits of --data; a missing class gets the hint to give --classes. */
 static int open_train_data(const struct train_args *a, struct train_run *r)
 {
+    if (cli_is_text_data(a->data)) return open_text_data(a, r);
+    if (a->tokens || a->block || a->eval_batches)
+        return cli_usage_error("--%s applies to text data (--data text:FILE or shakespeare), "
+                               "not %s", a->tokens ? "tokens" : a->block ? "block"
+                               : "eval-batches", a->data);
     clt_status st = clt_data_open(a->data, &a->dp, &r->train, &r->test);
     if (st != CLT_OK) {
         if (!a->n_classes && strstr(clt_last_errmsg(), "never appear in the training split"))
@@ -79,6 +149,7 @@ static int open_start(struct train_args *a, struct train_run *r)
         if (!a->model_seen) a->model = info.model_text;
         if (a->resume && !a->seed_seen) a->seed = info.seed; /* same shuffles, dropout masks */
         r->norm = info.norm; /* the weights were trained on inputs scaled this way */
+        if (r->is_text) return CLI_OK;
         if (cli_check_class_names(r->from, info.class_names, info.classes, a->data, r->train.class_names,
                                   r->train.classes) != CLI_OK)
             return CLI_FAIL;
@@ -106,11 +177,20 @@ static int parse_train_spec(const struct train_args *a, struct train_run *r)
 {
     int rc = cli_parse_model("--model", a->model, r->classes, &r->spec);
     if (rc != CLI_OK) return rc;
+    if (r->is_text && !clt_spec_takes_tokens(&r->spec))
+        return cli_usage_error("--data %s is text, which trains a language model: the model must "
+                               "start with an embed layer (e.g. \"embed 128, posembed, "
+                               "layernorm, linear V nobias tied\"), not \"%s\"",
+                               a->data, a->model);
+    if (!r->is_text && clt_spec_takes_tokens(&r->spec))
+        return cli_usage_error("--model starts with an embed layer, which reads token ids: it "
+                               "trains on text (--data text:FILE or shakespeare), not on %s",
+                               a->data);
     if (clt_spec_validate(&r->spec, (int)r->train.features, r->classes) != CLT_OK ||
         clt_spec_check_output(&r->spec) != CLT_OK)
         return cli_usage_error("%s", clt_last_errmsg());
     char why[400];
-    if (r->train.sample_shape[1] &&
+    if (!r->is_text && r->train.sample_shape[1] &&
         !cli_spec_one_row(&r->spec, r->train.features, r->classes, r->train.sample_shape, why,
                           sizeof why))
         return cli_usage_error("--model: %s", why);
@@ -270,6 +350,19 @@ int cli_plan_total(const struct train_args *a, size_t n, long *eff, long *spe, l
 static int plan_steps(struct train_args *a, struct train_run *r)
 {
     long spe = 0, total = 0;
+    if (r->is_text) { /* --steps is the run's length; its epochs are what they come to */
+        if (a->steps <= 0)
+            return cli_usage_error("--data %s: a text run's length is --steps N (optimizer "
+                                   "steps)", a->data);
+        long per = a->batch * a->accumulate;
+        long epoch = ((long)r->train.n + per - 1) / per;
+        a->epochs = (a->steps + epoch - 1) / epoch;
+        if (!a->quiet && r->rank == 0)
+            printf("text: a step takes %ld x %ld = %ld tokens; an epoch (the training split's "
+                   "%zu tokens) is %ld steps, so --steps %ld is %.2f epochs\n",
+                   per, a->block, per * a->block, r->text.n_train, epoch, a->steps,
+                   (double)a->steps / (double)epoch);
+    }
     if (cli_plan_total(a, r->train.n, &r->eff, &spe, &total) != CLI_OK) return CLI_FAIL;
     a->op.step_size = a->step_size_seen ? a->step_size : (spe > 0 ? spe : 1);
     a->op.total_steps = total > 0 ? total : 1;
@@ -284,7 +377,9 @@ static int open_metrics(const struct train_args *a, struct train_run *r)
         return CLI_FAIL;
     }
     r->rep.metrics = r->mf;
-    r->rep.has_test = r->test.n > 0;
+    r->rep.has_test = r->test.n > 0 || r->is_text;
+    r->rep.text = r->is_text;
+    r->rep.bytes = r->is_text && clt_vocab_kind(r->text.vocab) == CLT_TEXT_BYTE;
     r->rep.clipping = a->op.clip_grad > 0;
     cli_write_recipe_changes(r, r->mf); /* --change-recipe: the run's record says so */
     /* --plot: drawn from the lines --metrics holds, named as that file (or as the command
@@ -304,8 +399,10 @@ static void fill_setup_params(const struct train_args *a, struct train_run *r)
     sp->spec = &r->spec;
     sp->in_features = r->train.features;
     sp->outputs = (size_t)r->classes;
-    sp->train_set = &r->train;
+    sp->train_set = r->is_text ? NULL : &r->train;
     sp->test_set = r->test.n > 0 ? &r->test : NULL; /* evaluated whole, in file order */
+    sp->text = r->is_text ? &r->text : NULL;
+    sp->eval_batches = (size_t)a->eval_batches;
     sp->norm = r->norm;
     sp->model.init = a->init_kind;
     sp->model.seed = a->seed;
@@ -452,7 +549,7 @@ static void describe_devices(const struct train_run *r, char *dst, size_t n)
  * (drop_last refuses it instead). */
 static void warn_batch(const struct train_args *a, const struct train_run *r)
 {
-    if (r->eff <= (long)r->train.n || r->rank != 0 || a->drop_last) return;
+    if (r->is_text || r->eff <= (long)r->train.n || r->rank != 0 || a->drop_last) return;
     char what[96];
     if (a->accumulate > 1)
         snprintf(what, sizeof what, "--batch-size %ld x --accumulate %ld (%ld)", a->batch,
@@ -525,7 +622,15 @@ static void print_plan(const struct train_args *a, struct train_run *r)
                "%d out-of-memory %s\n",
                micro, acc, r->eff, clt_train_setup_backoffs(r->setup),
                clt_train_setup_backoffs(r->setup) == 1 ? "retry" : "retries");
-    if (!r->rep.quiet)
+    if (!r->rep.quiet && r->is_text)
+        printf("cltrain: %s on %s; data %s: windows of %zu tokens, %s tokens, %d-token "
+               "vocabulary, on the device; model %s (%zu parameters); %s; %s; precision %s; %s "
+               "on the device%s\n",
+               a->dry_run ? "dry run" : a->resume ? "resuming" : "training", where, a->data,
+               r->train.features, clt_text_tokens_name(clt_vocab_kind(r->text.vocab)),
+               r->classes, r->spec_text, clt_tensor_numel(clt_model_params(m)), optim,
+               batch_text, cli_precision_name(a->prec), mem, changed);
+    else if (!r->rep.quiet)
         printf("cltrain: %s on %s; data %s: %zu train, %zu test, %zu features, %s%s%s; "
                "model %s (%zu parameters); %s; %s; precision %s; %s on the device%s%s\n",
                a->dry_run ? "dry run" : a->resume ? "resuming" : "training", where, a->data,
@@ -673,6 +778,7 @@ static int train_run_close(const struct train_args *a, struct train_run *r, int 
     clt_spec_free(&r->spec);
     clt_dataset_free(&r->train);
     clt_dataset_free(&r->test);
+    clt_text_free(&r->text);
     free(r->spec_text);
     free(r->mean);
     free(r->std);
@@ -712,6 +818,7 @@ int cli_train(int argc, char **argv)
     if (a.mpi && env_rank() >= 0) set_rank_prefix(env_rank());
     int rc = cli_parse_train_args(argc, argv, &a, &help);
     if (rc != CLI_OK || help) return rc;
+    if (cli_is_text_data(a.data) && !a.block) a.block = 64; /* nanoGPT's CPU configuration */
     rc = cli_check_train_args(&a);
     if (rc != CLI_OK) return rc;
     rc = cli_make_optim_params(&a);

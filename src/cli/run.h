@@ -21,6 +21,8 @@ struct reporter {
     bool silent; /* an MPI rank other than 0: nothing (rank 0 speaks for all) */
     bool line_open, has_test;
     bool clipping; /* --clip-grad: log points report the gradients' norm */
+    bool text;     /* a language model: evaluations in nats per token and bits per character */
+    bool bytes;    /* ... whose tokens are bytes (bits per byte) */
     double epoch_loss, epoch_s, epoch_rate; /* of the epoch whose evaluation comes next */
     struct clt_ctx_stats last;             /* counters at the previous epoch's summary */
     struct clt_loader_stats last_loader;
@@ -53,7 +55,8 @@ struct cli_image_opts {
 struct train_args {
     const char *data, *model, *device, *optimizer, *schedule, *task, *init_scheme, *metrics,
         *save, *resume, *init, *loader, *label_text, *precision, *augment, *input_shape, *plot,
-        *betas;
+        *betas, *tokens;
+    long block, eval_batches; /* text data */
     long epochs, steps, batch, log_every, save_every, warmup, step_size, label_column, prefetch,
         n_classes, accumulate;
     uint64_t seed;
@@ -95,9 +98,19 @@ struct recipe_change {
 };
 enum { MAX_RECIPE_CHANGES = 24 };
 
+/* Whether --data names text (text:FILE[,VAL_FILE] or shakespeare): a language model's data. */
+bool cli_is_text_data(const char *data);
+/* Opens the text of --data into *out, tokenised by --tokens (NULL: char) or, with `from` (a
+ * checkpoint; plain_ok: a plain state dict too), by that checkpoint's vocabulary, whose first
+ * character outside it is the error. Prints the error; returns CLI_OK, CLI_USAGE or CLI_FAIL. */
+int cli_open_text(const char *data, const char *tokens, const char *from, bool plain_ok,
+                  clt_text *out);
+
 /* What a run holds from opening the data to the end; train_run_close releases it. */
 struct train_run {
     clt_dataset train, test;
+    bool is_text;  /* --data text:FILE or shakespeare: a language model's run */
+    clt_text text; /* its tokens and vocabulary */
     clt_spec spec;
     clt_ctx *ctx;            /* replica 0's (this rank's): ctxs[0] */
     clt_train_setup *setup;  /* replica 0's: setups[0] */

@@ -5,6 +5,7 @@
  * checked against itself, and every name, dtype, shape and value checked against the model.
  * Plain state dicts (PyTorch's save_file) open as weights for --init. */
 #include "cltrain/checkpoint.h"
+#include "cltrain/text.h"
 #include "cltrain/opencl.h"
 
 #include "runtime/internal.h"
@@ -314,6 +315,7 @@ clt_status clt_checkpoint_save(const char *path, clt_model *m, const clt_optim *
     if (info->class_names && info->task == CLT_TASK_CLASSIFICATION &&
         (names = json_class_names(info->class_names, info->classes)))
         META("class_names", names);
+    if (info->vocab) META("vocab", info->vocab);
     META("input_scale", scale);
     META("input_mean", mean ? mean : "0");
     META("input_std", std ? std : "1");
@@ -551,6 +553,25 @@ static clt_status run_int(const clt_checkpoint *ck, const clt__json *obj, const 
         return clt__fail(NULL, CLT_ERR_FORMAT, "%s: metadata \"%s\" needs \"%s\", an integer in "
                          "[%lld, %lld]", ck->path, where, key, lo, hi);
     *out = v->integer;
+    return CLT_OK;
+}
+
+/* The optional "vocab" of a language model: a vocabulary clt_vocab_from_json reads, with one
+ * symbol per class. */
+static clt_status parse_vocab(clt_checkpoint *ck)
+{
+    clt_vocab *v = NULL;
+    const char *s = clt_st_meta(ck->file, "vocab");
+    if (!s) return CLT_OK;
+    if (clt_vocab_from_json(&v, s, strlen(s)) != CLT_OK)
+        return clt__fail(NULL, CLT_ERR_FORMAT, "%s: metadata \"vocab\": %s", ck->path,
+                         clt_last_errmsg());
+    size_t V = clt_vocab_size(v);
+    clt_vocab_free(v);
+    if (V != (size_t)ck->info.classes)
+        return clt__fail(NULL, CLT_ERR_FORMAT, "%s: metadata \"vocab\" has %zu symbols, the "
+                         "model %d classes", ck->path, V, ck->info.classes);
+    ck->info.vocab = s;
     return CLT_OK;
 }
 
@@ -830,6 +851,7 @@ static clt_status open_any(clt_checkpoint **out, const char *path, bool allow_pl
     ck->info.norm.std = ck->std;
     CLT_TRY(check_consistent(ck));
     if (ck->info.task == CLT_TASK_CLASSIFICATION) CLT_TRY(parse_class_names(ck));
+    CLT_TRY(parse_vocab(ck));
     CLT_TRY(parse_run(ck));
     CLT_TRY(parse_recipe(ck));
     *out = ck;

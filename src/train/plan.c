@@ -153,6 +153,8 @@ static clt_status check_augment(clt_ctx *ctx, const struct clt_train_setup_param
 clt_status clt__train_plan_check(clt_ctx *ctx, const struct clt_train_setup_params *p,
                                  size_t batch, int accumulate)
 {
+    if (p->text && !p->train_set) /* a text's windows: any batch trains */
+        return clt_spec_validate(p->spec, (int)p->in_features, (int)p->outputs);
     if (!p->spec || !p->train_set || batch == 0)
         return clt__fail(ctx, CLT_ERR_INVALID_ARG, "training plan: no spec, data or batch");
     clt_status st = check_augment(ctx, p);

@@ -309,6 +309,11 @@ struct clt_trainer {
     const char *from; /* the checkpoint the run started from (resume, init), else NULL */
     long first_step;  /* t->step when this process's run began */
     bool saving; /* in clt_trainer_save from the loop: its failure is not saved again */
+    /* a language model (p.text): its windows' sampler, the (B, T) i32 inputs and targets it
+     * gathers into, the loss's per-row buffer (2 B T f32: each row's loss and hit), T */
+    clt_text_sampler *text;
+    clt_tensor *tx, *ty, *rows;
+    size_t T;
 };
 
 clt_optim *clt_trainer_optim(clt_trainer *t)
@@ -326,6 +331,9 @@ void clt_trainer_free(clt_trainer *t)
     clt_scaler_free(t->scaler);
     clt_tensor_free(t->dbuf);
     clt_tensor_free(t->loss_acc);
+    clt_tensor_free(t->tx);
+    clt_tensor_free(t->ty);
+    clt_tensor_free(t->rows);
     clt__gemm_ws_return(t->ctx, t->gemm_ws);
     eval_bufs_free(&t->eval);
     free(t);
@@ -354,6 +362,87 @@ static clt_status exempt_from_decay(clt_optim *o, const clt_model *m)
     return st;
 }
 
+/* The objects every trainer has: the optimizer (weight decay's exemptions, the 16-bit copy),
+ * the loss scaler, the output gradient (max_batch, out) and the loss accumulator, the GEMM
+ * workspace. */
+static clt_status create_common(clt_trainer *t, size_t out)
+{
+    clt_status st = CLT_OK;
+    clt_model *model = t->model;
+    const struct clt_train_params *p = &t->p;
+    size_t one = 1, dd[2] = {clt_model_max_batch(model), out};
+    CLT_TRY(clt_optim_create(&t->optim, clt_model_params(model), &p->optim));
+    if (clt_model_weights(model) != clt_model_params(model)) /* mixed precision */
+        CLT_TRY(clt_optim_set_copy(t->optim, clt_model_weights(model)));
+    if (p->optim.weight_decay > 0.0f) CLT_TRY(exempt_from_decay(t->optim, model));
+    if (clt_model_precision(model) == CLT_DTYPE_F16)
+        CLT_TRY(clt_scaler_create(&t->scaler, t->ctx, NULL));
+    CLT_TRY(clt_tensor_create(&t->dbuf, t->ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_ACTIVATIONS));
+    CLT_TRY(clt_tensor_zeros(&t->loss_acc, t->ctx, CLT_DTYPE_F32, 1, &one, CLT_MEM_WORKSPACE));
+    CLT_TRY(clt__gemm_ws_reserve(t->ctx, &t->gemm_ws)); /* the steps' GEMMs allocate nothing */
+fail:
+    return st;
+}
+
+/* clt_trainer_create for a language model on p->text's windows (see clt_train_params.text). */
+static clt_status create_text(clt_trainer **out, clt_model *model,
+                              const struct clt_train_params *p)
+{
+    clt_status st = CLT_OK;
+    clt_trainer *t = NULL;
+    clt_ctx *ctx = clt_model_ctx(model);
+    struct clt_text_sampler_params sp = clt_text_sampler_params(p->text);
+    size_t oshape[3], V = clt_model_outputs(model), T = clt_model_in_features(model);
+    if (!clt_spec_takes_tokens(clt_model_spec(model)))
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "text data trains a language model, whose first layer "
+                 "is an embed layer (e.g. \"embed 128, posembed, ..., linear V nobias tied\"); "
+                 "this model reads values");
+    if (clt_model_output_shape(model, oshape) != 2 || oshape[0] != T || oshape[1] != V)
+        CLT_FAIL(ctx, CLT_ERR_SHAPE, "a language model gives %zu logits at each of its %zu "
+                 "positions (its last layer \"linear V\"); this one's output per sample is "
+                 "%zux%zu", V, T, oshape[0], oshape[1]);
+    if (sp.batch != p->batch_size || sp.block != T || p->batch_size > clt_model_max_batch(model))
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "text: the sampler's batches are %zu windows of %zu "
+                 "tokens; the trainer's batch is %zu (model up to %zu) of %zu", sp.batch,
+                 sp.block, p->batch_size, clt_model_max_batch(model), T);
+    if (p->comm || p->label_smoothing != 0.0f)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "text: not with several replicas or label smoothing "
+                 "yet");
+    if (p->max_steps <= 0)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "text: --steps %ld: expected at least 1",
+                 p->max_steps);
+    if (p->accumulate < 0 || p->accumulate > 1 << 20)
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "--accumulate %d: expected 1 to %d", p->accumulate,
+                 1 << 20);
+    CLT_ALLOC(ctx, t, 1);
+    t->ctx = ctx;
+    t->model = model;
+    t->p = *p;
+    t->text = p->text;
+    t->T = T;
+    t->task = CLT_TASK_CLASSIFICATION;
+    t->classes = (int)V;
+    CLT_TRY(create_common(t, T * V));
+    size_t xd[2] = {p->batch_size, T}, two = 2, rn = 2 * p->batch_size * T;
+    CLT_TRY(clt_tensor_create(&t->tx, ctx, CLT_DTYPE_I32, 2, xd, CLT_MEM_ACTIVATIONS));
+    CLT_TRY(clt_tensor_create(&t->ty, ctx, CLT_DTYPE_I32, 2, xd, CLT_MEM_ACTIVATIONS));
+    CLT_TRY(clt_tensor_create(&t->rows, ctx, CLT_DTYPE_F32, 1, &rn, CLT_MEM_WORKSPACE));
+    CLT_TRY(clt_tensor_zeros(&t->eval.acc, ctx, CLT_DTYPE_F32, 1, &two, CLT_MEM_WORKSPACE));
+    t->accumulate = p->accumulate > 1 ? p->accumulate : 1;
+    /* an "epoch": the steps whose tokens reach the training split's size */
+    size_t per_step = p->batch_size * T * (size_t)t->accumulate;
+    t->steps_per_epoch = (long)((p->text_tokens + per_step - 1) / per_step);
+    if (t->steps_per_epoch < 1) t->steps_per_epoch = 1;
+    t->micro_per_epoch = t->steps_per_epoch * t->accumulate;
+    t->used_per_epoch = (size_t)t->steps_per_epoch * p->batch_size * (size_t)t->accumulate;
+    t->total_steps = p->max_steps;
+    *out = t;
+    t = NULL;
+fail:
+    clt_trainer_free(t);
+    return st;
+}
+
 clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *train,
                               clt_resident *test, const struct clt_train_params *p)
 {
@@ -361,6 +450,10 @@ clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *t
     clt_trainer *t = NULL;
     clt_ctx *ctx = clt_model_ctx(model);
     *out = NULL;
+    if (p->text) return create_text(out, model, p);
+    if (clt_spec_takes_tokens(clt_model_spec(model)))
+        CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "the model starts with an embed layer, which reads "
+                 "token ids: it trains on text data (--data text:FILE), not on this data set");
     size_t mb = clt_model_max_batch(model);
     if (clt_loader_max_batch(train) < mb) mb = clt_loader_max_batch(train);
     size_t slice = p->comm && p->batch_size
@@ -412,17 +505,8 @@ clt_status clt_trainer_create(clt_trainer **out, clt_model *model, clt_loader *t
     t->classes = regression ? 1 : (int)clt_model_outputs(model);
     t->norm = clt_loader_norm(train);
     /* The model lives on its device already: the optimizer's state is born there. */
-    CLT_TRY(clt_optim_create(&t->optim, clt_model_params(model), &p->optim));
-    if (clt_model_weights(model) != clt_model_params(model)) /* mixed precision */
-        CLT_TRY(clt_optim_set_copy(t->optim, clt_model_weights(model)));
-    if (p->optim.weight_decay > 0.0f) CLT_TRY(exempt_from_decay(t->optim, model));
-    if (clt_model_precision(model) == CLT_DTYPE_F16)
-        CLT_TRY(clt_scaler_create(&t->scaler, ctx, NULL));
-    size_t n = clt_loader_count(train), N = clt_model_outputs(model), one = 1;
-    size_t dd[2] = {clt_model_max_batch(model), N};
-    CLT_TRY(clt_tensor_create(&t->dbuf, ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_ACTIVATIONS));
-    CLT_TRY(clt_tensor_zeros(&t->loss_acc, ctx, CLT_DTYPE_F32, 1, &one, CLT_MEM_WORKSPACE));
-    CLT_TRY(clt__gemm_ws_reserve(ctx, &t->gemm_ws)); /* the steps' GEMMs allocate nothing */
+    CLT_TRY(create_common(t, clt_model_outputs(model)));
+    size_t n = clt_loader_count(train);
     if (test) CLT_TRY(eval_bufs_create(&t->eval, model, test, slice));
     if (p->comm) {
         t->comm = p->comm;
@@ -463,7 +547,7 @@ static void emit(clt_trainer *t, struct clt_train_event *e)
     e->elapsed_s = now_s() - t->t0;
     e->lr = clt_optim_lr_at(&t->p.optim, t->step > 0 ? t->step - 1 : 0);
     e->stats = clt_ctx_stats(t->ctx);
-    e->loader = clt_loader_stats(t->train);
+    if (t->train) e->loader = clt_loader_stats(t->train);
     e->precision = clt_model_precision(t->model);
     e->skipped = t->scaler ? t->scaled.skipped : 0;
     e->loss_scale = t->scaler ? t->scaled.scale : 1.0;
@@ -512,7 +596,7 @@ static struct clt_run_geometry run_geometry(const clt_trainer *t)
         .epochs = (int)((t->total_steps + t->steps_per_epoch - 1) / t->steps_per_epoch),
         .drop_last = t->p.drop_last,
         .dropout_seed = t->p.seed,
-        .data_samples = clt_loader_count(t->train),
+        .data_samples = t->text ? t->p.text_tokens : clt_loader_count(t->train),
         .data_crc32c = t->p.data_crc32c,
         .replicas = t->comm ? t->comm->size : 1,
     };
@@ -541,7 +625,7 @@ static struct clt_run_recipe run_recipe(const clt_trainer *t)
         .label_smoothing = t->p.label_smoothing,
         .shuffle = t->p.shuffle,
         .normalize = standardised(&t->norm),
-        .augment = clt_loader_augment(t->train),
+        .augment = t->train ? clt_loader_augment(t->train) : (struct clt_augment){0},
     };
 }
 
@@ -552,6 +636,7 @@ clt_status clt_trainer_save(clt_trainer *t, const char *path)
         .classes = t->classes,
         .task = t->task,
         .class_names = t->p.class_names,
+        .vocab = t->p.vocab,
         .step = t->step,
         .epoch = t->epoch,
         .seed = t->p.seed,
@@ -712,7 +797,7 @@ fail:
 /* Ctrl-C: stop at a step boundary, with a checkpoint when the run has somewhere to write it. */
 static clt_status interrupted(clt_trainer *t, int epoch)
 {
-    clt_status st = clt_loader_stop(t->train);
+    clt_status st = t->train ? clt_loader_stop(t->train) : CLT_OK;
     bool saved = false;
     if (st == CLT_OK && t->p.save_path) {
         st = save_event(t, epoch);
@@ -777,6 +862,86 @@ static struct clt_loader_order run_order(const clt_trainer *t, long first, long 
     return o;
 }
 
+/* Cross-entropy at every position of a language model's output (B, T, V) against targets y
+ * (B, T): the per-row kernel over the B T rows, adding the summed loss to loss_acc (and the hits
+ * to correct_acc); the gradient times grad_scale into dout (B, T, V) when non-NULL. */
+static clt_status text_loss(clt_trainer *t, const clt_tensor *out, const clt_tensor *y,
+                            float grad_scale, clt_tensor *dout, clt_tensor *loss_acc,
+                            clt_tensor *correct_acc)
+{
+    clt_status st = CLT_OK;
+    clt_tensor *lv = NULL, *yv = NULL, *dv = NULL;
+    size_t V = clt_model_outputs(t->model), R = clt_tensor_numel(y), ld[2] = {R, V};
+    CLT_TRY(clt_tensor_view(&lv, out, 0, 2, ld));
+    CLT_TRY(clt_tensor_view(&yv, y, 0, 1, &R));
+    if (dout) CLT_TRY(clt_tensor_view(&dv, dout, 0, 2, ld));
+    CLT_TRY(clt_op_softmax_xent_rows(lv, yv, 0.0f, 1.0f, grad_scale, dv, loss_acc, correct_acc,
+                                     t->rows));
+fail:
+    clt_tensor_free(lv);
+    clt_tensor_free(yv);
+    clt_tensor_free(dv);
+    return st;
+}
+
+/* A language model's optimizer step t->step: each micro-batch j the sampler's training batch
+ * step * accumulate + j, drawn on the device; the loss's gradient scaled by 1 / (the step's
+ * tokens). *tokens: B T accumulate. Enqueued only. */
+static clt_status text_step(clt_trainer *t, size_t *tokens)
+{
+    clt_status st = CLT_OK;
+    clt_tensor *dout = NULL;
+    size_t B = t->p.batch_size, T = t->T, V = clt_model_outputs(t->model);
+    size_t n = B * T * (size_t)t->accumulate, dd[3] = {B, T, V};
+    CLT_TRY(clt_tensor_view(&dout, t->dbuf, 0, 3, dd));
+    for (int j = 0; j < t->accumulate; j++) {
+        clt_tensor *out = NULL;
+        uint64_t micro = (uint64_t)t->step * (uint64_t)t->accumulate + (uint64_t)j;
+        CLT_TRY(clt_text_sampler_train_batch(t->text, micro, t->tx, t->ty));
+        CLT_TRY(clt_model_forward(t->model, t->tx, true, micro, &out));
+        CLT_TRY(text_loss(t, out, t->ty, 1.0f / (float)n, dout, t->loss_acc, NULL));
+        if (t->scaler) CLT_TRY(clt_scaler_scale(t->scaler, dout));
+        CLT_TRY(clt_model_backward(t->model, dout, j > 0));
+    }
+    CLT_TRY(clt_optim_step_scaled(t->optim, clt_model_grads(t->model), t->scaler));
+    *tokens = n;
+fail:
+    clt_tensor_free(dout);
+    return st;
+}
+
+/* A language model's validation loss: the mean over every position of the sampler's fixed
+ * evaluation batches (nats per token) and the fraction of positions whose most likely token is
+ * the target; one counted host wait. */
+static clt_status text_evaluate(clt_trainer *t, struct clt_eval_result *res)
+{
+    clt_status st = CLT_OK;
+    cl_event ev = NULL;
+    float sums[2] = {0, 0};
+    clt_tensor *lacc = NULL, *cacc = NULL;
+    size_t one = 1, K = clt_text_sampler_params(t->text).eval_batches;
+    size_t count = K * t->p.batch_size * t->T;
+    CLT_TRY(clt_op_fill(t->eval.acc, 0.0f));
+    CLT_TRY(clt_tensor_view(&lacc, t->eval.acc, 0, 1, &one));
+    CLT_TRY(clt_tensor_view(&cacc, t->eval.acc, 1, 1, &one));
+    for (size_t k = 0; k < K; k++) {
+        clt_tensor *out = NULL;
+        CLT_TRY(clt_text_sampler_eval_batch(t->text, k, t->tx, t->ty));
+        CLT_TRY(clt_model_forward(t->model, t->tx, false, 0, &out));
+        CLT_TRY(text_loss(t, out, t->ty, 0.0f, NULL, lacc, cacc));
+    }
+    CLT_TRY(clt_tensor_read(t->eval.acc, sums, false, &ev));
+    CLT_TRY(clt_ctx_wait(t->ctx, CLT_WAIT_EVAL, 1, &ev));
+    res->loss = (double)sums[0] / (double)count;
+    res->accuracy = (double)sums[1] / (double)count;
+    res->count = count;
+fail:
+    if (ev) clReleaseEvent(ev);
+    clt_tensor_free(lacc);
+    clt_tensor_free(cacc);
+    return st;
+}
+
 /* Optimizer step t->step (step s of epoch `epoch`): forward, loss and backward of each of its
  * micro-batches, the gradients summed on the device and each scaled by 1 / (the step's
  * samples), then the update. Enqueued only: no host wait. */
@@ -784,6 +949,7 @@ static clt_status train_step(clt_trainer *t, int epoch, long s, size_t *samples)
 {
     clt_status st = CLT_OK;
     clt_tensor *dout = NULL;
+    if (t->text) return text_step(t, samples);
     size_t bs = t->p.batch_size, n = step_samples(t, s), N = clt_model_outputs(t->model);
     long micros = (long)((n + bs - 1) / bs), first = micro_index(t, t->step);
     float grad_scale = 1.0f / (float)n; /* n: the step's samples over all replicas */
@@ -833,7 +999,7 @@ clt_status clt_trainer_run(clt_trainer *t)
     /* The loader yields this run's batches in order: epoch by epoch, each epoch's order from
      * the seed, starting mid-epoch after a resume. */
     if (t->comm) CLT_TRY(check_replicas(t, "at the start", CLT_WAIT_SETUP));
-    CLT_TRY(clt_loader_start(t->train, &order));
+    if (t->train) CLT_TRY(clt_loader_start(t->train, &order));
 
     while (t->step < t->total_steps) {
         int epoch = (int)(t->step / t->steps_per_epoch);
@@ -888,10 +1054,11 @@ clt_status clt_trainer_run(clt_trainer *t)
         e.samples_per_s = (double)epoch_samples / e.epoch_s;
         e.accuracy = NAN;
         emit(t, &e);
-        if (t->test) {
+        if (t->test || t->text) {
             struct clt_eval_result r;
             if (t->comm) CLT_TRY(average_buffers(t, CLT_WAIT_EVAL));
-            CLT_TRY(evaluate(t->model, t->test, bs, t->task, &r, NULL, &t->eval, t->comm));
+            if (t->text) CLT_TRY(text_evaluate(t, &r));
+            else CLT_TRY(evaluate(t->model, t->test, bs, t->task, &r, NULL, &t->eval, t->comm));
             struct clt_train_event ev = {.kind = CLT_EVENT_EVAL, .epoch = epoch + 1};
             ev.loss = r.loss;
             ev.accuracy = r.accuracy;
@@ -899,10 +1066,10 @@ clt_status clt_trainer_run(clt_trainer *t)
         }
         log_t = now_s(); /* evaluation time is not training throughput */
     }
-    CLT_TRY(clt_loader_stop(t->train));
+    if (t->train) CLT_TRY(clt_loader_stop(t->train));
     if (t->p.save_path) CLT_TRY(save_event(t, t->epoch));
 fail:
-    clt_loader_stop(t->train); /* joins the thread on every path; no device wait */
+    if (t->train) clt_loader_stop(t->train); /* joins the thread on every path; no device wait */
     if (st != CLT_OK) st = save_after_failure(t, st);
     return st;
 }
@@ -950,10 +1117,45 @@ static struct clt_model_params model_params(const struct clt_train_setup_params 
  * clt_trainer_create (the output gradient (B, N), the loss accumulator,
  * the GEMM workspace when the ctx's GEMM choices need one and none is lent already),
  * the loader and the test split. A change there must change this: test_memory checks it. */
+/* clt_train_mem_estimate of a language model: the model, optimizer and loss scaler as for any,
+ * then the sampler's token ids (both splits, in the vocabulary's dtype), the trainer's output
+ * gradient (B, T, V), loss accumulator, (B, T) i32 inputs and targets, the loss's per-row
+ * buffer (2 B T f32) and the evaluation's two sums, and the GEMM workspace. */
+static clt_status text_mem_estimate(const clt_ctx *ctx, const struct clt_train_setup_params *p,
+                                    size_t batch, struct clt_mem_estimate *out)
+{
+    clt_status st = clt_spec_validate(p->spec, (int)p->in_features, (int)p->outputs);
+    if (st != CLT_OK) return st;
+    uint64_t *c = out->by_category, B = batch, T = p->in_features, P = 0;
+    struct clt_model_params mp = p->model;
+    mp.max_batch = batch;
+    st = clt_model_param_elements(p->spec, p->in_features, p->outputs, &mp, &P);
+    if (st != CLT_OK) return st;
+    st = clt_model_mem_estimate(p->spec, p->in_features, p->outputs, &mp, c);
+    if (st != CLT_OK) return st;
+    if (mp.precision == CLT_DTYPE_F16) est_add(c, CLT_MEM_OPTIM, 4 * CLT_AMP_STATE_LEN);
+    const uint64_t optim_bytes = clt__optim_mem_bytes(&p->train.optim, P);
+    if (optim_bytes) est_add(c, CLT_MEM_OPTIM, optim_bytes);
+    est_add(c, CLT_MEM_ACTIVATIONS, B * T * p->outputs * 4); /* the output gradient */
+    est_add(c, CLT_MEM_WORKSPACE, 4);                        /* the loss accumulator */
+    uint64_t gemm_ws = clt__gemm_ws_bytes((clt_ctx *)ctx);
+    if (gemm_ws) est_add(c, CLT_MEM_WORKSPACE, gemm_ws);
+    size_t ds = clt_dtype_size(clt_vocab_dtype(p->text->vocab));
+    est_add(c, CLT_MEM_DATA, p->text->n_train * ds); /* the sampler's token ids */
+    est_add(c, CLT_MEM_DATA, p->text->n_val * ds);
+    est_add(c, CLT_MEM_ACTIVATIONS, B * T * 4); /* inputs */
+    est_add(c, CLT_MEM_ACTIVATIONS, B * T * 4); /* targets */
+    est_add(c, CLT_MEM_WORKSPACE, 2 * B * T * 4); /* the loss's per-row buffer */
+    est_add(c, CLT_MEM_WORKSPACE, 8);             /* the evaluation's sums */
+    for (int k = 0; k < CLT_MEM__COUNT; k++) out->total += c[k];
+    return CLT_OK;
+}
+
 clt_status clt_train_mem_estimate(const clt_ctx *ctx, const struct clt_train_setup_params *p,
                                   size_t batch, struct clt_mem_estimate *out)
 {
     memset(out, 0, sizeof *out);
+    if (p->spec && p->text && batch) return text_mem_estimate(ctx, p, batch, out);
     if (!p->spec || !p->train_set || batch == 0)
         return clt__fail(NULL, CLT_ERR_INVALID_ARG, "memory estimate: no spec, data or batch");
     clt_status st = clt_spec_validate(p->spec, (int)p->in_features, (int)p->outputs);
@@ -1039,6 +1241,8 @@ struct clt_train_setup {
     clt_loader *loader;
     clt_resident *test;
     clt_trainer *trainer;
+    clt_text_sampler *sampler; /* text: the windows' sampler, else NULL */
+    char *vocab;               /* text: the vocabulary's JSON for checkpoints */
 };
 
 clt_model *clt_train_setup_model(const clt_train_setup *s) { return s->model; }
@@ -1055,10 +1259,34 @@ static void setup_teardown(clt_train_setup *s)
     clt_loader_free(s->loader);
     clt_resident_free(s->test);
     clt_model_free(s->model);
+    clt_text_sampler_free(s->sampler);
+    s->sampler = NULL;
     s->trainer = NULL;
     s->loader = NULL;
     s->test = NULL;
     s->model = NULL;
+}
+
+/* A language model's sampler (its windows: B the micro-batch, T the model's input) and trainer. */
+static clt_status setup_text(clt_train_setup *s)
+{
+    clt_status st = CLT_OK;
+    const struct clt_train_setup_params *p = &s->p;
+    struct clt_text_sampler_params sp = clt_text_sampler_default_params();
+    sp.batch = s->batch;
+    sp.block = p->in_features;
+    sp.seed = p->train.seed;
+    if (p->eval_batches) sp.eval_batches = p->eval_batches;
+    CLT_TRY(clt_text_sampler_create(&s->sampler, s->ctx, p->text, &sp));
+    struct clt_train_params tp = p->train;
+    tp.batch_size = s->batch;
+    tp.accumulate = s->accumulate;
+    tp.text = s->sampler;
+    tp.text_tokens = p->text->n_train;
+    tp.vocab = s->vocab;
+    CLT_TRY(clt_trainer_create(&s->trainer, s->model, NULL, NULL, &tp));
+fail:
+    return st;
 }
 
 /* One attempt at micro-batch s->batch x s->accumulate; on failure frees what it made. */
@@ -1069,22 +1297,27 @@ static clt_status setup_build(clt_train_setup *s)
     const struct clt_train_setup_params *p = &s->p;
     struct clt_model_params mp = model_params(p, s->batch);
     /* every batch of the plan and the augmentation, before anything is allocated */
-    CLT_TRY(clt__train_plan_check(s->ctx, p, s->batch, s->accumulate));
+    if (!p->text) CLT_TRY(clt__train_plan_check(s->ctx, p, s->batch, s->accumulate));
     CLT_TRY(clt_model_create(&s->model, s->ctx, p->spec, p->in_features, p->outputs, &mp));
     const char *from = p->resume_path ? p->resume_path : p->init_path;
     if (from) {
         if (p->resume_path) CLT_TRY(clt_checkpoint_open(&ck, from));
         else CLT_TRY(clt_checkpoint_open_weights(&ck, from));
         struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
+        clt_task task = p->text ? CLT_TASK_CLASSIFICATION : p->train_set->task;
         if (!clt_checkpoint_is_plain(ck) &&
-            (info.task != p->train_set->task || (size_t)info.classes != p->outputs))
+            (info.task != task || (size_t)info.classes != p->outputs))
             CLT_FAIL(NULL, CLT_ERR_INVALID_ARG, "%s: the checkpoint is a %s model with %d "
                      "output%s, this run's data asks for %s with %zu", from,
                      info.task == CLT_TASK_REGRESSION ? "regression" : "classification",
                      info.classes, info.classes == 1 ? "" : "s",
-                     p->train_set->task == CLT_TASK_REGRESSION ? "regression" : "classification",
+                     task == CLT_TASK_REGRESSION ? "regression" : "classification",
                      p->outputs);
         CLT_TRY(clt_checkpoint_load_model(ck, s->model));
+    }
+    if (p->text) {
+        CLT_TRY(setup_text(s));
+        goto resume;
     }
     struct clt_loader_params lp = p->loader;
     lp.batch_size = replica_batch(p, s->batch);
@@ -1095,6 +1328,7 @@ static clt_status setup_build(clt_train_setup *s)
     tp.batch_size = s->batch;
     tp.accumulate = s->accumulate;
     CLT_TRY(clt_trainer_create(&s->trainer, s->model, s->loader, s->test, &tp));
+resume:
     if (p->resume_path) CLT_TRY(clt_trainer_resume(s->trainer, p->resume_path));
     s->trainer->from = from; /* p's string: the caller's, which outlives the run */
 fail:
@@ -1131,10 +1365,17 @@ static bool backoff(clt_train_setup *s, clt_status st)
     return true;
 }
 
+/* A text's identity for --resume: CRC-32C of its training split's token ids. */
+static uint32_t text_crc32c(const clt_text *t)
+{
+    return clt__crc32c(0, t->train, t->n_train * sizeof *t->train);
+}
+
 void clt_train_setup_free(clt_train_setup *s)
 {
     if (!s) return;
     setup_teardown(s);
+    free(s->vocab);
     free(s);
 }
 
@@ -1144,7 +1385,7 @@ clt_status clt_train_setup_create(clt_train_setup **out, clt_ctx *ctx,
     clt_status st = CLT_OK;
     clt_train_setup *s = NULL;
     *out = NULL;
-    if (!p->spec || !p->train_set)
+    if (!p->spec || (!p->train_set && !p->text))
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "training set-up: no model spec or training data");
     if (p->train.batch_size == 0)
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "--batch-size 0: expected at least 1");
@@ -1164,7 +1405,12 @@ clt_status clt_train_setup_create(clt_train_setup **out, clt_ctx *ctx,
     s->p = *p;
     s->batch = p->train.batch_size;
     s->accumulate = p->train.accumulate > 1 ? p->train.accumulate : 1;
-    if (!s->p.train.data_crc32c) s->p.train.data_crc32c = clt__checkpoint_data_crc32c(p->train_set);
+    if (p->text) {
+        if (!s->p.train.data_crc32c) s->p.train.data_crc32c = text_crc32c(p->text);
+        CLT_TRY(clt_vocab_to_json(p->text->vocab, &s->vocab));
+    } else if (!s->p.train.data_crc32c) {
+        s->p.train.data_crc32c = clt__checkpoint_data_crc32c(p->train_set);
+    }
     do {
         st = setup_build(s);
     } while (st != CLT_OK && backoff(s, st));
@@ -1209,6 +1455,14 @@ clt_status clt_train_setup_probe(clt_train_setup *s, struct clt_mem_stats *out)
     long g = t->step;
     struct clt_loader_order order = run_order(t, g, g + 1);
     size_t samples = 0;
+    if (t->text) {
+        struct clt_eval_result r;
+        CLT_TRY(text_step(t, &samples));
+        CLT_TRY(text_evaluate(t, &r));
+        CLT_TRY(clt_ctx_finish(s->ctx, CLT_WAIT_SETUP));
+        *out = clt_ctx_mem_stats(s->ctx);
+        return CLT_OK;
+    }
     CLT_TRY(clt_loader_start(t->train, &order));
     CLT_TRY(train_step(t, (int)(g / t->steps_per_epoch), g % t->steps_per_epoch, &samples));
     CLT_TRY(clt_loader_stop(t->train));
@@ -1219,7 +1473,7 @@ clt_status clt_train_setup_probe(clt_train_setup *s, struct clt_mem_stats *out)
     CLT_TRY(clt_ctx_finish(s->ctx, CLT_WAIT_SETUP));
     *out = clt_ctx_mem_stats(s->ctx);
 fail:
-    clt_loader_stop(t->train);
+    if (t->train) clt_loader_stop(t->train);
     return st;
 }
 
