@@ -207,6 +207,14 @@ struct clt_eval_result {
 };
 CLT_API clt_status clt_evaluate(clt_model *m, clt_resident *data, size_t batch_size, clt_task task,
                                 struct clt_eval_result *out, long *confusion);
+/* A language model's validation loss: the mean cross-entropy over every position of the
+ * sampler's fixed evaluation batches (nats per token; bits per character is loss / ln 2 for
+ * char tokens) and the fraction of positions whose most likely token is the target, count the
+ * positions. The model takes the sampler's windows (its first layer embed, T its input length,
+ * B at most its largest batch: CLT_ERR_SHAPE otherwise). Its buffers are made and freed here;
+ * one counted host wait (CLT_WAIT_EVAL). */
+CLT_API clt_status clt_evaluate_text(clt_model *m, clt_text_sampler *s,
+                                     struct clt_eval_result *out);
 /* Predicted class (or value, regression) and class probabilities for every sample:
  * classes (n) and probs (n, N), caller-owned arrays, either may be NULL. The split's labels,
  * if it has any, are not read: inputs alone (clt_data_params.no_labels) will do. One counted

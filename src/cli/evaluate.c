@@ -203,18 +203,89 @@ static void print_confusion(const long *matrix, size_t N, const char *const *nam
     }
 }
 
+/* eval on text: the checkpoint's language model over --data's validation split, encoded with
+ * the checkpoint's vocabulary (a character outside it is the error), on eval_batches fixed
+ * batches of the run's batch size: nats per token, bits per character (or byte), perplexity. */
+static int eval_text(const char *load, const char *data, const char *device, long eval_batches)
+{
+    clt_checkpoint *ck = NULL;
+    clt_ctx *ctx = NULL;
+    clt_model *m = NULL;
+    clt_text_sampler *s = NULL;
+    clt_text text = {0};
+    clt_spec spec = {0};
+    int rc = CLI_OK;
+    if (clt_checkpoint_open(&ck, load) != CLT_OK) return cli_fail_status(NULL);
+    struct clt_checkpoint_info info = clt_checkpoint_get_info(ck);
+    size_t T = info.norm.features, B = info.run.present ? info.run.batch_size : 12;
+    if (!info.vocab) {
+        rc = cli_usage_error("eval: %s is not a language model's checkpoint (it has no "
+                             "vocabulary); --data %s evaluates a model trained on text", load,
+                             data);
+        goto done;
+    }
+    rc = cli_open_text(data, NULL, load, false, &text);
+    if (rc != CLI_OK) goto done;
+    if (text.n_val < T + 1) {
+        rc = cli_usage_error("eval: %s's windows hold T + 1 = %zu tokens, but the validation "
+                             "split of %s holds %zu", load, T + 1, data, text.n_val);
+        goto done;
+    }
+    if (clt_spec_parse(info.model_text, info.classes, &spec) != CLT_OK) {
+        rc = cli_error("%s: %s", load, clt_last_errmsg());
+        goto done;
+    }
+    if ((rc = cli_open_ctx(device, false, false, &ctx)) != CLI_OK) goto done;
+    struct clt_model_params mp = clt_model_default_params();
+    mp.max_batch = B;
+    struct clt_text_sampler_params sp = clt_text_sampler_default_params();
+    sp.batch = B;
+    sp.block = T;
+    sp.eval_batches = (size_t)eval_batches;
+    struct clt_eval_result r;
+    if (clt_model_create(&m, ctx, &spec, T, (size_t)info.classes, &mp) != CLT_OK ||
+        clt_checkpoint_load_model(ck, m) != CLT_OK ||
+        clt_text_sampler_create(&s, ctx, &text, &sp) != CLT_OK ||
+        clt_evaluate_text(m, s, &r) != CLT_OK) {
+        rc = cli_fail_status(ctx);
+        goto done;
+    }
+    cli_note_unverified(ck, load);
+    if (!isfinite(r.loss)) {
+        rc = cli_error("eval: %s: the loss on %s is not finite (%g): the model's outputs "
+                       "overflow", load, data, r.loss);
+        goto done;
+    }
+    printf("validation split of %s: loss %.4f nats per token, %.4f bits per %s, perplexity "
+           "%.3f, accuracy %.2f%% (%zu tokens in %zu windows of %zu)\n",
+           data, r.loss, r.loss / log(2.0),
+           clt_vocab_kind(text.vocab) == CLT_TEXT_BYTE ? "byte" : "character", exp(r.loss),
+           100.0 * r.accuracy, r.count, r.count / T, T);
+done:
+    clt_text_sampler_free(s);
+    clt_model_free(m);
+    clt_ctx_free(ctx);
+    clt_text_free(&text);
+    clt_spec_free(&spec);
+    clt_checkpoint_close(ck);
+    return rc;
+}
+
 int cli_eval(int argc, char **argv)
 {
     const char *load = NULL, *data = "fashion-mnist", *device = NULL, *split = "test",
                *label_text = NULL;
-    long batch = 1000, label_column = -1;
+    long batch = 1000, label_column = -1, eval_batches = 20;
     bool confusion = false;
     struct cli_image_opts img = {0};
     const struct cli_opt opts[] = {
         {"load", OPT_STR, &load, "the checkpoint to evaluate (required)", NULL},
         {"data", OPT_STR, &data,
-         "fashion-mnist, mnist, idx:DIR, csv:TRAIN[,TEST] or images:DIR (read in the "
-         "checkpoint's input shape)", NULL},
+         "fashion-mnist, mnist, idx:DIR, csv:TRAIN[,TEST], images:DIR (read in the "
+         "checkpoint's input shape), or a language model's text:FILE[,VAL_FILE] or shakespeare "
+         "(its validation split)", NULL},
+        {"eval-batches", OPT_POS_INT, &eval_batches,
+         "text: the fixed validation batches of the run's batch size (20)", NULL},
         {"val-split", OPT_UNIT_FLOAT, &img.val_split,
          "images:DIR/CLASS/: the fraction held out in training (its test split, drawn by the "
          "checkpoint's seed)", &img.val_seen},
@@ -241,6 +312,7 @@ int cli_eval(int argc, char **argv)
     int rc = cli_parse(argc, argv, opts, "eval");
     if (rc != CLI_OK) return rc;
     if (!load) return cli_usage_error("eval: --load FILE is required");
+    if (cli_is_text_data(data)) return eval_text(load, data, device, eval_batches);
     if (label_text && cli_parse_long("label-column", label_text, -1, INT32_MAX, &label_column))
         return CLI_USAGE;
     struct loaded l = {0};

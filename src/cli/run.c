@@ -48,8 +48,8 @@ int cli_open_text(const char *data, const char *tokens, const char *from, bool p
                                  clt_text_tokens_name(clt_vocab_kind(v)));
         tp.vocab = v;
     }
-    if (rc == CLI_OK && clt_text_open_spec(out, data, &tp) != CLT_OK)
-        rc = cli_usage_error("--data %s: %s", data, clt_last_errmsg());
+    clt_status st = rc == CLI_OK ? clt_text_open_spec(out, data, &tp) : CLT_OK;
+    if (st != CLT_OK) rc = cli_fail_data(st);
     clt_vocab_free(v);
     return rc;
 }
@@ -190,6 +190,10 @@ static int parse_train_spec(const struct train_args *a, struct train_run *r)
         clt_spec_check_output(&r->spec) != CLT_OK)
         return cli_usage_error("%s", clt_last_errmsg());
     char why[400];
+    uint64_t P = 0; /* a text's model planned now: a tied head without its embedding */
+    if (r->is_text && clt_model_param_elements(&r->spec, r->train.features, (size_t)r->classes,
+                                               NULL, &P) != CLT_OK)
+        return cli_usage_error("%s", clt_last_errmsg());
     if (!r->is_text && r->train.sample_shape[1] &&
         !cli_spec_one_row(&r->spec, r->train.features, r->classes, r->train.sample_shape, why,
                           sizeof why))

@@ -863,24 +863,92 @@ static struct clt_loader_order run_order(const clt_trainer *t, long first, long 
 }
 
 /* Cross-entropy at every position of a language model's output (B, T, V) against targets y
- * (B, T): the per-row kernel over the B T rows, adding the summed loss to loss_acc (and the hits
- * to correct_acc); the gradient times grad_scale into dout (B, T, V) when non-NULL. */
-static clt_status text_loss(clt_trainer *t, const clt_tensor *out, const clt_tensor *y,
-                            float grad_scale, clt_tensor *dout, clt_tensor *loss_acc,
-                            clt_tensor *correct_acc)
+ * (B, T): the per-row kernel over the B T rows (rows: its 2 B T f32 buffer), adding the summed
+ * loss to loss_acc (and the hits to correct_acc); the gradient times grad_scale into dout
+ * (B, T, V) when non-NULL. */
+static clt_status lm_loss(const clt_tensor *out, const clt_tensor *y, size_t V, float grad_scale,
+                          clt_tensor *dout, clt_tensor *loss_acc, clt_tensor *correct_acc,
+                          clt_tensor *rows)
 {
     clt_status st = CLT_OK;
     clt_tensor *lv = NULL, *yv = NULL, *dv = NULL;
-    size_t V = clt_model_outputs(t->model), R = clt_tensor_numel(y), ld[2] = {R, V};
+    size_t R = clt_tensor_numel(y), ld[2] = {R, V};
     CLT_TRY(clt_tensor_view(&lv, out, 0, 2, ld));
     CLT_TRY(clt_tensor_view(&yv, y, 0, 1, &R));
     if (dout) CLT_TRY(clt_tensor_view(&dv, dout, 0, 2, ld));
     CLT_TRY(clt_op_softmax_xent_rows(lv, yv, 0.0f, 1.0f, grad_scale, dv, loss_acc, correct_acc,
-                                     t->rows));
+                                     rows));
 fail:
     clt_tensor_free(lv);
     clt_tensor_free(yv);
     clt_tensor_free(dv);
+    return st;
+}
+
+static clt_status text_loss(clt_trainer *t, const clt_tensor *out, const clt_tensor *y,
+                            float grad_scale, clt_tensor *dout, clt_tensor *loss_acc,
+                            clt_tensor *correct_acc)
+{
+    return lm_loss(out, y, clt_model_outputs(t->model), grad_scale, dout, loss_acc, correct_acc,
+                   t->rows);
+}
+
+/* The mean loss over every position of the sampler's fixed evaluation batches (nats per token)
+ * and the fraction of positions whose most likely token is the target, with the buffers given
+ * (x, y (B, T) i32; rows 2 B T f32; acc 2 f32); one counted host wait. */
+static clt_status lm_evaluate(clt_model *m, clt_text_sampler *s, clt_tensor *x, clt_tensor *y,
+                              clt_tensor *rows, clt_tensor *acc, struct clt_eval_result *res)
+{
+    clt_status st = CLT_OK;
+    cl_event ev = NULL;
+    float sums[2] = {0, 0};
+    clt_tensor *lacc = NULL, *cacc = NULL;
+    struct clt_text_sampler_params sp = clt_text_sampler_params(s);
+    size_t one = 1, count = sp.eval_batches * sp.batch * sp.block;
+    CLT_TRY(clt_op_fill(acc, 0.0f));
+    CLT_TRY(clt_tensor_view(&lacc, acc, 0, 1, &one));
+    CLT_TRY(clt_tensor_view(&cacc, acc, 1, 1, &one));
+    for (size_t k = 0; k < sp.eval_batches; k++) {
+        clt_tensor *out = NULL;
+        CLT_TRY(clt_text_sampler_eval_batch(s, k, x, y));
+        CLT_TRY(clt_model_forward(m, x, false, 0, &out));
+        CLT_TRY(lm_loss(out, y, clt_model_outputs(m), 0.0f, NULL, lacc, cacc, rows));
+    }
+    CLT_TRY(clt_tensor_read(acc, sums, false, &ev));
+    CLT_TRY(clt_ctx_wait(clt_model_ctx(m), CLT_WAIT_EVAL, 1, &ev));
+    res->loss = (double)sums[0] / (double)count;
+    res->accuracy = (double)sums[1] / (double)count;
+    res->count = count;
+fail:
+    if (ev) clReleaseEvent(ev);
+    clt_tensor_free(lacc);
+    clt_tensor_free(cacc);
+    return st;
+}
+
+clt_status clt_evaluate_text(clt_model *m, clt_text_sampler *s, struct clt_eval_result *out)
+{
+    clt_status st = CLT_OK;
+    clt_ctx *ctx = clt_model_ctx(m);
+    clt_tensor *x = NULL, *y = NULL, *rows = NULL, *acc = NULL;
+    struct clt_text_sampler_params sp = clt_text_sampler_params(s);
+    size_t xd[2] = {sp.batch, sp.block}, rn = 2 * sp.batch * sp.block, two = 2, oshape[3];
+    if (!clt_spec_takes_tokens(clt_model_spec(m)) || clt_model_output_shape(m, oshape) != 2 ||
+        clt_model_in_features(m) != sp.block || sp.batch > clt_model_max_batch(m))
+        CLT_FAIL(ctx, CLT_ERR_SHAPE, "text evaluation: the model must be a language model over "
+                 "%zu tokens taking batches of %zu (its first layer embed, its output (T, V))",
+                 sp.block, sp.batch);
+    CLT_TRY(clt_tensor_create(&x, ctx, CLT_DTYPE_I32, 2, xd, CLT_MEM_ACTIVATIONS));
+    CLT_TRY(clt_tensor_create(&y, ctx, CLT_DTYPE_I32, 2, xd, CLT_MEM_ACTIVATIONS));
+    CLT_TRY(clt_tensor_create(&rows, ctx, CLT_DTYPE_F32, 1, &rn, CLT_MEM_WORKSPACE));
+    CLT_TRY(clt_tensor_zeros(&acc, ctx, CLT_DTYPE_F32, 1, &two, CLT_MEM_WORKSPACE));
+    CLT_TRY(lm_evaluate(m, s, x, y, rows, acc, out));
+fail:
+    if (st != CLT_OK) clt_ctx_finish(ctx, CLT_WAIT_EVAL);
+    clt_tensor_free(x);
+    clt_tensor_free(y);
+    clt_tensor_free(rows);
+    clt_tensor_free(acc);
     return st;
 }
 
@@ -910,36 +978,10 @@ fail:
     return st;
 }
 
-/* A language model's validation loss: the mean over every position of the sampler's fixed
- * evaluation batches (nats per token) and the fraction of positions whose most likely token is
- * the target; one counted host wait. */
+/* A language model's validation loss on the trainer's buffers. */
 static clt_status text_evaluate(clt_trainer *t, struct clt_eval_result *res)
 {
-    clt_status st = CLT_OK;
-    cl_event ev = NULL;
-    float sums[2] = {0, 0};
-    clt_tensor *lacc = NULL, *cacc = NULL;
-    size_t one = 1, K = clt_text_sampler_params(t->text).eval_batches;
-    size_t count = K * t->p.batch_size * t->T;
-    CLT_TRY(clt_op_fill(t->eval.acc, 0.0f));
-    CLT_TRY(clt_tensor_view(&lacc, t->eval.acc, 0, 1, &one));
-    CLT_TRY(clt_tensor_view(&cacc, t->eval.acc, 1, 1, &one));
-    for (size_t k = 0; k < K; k++) {
-        clt_tensor *out = NULL;
-        CLT_TRY(clt_text_sampler_eval_batch(t->text, k, t->tx, t->ty));
-        CLT_TRY(clt_model_forward(t->model, t->tx, false, 0, &out));
-        CLT_TRY(text_loss(t, out, t->ty, 0.0f, NULL, lacc, cacc));
-    }
-    CLT_TRY(clt_tensor_read(t->eval.acc, sums, false, &ev));
-    CLT_TRY(clt_ctx_wait(t->ctx, CLT_WAIT_EVAL, 1, &ev));
-    res->loss = (double)sums[0] / (double)count;
-    res->accuracy = (double)sums[1] / (double)count;
-    res->count = count;
-fail:
-    if (ev) clReleaseEvent(ev);
-    clt_tensor_free(lacc);
-    clt_tensor_free(cacc);
-    return st;
+    return lm_evaluate(t->model, t->text, t->tx, t->ty, t->rows, t->eval.acc, res);
 }
 
 /* Optimizer step t->step (step s of epoch `epoch`): forward, loss and backward of each of its
