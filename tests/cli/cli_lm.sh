@@ -1,0 +1,106 @@
+#!/bin/sh
+# A language model trained end to end from the command line on a small text this script writes:
+# embed, posembed, a pre-norm residual MLP block, layernorm and the tied head. The loss falls
+# well below ln(V); the validation loss is printed in nats and bits per character, and
+# `cltrain eval` gives the same figure from the checkpoint; a run saved at step k and resumed
+# to n writes the same tensors as a straight run to n, and two runs write the same bits; the
+# dry run's estimate equals the accountant; bad inputs (empty and 1-character texts, a block
+# longer than the validation split, a tied head without its embedding, text data with an image
+# model and an image data set with an embed model, a text the checkpoint's vocabulary cannot
+# encode) each get one clear error.
+. "$(dirname "$0")/../lib.sh"
+need_exe CLTRAIN_BIN
+need_python3 "to write the text and compare checkpoints"
+make_tmp
+C=$CLTRAIN_BIN
+
+python3 - "$tmp/tiny.txt" <<'PY'
+import random, sys
+random.seed(1)
+words = ['the', 'cat', 'sat', 'on', 'a', 'mat', 'and', 'dog', 'ran', 'to', 'red', 'hat']
+lines = [' '.join(random.choice(words) for _ in range(6)) + '.' for _ in range(600)]
+open(sys.argv[1], 'w').write('\n'.join(lines) + '\n')
+PY
+M="embed 32, posembed, residual { layernorm, linear 64, gelu, linear 32 }, layernorm, linear V nobias tied"
+RUN="--data text:$tmp/tiny.txt --block 32 --batch-size 8 --eval-batches 4 --optimizer adamw --lr 3e-3 --clip-grad 1 --log-every 0"
+
+# train: the loss falls well below ln(15) = 2.71 nats
+check_ok "train a tiny language model" "vocabulary of 15 characters" "is 2.45 epochs" \
+    "bits per character" -- $C train $RUN --model "$M" --steps 120 --save "$tmp/a.safetensors"
+val=$(sed -n 's/.*val loss \([0-9.]*\) (\([0-9.]*\) bits per character).*/\1 \2/p' "$tmp/out" | tail -1)
+[ -n "$val" ] || fail "no validation loss in: $(cat "$tmp/out")"
+python3 -c "
+import math, sys
+nats, bits = map(float, sys.argv[1:3])
+assert nats < 0.6 * math.log(15), 'validation loss %g nats: not well below ln(15)' % nats
+assert abs(bits - nats / math.log(2)) < 1e-3, 'bits per character %g for %g nats' % (bits, nats)
+" $val || fail "validation loss $val"
+echo "ok: validation loss $val (nats, bits per character) below ln(15)"
+
+# eval from the checkpoint: the same fixed windows, the same loss
+nats=${val% *}
+check_ok "eval on text" "loss $nats nats per token" "perplexity" -- \
+    $C eval --load "$tmp/a.safetensors" --data "text:$tmp/tiny.txt" --eval-batches 4
+
+# resume at step 50 to 120 == straight to 120; a second straight run: the same bits
+check_ok "save at step 50" -- $C train $RUN --model "$M" --steps 50 --save "$tmp/half.safetensors" --quiet
+check_ok "resume to 120" -- $C train $RUN --resume "$tmp/half.safetensors" --steps 120 \
+    --save "$tmp/resumed.safetensors" --quiet
+check_ok "again to 120" -- $C train $RUN --model "$M" --steps 120 --save "$tmp/b.safetensors" --quiet
+python3 - "$tmp/a.safetensors" "$tmp/resumed.safetensors" "$tmp/b.safetensors" <<'PY' ||
+import json, struct, sys
+def tensors(path):
+    b = open(path, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    meta = h.pop('__metadata__')
+    return {k: b[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]] for k, v in h.items()}, meta
+a, meta = tensors(sys.argv[1])
+names = sorted(k for k in a if not k.startswith('optim.'))
+# names as the torch module's: the tied head (layer 5) has none of its own
+assert names == ['0.weight', '1.weight', '2.body.0.bias', '2.body.0.weight', '2.body.1.bias',
+                 '2.body.1.weight', '2.body.3.bias', '2.body.3.weight', '3.bias', '3.weight'], names
+assert json.loads(meta['vocab'])['tokens'] == 'char', meta['vocab']
+for other, what in ((sys.argv[2], 'resumed'), (sys.argv[3], 'second')):
+    b, _ = tensors(other)
+    assert sorted(a) == sorted(b), what
+    diff = [k for k in a if a[k] != b[k]]
+    assert not diff, '%s run differs in %s' % (what, diff)
+PY
+    fail "resume or determinism: see above"
+echo "ok: resumed and repeated runs write the same tensors"
+
+# the dry run: the estimate is the accountant's, to the byte
+check_ok "dry run" "dry run:" -- $C train $RUN --model "$M" --steps 10 --dry-run
+python3 - "$tmp/out" <<'PY' || fail "dry run: $(grep 'dry run:' "$tmp/out")"
+import re, sys
+line = [l for l in open(sys.argv[1]) if l.startswith('dry run:')][0]
+got = re.findall(r'\((\d+) bytes\)', line)
+assert len(got) == 3 and len(set(got)) == 1, line
+PY
+echo "ok: dry run estimate == accountant"
+
+# bad input
+: >"$tmp/empty.txt"
+printf 'a' >"$tmp/one.txt"
+printf 'the cat sat on the mat\n' >"$tmp/short.txt"
+printf 'the cat sat on the mat \303\251\n' >"$tmp/accent.txt"
+check_bad --code 1 "an empty text" "empty.txt: the text is empty" -- \
+    $C train --data "text:$tmp/empty.txt" --model "$M" --steps 1
+check_bad --code 1 "a 1-character text" "one.txt: the text holds 1 character" -- \
+    $C train --data "text:$tmp/one.txt" --model "$M" --steps 1
+check_bad --code 2 "a block longer than the validation split" "--block 32" "validation split" \
+    -- $C train --data "text:$tmp/tiny.txt,$tmp/short.txt" --block 32 --model "$M" --steps 1
+check_bad --code 2 "tied without an embedding of its shape" "no embed layer before it has a (15, 16) table" \
+    -- $C train $RUN --model "embed 8, posembed, linear 16, linear V nobias tied" --steps 1
+check_bad --code 2 "text data with an image model" "must start with an embed layer" -- \
+    $C train $RUN --model "linear 16, relu, linear V" --steps 1
+check_bad --code 2 "a text run without --steps" "--steps N" -- $C train $RUN --model "$M"
+write_csv "$tmp" 12 4
+check_bad --code 2 "an image data set with an embed model" "trains on text" -- \
+    $C train --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0 --model "embed 8, linear 3" \
+    --steps 1
+check_bad --code 1 "eval on text outside the vocabulary" "line 1, column 24" "(U+00E9) is not in the vocabulary" \
+    -- $C eval --load "$tmp/a.safetensors" --data "text:$tmp/tiny.txt,$tmp/accent.txt"
+check_bad --code 1 "resume on text outside the vocabulary" "(U+00E9) is not in the vocabulary" \
+    -- $C train $RUN --resume "$tmp/half.safetensors" --data "text:$tmp/accent.txt,$tmp/tiny.txt" --steps 120
