@@ -182,6 +182,70 @@ START_TEST(test_estimate)
 }
 END_TEST
 
+/* A language model's set-up (text: the sampler's token ids, the trainer's (B, T) inputs and
+ * targets, the output gradient (B, T, V), the loss's per-row buffer, the embedding's sort
+ * workspace): the estimate equals the accountant per category, and a dry-run step and
+ * evaluation allocate nothing more; with char (u8 ids) and byte tokens, Adam and AdamW, batches
+ * 1 and 5, accumulation. */
+START_TEST(test_estimate_text)
+{
+    static const char text[] = "the cat sat on the mat, and the dog ran to the red hat.\n"
+                               "a cat and a dog sat on a red mat; the hat ran to the cat.\n";
+    static const struct {
+        clt_text_tokens tokens;
+        clt_optim_kind optim;
+        size_t batch;
+        int accumulate;
+    } cases[] = {{CLT_TEXT_CHAR, CLT_OPTIM_ADAMW, 5, 1}, {CLT_TEXT_BYTE, CLT_OPTIM_ADAM, 1, 3}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        clt_ctx *ctx = tc_ctx();
+        clt_text t;
+        struct clt_text_params tp = clt_text_default_params();
+        tp.tokens = cases[i].tokens;
+        TC_OK(ctx, clt_text_from_memory(&t, text, sizeof text - 1, NULL, 0, "text", &tp));
+        clt_spec spec = {0};
+        ck_assert(clt_spec_parse("embed 8, posembed, residual { layernorm, linear 16, gelu, "
+                                 "linear 8 }, layernorm, linear V nobias tied", 0, &spec) ==
+                  CLT_OK);
+        struct clt_train_setup_params p = clt_train_setup_default_params();
+        p.spec = &spec;
+        p.text = &t;
+        p.in_features = 6; /* T */
+        p.outputs = clt_vocab_size(t.vocab);
+        p.eval_batches = 2;
+        p.train.batch_size = cases[i].batch;
+        p.train.accumulate = cases[i].accumulate;
+        p.train.max_steps = 3;
+        p.train.optim = clt_optim_default_params(cases[i].optim);
+        p.train.optim.clip_grad = 1.0f;
+        struct clt_mem_estimate est;
+        TC_OK(ctx, clt_train_mem_estimate(ctx, &p, cases[i].batch, &est));
+        struct clt_mem_stats before = clt_ctx_mem_stats(ctx);
+        clt_ctx_mem_reset_peak(ctx);
+        clt_train_setup *s = NULL;
+        TC_OK(ctx, clt_train_setup_create(&s, ctx, &p));
+        struct clt_mem_stats after = clt_ctx_mem_stats(ctx);
+        for (int k = 0; k < CLT_MEM__COUNT; k++)
+            ck_assert_msg(after.by_category[k] - before.by_category[k] == est.by_category[k],
+                          "text case %zu: %s: accountant %llu bytes, estimate %llu", i,
+                          clt_mem_category_name((clt_mem_category)k),
+                          (unsigned long long)(after.by_category[k] - before.by_category[k]),
+                          (unsigned long long)est.by_category[k]);
+        ck_assert_uint_eq(after.current - before.current, est.total);
+        ck_assert_uint_gt(est.by_category[CLT_MEM_DATA], 0);
+        struct clt_mem_stats probe;
+        TC_OK(ctx, clt_train_setup_probe(s, &probe));
+        ck_assert_uint_eq(probe.peak, before.current + est.total);
+        clt_train_setup_free(s);
+        ck_assert_uint_eq(clt_ctx_mem_stats(ctx).current, before.current);
+        clt_spec_free(&spec);
+        clt_text_free(&t);
+        clt_ctx_free(ctx);
+    }
+    tc_assert_no_live();
+}
+END_TEST
+
 /* ---- the report --------------------------------------------------------------------------- */
 
 /* Activations scale with the batch, nothing else does (resident data): the estimate at 2B
@@ -399,6 +463,7 @@ static Suite *memory_suite(void)
     Suite *s = suite_create("memory");
     TCase *tc = tc_tcase("memory");
     tcase_add_test(tc, test_estimate);
+    tcase_add_test(tc, test_estimate_text);
     tcase_add_test(tc, test_report);
     tcase_add_test(tc, test_auto_batch);
     suite_add_tcase(s, tc);
