@@ -46,7 +46,7 @@ typedef enum clt_train_event_kind {
 
 struct clt_train_event {
     clt_train_event_kind kind;
-    int epoch;              /* 1-based */
+    int epoch;              /* 1-based (0: EVAL of the starting weights, eval_start) */
     int epochs;
     long step;              /* optimizer steps taken so far */
     long total_steps;       /* steps the run will take */
@@ -104,6 +104,10 @@ struct clt_train_params {
     bool drop_last;          /* drop a last partial batch (default false) */
     uint64_t seed;           /* shuffling (and the model's dropout, through the model) */
     long log_every;          /* steps between log points (default 100; 0: only at epoch ends) */
+    /* Evaluate the starting weights before the first step (default false): a run starting at
+     * step 0 (not a resume) with a test split or text emits CLT_EVENT_EVAL with epoch 0 and
+     * step 0 first, as nanoGPT's "step 0" line (the loss of an --init's weights). */
+    bool eval_start;
     float label_smoothing;   /* classification */
     struct clt_optim_params optim;
     const char *save_path;   /* write a checkpoint at the end (NULL: none) */

@@ -120,6 +120,19 @@ static void print_summary(struct reporter *r, const struct clt_train_event *e,
     r->last_loader = e->loader;
 }
 
+/* The starting weights' evaluation (eval_start: a language model's, before its first step),
+ * nanoGPT's "step 0" line; its waits are not the first epoch's. */
+static void print_start_eval(struct reporter *r, const struct clt_train_event *e)
+{
+    if (!r->silent && !r->quiet)
+        printf("step 0: val loss %.4f (%.4f bits per %s), val accuracy %.2f%%, before "
+               "training\n",
+               e->loss, e->loss / log(2.0), r->bytes ? "byte" : "character",
+               100.0 * e->accuracy);
+    r->last = e->stats;
+    r->last_loader = e->loader;
+}
+
 /* With clipping, the log line's ",\"grad_norm\":X" (a norm that is not finite, after an fp16
  * step skipped for inf/NaN, as null: JSON has no inf), else "". */
 static const char *grad_norm_field(bool clipping, const struct clt_train_event *e, char *buf,
@@ -239,7 +252,8 @@ void cli_on_event(const struct clt_train_event *e, void *user)
         if (!r->has_test) print_summary(r, e, NULL);
         break;
     case CLT_EVENT_EVAL:
-        print_summary(r, e, e);
+        if (e->epoch == 0) print_start_eval(r, e);
+        else print_summary(r, e, e);
         break;
     case CLT_EVENT_SAVE:
         cli_end_line(r);

@@ -427,6 +427,7 @@ static void fill_setup_params(const struct train_args *a, struct train_run *r)
     tp->drop_last = a->drop_last;
     tp->seed = a->seed;
     tp->log_every = a->log_every;
+    tp->eval_start = r->is_text; /* a language model's loss before training, as nanoGPT's */
     tp->label_smoothing = a->smoothing;
     tp->optim = a->op;
     tp->save_path = a->dry_run ? NULL : a->save;

@@ -1028,10 +1028,27 @@ fail:
     return st;
 }
 
+/* Evaluates the test split or the text's validation windows and emits CLT_EVENT_EVAL for
+ * `epoch` (0: the starting weights). */
+static clt_status evaluate_and_emit(clt_trainer *t, int epoch)
+{
+    clt_status st = CLT_OK;
+    struct clt_eval_result r;
+    if (t->comm) CLT_TRY(average_buffers(t, CLT_WAIT_EVAL));
+    if (t->text) CLT_TRY(text_evaluate(t, &r));
+    else CLT_TRY(evaluate(t->model, t->test, t->p.batch_size, t->task, &r, NULL, &t->eval,
+                          t->comm));
+    struct clt_train_event ev = {.kind = CLT_EVENT_EVAL, .epoch = epoch};
+    ev.loss = r.loss;
+    ev.accuracy = r.accuracy;
+    emit(t, &ev);
+fail:
+    return st;
+}
+
 clt_status clt_trainer_run(clt_trainer *t)
 {
     clt_status st = CLT_OK;
-    const size_t bs = t->p.batch_size;
     struct clt_loader_order order = run_order(t, t->step, t->total_steps);
     t->t0 = now_s();
     double log_t = t->t0;
@@ -1041,6 +1058,11 @@ clt_status clt_trainer_run(clt_trainer *t)
     /* The loader yields this run's batches in order: epoch by epoch, each epoch's order from
      * the seed, starting mid-epoch after a resume. */
     if (t->comm) CLT_TRY(check_replicas(t, "at the start", CLT_WAIT_SETUP));
+    /* the starting weights' loss, before the first step (nanoGPT's "step 0") */
+    if (t->p.eval_start && t->step == 0 && t->total_steps > 0 && (t->test || t->text)) {
+        CLT_TRY(evaluate_and_emit(t, 0));
+        log_t = now_s();
+    }
     if (t->train) CLT_TRY(clt_loader_start(t->train, &order));
 
     while (t->step < t->total_steps) {
@@ -1096,16 +1118,7 @@ clt_status clt_trainer_run(clt_trainer *t)
         e.samples_per_s = (double)epoch_samples / e.epoch_s;
         e.accuracy = NAN;
         emit(t, &e);
-        if (t->test || t->text) {
-            struct clt_eval_result r;
-            if (t->comm) CLT_TRY(average_buffers(t, CLT_WAIT_EVAL));
-            if (t->text) CLT_TRY(text_evaluate(t, &r));
-            else CLT_TRY(evaluate(t->model, t->test, bs, t->task, &r, NULL, &t->eval, t->comm));
-            struct clt_train_event ev = {.kind = CLT_EVENT_EVAL, .epoch = epoch + 1};
-            ev.loss = r.loss;
-            ev.accuracy = r.accuracy;
-            emit(t, &ev);
-        }
+        if (t->test || t->text) CLT_TRY(evaluate_and_emit(t, epoch + 1));
         log_t = now_s(); /* evaluation time is not training throughput */
     }
     if (t->train) CLT_TRY(clt_loader_stop(t->train));
