@@ -2,6 +2,8 @@
 """Reproduces a cltrain checkpoint's predictions with numpy alone (no cltrain, no PyTorch).
 
 usage: checkpoint_numpy.py CHECKPOINT IDX_IMAGES[.gz] [PREDICTIONS.csv]
+       checkpoint_numpy.py CHECKPOINT text:FILE[,VAL_FILE] [--eval-batches N] [--batch-size B]
+                           [--model SPEC --block T --tokens char|byte]
        checkpoint_numpy.py --state-dict CHECKPOINT OUT [--format-pt]
 
 Reads the safetensors file by hand (8-byte header length, JSON header, raw little-endian data),
@@ -12,6 +14,19 @@ shapes the inputs as "input_shape" says ("C,H,W" an image, "T,C" a sequence of T
 linear acts on each position, layernorm normalises each), scales them as the metadata says,
 and prints the predicted class of every image. With PREDICTIONS.csv (from `cltrain predict`)
 it compares classes and probabilities and exits non-zero on a mismatch.
+
+A language model (the checkpoint's metadata has a "vocab") is evaluated as `cltrain eval --load
+CHECKPOINT --data text:FILE` does: FILE encoded with the checkpoint's vocabulary (a character
+outside it is an error naming it), its last 10 % the validation split (or VAL_FILE), --eval-batches
+N (20) batches of the run's batch size (its "run" metadata; 12 without) of the metadata's
+"features" T tokens, window k of the N B starting at k (n_val - T - 1) // (N B - 1) of the split
+(cltrain's fixed evaluation windows, cl/textbatch.cl); printed: the mean cross-entropy over every
+position, "val loss L nats per token, bits per character (or byte)". The layers: embed,
+posembed, layernorm, linear on each position ("linear V nobias tied": the embed layer's matrix),
+attention H [causal] [nobias] (nn.MultiheadAttention's "in_proj_weight", "in_proj_bias",
+"out_proj.weight", "out_proj.bias"), the activations, dropout (the identity), residual. A plain
+state dict (tools/torch_gpt.py --save-init's, no metadata) takes --model SPEC, --block T and
+--tokens (char: the sorted characters of FILE, as cltrain and torch_gpt.py build them).
 
 --state-dict writes the checkpoint's model weights as PyTorch writes a state dict with
 safetensors.torch.save_file(model.state_dict(), OUT): only the "{i}.weight"/"{i}.bias" tensors
@@ -107,7 +122,29 @@ def layernorm(tensors, name, x):
     return (x - mean) / np.sqrt(var + 1e-5) * tensors[f'{name}.weight'] + tensors[f'{name}.bias']
 
 
-def forward(tensors, spec, x, prefix='', flat=True):
+def attention(tensors, name, x, args):
+    """attention H [causal] [nobias] on x (B, T, D), as tools/torch_gpt.py's Attention."""
+    B, T, D = x.shape
+    H = int(args[0])
+    HD = D // H
+    qkv = x @ tensors[f'{name}.in_proj_weight'].T.astype(np.float64)
+    if f'{name}.in_proj_bias' in tensors:
+        qkv = qkv + tensors[f'{name}.in_proj_bias']
+    q, k, v = (qkv[..., i * D:(i + 1) * D].reshape(B, T, H, HD).transpose(0, 2, 1, 3)
+               for i in range(3))  # (B, H, T, HD)
+    att = q @ k.transpose(0, 1, 3, 2) / np.sqrt(HD)  # (B, H, T, T)
+    if 'causal' in args:  # position t sees positions <= t
+        att = np.where(np.tril(np.ones((T, T), bool)), att, -np.inf)
+    att = np.exp(att - att.max(-1, keepdims=True))
+    y = (att / att.sum(-1, keepdims=True)) @ v  # (B, H, T, HD)
+    y = y.transpose(0, 2, 1, 3).reshape(B, T, D) @ tensors[f'{name}.out_proj.weight'].T
+    if f'{name}.out_proj.bias' in tensors:
+        y = y + tensors[f'{name}.out_proj.bias']
+    return y
+
+
+def forward(tensors, spec, x, prefix='', flat=True, shared=None):
+    shared = {} if shared is None else shared  # the embed layer's name, for a tied head
     acts = {'relu': lambda v, _: np.maximum(v, 0), 'tanh': lambda v, _: np.tanh(v),
             'sigmoid': lambda v, _: 1 / (1 + np.exp(-v)),
             'gelu': lambda v, _: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi)
@@ -120,7 +157,7 @@ def forward(tensors, spec, x, prefix='', flat=True):
         name = f'{prefix}{i}'
         if word == 'residual':  # body(x) + shortcut(x); see src/nn/layers/residual.c
             body = forward(tensors, layer[layer.index('{') + 1:layer.rindex('}')], x,
-                           f'{name}.body.', False)
+                           f'{name}.body.', False, shared)
             short = x
             if f'{name}.proj.0.weight' in tensors:  # 1x1 conv with the stride that fits, [bn]
                 stride = next(s for s in range(1, x.shape[2] + 1)
@@ -132,10 +169,18 @@ def forward(tensors, spec, x, prefix='', flat=True):
             x = body + short
             continue
         opt = {a[0]: int(a[1:]) for a in args if a[0] in 'ksp' and a[1:].isdigit()}
-        if word == 'linear':  # nn.Linear on each position of a (B, T, C) sequence, else on
-            if x.ndim != 3:   # the flattened features (an image's, as after a flatten)
+        if word == 'embed':  # token ids (B, T) -> rows of the (V, D) table
+            shared['embed'] = name
+            x = tensors[f'{name}.weight'].astype(np.float64)[x]
+        elif word == 'posembed':  # + the first T rows of the (block, D) table
+            x = x + tensors[f'{name}.weight'][:x.shape[1]]
+        elif word == 'attention':
+            x = attention(tensors, name, x, args)
+        elif word == 'linear':  # nn.Linear on each position of a (B, T, C) sequence, else on
+            if x.ndim != 3:     # the flattened features (an image's, as after a flatten)
                 x = x.reshape(len(x), -1)
-            x = x @ tensors[f'{name}.weight'].T.astype(np.float64)
+            w = tensors[f"{shared['embed']}.weight" if 'tied' in args else f'{name}.weight']
+            x = x @ w.T.astype(np.float64)
             if f'{name}.bias' in tensors:
                 x = x + tensors[f'{name}.bias']
         elif word == 'conv':
@@ -184,9 +229,107 @@ def state_dict(args):
     return 0
 
 
+def die(message, code=1):
+    print(f'checkpoint_numpy: {message}', file=sys.stderr)
+    sys.exit(code)
+
+
+def read_text(path, vocab):
+    """The token ids of a file under a vocabulary ({"tokens": "byte"} or "char" with its
+    "symbols"); a character outside it is an error naming its line and column."""
+    try:
+        raw = open(path, 'rb').read()
+    except OSError as e:
+        die(f'{path}: {e.strerror}')
+    if vocab['tokens'] == 'byte':
+        return np.frombuffer(raw, np.uint8).astype(np.int64)
+    try:
+        text = raw.decode('utf-8')
+    except UnicodeDecodeError as e:
+        die(f'{path}: not UTF-8 text (byte {e.start})')
+    index = {c: i for i, c in enumerate(vocab['symbols'])}
+    try:
+        return np.array([index[c] for c in text], np.int64)
+    except KeyError as e:
+        c = e.args[0]
+        pos = text.index(c)
+        line = text.count('\n', 0, pos) + 1
+        col = pos - (text.rfind('\n', 0, pos) + 1) + 1
+        die(f'{path}: line {line}, column {col}: character {c!r} (U+{ord(c):04X}) is not in '
+            'the vocabulary')
+
+
+def validation_split(data, vocab):
+    """cltrain's validation split of "text:FILE[,VAL_FILE]": VAL_FILE, or the last 10 % of FILE
+    (from n // 10 * 9 + n % 10 * 9 // 10, nanoGPT's int(0.9 n))."""
+    files = data[len('text:'):].split(',')
+    if vocab is None:  # a plain state dict: the sorted characters of FILE
+        try:
+            vocab = {'tokens': 'char', 'symbols': sorted(set(open(files[0], 'rb').read()
+                                                             .decode('utf-8')))}
+        except (OSError, UnicodeDecodeError) as e:
+            die(f'{files[0]}: {e}')
+    if len(files) > 1:
+        return read_text(files[1], vocab), vocab
+    ids = read_text(files[0], vocab)
+    n = len(ids)
+    return ids[n // 10 * 9 + n % 10 * 9 // 10:], vocab
+
+
+def eval_offsets(n, T, count):
+    """The starts of cltrain's fixed evaluation windows: k (n - T - 1) // (count - 1)."""
+    return np.array([k * (n - T - 1) // (count - 1) if count > 1 else 0 for k in range(count)],
+                    np.int64)
+
+
+def text_loss(argv):
+    """A language model's validation loss, as `cltrain eval --data text:FILE` prints it."""
+    import argparse
+    p = argparse.ArgumentParser(prog='checkpoint_numpy.py')
+    p.add_argument('checkpoint')
+    p.add_argument('data')
+    p.add_argument('--eval-batches', type=int, default=20)
+    p.add_argument('--batch-size', type=int)
+    p.add_argument('--model')
+    p.add_argument('--block', type=int)
+    p.add_argument('--tokens', choices=('char', 'byte'), default='char')
+    a = p.parse_args(argv)
+    tensors, meta = load_safetensors(a.checkpoint)
+    spec = a.model or meta.get('model')
+    if not spec:
+        die(f'{a.checkpoint}: no "model" metadata (a plain state dict): give --model SPEC', 2)
+    vocab = json.loads(meta['vocab']) if 'vocab' in meta else \
+        {'tokens': 'byte'} if a.tokens == 'byte' else None
+    val, vocab = validation_split(a.data, vocab)
+    pos = [f'{i}.weight' for i, layer in enumerate(split_layers(spec))
+           if layer.split() == ['posembed'] and f'{i}.weight' in tensors]
+    T = a.block or int(meta.get('features', 0)) or (tensors[pos[0]].shape[0] if pos else 0)
+    if not T:
+        die('the block T is unknown: give --block T', 2)
+    B = a.batch_size or json.loads(meta.get('run', '{}')).get('batch_size', 12)
+    count = a.eval_batches * B
+    if len(val) < T + 1:
+        die(f'{a.data}: the validation split holds {len(val)} tokens, fewer than T + 1 = {T + 1}')
+    starts = eval_offsets(len(val), T, count)
+    total = 0.0
+    for b in range(a.eval_batches):  # one batch at a time: (B, T, V) logits
+        w = val[starts[b * B:(b + 1) * B, None] + np.arange(T + 1)]
+        logits = forward(tensors, spec, w[:, :-1], flat=False)
+        top = logits.max(-1, keepdims=True)
+        logp = logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
+        total -= np.take_along_axis(logp, w[:, 1:, None], -1).sum()
+    loss = total / (count * T)
+    unit = 'byte' if vocab['tokens'] == 'byte' else 'character'
+    print(f'val loss {loss:.6f} nats per token, {loss / np.log(2):.6f} bits per {unit} '
+          f'({count * T} tokens in {count} windows of {T})')
+    return 0
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == '--state-dict':
         return state_dict(sys.argv[2:])
+    if len(sys.argv) > 2 and sys.argv[2].startswith('text:'):
+        return text_loss(sys.argv[1:])
     tensors, meta = load_safetensors(sys.argv[1])
     pixels = load_idx(sys.argv[2]).astype(np.float64)
     x = (pixels * float(meta['input_scale']) - np.array(json.loads(meta['input_mean']))) \

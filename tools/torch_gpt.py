@@ -87,6 +87,7 @@ import argparse
 import json
 import math
 import os
+import re
 import struct
 import sys
 import time
@@ -119,6 +120,43 @@ def gpt_spec(layers, heads, dim, dropout=0.0):
     mlp = f"residual {{ layernorm, linear {4 * dim}, gelu, linear {dim}{drop} }}"
     return ", ".join([f"embed {dim}, posembed{drop}"] + [attn, mlp] * layers
                      + ["layernorm, linear V nobias tied"])
+
+
+def normalize_spec(spec):
+    """The spec as cltrain writes it back (its canonical text, as in a checkpoint's "model"):
+    '#' comments dropped, newlines separating layers as commas do, blank entries (a trailing
+    comma, an empty line) skipped, words in lower case ("linear V" keeps its V), a leakyrelu
+    without a slope given nanoGPT's and PyTorch's 0.01, blocks written "residual { A, B }"."""
+    spec = re.sub(r"#[^\n]*", "", spec)
+    out, cur = [], ""
+
+    def flush():
+        words = cur.lower().split()
+        if words[:1] == ["linear"] and words[1:2] == ["v"]:
+            words[1] = "V"
+        if words == ["leakyrelu"]:
+            words.append("0.01")
+        if words:
+            out.append(" ".join(words))
+
+    for ch in spec:
+        if ch in ",\n{}":
+            flush()
+            cur = ""
+            if ch in "{}":
+                out.append(ch)
+        else:
+            cur += ch
+    flush()
+    text = ""
+    for tok in out:  # "residual" "{" "a" "b" "}" "c" -> "residual { a, b }, c"
+        if tok == "{":
+            text += " {"
+        elif tok == "}":
+            text += " }"
+        else:
+            text += (" " if text.endswith("{") else ", " if text else "") + tok
+    return text
 
 
 def split_layers(spec):
@@ -202,6 +240,13 @@ ACTS = {"gelu": lambda: nn.GELU(approximate="tanh"), "relu": nn.ReLU, "silu": nn
         "tanh": nn.Tanh, "sigmoid": nn.Sigmoid}
 
 
+def number(text):
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def build_layers(spec, vocab, block, width, embed, where="model spec"):
     """nn.Sequential of the spec's layers on inputs of `width` features (None: token ids)."""
     mods = []
@@ -252,6 +297,11 @@ def build_layers(spec, vocab, block, width, embed, where="model spec"):
             width = n
         elif word in ACTS and not args:
             mods.append(ACTS[word]())
+        elif word == "leakyrelu" and len(args) <= 1:
+            slope = number(args[0]) if args else 0.01
+            if not math.isfinite(slope):
+                raise Usage(f"{at}: expected leakyrelu [SLOPE]")
+            mods.append(nn.LeakyReLU(slope))
         elif word == "dropout" and len(args) == 1:
             try:
                 p = float(args[0])
@@ -262,13 +312,14 @@ def build_layers(spec, vocab, block, width, embed, where="model spec"):
             mods.append(nn.Dropout(p))
         else:
             raise Usage(f"{at}: not a layer of a language model (embed, posembed, layernorm, "
-                        "attention, linear, gelu, relu, silu, tanh, sigmoid, dropout, residual)")
+                        "attention, linear, gelu, relu, silu, tanh, sigmoid, leakyrelu, dropout, "
+                        "residual)")
     return nn.Sequential(*mods), width
 
 
 def build_model(spec, vocab, block):
     """The model of spec on a vocabulary of `vocab` tokens and windows of `block`, initialised."""
-    model, width = build_layers(spec, vocab, block, None, None)
+    model, width = build_layers(normalize_spec(spec), vocab, block, None, None)
     if width != vocab:
         raise Usage(f"model spec: the last layer gives {width} outputs, not the vocabulary's "
                     f"{vocab} (end with linear V nobias tied)")
@@ -294,7 +345,7 @@ def resolve_model(text, block):
     if text in PRESETS:
         layers, heads, dim, preset_block, dropout = PRESETS[text]
         return gpt_spec(layers, heads, dim, dropout), block or preset_block
-    return text, block or 64
+    return normalize_spec(text), block or 64
 
 
 # ---- safetensors, with json, struct and numpy alone ---------------------------------------
@@ -358,7 +409,9 @@ def state_dict_numpy(model):
 class Text:
     """The token ids of a text file, its vocabulary and its 90/10 split."""
 
-    def __init__(self, path, tokens):
+    def __init__(self, path, tokens, symbols=None):
+        """symbols: a checkpoint's character vocabulary (its "vocab" metadata) instead of the
+        text's own; a character outside it is then an error naming its line and column."""
         try:
             raw = open(path, "rb").read()
         except OSError as e:
@@ -372,8 +425,15 @@ class Text:
             except UnicodeDecodeError as e:
                 raise Failure(f"--data {path}: not UTF-8 text (byte {e.start}); use --tokens byte"
                               ) from e
-            self.vocab = sorted(set(text))
+            self.vocab = sorted(set(text)) if symbols is None else list(symbols)
             index = {c: i for i, c in enumerate(self.vocab)}
+            outside = next((i for i, c in enumerate(text) if c not in index), None)
+            if outside is not None:
+                c = text[outside]
+                line = text.count("\n", 0, outside) + 1
+                col = outside - (text.rfind("\n", 0, outside) + 1) + 1
+                raise Failure(f"--data {path}: line {line}, column {col}: character {c!r} "
+                              f"(U+{ord(c):04X}) is not in the checkpoint's vocabulary")
             ids = np.array([index[c] for c in text], np.int64)
         if len(ids) < 2:
             raise Failure(f"--data {path}: {len(ids)} token{'' if len(ids) == 1 else 's'}; a "
@@ -480,7 +540,7 @@ def evaluate(model, text, T, a, dev):
 
 def report(loss, text):
     unit = "byte" if text.tokens == "byte" else "char"
-    return f"{loss:.4f} nats/token, {loss / math.log(2):.4f} bits/{unit}"
+    return f"{loss:.6f} nats/token, {loss / math.log(2):.6f} bits/{unit}"
 
 
 def train(model, text, T, a, dev):
@@ -536,16 +596,40 @@ def sample(logits, temperature, top_k, gen):
 
 # ---- loading and benchmarking --------------------------------------------------------------
 
+def checkpoint_text(path, a):
+    """--data read as `cltrain eval --load path` reads it: with the checkpoint's vocabulary
+    (its "vocab" metadata: byte tokens, or the characters of the text it was trained on) and
+    its run's batch size (its "run" metadata) unless --batch-size is given; a plain state dict
+    (--save-init's) has neither: the text's own characters, --tokens and --batch-size."""
+    _, meta = load_safetensors(path)
+    try:
+        vocab = json.loads(meta["vocab"]) if "vocab" in meta else None
+        batch = json.loads(meta.get("run", "{}")).get("batch_size")
+        if vocab is not None and vocab["tokens"] not in ("char", "byte"):
+            raise ValueError(vocab["tokens"])
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise Failure(f"{path}: metadata \"vocab\" or \"run\" is not cltrain's ({e})") from e
+    if batch and not a.batch_given:
+        a.batch_size = int(batch)
+    if vocab is None:
+        return Text(a.data, a.tokens)
+    if vocab["tokens"] == "byte":
+        return Text(a.data, "byte")
+    return Text(a.data, "char", vocab["symbols"])
+
+
 def load_checkpoint(path, a, vocab):
-    """The model of a cltrain checkpoint (its spec from the metadata "model", else --model),
+    """The model of a cltrain checkpoint (its spec from the metadata "model", else --model;
+    its block T from the metadata "features", else the posembed table's rows, else --block),
     its weights loaded with load_state_dict(strict=True)."""
     tensors, meta = load_safetensors(path)
     weights = {k: torch.from_numpy(v.copy()) for k, v in tensors.items()
                if k.split(".")[0].isdigit()}
-    spec = meta.get("model") or resolve_model(a.model, a.block)[0]
+    spec = normalize_spec(meta.get("model") or resolve_model(a.model, a.block)[0])
     layers = split_layers(spec)
     pos = [i for i, s in enumerate(layers) if s.split()[0] == "posembed"]
-    block = weights[f"{pos[0]}.weight"].shape[0] if pos and f"{pos[0]}.weight" in weights \
+    block = int(meta["features"]) if str(meta.get("features", "")).isdigit() \
+        else weights[f"{pos[0]}.weight"].shape[0] if pos and f"{pos[0]}.weight" in weights \
         else resolve_model(a.model, a.block)[1]
     emb = weights.get("0.weight")
     if emb is not None and emb.shape[0] != vocab:
@@ -681,7 +765,7 @@ def main(argv):
         if a.bench is not None:
             bench(a, dev)
             return 0
-        text = Text(a.data, a.tokens)
+        text = checkpoint_text(a.load, a) if a.load else Text(a.data, a.tokens)
         V = len(text.vocab)
         torch.manual_seed(a.seed)
         if a.load:
