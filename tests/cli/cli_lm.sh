@@ -1,6 +1,7 @@
 #!/bin/sh
 # A language model trained end to end from the command line on a small text this script writes:
-# embed, posembed, a pre-norm residual MLP block, layernorm and the tied head. The loss falls
+# embed, posembed, a pre-norm residual MLP block, layernorm and the tied head. The run evaluates
+# its starting weights first ("step 0", about ln(V); a resumed run does not); the loss falls
 # well below ln(V); the validation loss is printed in nats and bits per character, and
 # `cltrain eval` gives the same figure from the checkpoint; a run saved at step k and resumed
 # to n writes the same tensors as a straight run to n, and two runs write the same bits; the
@@ -26,7 +27,13 @@ RUN="--data text:$tmp/tiny.txt --block 32 --batch-size 8 --eval-batches 4 --opti
 
 # train: the loss falls well below ln(15) = 2.71 nats
 check_ok "train a tiny language model" "vocabulary of 15 characters" "is 2.45 epochs" \
-    "bits per character" -- $C train $RUN --model "$M" --steps 120 --save "$tmp/a.safetensors"
+    "bits per character" "step 0: val loss" -- $C train $RUN --model "$M" --steps 120 \
+    --save "$tmp/a.safetensors"
+# the starting weights are evaluated first (nanoGPT's "step 0"): about ln(15) = 2.708
+start=$(sed -n 's/^step 0: val loss \([0-9.]*\) .*before training$/\1/p' "$tmp/out")
+python3 -c "import math, sys; sys.exit(abs(float(sys.argv[1]) - math.log(15)) > 0.05)" \
+    "${start:-nan}" || fail "step 0: val loss '$start', not about ln(15): $(cat "$tmp/out")"
+echo "ok: step 0: val loss $start before training"
 val=$(sed -n 's/.*val loss \([0-9.]*\) (\([0-9.]*\) bits per character).*/\1 \2/p' "$tmp/out" | tail -1)
 [ -n "$val" ] || fail "no validation loss in: $(cat "$tmp/out")"
 python3 -c "
@@ -45,7 +52,11 @@ check_ok "eval on text" "loss $nats nats per token" "perplexity" -- \
 # resume at step 50 to 120 == straight to 120; a second straight run: the same bits
 check_ok "save at step 50" -- $C train $RUN --model "$M" --steps 50 --save "$tmp/half.safetensors" --quiet
 check_ok "resume to 120" -- $C train $RUN --resume "$tmp/half.safetensors" --steps 120 \
-    --save "$tmp/resumed.safetensors" --quiet
+    --save "$tmp/resumed.safetensors" --quiet --metrics "$tmp/resumed.jsonl"
+# a resumed run does not evaluate again before its first step (at 50), only at its epochs' ends
+evals=$(sed -n 's/.*"event":"eval","epoch":[0-9]*,"step":\([0-9]*\),.*/\1/p' "$tmp/resumed.jsonl" |
+        tr '\n' ' ')
+[ "$evals" = "98 120 " ] || fail "resume: evaluations at steps '$evals', expected 98 and 120"
 check_ok "again to 120" -- $C train $RUN --model "$M" --steps 120 --save "$tmp/b.safetensors" --quiet
 python3 - "$tmp/a.safetensors" "$tmp/resumed.safetensors" "$tmp/b.safetensors" <<'PY' ||
 import json, struct, sys

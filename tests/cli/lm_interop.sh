@@ -157,3 +157,27 @@ check_ok "checkpoint_numpy on torch's weights" -- "$py" "$tools/checkpoint_numpy
     "$tmp/init.safetensors" "text:$tmp/tiny.txt" --eval-batches 3 --batch-size 6 --block 24 \
     --model "$M"
 close "$(numpy_loss)" "$t_init" 1e-4 "numpy's loss for torch's initial weights is torch's"
+# attention as torch_gpt.py holds it (nn.MultiheadAttention's names, the causal mask), with
+# weights large enough that attention moves the loss: numpy's loss for them is torch's
+A="embed 32, posembed, residual { layernorm, attention 4 causal }, residual { layernorm, linear 64, gelu, linear 32 }, layernorm, linear V nobias tied"
+TOOLS="$tools" A="$A" "$py" - "$tmp" >"$tmp/attn.out" <<'PY' || fail "torch's attention model"
+import os, sys, types
+import torch
+sys.path.insert(0, os.environ["TOOLS"])
+import torch_gpt as tg
+torch.manual_seed(4)
+torch.set_num_threads(1)
+text = tg.Text(sys.argv[1] + "/tiny.txt", "char")
+model = tg.build_model(os.environ["A"], len(text.vocab), 24)
+with torch.no_grad():
+    for p in model.parameters():
+        p.normal_(0.0, 0.4)
+tg.save_safetensors(sys.argv[1] + "/attn.safetensors", tg.state_dict_numpy(model))
+a = types.SimpleNamespace(eval_batches=3, batch_size=6, bf16=False)
+print("%.6f" % tg.evaluate(model, text, 24, a, torch.device("cpu")))
+PY
+t_attn=$(cat "$tmp/attn.out")
+check_ok "checkpoint_numpy, attention" -- "$py" "$tools/checkpoint_numpy.py" \
+    "$tmp/attn.safetensors" "text:$tmp/tiny.txt" --eval-batches 3 --batch-size 6 --block 24 \
+    --model "$A"
+close "$(numpy_loss)" "$t_attn" 1e-4 "attention: numpy's loss is torch's"
