@@ -19,8 +19,13 @@ The model is built from a cltrain model spec, so that it is cltrain's model laye
     linear V nobias tied    the output head, multiplying by the token embedding's matrix (GPT-2)
     gelu                    nn.GELU(approximate="tanh"), as cltrain's gelu; also relu, silu, tanh,
                             sigmoid
+    leakyrelu [A]           nn.LeakyReLU(A), A 0.01 by default
     dropout P               nn.Dropout(P)
     residual { LAYERS }     x + body(x): the pre-norm block's skip
+
+A spec is read as cltrain reads it: layers separated by commas or newlines, '#' to the end of a
+line a comment, blank entries skipped, words in any case ("linear v" is "linear V"); it is
+printed back as cltrain writes it (the "model" metadata of a checkpoint).
 
 Parameter names (the state dict, and the names of cltrain's checkpoints and --init files) are
 those of PyTorch's nn.Sequential over the spec's layers, numbered from 0 in spec order (every
@@ -68,6 +73,14 @@ with --tokens byte). Sampling: the logits of the last
 position (the context cut to the last T tokens) divided by --temperature, restricted to the
 --top-k largest (ties with the k-th kept; 0: all), softmax, one multinomial draw (a CPU
 generator seeded by --seed, so every device draws the same tokens from the same probabilities).
+
+--load CKPT evaluates a checkpoint as `cltrain eval --load CKPT --data text:FILE` does: the
+model from its "model" metadata, the block T from "features", the batch size from "run" (unless
+--batch-size is given), FILE encoded with its "vocab" (byte tokens, or the characters of the text
+it was trained on: a character outside them is an error naming its line and column), so the
+windows and the loss are cltrain's. A plain state dict (--save-init's, or
+safetensors.torch.save_file's) has none of these: --model, --block, --batch-size and the text's
+own vocabulary, as for a run's --init.
 
 usage:
   torch_gpt.py --data FILE [--model gpt-mini|gpt-char|SPEC] [--steps N] ...   train, evaluate
