@@ -76,6 +76,9 @@ struct capture {
     double grad_norm[MAXEV]; /* at each log event */
     double epoch_loss[MAXEV];
     double eval_acc[MAXEV];
+    double eval_loss[MAXEV];
+    int eval_epoch[MAXEV];
+    long eval_step[MAXEV];
     /* copy the checkpoint written at copy_step to copy_to */
     long copy_step;
     const char *copy_to;
@@ -112,6 +115,9 @@ static void on_event(const struct clt_train_event *e, void *user)
         break;
     case CLT_EVENT_EVAL:
         ck_assert_int_lt(c->neval, MAXEV);
+        c->eval_loss[c->neval] = e->loss;
+        c->eval_epoch[c->neval] = e->epoch;
+        c->eval_step[c->neval] = e->step;
         c->eval_acc[c->neval++] = e->accuracy;
         break;
     case CLT_EVENT_SAVE:
@@ -540,8 +546,8 @@ END_TEST
 /* ---- (e) host waits ----------------------------------------------------------------------- */
 
 /* The loss is read once per log point and once at each epoch end that is not a log point (and
- * at the last step); one evaluation per epoch; nothing else waits: a training step itself
- * performs no host wait. */
+ * at the last step); one evaluation per epoch (and with eval_start one of the starting weights
+ * first); nothing else waits: a training step itself performs no host wait. */
 static long expected_reads(long total, long spe, long log_every)
 {
     long n = 0;
@@ -616,6 +622,36 @@ START_TEST(test_host_waits)
     for (int k = 0; k < c.nlog; k++)
         ck_assert_msg(isfinite(c.grad_norm[k]) && c.grad_norm[k] > 0, "log %d: grad norm %g", k,
                       c.grad_norm[k]);
+    free(o.params);
+
+    /* eval_start: one evaluation more, of the starting weights, before the first step (epoch
+     * 0, step 0), one wait more; the rest of the run is the same (the same final weights, the
+     * same evaluations after each epoch) */
+    tp = det_params(CLT_OPTIM_ADAM);
+    tp.max_steps = 0;
+    tp.epochs = 3;
+    tp.log_every = 3;
+    memset(&c, 0, sizeof c);
+    struct run_out plain = train_once(ctx, DET_SPEC, &tr, &te, 3, &tp, NULL, &c);
+    ck_assert_msg(plain.st == CLT_OK, "%s", plain.msg);
+    struct capture c0;
+    memset(&c0, 0, sizeof c0);
+    tp.eval_start = true;
+    o = train_once(ctx, DET_SPEC, &tr, &te, 3, &tp, NULL, &c0);
+    ck_assert_msg(o.st == CLT_OK, "%s", o.msg);
+    ck_assert_int_eq(c0.neval, 4);
+    ck_assert_int_eq(c0.eval_epoch[0], 0);
+    ck_assert_int_eq(c0.eval_step[0], 0);
+    ck_assert_msg(isfinite(c0.eval_loss[0]) && c0.eval_loss[0] > 0 &&
+                      c0.eval_loss[0] != c0.eval_loss[1],
+                  "step 0: loss %g, after epoch 1 %g", c0.eval_loss[0], c0.eval_loss[1]);
+    for (int k = 1; k < 4; k++) {
+        ck_assert_int_eq(c0.eval_epoch[k], k);
+        ck_assert(c0.eval_loss[k] == c.eval_loss[k - 1]);
+    }
+    ck_assert_int_eq(o.after.host_waits[CLT_WAIT_EVAL] - o.before.host_waits[CLT_WAIT_EVAL], 4);
+    ck_assert_mem_eq(o.params, plain.params, o.P * sizeof *o.params);
+    free(plain.params);
     free(o.params);
 
     set_free(&tr);
