@@ -78,6 +78,20 @@ extern "C" {
  *                                                    1e-5, elementwise affine (weight 1, bias 0
  *                                                    at init), no running statistics. A
  *                                                    (C, H, W) input is an error (flatten first)
+ *            | "attention" H ["causal"] ["nobias"]
+ *                                                    multi-head self-attention on a sequence
+ *                                                    (B, T, D), as nn.MultiheadAttention(D, H)
+ *                                                    applied to (x, x, x): a D -> 3D input
+ *                                                    projection, softmax(q k^T / sqrt(D/H)) v
+ *                                                    per head (with "causal", position t sees
+ *                                                    positions <= t only), a D -> D output
+ *                                                    projection; H in [1, CLT_SPEC_MAX_WIDTH]
+ *                                                    must divide D; "nobias" drops both
+ *                                                    projections' biases. Parameters
+ *                                                    "{i}.in_proj_weight" (3D, D),
+ *                                                    "{i}.in_proj_bias" (3D),
+ *                                                    "{i}.out_proj.weight" (D, D),
+ *                                                    "{i}.out_proj.bias" (D)
  *            | "residual" "{" layers "}"               a block whose output is body(x) +
  *                                                    shortcut(x), as torchvision's BasicBlock
  *                                                    without its final ReLU (write
@@ -136,6 +150,7 @@ typedef enum clt_layer_kind {
     CLT_LAYER_LAYERNORM, /* nn.LayerNorm over the last dimension: (F) or (T, C) inputs */
     CLT_LAYER_EMBED,     /* token embedding: ids (T) -> (T, D), as nn.Embedding(V, D) */
     CLT_LAYER_POSEMBED,  /* learned positions (T, D) added to a (T, D) input */
+    CLT_LAYER_ATTENTION, /* multi-head self-attention on (T, D), as nn.MultiheadAttention */
     CLT_LAYER__COUNT
 } clt_layer_kind;
 
@@ -145,7 +160,7 @@ typedef struct clt_layer_spec {
     int out;   /* CLT_LAYER_LINEAR: output width OUT; CLT_LAYER_CONV: output channels OUT;
                   CLT_LAYER_EMBED: the embedding width D; in [1, CLT_SPEC_MAX_WIDTH], or for
                   CLT_LAYER_LINEAR CLT_SPEC_WIDTH_V ("linear V": the vocabulary) */
-    bool bias; /* CLT_LAYER_LINEAR, CLT_LAYER_CONV: adds a bias vector (OUT) */
+    bool bias; /* CLT_LAYER_LINEAR, CLT_LAYER_CONV, CLT_LAYER_ATTENTION: adds bias vectors */
     bool tied; /* CLT_LAYER_LINEAR ("linear V nobias tied"): its weight is the token embedding's
                   (V, D) matrix, one tensor shared with the embed layer before it */
     float p;   /* CLT_LAYER_DROPOUT: probability of zeroing an element, in [0, 1) */
@@ -159,6 +174,8 @@ typedef struct clt_layer_spec {
     int vocab;  /* not part of the text: the model's vocabulary (its outputs), which the model
                    fills in its own copy for CLT_LAYER_EMBED's table and "linear V"; 0 in a
                    parsed spec */
+    int heads;  /* CLT_LAYER_ATTENTION: heads H, in [1, CLT_SPEC_MAX_WIDTH] (H divides D) */
+    bool causal; /* CLT_LAYER_ATTENTION: position t attends to positions <= t only */
     int body_n; /* CLT_LAYER_RESIDUAL: the block's layers, at least 1, none of them a residual */
     struct clt_layer_spec *body; /* CLT_LAYER_RESIDUAL: (body_n), malloc'ed and owned by the spec
                                     (clt_spec_free releases it); NULL for other kinds */
@@ -177,7 +194,7 @@ typedef struct clt_spec {
  * for "linear 256, relu, linaer 128":
  *   model spec: layer 3 ("linaer 128") at column 19: unknown layer "linaer"; expected linear,
  *   relu, gelu, tanh, sigmoid, dropout, flatten, silu, leakyrelu, conv, maxpool, avgpool,
- *   globalavgpool, batchnorm, residual, layernorm, embed or posembed
+ *   globalavgpool, batchnorm, residual, layernorm, embed, posembed or attention
  * Positions are 1-based and say "line L, column C" when the text has several lines.
  * Returns CLT_OK; CLT_ERR_FORMAT for a text that does not follow the grammar (including an
  * empty one); CLT_ERR_INVALID_ARG for a preset without a valid `classes`; CLT_ERR_HOST_MEMORY.

@@ -119,11 +119,12 @@ void clt__spec_format_real(float v, char *buf, size_t size);
 
 /* ---- parameters --------------------------------------------------------------------------- */
 
-#define CLT__LAYER_MAX_PARAMS 2
+#define CLT__LAYER_MAX_PARAMS 4 /* attention: two projections, each a weight and a bias */
 
 /* One parameter a layer declares: shaped as PyTorch's (weight (OUT, IN) or (OUT, IN, K, K),
- * bias (OUT)), named "{layer}.{suffix}" in checkpoints and clt_param_info, initialised from the
- * fans, and whether weight decay applies to it (every kind says so for each parameter). */
+ * bias (OUT)), named "{layer}.{suffix}" in checkpoints and clt_param_info (a suffix may itself
+ * hold dots: "out_proj.weight"), initialised from the fans, and whether weight decay applies
+ * to it (every kind says so for each parameter). */
 struct clt__param_decl {
     const char *suffix; /* "weight", "bias" */
     int ndim;           /* 1 to 4 */
@@ -301,6 +302,12 @@ struct clt__layer_kind {
     /* Its parameters, in order, into decl (up to CLT__LAYER_MAX_PARAMS); returns how many. */
     int (*params)(const clt_layer_spec *l, const struct clt__shape *in,
                   const struct clt__shape *out, struct clt__param_decl *decl);
+    /* The bound of parameter j's uniform draw under --init-scheme default (0: zeros): the
+     * initialisation of the PyTorch module the kind stands for, where it is not nn.Linear's
+     * (nn.MultiheadAttention: xavier_uniform_ for in_proj_weight, zero biases). NULL: uniform
+     * in +-1/sqrt(fan_in) for every parameter, weights and biases. The kaiming and xavier
+     * schemes draw from the fans whatever it says. */
+    double (*default_bound)(const clt_layer_spec *l, int j, const struct clt__param_decl *d);
     /* Fills parameter j (n elements) of its own, whatever the init scheme (batchnorm's ones and
      * zeros). NULL: every parameter is drawn by the scheme from its declaration. */
     void (*init)(const clt_layer_spec *l, int j, float *dst, size_t n);
@@ -374,6 +381,7 @@ size_t clt__layer_keeps_nothing(const clt_layer_spec *l, const struct clt__shape
 struct clt__plan_param {
     struct clt_param_info info; /* name, shape, offset into the flat tensors */
     struct clt__param_decl decl;
+    double default_bound; /* its uniform bound under --init-scheme default (kind->default_bound) */
 };
 
 /* One buffer of the plan: its public info (name, dtype, shape; offset into the flat f32
@@ -469,5 +477,6 @@ extern const struct clt__layer_kind clt__layer_residual;
 extern const struct clt__layer_kind clt__layer_layernorm;
 extern const struct clt__layer_kind clt__layer_embed;
 extern const struct clt__layer_kind clt__layer_posembed;
+extern const struct clt__layer_kind clt__layer_attention;
 
 #endif

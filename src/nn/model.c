@@ -227,6 +227,8 @@ static clt_status plan_unit(struct clt__plan *p, struct plan_caps *caps, struct 
         struct clt_param_info *pi = &pp->info;
         memset(pp, 0, sizeof *pp);
         pp->decl = decl[j];
+        pp->default_bound = k->default_bound ? k->default_bound(l, j, &decl[j])
+                                             : 1.0 / sqrt((double)decl[j].fan_in);
         snprintf(pi->name, sizeof pi->name, "%s.%s", name, decl[j].suffix);
         CLT_ASSERT(decl[j].ndim >= 1 && decl[j].ndim <= 4);
         pi->ndim = decl[j].ndim;
@@ -525,10 +527,6 @@ clt_status clt_model_output_shape_of(const clt_spec *spec, size_t in_features, s
 
 /* ---- the model ---------------------------------------------------------------------------- */
 
-/* PyTorch's nn.Linear reset_parameters (kaiming_uniform_ with a = sqrt(5) gives the bound
- * 1/sqrt(IN)), or the Kaiming/Xavier uniform schemes, drawn from Philox stream (INIT, param
- * index) so that every device starts from the same weights. The fans come from the layer's
- * declaration (a bias has its weight's). */
 /* n draws of normal(0, std) by Box-Muller from uniform pairs (2e, 2e + 1) of the stream */
 static void init_normal(uint64_t seed, uint64_t stream, float *dst, size_t n, float std)
 {
@@ -539,13 +537,18 @@ static void init_normal(uint64_t seed, uint64_t stream, float *dst, size_t n, fl
     }
 }
 
+/* PyTorch's nn.Linear reset_parameters (kaiming_uniform_ with a = sqrt(5) gives the bound
+ * 1/sqrt(IN)) or the module's own where its kind says (kind->default_bound), or the
+ * Kaiming/Xavier uniform schemes, drawn from Philox stream (INIT, param
+ * index) so that every device starts from the same weights. The fans come from the layer's
+ * declaration (a bias has its weight's). */
 static void init_params(const clt_model *m, float *host)
 {
     for (int i = 0; i < m->nparams; i++) {
         const struct clt__plan_param *pp = &m->plan.params[i];
         bool weight = pp->decl.weight;
         size_t fan_in = pp->decl.fan_in, fan_out = pp->decl.fan_out;
-        double bound = 1.0 / sqrt((double)fan_in);
+        double bound = pp->default_bound;
         if (m->params_cfg.init == CLT_INIT_KAIMING) bound = weight ? sqrt(6.0 / fan_in) : 0;
         if (m->params_cfg.init == CLT_INIT_XAVIER)
             bound = weight ? sqrt(6.0 / (double)(fan_in + fan_out)) : 0;

@@ -7,6 +7,7 @@
 #include "nn/layer_internal.h" /* clt__model_create_shaped, the plan */
 #include "ops/tune_internal.h"   /* the panel family for the fused epilogue */
 #include "ref/ref_nn.h"
+#include "small.h"
 
 #include "cltrain/model.h"
 #include "runtime/rng_internal.h"
@@ -68,7 +69,9 @@ struct host_net {
     int begin[MAXL];                /* OP_RES_END: its block's OP_RES_BEGIN */
     size_t rows[MAXL], in[MAXL];    /* rows per sample of the op's input and their width */
     size_t orows[MAXL], out[MAXL];  /* ... of its output */
-    long woff[MAXL], boff[MAXL];    /* offsets into the flat parameters; -1 when absent */
+    long woff[MAXL], boff[MAXL];    /* offsets into the flat parameters; -1 when absent
+                                       (attention: its input projection's) */
+    long woff2[MAXL], boff2[MAXL];  /* attention: its output projection's */
     size_t P;
     int nrng;   /* layers and blocks' children: the dropout streams per step */
     uint64_t seed; /* the model's seed (dropout masks) */
@@ -86,7 +89,7 @@ static void host_add(struct host_net *h, const clt_model *m, enum host_op op,
     h->rng[i] = rng;
     h->rows[i] = *rows;
     h->in[i] = *w;
-    h->woff[i] = h->boff[i] = -1;
+    h->woff[i] = h->boff[i] = h->woff2[i] = h->boff2[i] = -1;
     if (op == OP_LAYER && l->kind == CLT_LAYER_LINEAR) {
         *w = (size_t)l->out; /* per row: each position of a sequence */
         h->woff[i] = (long)clt_model_param_info(m, (*k)++)->offset;
@@ -95,6 +98,12 @@ static void host_add(struct host_net *h, const clt_model *m, enum host_op op,
     if (op == OP_LAYER && l->kind == CLT_LAYER_LAYERNORM) {
         h->woff[i] = (long)clt_model_param_info(m, (*k)++)->offset;
         h->boff[i] = (long)clt_model_param_info(m, (*k)++)->offset;
+    }
+    if (op == OP_LAYER && l->kind == CLT_LAYER_ATTENTION) { /* (T, D) -> (T, D) */
+        h->woff[i] = (long)clt_model_param_info(m, (*k)++)->offset;
+        if (l->bias) h->boff[i] = (long)clt_model_param_info(m, (*k)++)->offset;
+        h->woff2[i] = (long)clt_model_param_info(m, (*k)++)->offset;
+        if (l->bias) h->boff2[i] = (long)clt_model_param_info(m, (*k)++)->offset;
     }
     if (op == OP_LAYER && l->kind == CLT_LAYER_FLATTEN) {
         *w *= *rows;
@@ -169,6 +178,41 @@ static double dropout_mult(const struct host_net *h, int i, uint64_t step, size_
     return clt_rng_uniform(h->seed, stream, idx) >= p ? 1.0 / (1.0 - (double)p) : 0.0;
 }
 
+/* Attention op i on x (B, T, D): qkv (B, T, 3D) = x Win^T + bin, ya (B, T, D) the heads'
+ * output, y = ya Wout^T + bout (y NULL: only qkv and ya). */
+static void host_attention_forward(const struct host_net *h, int i, const double *w,
+                                   const double *x, double *qkv, double *ya, double *y, int B)
+{
+    const int T = (int)h->rows[i], D = (int)h->in[i], NH = h->layer[i].heads;
+    const double *bin = h->boff[i] >= 0 ? w + h->boff[i] : NULL;
+    const double *bout = h->boff2[i] >= 0 ? w + h->boff2[i] : NULL;
+    ref_linear_forward(x, w + h->woff[i], bin, qkv, B * T, D, 3 * D);
+    ref_attention_forward(qkv, ya, NULL, B, T, NH, D / NH, h->layer[i].causal);
+    if (y) ref_linear_forward(ya, w + h->woff2[i], bout, y, B * T, D, D);
+}
+
+/* Its gradients from dy (B, T, D): dx and the four parameters' (overwritten). */
+static void host_attention_backward(const struct host_net *h, int i, const double *w,
+                                    const double *x, const double *dy, double *dx, double *g,
+                                    int B)
+{
+    const int T = (int)h->rows[i], D = (int)h->in[i], NH = h->layer[i].heads;
+    const size_t R = (size_t)B * T;
+    double *qkv = malloc(R * 3 * D * sizeof *qkv), *ya = malloc(R * D * sizeof *ya);
+    double *dya = malloc(R * D * sizeof *dya), *dqkv = malloc(R * 3 * D * sizeof *dqkv);
+    ck_assert(qkv && ya && dya && dqkv);
+    host_attention_forward(h, i, w, x, qkv, ya, NULL, B);
+    ref_linear_backward(ya, w + h->woff2[i], dy, dya, g + h->woff2[i],
+                        h->boff2[i] >= 0 ? g + h->boff2[i] : NULL, (int)R, D, D);
+    ref_attention_backward(qkv, dya, dqkv, B, T, NH, D / NH, h->layer[i].causal);
+    ref_linear_backward(x, w + h->woff[i], dqkv, dx, g + h->woff[i],
+                        h->boff[i] >= 0 ? g + h->boff[i] : NULL, (int)R, D, 3 * D);
+    free(qkv);
+    free(ya);
+    free(dya);
+    free(dqkv);
+}
+
 /* acts[0] = x (B, in); acts[i + 1] = op i of acts[i]. Each acts[i] holds B x (the widest
  * per-sample count) doubles. */
 static void host_forward(const struct host_net *h, const double *w, double **acts, int B,
@@ -205,6 +249,14 @@ static void host_forward(const struct host_net *h, const double *w, double **act
             for (size_t j = 0; j < n; j++)
                 y[j] = train && h->layer[i].p > 0 ? x[j] * dropout_mult(h, i, step, j) : x[j];
             break;
+        case CLT_LAYER_ATTENTION: {
+            double *qkv = malloc(3 * n * sizeof *qkv), *ya = malloc(n * sizeof *ya);
+            ck_assert(qkv && ya);
+            host_attention_forward(h, i, w, x, qkv, ya, y, B);
+            free(qkv);
+            free(ya);
+            break;
+        }
         default:
             memcpy(y, x, n * sizeof *y);
             break;
@@ -259,6 +311,9 @@ static void host_backward(const struct host_net *h, const double *w, double **ac
                     dx[j] = train && h->layer[i].p > 0 ? dy[j] * dropout_mult(h, i, step, j)
                                                        : dy[j];
                 break;
+            case CLT_LAYER_ATTENTION:
+                host_attention_backward(h, i, w, acts[i], dy, dx, grads, B);
+                break;
             default:
                 memcpy(dx, dy, n * sizeof *dx);
                 break;
@@ -284,10 +339,11 @@ static double host_objective(const struct host_net *h, const double *w, double *
 
 /* Runs forward and backward on the device for one spec on inputs of per-sample shape T x IN
  * (T 0: flat (IN); else a sequence (T, IN)) and checks them against the host: output (its
- * shape too), gradients against the host backward and against central finite differences,
- * overwrite (poisoned gradients) and accumulation. */
-static void check_spec_seq(clt_ctx *ctx, tc_rng *r, const char *text, size_t T, size_t IN,
-                           size_t OUT, size_t max_batch, int B, bool train, uint64_t step)
+ * shape too), gradients against the host backward and (fd_check) against central finite
+ * differences, overwrite (poisoned gradients) and accumulation. */
+static void check_spec_seq_fd(clt_ctx *ctx, tc_rng *r, const char *text, size_t T, size_t IN,
+                              size_t OUT, size_t max_batch, int B, bool train, uint64_t step,
+                              bool fd_check)
 {
     uint64_t seed = tc_u64(r);
     clt_spec spec = parse_spec(text);
@@ -317,6 +373,13 @@ static void check_spec_seq(clt_ctx *ctx, tc_rng *r, const char *text, size_t T, 
         if (h.layer[i].kind == CLT_LAYER_LAYERNORM) {
             tc_fill_nonzero(r, pf + h.woff[i], h.in[i], 0.5f, 1.5f);
             tc_fill_nonzero(r, pf + h.boff[i], h.in[i], 0.1f, 1.0f);
+            moved = true;
+        }
+    /* attention's biases off their zeros, so that the forward checks them too */
+    for (int i = 0; i < h.n; i++)
+        if (h.layer[i].kind == CLT_LAYER_ATTENTION && h.boff[i] >= 0) {
+            tc_fill_nonzero(r, pf + h.boff[i], 3 * h.in[i], 0.1f, 0.5f);
+            tc_fill_nonzero(r, pf + h.boff2[i], h.in[i], 0.1f, 0.5f);
             moved = true;
         }
     if (moved) TC_OK(ctx, clt_model_write_params(m, pf));
@@ -385,7 +448,7 @@ static void check_spec_seq(clt_ctx *ctx, tc_rng *r, const char *text, size_t T, 
     double *wp = malloc(P * sizeof *wp);
     ck_assert_ptr_nonnull(wp);
     memcpy(wp, w, P * sizeof *wp);
-    for (size_t i = 0; i < P; i++) {
+    for (size_t i = 0; fd_check && i < P; i++) {
         const double eps = 1e-5;
         wp[i] = w[i] + eps;
         double fp = host_objective(&h, wp, acts, d1, B, train, step);
@@ -398,10 +461,12 @@ static void check_spec_seq(clt_ctx *ctx, tc_rng *r, const char *text, size_t T, 
     ck_assert_ptr_nonnull(g1f);
     for (size_t i = 0; i < P; i++)
         g1f[i] = (float)g1[i];
-    snprintf(what, sizeof what, "%s: host backward vs finite differences", text);
-    tc_check_close(g1f, fd, P, 1e-6, 1e-5, what, r->seed); /* g1 rounded to float: 6e-8 rel */
-    snprintf(what, sizeof what, "%s: device gradients vs finite differences", text);
-    tc_check_close(got, fd, P, 1e-5, 1e-4, what, r->seed);
+    if (fd_check) {
+        snprintf(what, sizeof what, "%s: host backward vs finite differences", text);
+        tc_check_close(g1f, fd, P, 1e-6, 1e-5, what, r->seed); /* g1 rounded to float */
+        snprintf(what, sizeof what, "%s: device gradients vs finite differences", text);
+        tc_check_close(got, fd, P, 1e-5, 1e-4, what, r->seed);
+    }
 
     /* accumulate = true adds the gradients of a second backward of the same forward */
     TC_OK(ctx, clt_model_backward(m, dout2, true));
@@ -434,6 +499,13 @@ static void check_spec_seq(clt_ctx *ctx, tc_rng *r, const char *text, size_t T, 
     free(fd);
     free(s0);
     free(s1);
+}
+
+/* check_spec_seq_fd with the finite differences. */
+static void check_spec_seq(clt_ctx *ctx, tc_rng *r, const char *text, size_t T, size_t IN,
+                           size_t OUT, size_t max_batch, int B, bool train, uint64_t step)
+{
+    check_spec_seq_fd(ctx, r, text, T, IN, OUT, max_batch, B, train, step, true);
 }
 
 /* check_spec_seq on flat (IN) inputs. */
@@ -886,7 +958,10 @@ START_TEST(test_estimate_every_kind)
      * (mixed precision: its gradient buffers as wide as the (3, 5) output) */
     const char *seq_specs[] = {
         "residual { layernorm, linear 8, gelu, linear 4 }, layernorm, linear 5, dropout 0.1",
-        "linear 6, relu, dropout 0.2, linear 5", "layernorm, flatten, linear 5, dropout 0.3"};
+        "linear 6, relu, dropout 0.2, linear 5", "layernorm, flatten, linear 5, dropout 0.3",
+        "residual { layernorm, attention 2 causal }, layernorm, linear 5",
+        "attention 4 nobias, linear 6, attention 3, flatten, linear 5, dropout 0.1",
+        "linear 4, attention 1 causal, linear 5"};
     const size_t nflat = sizeof specs / sizeof *specs, nseq = sizeof seq_specs / sizeof *seq_specs;
     const clt_dtype precs[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
     for (size_t si = 0; si < nflat + nseq; si++)
@@ -2373,6 +2448,168 @@ START_TEST(test_embed_rejects)
 }
 END_TEST
 
+/* The attention layer in models on sequences (T, D) against the float64 host model: forward,
+ * gradients against the host backward and central finite differences, causal or not, with and
+ * without biases (moved off their zero init), T spanning several of the flash kernels' tiles,
+ * and the whole pre-norm block (residual { layernorm, attention 4 causal }, residual {
+ * layernorm, linear 4D, gelu, linear D }) before a final layernorm and a head, fused and apart;
+ * then the reference path (head width 136, above the flash kernels' 128) against the host
+ * backward (finite differences over its 74,000 parameters would take minutes). */
+START_TEST(test_attention_model)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    check_spec_seq(ctx, &r, "attention 2 causal, linear 3", 5, 8, 3, 4, 3, true, 0);
+    check_spec_seq(ctx, &r, "attention 4 nobias, flatten, linear 3", 6, 8, 3, 2, 2, false, 0);
+    check_spec_seq(ctx, &r, "attention 1 causal, gelu, linear 4", tc_size(70, 33), 4, 4, 2, 1,
+                   true, 0);
+    const char *block = "residual { layernorm, attention 4 causal }, residual { layernorm, "
+                        "linear 32, gelu, linear 8 }, layernorm, linear 5";
+    check_spec_seq(ctx, &r, block, 5, 8, 5, 3, 3, true, 0);
+    setenv("CLTRAIN_FUSE", "0", 1);
+    check_spec_seq(ctx, &r, block, 5, 8, 5, 3, 2, true, 0);
+    unsetenv("CLTRAIN_FUSE");
+    check_spec_seq_fd(ctx, &r, "attention 1 causal, linear 3", 3, 136, 3, 2, 2, true, 0, false);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Copies the device output of m's forward of x (n floats) into got. */
+static void forward_into(clt_model *m, clt_tensor *x, const float *xf, float *got)
+{
+    clt_tensor *out = NULL;
+    tc_write(x, xf);
+    TC_OK(clt_model_ctx(m), clt_model_forward(m, x, false, 0, &out));
+    tc_read(out, got);
+}
+
+/* Causality at the model's level: with a causal attention (alone, and inside the pre-norm
+ * block), changing the input at position t0 leaves every output before t0 the same to the bit
+ * and changes the output at t0; without the mask it changes position 0 too. */
+START_TEST(test_attention_causal_model)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    enum { B = 2, T = 7, D = 4, OUT = 3 };
+    const char *specs[] = {"attention 2 causal, linear 3",
+                           "residual { layernorm, attention 2 causal }, linear 3",
+                           "attention 2, linear 3"};
+    for (int si = 0; si < 3; si++) {
+        const bool causal = si < 2;
+        clt_spec s = parse_spec(specs[si]);
+        struct clt_model_params p = clt_model_default_params();
+        p.max_batch = B;
+        p.input_shape[0] = T;
+        p.input_shape[1] = D;
+        clt_model *m = NULL;
+        TC_OK(ctx, clt_model_create(&m, ctx, &s, T * D, OUT, &p));
+        clt_spec_free(&s);
+        size_t xd[3] = {B, T, D};
+        clt_tensor *x = NULL;
+        TC_OK(ctx, clt_tensor_create(&x, ctx, CLT_DTYPE_F32, 3, xd, CLT_MEM_OTHER));
+        float xf[B * T * D], x2[B * T * D], y1[B * T * OUT], y2[B * T * OUT];
+        tc_fill_nonzero(&r, xf, B * T * D, 0.1f, 1.5f);
+        forward_into(m, x, xf, y1);
+        for (int t0 = 0; t0 < T; t0 += 3) {
+            memcpy(x2, xf, sizeof x2);
+            for (int b = 0; b < B; b++)
+                for (int c = 0; c < D; c++) x2[(b * T + t0) * D + c] += 0.75f;
+            forward_into(m, x, x2, y2);
+            for (int b = 0; b < B; b++) {
+                const float *a = y1 + b * T * OUT, *c = y2 + b * T * OUT;
+                if (causal)
+                    ck_assert_msg(memcmp(a, c, (size_t)t0 * OUT * sizeof *a) == 0,
+                                  "%s: input at %d changed an earlier output", specs[si], t0);
+                else if (t0 > 0)
+                    ck_assert_msg(a[0] != c[0], "%s: input at %d left position 0 as it was",
+                                  specs[si], t0);
+                bool moved = false;
+                for (int o = 0; o < OUT; o++) moved |= a[t0 * OUT + o] != c[t0 * OUT + o];
+                ck_assert_msg(moved, "%s: input at %d left its own output", specs[si], t0);
+            }
+        }
+        clt_tensor_free(x);
+        clt_model_free(m);
+    }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* What attention cannot take is refused when the model is built, naming the layer: H not
+ * dividing D (both named), a flat input; its parameters are named and shaped as
+ * nn.MultiheadAttention's, decay on the matrices only, and --init-scheme default is the
+ * module's: in_proj_weight within xavier's bound, out_proj.weight within 1/sqrt(D), zero
+ * biases; kaiming and xavier draw from the fans. */
+START_TEST(test_attention_params)
+{
+    clt_ctx *ctx = tc_ctx();
+    enum { T = 4, D = 12 };
+    struct clt_model_params p = clt_model_default_params();
+    p.max_batch = 2;
+    p.input_shape[0] = T;
+    p.input_shape[1] = D;
+    clt_model *m = NULL;
+    clt_spec s = parse_spec("residual { layernorm, attention 5 causal }, flatten, linear 3");
+    ck_assert_int_eq(clt_model_create(&m, ctx, &s, T * D, 3, &p), CLT_ERR_INVALID_ARG);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "layer 1 (attention 5 causal") &&
+                      tc_contains(clt_ctx_errmsg(ctx), "5 heads do not divide the width D = 12"),
+                  "%s", clt_ctx_errmsg(ctx));
+    clt_spec_free(&s);
+    s = parse_spec("attention 2, linear 3");
+    ck_assert_int_eq(clt_model_create(&m, ctx, &s, T * D, 3, NULL), CLT_ERR_INVALID_ARG);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "attends over a sequence") &&
+                      tc_contains(clt_ctx_errmsg(ctx), "got 48"),
+                  "%s", clt_ctx_errmsg(ctx));
+    clt_spec_free(&s);
+
+    static const char *const names[4] = {"0.in_proj_weight", "0.in_proj_bias",
+                                         "0.out_proj.weight", "0.out_proj.bias"};
+    static const size_t rows[4] = {3 * D, 3 * D, D, D};
+    static const clt_init inits[3] = {CLT_INIT_DEFAULT, CLT_INIT_KAIMING, CLT_INIT_XAVIER};
+    for (int k = 0; k < 3; k++) {
+        s = parse_spec("attention 3 causal, linear 3");
+        p.init = inits[k];
+        p.seed = 5;
+        TC_OK(ctx, clt_model_create(&m, ctx, &s, T * D, 3, &p));
+        clt_spec_free(&s);
+        ck_assert_int_eq(clt_model_param_count(m), 6);
+        float *w = read_params(m);
+        for (int j = 0; j < 4; j++) {
+            const struct clt_param_info *pi = clt_model_param_info(m, j);
+            const bool matrix = j % 2 == 0;
+            ck_assert_str_eq(pi->name, names[j]);
+            ck_assert_int_eq(pi->ndim, matrix ? 2 : 1);
+            ck_assert_uint_eq(pi->dims[0], rows[j]);
+            ck_assert_uint_eq(pi->dims[1], matrix ? D : 0);
+            ck_assert_int_eq(pi->decays, matrix);
+            const double fan_out = (double)rows[j];
+            double bound = !matrix ? 0
+                           : k == 1 ? sqrt(6.0 / D)
+                           : k == 2 || j == 0 ? sqrt(6.0 / (D + fan_out))
+                                             : 1.0 / sqrt((double)D);
+            double lo = INFINITY, hi = -INFINITY;
+            for (size_t e = 0; e < pi->numel; e++) {
+                const double v = w[pi->offset + e];
+                ck_assert_msg(fabs(v) <= bound * (1 + 1e-6), "init %d: %s[%zu] = %g outside +-%g",
+                              k, pi->name, e, v, bound);
+                lo = fmin(lo, v);
+                hi = fmax(hi, v);
+            }
+            if (bound == 0) ck_assert_msg(lo == 0 && hi == 0, "%s not zero", pi->name);
+            else ck_assert_msg(hi - lo > 1.6 * bound, "init %d: %s spans [%g, %g] of +-%g", k,
+                               pi->name, lo, hi, bound);
+        }
+        free(w);
+        clt_model_free(m);
+    }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
@@ -2381,6 +2618,9 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_init);
     tcase_add_test(tc, test_rejects);
     tcase_add_test(tc, test_forward_backward);
+    tcase_add_test(tc, test_attention_model);
+    tcase_add_test(tc, test_attention_causal_model);
+    tcase_add_test(tc, test_attention_params);
     tcase_add_test(tc, test_dropout);
     tcase_add_test(tc, test_dropout_in_block);
     tcase_add_test(tc, test_shaped_input);

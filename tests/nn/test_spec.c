@@ -166,7 +166,8 @@ START_TEST(test_errors_layers)
     expect_error("linear 256, relu, linaer 128", 10, CLT_ERR_FORMAT,
                  "model spec: layer 3 (\"linaer 128\") at column 19: unknown layer \"linaer\"; "
                  "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu, "
-                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual, layernorm, embed or posembed");
+                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual, layernorm, embed, "
+                 "posembed or attention");
     expect_error("relu, linear", 10, CLT_ERR_FORMAT,
                  "model spec: layer 2 (\"linear\") at column 13: linear needs a width, e.g. "
                  "\"linear 128\"");
@@ -269,7 +270,8 @@ START_TEST(test_errors_positions_and_empty)
     expect_error("linear 10\n# comment\n\nrelu\n   tanhh, linear 3\n", 10, CLT_ERR_FORMAT,
                  "model spec: layer 3 (\"tanhh\") at line 5, column 4: unknown layer \"tanhh\"; "
                  "expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu, "
-                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual, layernorm, embed or posembed");
+                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual, layernorm, embed, "
+                 "posembed or attention");
     expect_error("relu, linear 3, gelu , linear 0x10 # hex\n", 10, CLT_ERR_FORMAT,
                  "model spec: layer 4 (\"linear 0x10\") at column 31: width must be a positive "
                  "integer, got \"0x10\"");
@@ -745,7 +747,7 @@ START_TEST(test_kind_names)
                                         "sigmoid", "dropout",   "flatten", "silu",
                                         "leakyrelu", "conv",    "maxpool", "avgpool",
                                         "globalavgpool", "batchnorm", "residual",
-                                        "layernorm", "embed", "posembed"};
+                                        "layernorm", "embed", "posembed", "attention"};
     ck_assert_int_eq(sizeof names / sizeof *names, CLT_LAYER__COUNT);
     for (int k = 0; k < CLT_LAYER__COUNT; k++) {
         ck_assert_str_eq(clt_layer_kind_name((clt_layer_kind)k), names[k]);
@@ -766,6 +768,7 @@ START_TEST(test_kind_names)
                  : k == CLT_LAYER_CONV    ? " 4 k3"
                  : k == CLT_LAYER_MAXPOOL || k == CLT_LAYER_AVGPOOL ? " 2"
                  : k == CLT_LAYER_RESIDUAL ? " { relu }"
+                 : k == CLT_LAYER_ATTENTION ? " 2 causal"
                                           : "");
         ck_assert_int_eq(clt_spec_parse(text, 0, &s), CLT_OK);
         ck_assert_int_eq(s.layers[0].kind, k);
@@ -885,7 +888,8 @@ START_TEST(test_residual)
     expect_error("residual {\n conv 8 k3,\n linaer 3 }, linear 10", 10, CLT_ERR_FORMAT,
                  "model spec: layer 1 (\"linaer 3\") at line 3, column 2: unknown layer "
                  "\"linaer\"; expected linear, relu, gelu, tanh, sigmoid, dropout, flatten, silu, "
-                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual, layernorm, embed or posembed");
+                 "leakyrelu, conv, maxpool, avgpool, globalavgpool, batchnorm, residual, layernorm, embed, "
+                 "posembed or attention");
     expect_error("residual { relu, residual { relu } }", 10, CLT_ERR_FORMAT,
                  "model spec: layer 1 (\"residual\") at column 18: a residual block inside a "
                  "residual block is not supported");
@@ -929,6 +933,101 @@ START_TEST(test_residual)
 }
 END_TEST
 
+/* attention H [causal] [nobias]: its words in either order, the canonical text and round trip,
+ * parse errors, the parameter count of both projections, and the plan's errors: H not dividing
+ * D (both named), an input that is not (T, D), attention as the last layer with weights. */
+START_TEST(test_attention)
+{
+    clt_spec s;
+    ck_assert_int_eq(clt_spec_parse("attention 4, Attention 2 nobias causal, attention 1 causal, "
+                                    "attention 8 nobias, flatten, linear 3",
+                                    3, &s),
+                     CLT_OK);
+    ck_assert_int_eq(s.n, 6);
+    const int heads[4] = {4, 2, 1, 8};
+    const bool causal[4] = {false, true, true, false}, bias[4] = {true, false, true, false};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(s.layers[i].kind, CLT_LAYER_ATTENTION);
+        ck_assert_int_eq(s.layers[i].heads, heads[i]);
+        ck_assert_int_eq(s.layers[i].causal, causal[i]);
+        ck_assert_int_eq(s.layers[i].bias, bias[i]);
+        ck_assert_int_eq(s.layers[i].out, 0);
+    }
+    char *text = NULL;
+    ck_assert_int_eq(clt_spec_to_string(&s, &text), CLT_OK);
+    ck_assert_str_eq(text, "attention 4, attention 2 causal nobias, attention 1 causal, "
+                           "attention 8 nobias, flatten, linear 3");
+    clt_spec back;
+    ck_assert_int_eq(clt_spec_parse(text, 3, &back), CLT_OK);
+    ck_assert_int_eq(back.n, s.n);
+    ck_assert_mem_eq(back.layers, s.layers, (size_t)s.n * sizeof *s.layers);
+    free(text);
+    clt_spec_free(&back);
+    /* (T, D) = (5, 8): 3D x D + 3D + D x D + D each, nobias without the biases */
+    struct clt_model_params p = clt_model_default_params();
+    p.input_shape[0] = 5;
+    p.input_shape[1] = 8;
+    uint64_t P = 0;
+    ck_assert_int_eq(clt_spec_validate(&s, 40, 3), CLT_OK);
+    ck_assert_int_eq(clt_model_param_elements(&s, 40, 3, &p, &P), CLT_OK);
+    ck_assert_uint_eq(P, 2 * (24 * 8 + 24 + 8 * 8 + 8) + 2 * (24 * 8 + 8 * 8) + 40 * 3 + 3);
+    /* H must divide D: 3 heads on 8 */
+    s.layers[1].heads = 3;
+    ck_assert_int_eq(clt_model_param_elements(&s, 40, 3, &p, &P), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: layer 2 (attention 3 causal nobias): 3 heads do not divide the "
+                     "width D = 8 of its input 5x8; the number of heads H must divide D");
+    s.layers[1].heads = 0; /* built by hand */
+    ck_assert_int_eq(clt_spec_validate(&s, 40, 3), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: layer 2: attention heads must be in [1, 16777216], got 0");
+    clt_spec_free(&s);
+    /* a flat input, an image */
+    ck_assert_int_eq(clt_spec_parse("attention 2, flatten, linear 3", 3, &s), CLT_OK);
+    ck_assert_int_eq(clt_model_param_elements(&s, 40, 3, NULL, &P), CLT_ERR_INVALID_ARG);
+    ck_assert_str_eq(clt_last_errmsg(),
+                     "model spec: layer 1 (attention 2) attends over a sequence of T positions "
+                     "of D values, (T, D), got 40 (give the data a shape with --input-shape T,D, "
+                     "or put it after a layer that outputs one)");
+    p.input_shape[0] = 2;
+    p.input_shape[1] = 4;
+    p.input_shape[2] = 5;
+    ck_assert_int_eq(clt_model_param_elements(&s, 40, 3, &p, &P), CLT_ERR_INVALID_ARG);
+    ck_assert(strstr(clt_last_errmsg(), "(T, D), got 2x4x5"));
+    clt_spec_free(&s);
+    /* a model ends with a linear layer */
+    ck_assert_int_eq(clt_spec_parse("linear 8, attention 2", 8, &s), CLT_OK);
+    ck_assert_int_eq(clt_spec_validate(&s, 40, 8), CLT_ERR_INVALID_ARG);
+    ck_assert(strstr(clt_last_errmsg(), "the last layer with weights is layer 2 (attention)"));
+    clt_spec_free(&s);
+    /* its words */
+    expect_error("attention, linear 3", 3, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"attention\") at column 10: attention needs a number of "
+                 "heads, e.g. \"attention 4 causal\"");
+    expect_error("attention 0, linear 3", 3, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"attention 0\") at column 11: heads must be a positive "
+                 "integer, got \"0\"");
+    expect_error("attention causal, linear 3", 3, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"attention causal\") at column 11: heads must be a "
+                 "positive integer, got \"causal\"");
+    expect_error("attention 99999999, linear 3", 3, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"attention 99999999\") at column 11: heads must be at "
+                 "most 16777216, got \"99999999\"");
+    expect_error("attention 4 causal causal, linear 3", 3, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"attention 4 causal causal\") at column 20: unexpected "
+                 "\"causal\" after the heads; expected \"causal\", \"nobias\" (each at most "
+                 "once) or the end of the layer");
+    expect_error("attention 4 masked, linear 3", 3, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"attention 4 masked\") at column 13: unexpected "
+                 "\"masked\" after the heads; expected \"causal\", \"nobias\" (each at most "
+                 "once) or the end of the layer");
+    expect_error("attention 4 causal nobias 2, linear 3", 3, CLT_ERR_FORMAT,
+                 "model spec: layer 1 (\"attention 4 causal nobias 2\") at column 27: "
+                 "unexpected \"2\"; attention takes at most \"causal\" and \"nobias\" after "
+                 "the heads");
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite = suite_create("spec");
@@ -950,6 +1049,7 @@ int main(void)
     tcase_add_test(tc, test_pool);
     tcase_add_test(tc, test_residual);
     tcase_add_test(tc, test_layernorm);
+    tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_too_large);
     suite_add_tcase(suite, tc);
     return tc_run(suite);

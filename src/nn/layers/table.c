@@ -24,6 +24,7 @@ static const struct clt__layer_kind *const kinds[CLT_LAYER__COUNT] = {
     [CLT_LAYER_LAYERNORM] = &clt__layer_layernorm,
     [CLT_LAYER_EMBED] = &clt__layer_embed,
     [CLT_LAYER_POSEMBED] = &clt__layer_posembed,
+    [CLT_LAYER_ATTENTION] = &clt__layer_attention,
 };
 
 const struct clt__layer_kind *clt__layer_kind_of(clt_layer_kind k)
