@@ -95,13 +95,22 @@ struct config {
 
 /* Creates the set-up of c on a fresh ctx: every category's bytes (accountant now minus before)
  * must equal the estimate exactly; then the dry run (one step of all micro-batches and an
- * evaluation) must not raise the peak above it. */
-static void check_config(const struct config *c, bool augment, tc_rng *r)
+ * evaluation) must not raise the peak above it. The data has 13 features, or T > 0 sequences
+ * of T positions of D values. */
+static void check_config_seq(const struct config *c, bool augment, size_t T, size_t D,
+                             tc_rng *r)
 {
     clt_ctx *ctx = tc_ctx();
     struct set tr, te;
-    set_make(&tr, r, 203, 13, 4, c->u8);
-    set_make(&te, r, 37, 13, 4, c->u8);
+    const size_t F = T ? T * D : 13;
+    set_make(&tr, r, 203, F, 4, c->u8);
+    set_make(&te, r, 37, F, 4, c->u8);
+    for (int k = 0; T && k < 2; k++) {
+        clt_dataset *d = k ? &te.d : &tr.d;
+        d->sample_ndim = 2;
+        d->sample_shape[0] = T;
+        d->sample_shape[1] = D;
+    }
     clt_spec spec = {0};
     ck_assert_msg(clt_spec_parse(c->spec, 0, &spec) == CLT_OK, "%s", clt_last_errmsg());
     struct clt_train_setup_params p = setup_params(&spec, &tr, c->test ? &te : NULL, c->batch);
@@ -160,6 +169,11 @@ static void check_config(const struct config *c, bool augment, tc_rng *r)
     clt_ctx_free(ctx);
 }
 
+static void check_config(const struct config *c, bool augment, tc_rng *r)
+{
+    check_config_seq(c, augment, 0, 0, r);
+}
+
 START_TEST(test_estimate)
 {
     tc_rng r = tc_rng_for(__func__);
@@ -184,8 +198,8 @@ END_TEST
 
 /* A language model's set-up (text: the sampler's token ids, the trainer's (B, T) inputs and
  * targets, the output gradient (B, T, V), the loss's per-row buffer, the embedding's sort
- * workspace): the estimate equals the accountant per category, and a dry-run step and
- * evaluation allocate nothing more; with char (u8 ids) and byte tokens, Adam and AdamW, batches
+ * workspace; a GPT block's attention): the estimate equals the accountant per category, and a
+ * dry-run step and evaluation allocate nothing more; with char (u8 ids) and byte tokens, Adam and AdamW, batches
  * 1 and 5, accumulation. */
 START_TEST(test_estimate_text)
 {
@@ -204,9 +218,9 @@ START_TEST(test_estimate_text)
         tp.tokens = cases[i].tokens;
         TC_OK(ctx, clt_text_from_memory(&t, text, sizeof text - 1, NULL, 0, "text", &tp));
         clt_spec spec = {0};
-        ck_assert(clt_spec_parse("embed 8, posembed, residual { layernorm, linear 16, gelu, "
-                                 "linear 8 }, layernorm, linear V nobias tied", 0, &spec) ==
-                  CLT_OK);
+        ck_assert(clt_spec_parse("embed 8, posembed, residual { layernorm, attention 2 causal }, "
+                                 "residual { layernorm, linear 16, gelu, linear 8 }, layernorm, "
+                                 "linear V nobias tied", 0, &spec) == CLT_OK);
         struct clt_train_setup_params p = clt_train_setup_default_params();
         p.spec = &spec;
         p.text = &t;
@@ -242,6 +256,23 @@ START_TEST(test_estimate_text)
         clt_text_free(&t);
         clt_ctx_free(ctx);
     }
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Attention on sequences: its kept qkv and heads' output (in the layer's storage), its f32
+ * row statistics and the op's f32 workspace (the flash path's; the reference path's scores at
+ * a head width above 128), the model's workspace for its backward, counted to the byte. */
+START_TEST(test_estimate_attention)
+{
+    tc_rng r = tc_rng_for(__func__);
+    const struct config gpt = {"residual { layernorm, attention 2 causal }, residual { layernorm, "
+                               "linear 16, gelu, linear 4 }, layernorm, flatten, linear 4",
+                               CLT_OPTIM_ADAMW, 0, CLT_LOADER_RESIDENT, true, false, true, 17, 2};
+    check_config_seq(&gpt, false, 5, 4, &r);
+    const struct config wide = {"attention 1 nobias, flatten, linear 4", CLT_OPTIM_SGD, 0,
+                                CLT_LOADER_STREAMING, true, false, true, 9, 1};
+    check_config_seq(&wide, false, 3, 130, &r);
     tc_assert_no_live();
 }
 END_TEST
@@ -464,6 +495,7 @@ static Suite *memory_suite(void)
     TCase *tc = tc_tcase("memory");
     tcase_add_test(tc, test_estimate);
     tcase_add_test(tc, test_estimate_text);
+    tcase_add_test(tc, test_estimate_attention);
     tcase_add_test(tc, test_report);
     tcase_add_test(tc, test_auto_batch);
     suite_add_tcase(s, tc);
