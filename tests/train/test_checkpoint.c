@@ -384,6 +384,122 @@ START_TEST(test_sequence_model)
 }
 END_TEST
 
+/* Attention's parameters under nn.MultiheadAttention's names ("{i}.in_proj_weight" (3D, D),
+ * "{i}.in_proj_bias" (3D), "{i}.out_proj.weight" (D, D), "{i}.out_proj.bias" (D), inside a
+ * block "{i}.body.{j}.", nobias without the biases), their AdamW state beside them
+ * ("optim.{name}.exp_avg"), restored bit for bit into a model and optimizer born elsewhere (the
+ * same outputs); a checkpoint of a nobias layer is refused by a model with biases there,
+ * naming the tensor it lacks. */
+START_TEST(test_attention_model)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    char dir[1024], path[4096];
+    tc_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/attn.safetensors", dir);
+    const char *spec = "residual { layernorm, attention 2 causal }, attention 1 nobias, layernorm, "
+                       "flatten, linear 3";
+    clt_model *m = make_seq_model(ctx, spec, 5, 4, 1);
+    const size_t Pn = clt_tensor_numel(clt_model_params(m));
+    struct clt_optim_params op = clt_optim_default_params(CLT_OPTIM_ADAMW);
+    clt_optim *o = NULL;
+    TC_OK(ctx, clt_optim_create(&o, clt_model_params(m), &op));
+    float *g = malloc(Pn * sizeof *g);
+    ck_assert_ptr_nonnull(g);
+    for (int step = 0; step < 2; step++) {
+        tc_fill_nonzero(&r, g, Pn, 0.01f, 1.0f);
+        tc_write(clt_model_grads(m), g);
+        TC_OK(ctx, clt_optim_step(o, clt_model_grads(m)));
+    }
+    struct clt_checkpoint_info info = {.model_text = spec,
+                                       .norm = {.features = 20, .scale = 1.0f},
+                                       .classes = N,
+                                       .task = CLT_TASK_CLASSIFICATION,
+                                       .step = 2};
+    TC_OK(ctx, clt_checkpoint_save(path, m, o, &info));
+
+    static const struct {
+        const char *name;
+        int64_t d0, d1;
+    } want[] = {{"0.body.1.in_proj_weight", 12, 4}, {"0.body.1.in_proj_bias", 12, 0},
+                {"0.body.1.out_proj.weight", 4, 4}, {"0.body.1.out_proj.bias", 4, 0},
+                {"1.in_proj_weight", 12, 4},        {"1.out_proj.weight", 4, 4}};
+    clt_st_file *f = NULL;
+    TC_OK(NULL, clt_st_open(&f, path));
+    float *params = read_all(clt_model_params(m));
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        for (int st = 0; st < 3; st++) {
+            char name[128];
+            snprintf(name, sizeof name, st == 0 ? "%s" : st == 1 ? "optim.%s.exp_avg"
+                                                               : "optim.%s.exp_avg_sq",
+                     want[i].name);
+            const clt_st_tensor *t = clt_st_find(f, name);
+            ck_assert_msg(t != NULL, "no tensor \"%s\"", name);
+            ck_assert_int_eq(t->ndim, want[i].d1 ? 2 : 1);
+            ck_assert_int_eq(t->shape[0], want[i].d0);
+            if (want[i].d1) ck_assert_int_eq(t->shape[1], want[i].d1);
+        }
+        int k = 0;
+        while (strcmp(clt_model_param_info(m, k)->name, want[i].name) != 0) k++;
+        const clt_st_tensor *t = clt_st_find(f, want[i].name);
+        ck_assert_msg(memcmp(t->data, params + clt_model_param_info(m, k)->offset, t->nbytes) == 0,
+                      "\"%s\": other bits", want[i].name);
+    }
+    ck_assert_ptr_null(clt_st_find(f, "1.in_proj_bias"));
+    ck_assert_ptr_null(clt_st_find(f, "1.out_proj.bias"));
+    clt_st_close(f);
+
+    clt_checkpoint *ck = NULL;
+    ck_assert_msg(clt_checkpoint_open(&ck, path) == CLT_OK, "%s", clt_last_errmsg());
+    clt_model *m2 = make_seq_model(ctx, spec, 5, 4, 2);
+    clt_optim *o2 = NULL;
+    TC_OK(ctx, clt_optim_create(&o2, clt_model_params(m2), &op));
+    TC_OK(ctx, clt_checkpoint_load_model(ck, m2));
+    TC_OK(ctx, clt_checkpoint_load_optim(ck, o2, m2));
+    float *p2 = read_all(clt_model_params(m2));
+    ck_assert_msg(memcmp(params, p2, Pn * sizeof *p2) == 0, "weights: other bits after loading");
+    for (int s = 0; s < clt_optim_state_count(o); s++) {
+        float *a = read_all(clt_optim_state(o, s, NULL)), *b = read_all(clt_optim_state(o2, s, NULL));
+        ck_assert_msg(memcmp(a, b, Pn * sizeof *a) == 0, "optimizer state %d: other bits", s);
+        free(a);
+        free(b);
+    }
+    float x[4 * 20], ya[4 * N], yb[4 * N];
+    tc_fill_nonzero(&r, x, 4 * 20, 0.1f, 2.0f);
+    size_t xd[3] = {4, 5, 4};
+    clt_tensor *xt = NULL, *out = NULL;
+    TC_OK(ctx, clt_tensor_create(&xt, ctx, CLT_DTYPE_F32, 3, xd, CLT_MEM_OTHER));
+    tc_write(xt, x);
+    TC_OK(ctx, clt_model_forward(m, xt, false, 0, &out));
+    tc_read(out, ya);
+    TC_OK(ctx, clt_model_forward(m2, xt, false, 0, &out));
+    tc_read(out, yb);
+    ck_assert(memcmp(ya, yb, sizeof ya) == 0);
+    clt_model *biased = make_seq_model(ctx,
+                                       "residual { layernorm, attention 2 causal }, "
+                                       "attention 1, layernorm, flatten, linear 3",
+                                       5, 4, 3);
+    ck_assert_int_eq(clt_checkpoint_load_model(ck, biased), CLT_ERR_FORMAT);
+    ck_assert_msg(tc_contains(clt_ctx_errmsg(ctx), "no tensor \"1.in_proj_bias\""), "%s",
+                  clt_ctx_errmsg(ctx));
+    one_line(clt_ctx_errmsg(ctx));
+    clt_checkpoint_close(ck);
+    clt_tensor_free(xt);
+    clt_model_free(biased);
+    clt_optim_free(o);
+    clt_optim_free(o2);
+    clt_model_free(m2);
+    clt_model_free(m);
+    free(params);
+    free(p2);
+    free(g);
+    remove(path);
+    rmdir(dir);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 START_TEST(test_round_trip)
 {
     clt_ctx *ctx = tc_ctx();
@@ -923,6 +1039,7 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(tc, test_crc32c);
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_sequence_model);
+    tcase_add_test(tc, test_attention_model);
     tcase_add_test(tc, test_batchnorm_buffers);
     tcase_add_test(tc, test_validation);
     tcase_add_test(tc, test_metadata_checksum);
