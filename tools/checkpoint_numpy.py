@@ -8,11 +8,13 @@ usage: checkpoint_numpy.py CHECKPOINT IDX_IMAGES[.gz] [PREDICTIONS.csv]
 
 Reads the safetensors file by hand (8-byte header length, JSON header, raw little-endian data),
 rebuilds the layer list from the spec in __metadata__ (linear, conv, maxpool, avgpool,
-globalavgpool, flatten, batchnorm in evaluation mode, layernorm, the activations, residual
-blocks with their "{i}.body.{j}.*" and "{i}.proj.{0,1}.*" tensors; dropout is the identity),
-shapes the inputs as "input_shape" says ("C,H,W" an image, "T,C" a sequence of T positions:
-linear acts on each position, layernorm normalises each), scales them as the metadata says,
-and prints the predicted class of every image. With PREDICTIONS.csv (from `cltrain predict`)
+globalavgpool, flatten, batchnorm in evaluation mode, layernorm, attention, the activations,
+residual blocks with their "{i}.body.{j}.*" and "{i}.proj.{0,1}.*" tensors; dropout is the
+identity), shapes the inputs as "input_shape" says ("C,H,W" an image, "T,C" a sequence of T
+positions: linear acts on each position, layernorm normalises each, attention H [causal]
+[nobias] is nn.MultiheadAttention's self-attention over them with its "{i}.in_proj_weight",
+"{i}.in_proj_bias", "{i}.out_proj.weight" and "{i}.out_proj.bias"), scales them as the metadata
+says, and prints the predicted class of every image. With PREDICTIONS.csv (from `cltrain predict`)
 it compares classes and probabilities and exits non-zero on a mismatch.
 
 A language model (the checkpoint's metadata has a "vocab") is evaluated as `cltrain eval --load
@@ -30,7 +32,8 @@ state dict (tools/torch_gpt.py --save-init's, no metadata) takes --model SPEC, -
 
 --state-dict writes the checkpoint's model weights as PyTorch writes a state dict with
 safetensors.torch.save_file(model.state_dict(), OUT): only the "{i}.weight"/"{i}.bias" tensors
-and batchnorm's buffers (F32, num_batches_tracked I64 [], nn.Sequential's names), no optimizer
+(attention's "{i}.in_proj_weight", "{i}.in_proj_bias", "{i}.out_proj.*" too) and batchnorm's
+buffers (F32, num_batches_tracked I64 [], nn.Sequential's names), no optimizer
 state, no cltrain metadata (with --format-pt, the
 {"format": "pt"} metadata that Hugging Face's save_pretrained adds), header padded with spaces
 to 8 bytes. `cltrain train --init OUT --model SPEC` must accept it.
@@ -123,24 +126,30 @@ def layernorm(tensors, name, x):
 
 
 def attention(tensors, name, x, args):
-    """attention H [causal] [nobias] on x (B, T, D), as tools/torch_gpt.py's Attention."""
+    """attention H [causal] [nobias] on x (B, T, D): nn.MultiheadAttention(D, H,
+    batch_first=True)(x, x, x), as tools/torch_gpt.py's Attention, with the causal mask (position
+    t sees positions <= t) when asked; in slices of samples, so that the (B, H, T, T) scores
+    stay small."""
     B, T, D = x.shape
     H = int(args[0])
     HD = D // H
-    qkv = x @ tensors[f'{name}.in_proj_weight'].T.astype(np.float64)
-    if f'{name}.in_proj_bias' in tensors:
-        qkv = qkv + tensors[f'{name}.in_proj_bias']
-    q, k, v = (qkv[..., i * D:(i + 1) * D].reshape(B, T, H, HD).transpose(0, 2, 1, 3)
-               for i in range(3))  # (B, H, T, HD)
-    att = q @ k.transpose(0, 1, 3, 2) / np.sqrt(HD)  # (B, H, T, T)
-    if 'causal' in args:  # position t sees positions <= t
-        att = np.where(np.tril(np.ones((T, T), bool)), att, -np.inf)
-    att = np.exp(att - att.max(-1, keepdims=True))
-    y = (att / att.sum(-1, keepdims=True)) @ v  # (B, H, T, HD)
-    y = y.transpose(0, 2, 1, 3).reshape(B, T, D) @ tensors[f'{name}.out_proj.weight'].T
-    if f'{name}.out_proj.bias' in tensors:
-        y = y + tensors[f'{name}.out_proj.bias']
-    return y
+    w_in = tensors[f'{name}.in_proj_weight'].astype(np.float64)
+    w_out = tensors[f'{name}.out_proj.weight'].astype(np.float64)
+    b_in = tensors.get(f'{name}.in_proj_bias')
+    b_out = tensors.get(f'{name}.out_proj.bias')
+    mask = np.tril(np.ones((T, T), bool)) if 'causal' in args else np.ones((T, T), bool)
+    out = np.empty((B, T, D))
+    for s in range(0, B, 512):
+        qkv = x[s:s + 512] @ w_in.T + (b_in if b_in is not None else 0)
+        n = len(qkv)
+        q, k, v = (qkv[..., i * D:(i + 1) * D].reshape(n, T, H, HD).transpose(0, 2, 1, 3)
+                   for i in range(3))  # (n, H, T, HD)
+        att = np.where(mask, q @ k.transpose(0, 1, 3, 2) / np.sqrt(HD), -np.inf)
+        att = np.exp(att - att.max(-1, keepdims=True))
+        y = (att / att.sum(-1, keepdims=True)) @ v  # (n, H, T, HD)
+        out[s:s + n] = y.transpose(0, 2, 1, 3).reshape(n, T, D) @ w_out.T \
+            + (b_out if b_out is not None else 0)
+    return out
 
 
 def forward(tensors, spec, x, prefix='', flat=True, shared=None):
@@ -224,7 +233,8 @@ def state_dict(args):
     tensors, _ = load_safetensors(args[0])
     weights = {k: v for k, v in tensors.items()
                if k.split('.')[0].isdigit() and k.split('.')[-1] in
-               ('weight', 'bias', 'running_mean', 'running_var', 'num_batches_tracked')}
+               ('weight', 'bias', 'running_mean', 'running_var', 'num_batches_tracked',
+                'in_proj_weight', 'in_proj_bias')}
     save_safetensors(args[1], weights, {'format': 'pt'} if '--format-pt' in args[2:] else None)
     return 0
 

@@ -3,7 +3,7 @@
 # parses the safetensors file by hand, rebuilds the model from its metadata with numpy and must
 # reproduce `cltrain predict` (same classes, probabilities within 1e-4). Needs Fashion-MNIST
 # under $CLTRAIN_DATA_DIR (default /usr/share/datasets) and numpy; skips (exit 77) without
-# either.
+# either. The last cases put attention in the model (nn.MultiheadAttention in numpy).
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 data=${CLTRAIN_DATA_DIR:-/usr/share/datasets}/fashion-mnist
@@ -47,3 +47,24 @@ make_tmp
 "$CLTRAIN_BIN" predict --load "$tmp/seq.safetensors" --data fashion-mnist --output "$tmp/seq.csv"
 "$numpy_python" "$here/../../tools/checkpoint_numpy.py" "$tmp/seq.safetensors" \
   "$data/t10k-images-idx3-ubyte.gz" "$tmp/seq.csv"
+# the same with an attention block before the MLP block (4 causal heads of 7 over the 28
+# positions, nn.MultiheadAttention's tensors), then a flatten and the head; and attention
+# without biases, not causal
+attn="layernorm, residual { layernorm, attention 4 causal }, residual { layernorm, linear 48, gelu, linear 28 }, layernorm, flatten, linear 10"
+"$CLTRAIN_BIN" train --data fashion-mnist --input-shape 28,28 --model "$attn" \
+  --steps 30 --log-every 0 --normalize --save "$tmp/attn.safetensors" --quiet
+"$CLTRAIN_BIN" predict --load "$tmp/attn.safetensors" --data fashion-mnist --output "$tmp/attn.csv"
+"$numpy_python" "$here/../../tools/checkpoint_numpy.py" "$tmp/attn.safetensors" \
+  "$data/t10k-images-idx3-ubyte.gz" "$tmp/attn.csv"
+# its weights as a PyTorch state dict (nn.MultiheadAttention's names kept) start another run
+"$numpy_python" "$here/../../tools/checkpoint_numpy.py" --state-dict "$tmp/attn.safetensors" \
+  "$tmp/attn_sd.safetensors"
+check_ok "--init from the attention model's state dict" "has no checksums" -- \
+  "$CLTRAIN_BIN" train --data fashion-mnist --input-shape 28,28 --model "$attn" --steps 1 \
+  --log-every 0 --normalize --quiet --init "$tmp/attn_sd.safetensors"
+"$CLTRAIN_BIN" train --data fashion-mnist --input-shape 28,28 \
+  --model "linear 16, attention 2 nobias, relu, flatten, linear 10" \
+  --steps 20 --log-every 0 --normalize --save "$tmp/attn2.safetensors" --quiet
+"$CLTRAIN_BIN" predict --load "$tmp/attn2.safetensors" --data fashion-mnist --output "$tmp/attn2.csv"
+"$numpy_python" "$here/../../tools/checkpoint_numpy.py" "$tmp/attn2.safetensors" \
+  "$data/t10k-images-idx3-ubyte.gz" "$tmp/attn2.csv"
