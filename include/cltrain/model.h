@@ -28,7 +28,9 @@ extern "C" {
 #endif
 
 typedef enum clt_init {
-    CLT_INIT_DEFAULT = 0, /* PyTorch's nn.Linear: weight and bias uniform in +-1/sqrt(IN) */
+    CLT_INIT_DEFAULT = 0, /* PyTorch's nn.Linear: weight and bias uniform in +-1/sqrt(IN);
+                             each module's own where it differs (attention as
+                             nn.MultiheadAttention: in_proj_weight xavier-uniform, biases 0) */
     CLT_INIT_KAIMING,     /* weight uniform in +-sqrt(6/IN) (gain sqrt(2)), bias 0 */
     CLT_INIT_XAVIER       /* weight uniform in +-sqrt(6/(IN+OUT)), bias 0 */
 } clt_init;

@@ -130,6 +130,13 @@ check_bad --code 2 "a per-position head on (T, C) inputs" "--model" "output per 
 check_bad --code 2 "bench: a per-position head on (T, C) inputs" "output per sample is 4x3" \
     "flatten" -- "$CLTRAIN_BIN" bench --model "$M" --features 16 --classes 3 --input-shape 4,4 \
     --steps 1
+# attention: H must divide D, and it needs a sequence
+check_bad --code 2 "attention heads not dividing D" "layer 1 (attention 3 causal)" \
+    "3 heads do not divide the width D = 4" -- \
+    train --data "idx:$tmp/good" --model "attention 3 causal, flatten, linear 3" \
+    --input-shape 4,4
+check_bad --code 2 "attention on images" "layer 1 (attention 2)" "(T, D), got 1x4x4" \
+    "--input-shape T,D" -- train --data "idx:$tmp/good" --model "attention 2, flatten, linear 3"
 check_bad "conv on flat CSV data" "conv 2 k1" "(C,H,W)" -- \
     train --data "csv:$tmp/good.csv" --model "conv 2 k1, flatten, linear 2"
 check_bad "batchnorm, relu before the first weighted layer in bf16" "layer 2 (relu)" \
