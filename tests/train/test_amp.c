@@ -306,12 +306,13 @@ START_TEST(test_model16)
     /* on sequences (4, 5): the pre-norm block and a head per position, a dropout after it (f32
      * gradient buffers as wide as the (4, 5) output); per-position linear layers alone;
      * attention in a block reading the f32 input (its layernorm f32, its own storage 16-bit)
-     * and alone between linear layers */
+     * and alone between linear layers or reading the f32 input */
     const char *seq[] = {"residual { layernorm, linear 20, gelu, linear 5 }, layernorm, linear 5, "
                          "dropout 0.1",
                          "linear 12, gelu, linear 7, relu, linear 5",
                          "residual { layernorm, attention 1 causal }, layernorm, linear 8, "
-                         "attention 2, linear 5"};
+                         "attention 2, linear 5",
+                         "attention 5 causal, linear 5"};
     for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
         compare_model_seq(ctx, seq[i], 4, CLT_DTYPE_BF16, &r);
         compare_model_seq(ctx, seq[i], 4, CLT_DTYPE_F16, &r);

@@ -140,7 +140,9 @@ static size_t kept(const clt_layer_spec *l, const struct clt__shape *in,
     return 5 * in->d[0] * in->d[1];
 }
 
-/* lse, then the op's f32 workspace: per sample, as both grow with the batch */
+/* lse, then the op's f32 workspace: per sample, as both grow with the batch (the reference
+ * path's NH T T scores stay below 2^64: a sample has fewer than 2^31 values, so T T NH <
+ * 2^62 / HD with HD > 128 there, and the plan refuses what passes 2^48) */
 static size_t saved(const clt_layer_spec *l, const struct clt__shape *in,
                     const struct clt__shape *out)
 {
