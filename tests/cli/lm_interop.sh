@@ -1,6 +1,6 @@
 #!/bin/sh
-# A language model's checkpoint between cltrain, numpy and PyTorch. A tiny model (embed,
-# posembed, a pre-norm residual MLP block, layernorm, the tied head) trained a few steps by
+# A language model's checkpoint between cltrain, numpy and PyTorch. A tiny GPT (embed,
+# posembed, a pre-norm attention block and MLP block, layernorm, the tied head) trained a few steps by
 # cltrain is evaluated on the same fixed validation windows by
 #   numpy   tools/checkpoint_numpy.py CKPT text:FILE (numpy alone): the loss `cltrain eval`
 #           prints, for a character model (also with a separate validation file) and a byte
@@ -44,7 +44,7 @@ open(sys.argv[1] + '/tiny.txt', 'w').write(text(400))
 open(sys.argv[1] + '/val.txt', 'w').write(text(40))
 open(sys.argv[1] + '/accent.txt', 'w').write(text(30) + 'the cat\u00e9.\n')
 PY
-M="embed 32, posembed, residual { layernorm, linear 64, gelu, linear 32 }, layernorm, linear V nobias tied"
+M="embed 32, posembed, residual { layernorm, attention 4 causal }, residual { layernorm, linear 64, gelu, linear 32 }, layernorm, linear V nobias tied"
 RUN="--block 24 --batch-size 6 --eval-batches 3 --optimizer adamw --lr 3e-3 --log-every 0 --quiet"
 
 # close A B TOL WHAT: |A - B| <= TOL, else a failure naming WHAT
@@ -108,9 +108,11 @@ spec.loader.exec_module(cn)
 V = len(set(open(sys.argv[1] + '/tiny.txt').read()))
 r = np.random.default_rng(2)
 shapes = {'0.weight': (V, 32), '1.weight': (24, 32), '2.body.0.weight': (32,),
-          '2.body.0.bias': (32,), '2.body.1.weight': (64, 32), '2.body.1.bias': (64,),
-          '2.body.3.weight': (32, 64), '2.body.3.bias': (32,), '3.weight': (32,),
-          '3.bias': (32,)}
+          '2.body.0.bias': (32,), '2.body.1.in_proj_weight': (96, 32),
+          '2.body.1.in_proj_bias': (96,), '2.body.1.out_proj.weight': (32, 32),
+          '2.body.1.out_proj.bias': (32,), '3.body.0.weight': (32,), '3.body.0.bias': (32,),
+          '3.body.1.weight': (64, 32), '3.body.1.bias': (64,), '3.body.3.weight': (32, 64),
+          '3.body.3.bias': (32,), '4.weight': (32,), '4.bias': (32,)}
 cn.save_safetensors(sys.argv[1] + '/np.safetensors',
                     {k: (1.0 if k.endswith('0.weight') and len(v) == 1 else 0.0)
                      + r.normal(0, 0.3, v).astype(np.float32) for k, v in shapes.items()},
@@ -143,6 +145,7 @@ close "$(torch_loss)" "$trained" 1e-4 "torch_gpt --load: the run's last evaluati
 # evaluation is torch's loss for them (and numpy's)
 S="Embed 32   # the tokens
 PosEmbed
+residual{LayerNorm, Attention 2 Causal}
 residual{layernorm, linear 64, GELU, linear 32}
 LayerNorm, linear v nobias tied,"
 check_ok "torch_gpt --save-init" -- "$py" "$tg" --data "$tmp/tiny.txt" --model "$S" --block 24 \
