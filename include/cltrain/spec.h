@@ -263,12 +263,15 @@ CLT_API const char *clt_layer_kind_help(clt_layer_kind k);
 typedef struct clt_spec_preset {
     const char *name;   /* "mlp" */
     const char *layers; /* its spec, the word N standing for the number of classes:
-                           "linear 256, relu, linear 128, relu, linear N" */
+                           "linear 256, relu, linear 128, relu, linear N"; a language model's
+                           head is "linear V", V the vocabulary (the classes) */
     const char *help;   /* one line saying what it is for */
+    int block;          /* a language model's window T, cltrain train's default --block
+                           (64 for gpt-mini, 256 for gpt-char); 0 for a model of features */
 } clt_spec_preset;
 
-/* Preset i, from 0, in the order "mlp", "logreg", "cnn", "resnet"; NULL past the last (and for a
- * negative i), so `for (int i = 0; clt_spec_preset_get(i); i++)` visits them all. Thread-safe;
+/* Preset i, from 0, in the order "mlp", "logreg", "cnn", "resnet", "gpt-mini", "gpt-char"; NULL
+ * past the last (and for a negative i), so `for (int i = 0; clt_spec_preset_get(i); i++)` visits them all. Thread-safe;
  * the preset is static. */
 CLT_API const clt_spec_preset *clt_spec_preset_get(int i);
 

@@ -35,7 +35,7 @@ int cli_parse_train_args(int argc, char **argv, struct train_args *a, bool *help
          "text: char (the sorted characters of the training text) or byte (256 ids) (char)",
          NULL},
         {"block", OPT_POS_INT, &a->block, "text: T, the tokens a window holds, the model's "
-         "context (64)", NULL},
+         "context (64; gpt-char's 256)", NULL},
         {"eval-batches", OPT_POS_INT, &a->eval_batches,
          "text: the fixed validation batches each evaluation averages over (20)", NULL},
         {"label-column", OPT_STR, &a->label_text, "CSV column of the label (0-based, -1 = last)",

@@ -56,7 +56,7 @@ static void print_spec_help(void)
     for (int k = 0; k < CLT_LAYER__COUNT; k++)
         cli_print_row(clt_layer_kind_usage((clt_layer_kind)k),
                       clt_layer_kind_help((clt_layer_kind)k));
-    printf("\npresets (a whole spec; N is the number of classes):\n");
+    printf("\npresets (a whole spec; N is the number of classes, V the vocabulary):\n");
     for (int i = 0; clt_spec_preset_get(i); i++) {
         const clt_spec_preset *p = clt_spec_preset_get(i);
         cli_print_row(p->name, p->help);

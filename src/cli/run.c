@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 int cli_check_augment_data(const struct train_args *a, const clt_dataset *train)
@@ -23,6 +24,19 @@ int cli_check_augment_data(const struct train_args *a, const clt_dataset *train)
 bool cli_is_text_data(const char *data)
 {
     return strncmp(data, "text:", 5) == 0 || strcmp(data, "shakespeare") == 0;
+}
+
+int cli_preset_block(const char *model)
+{
+    /* the spec parser's reading of a one-word spec: blanks around it, any case */
+    while (*model == ' ' || *model == '\t' || *model == '\n') model++;
+    size_t n = strcspn(model, " \t\n");
+    if (model[n + strspn(model + n, " \t\n")] != '\0') return 0;
+    for (int i = 0; clt_spec_preset_get(i); i++) {
+        const clt_spec_preset *p = clt_spec_preset_get(i);
+        if (strlen(p->name) == n && strncasecmp(p->name, model, n) == 0) return p->block;
+    }
+    return 0;
 }
 
 int cli_open_text(const char *data, const char *tokens, const char *from, bool plain_ok,
@@ -823,7 +837,8 @@ int cli_train(int argc, char **argv)
     if (a.mpi && env_rank() >= 0) set_rank_prefix(env_rank());
     int rc = cli_parse_train_args(argc, argv, &a, &help);
     if (rc != CLI_OK || help) return rc;
-    if (cli_is_text_data(a.data) && !a.block) a.block = 64; /* nanoGPT's CPU configuration */
+    if (cli_is_text_data(a.data) && !a.block) /* the preset's window, else nanoGPT's CPU one */
+        a.block = cli_preset_block(a.model) ? cli_preset_block(a.model) : 64;
     rc = cli_check_train_args(&a);
     if (rc != CLI_OK) return rc;
     rc = cli_make_optim_params(&a);

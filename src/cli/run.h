@@ -100,6 +100,9 @@ enum { MAX_RECIPE_CHANGES = 24 };
 
 /* Whether --data names text (text:FILE[,VAL_FILE] or shakespeare): a language model's data. */
 bool cli_is_text_data(const char *data);
+/* The window T of a --model that names a language-model preset (gpt-mini: 64, gpt-char: 256),
+ * its default --block; 0 for any other model. */
+int cli_preset_block(const char *model);
 /* Opens the text of --data into *out, tokenised by --tokens (NULL: char) or, with `from` (a
  * checkpoint; plain_ok: a plain state dict too), by that checkpoint's vocabulary, whose first
  * character outside it is the error. Prints the error; returns CLI_OK, CLI_USAGE or CLI_FAIL. */

@@ -23,23 +23,47 @@
 #define SPEC_PIPE_WAIT_MS 5000  /* the longest a FIFO's writer may keep the reader waiting */
 
 /* Presets: a name standing for a whole spec, its text with the word N for the number of
- * classes, and one line saying what it is for (cltrain's help and manual print them). */
+ * classes (a language model's head says V, the vocabulary, resolved as any "linear V" is), one
+ * line saying what it is for (cltrain's help and manual print them) and, for a language model,
+ * its window T. */
 static const clt_spec_preset presets[] = {
     {"mlp", "linear 256, relu, linear 128, relu, linear N",
-     "a multi-layer perceptron for flat inputs (the default of cltrain train)"},
-    {"logreg", "linear N", "multinomial logistic regression (linear regression for one output)"},
+     "a multi-layer perceptron for flat inputs (the default of cltrain train)", 0},
+    {"logreg", "linear N", "multinomial logistic regression (linear regression for one output)",
+     0},
     {"cnn",
      "conv 32 k3 p1, batchnorm, relu, maxpool 2, conv 64 k3 p1, batchnorm, relu, maxpool 2, "
      "flatten, dropout 0.25, linear 128, relu, linear N",
-     "a small convolutional network for (1, 28, 28)-like images"},
+     "a small convolutional network for (1, 28, 28)-like images", 0},
 #define RESNET_BLOCK(c, s)                                                                         \
     "residual { conv " c " k3" s " p1, batchnorm, relu, conv " c " k3 p1, batchnorm }, relu, "
     {"resnet",
      "conv 32 k3 p1, batchnorm, relu, " RESNET_BLOCK("32", "") RESNET_BLOCK("32", "")
          RESNET_BLOCK("64", " s2") RESNET_BLOCK("64", "") RESNET_BLOCK("128", " s2")
              RESNET_BLOCK("128", "") "globalavgpool, linear N",
-     "a residual network of six basic blocks (32, 64, 128 channels) for (C, H, W) images"},
+     "a residual network of six basic blocks (32, 64, 128 channels) for (C, H, W) images", 0},
 #undef RESNET_BLOCK
+/* GPT-2-style decoders (tools/torch_gpt.py builds the same text): pre-norm blocks, tied head */
+#define GPT_BLOCK(h, d4, d, drop)                                                                  \
+    "residual { layernorm, attention " h " causal" drop " }, residual { layernorm, linear " d4  \
+    ", gelu, linear " d drop " }, "
+#define GPT_HEAD "layernorm, linear V nobias tied"
+    {"gpt-mini",
+     "embed 128, posembed, " GPT_BLOCK("4", "512", "128", "") GPT_BLOCK("4", "512", "128", "")
+         GPT_BLOCK("4", "512", "128", "") GPT_BLOCK("4", "512", "128", "") GPT_HEAD,
+     "nanoGPT's CPU configuration: a character-level GPT of 4 layers, 4 heads, 128 dims, no "
+     "dropout (text; --block 64 by default)",
+     64},
+#define GPT_CHAR_BLOCK GPT_BLOCK("6", "1536", "384", ", dropout 0.2")
+    {"gpt-char",
+     "embed 384, posembed, dropout 0.2, " GPT_CHAR_BLOCK GPT_CHAR_BLOCK GPT_CHAR_BLOCK
+         GPT_CHAR_BLOCK GPT_CHAR_BLOCK GPT_CHAR_BLOCK GPT_HEAD,
+     "nanoGPT's shakespeare_char: a character-level GPT of 6 layers, 6 heads, 384 dims, "
+     "dropout 0.2 (text; --block 256 by default)",
+     256},
+#undef GPT_CHAR_BLOCK
+#undef GPT_HEAD
+#undef GPT_BLOCK
 };
 #define NPRESETS ((int)(sizeof presets / sizeof presets[0]))
 
@@ -435,7 +459,7 @@ static clt_status parse_preset(const source *src, const entry *e, int classes, c
 {
     clt_status st = CLT_OK;
     const int layer = 1;
-    char text[1024]; /* the longest preset with an 8-digit N */
+    char text[2048]; /* the longest preset (gpt-char, 1 KB) with an 8-digit N */
     *found = false;
     for (int i = 0; i < NPRESETS && !*found; i++) {
         if (!word_is(e->tok[0], e->len[0], presets[i].name)) continue;
@@ -450,7 +474,7 @@ static clt_status parse_preset(const source *src, const entry *e, int classes, c
             goto fail;
         }
         bool fits = expand_preset(&presets[i], classes, text, sizeof text);
-        CLT_ASSERT(fits); /* 1024 bytes hold the longest preset with an 8-digit N */
+        CLT_ASSERT(fits); /* 2048 bytes hold the longest preset with an 8-digit N */
         const source expanded = {text, NULL, false};
         CLT_TRY(parse_source(&expanded, classes, out));
     }

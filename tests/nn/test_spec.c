@@ -123,26 +123,33 @@ START_TEST(test_presets)
 }
 END_TEST
 
-/* The preset table: the four presets in order, each with a line of help, each name parsing to
- * its text with N the number of classes (a spec of its own: one word, 12345 classes), and NULL
- * outside the table. */
+/* The preset table: the six presets in order, each with a line of help, each name parsing to
+ * its text (a spec of its own) with N the number of classes (one word, 12345 classes), the
+ * language models' with their head's V and their window; NULL outside the table. */
 START_TEST(test_preset_table)
 {
-    static const char *const names[] = {"mlp", "logreg", "cnn", "resnet"};
+    static const char *const names[] = {"mlp", "logreg", "cnn", "resnet", "gpt-mini", "gpt-char"};
+    static const int blocks[] = {0, 0, 0, 0, 64, 256};
     int n = 0;
     for (; clt_spec_preset_get(n); n++) {
         const clt_spec_preset *p = clt_spec_preset_get(n);
-        ck_assert_int_lt(n, 4);
+        ck_assert_int_lt(n, 6);
         ck_assert_str_eq(p->name, names[n]);
+        ck_assert_int_eq(p->block, blocks[n]);
         ck_assert_ptr_nonnull(p->help);
         ck_assert_int_gt(strlen(p->help), 10);
         ck_assert_ptr_null(strchr(p->help, '\n'));
-        /* the layers, N read as 12345 by hand: the last word */
+        /* the layers, N read as 12345 by hand: the last word (a language model's: V) */
         const char *tail = strrchr(p->layers, ' ');
         ck_assert_ptr_nonnull(tail);
-        ck_assert_str_eq(tail, " N");
         char want[2048];
-        snprintf(want, sizeof want, "%.*s 12345", (int)(tail - p->layers), p->layers);
+        if (p->block) {
+            ck_assert_str_eq(tail, " tied");
+            snprintf(want, sizeof want, "%s", p->layers);
+        } else {
+            ck_assert_str_eq(tail, " N");
+            snprintf(want, sizeof want, "%.*s 12345", (int)(tail - p->layers), p->layers);
+        }
         clt_spec s, t;
         char *a = NULL, *b = NULL;
         ck_assert_int_eq(clt_spec_parse(p->name, 12345, &s), CLT_OK);
@@ -150,14 +157,51 @@ START_TEST(test_preset_table)
         ck_assert_int_eq(clt_spec_to_string(&s, &a), CLT_OK);
         ck_assert_int_eq(clt_spec_to_string(&t, &b), CLT_OK);
         ck_assert_str_eq(a, b);
+        ck_assert_int_eq(clt_spec_takes_tokens(&s), p->block > 0);
         free(a);
         free(b);
         clt_spec_free(&s);
         clt_spec_free(&t);
     }
-    ck_assert_int_eq(n, 4);
+    ck_assert_int_eq(n, 6);
     ck_assert_ptr_null(clt_spec_preset_get(-1));
-    ck_assert_ptr_null(clt_spec_preset_get(4));
+    ck_assert_ptr_null(clt_spec_preset_get(6));
+}
+END_TEST
+
+/* The GPT presets' specs are tools/torch_gpt.py's text (gpt_spec), and each builds on a
+ * 65-character vocabulary at its window: nanoGPT's parameter count (its blocks: layer norms,
+ * the attention's 3D x D and D x D projections with biases, the 4D-wide MLP; the head tied). */
+START_TEST(test_gpt_presets)
+{
+    static const struct {
+        const char *name;
+        int layers, heads, dim, block;
+        const char *drop;
+    } gpt[] = {{"gpt-mini", 4, 4, 128, 64, ""}, {"gpt-char", 6, 6, 384, 256, ", dropout 0.2"}};
+    for (int g = 0; g < 2; g++) {
+        char want[2048];
+        int used = snprintf(want, sizeof want, "embed %d, posembed%s", gpt[g].dim, gpt[g].drop);
+        for (int l = 0; l < gpt[g].layers; l++)
+            used += snprintf(want + used, sizeof want - (size_t)used,
+                             ", residual { layernorm, attention %d causal%s }, residual { "
+                             "layernorm, linear %d, gelu, linear %d%s }",
+                             gpt[g].heads, gpt[g].drop, 4 * gpt[g].dim, gpt[g].dim, gpt[g].drop);
+        snprintf(want + used, sizeof want - (size_t)used, ", layernorm, linear V nobias tied");
+        clt_spec s;
+        char *text = NULL;
+        ck_assert_int_eq(clt_spec_parse(gpt[g].name, 65, &s), CLT_OK);
+        ck_assert_int_eq(clt_spec_to_string(&s, &text), CLT_OK);
+        ck_assert_str_eq(text, want);
+        free(text);
+        ck_assert_int_eq(clt_spec_validate(&s, gpt[g].block, 65), CLT_OK);
+        uint64_t P = 0, D = (uint64_t)gpt[g].dim;
+        uint64_t block = 2 * D + (3 * D * D + 3 * D) + (D * D + D) + 2 * D + (4 * D * D + 4 * D) +
+                         (4 * D * D + D);
+        ck_assert_int_eq(clt_model_param_elements(&s, (size_t)gpt[g].block, 65, NULL, &P), CLT_OK);
+        ck_assert_uint_eq(P, 65 * D + (uint64_t)gpt[g].block * D + gpt[g].layers * block + 2 * D);
+        clt_spec_free(&s);
+    }
 }
 END_TEST
 
@@ -277,10 +321,10 @@ START_TEST(test_errors_positions_and_empty)
                  "integer, got \"0x10\"");
     expect_error("", 10, CLT_ERR_FORMAT,
                  "model spec: no layers; expected e.g. \"linear 128, relu, linear 10\" or a "
-                 "preset (mlp, logreg, cnn, resnet)");
+                 "preset (mlp, logreg, cnn, resnet, gpt-mini, gpt-char)");
     expect_error(" \n # nothing here\n\t", 10, CLT_ERR_FORMAT,
                  "model spec: no layers; expected e.g. \"linear 128, relu, linear 10\" or a "
-                 "preset (mlp, logreg, cnn, resnet)");
+                 "preset (mlp, logreg, cnn, resnet, gpt-mini, gpt-char)");
     /* An empty entry before a comma is an error (it used to be skipped: "a,,b" was "a,b"); a
      * trailing comma and blank lines are not. */
     expect_error("linear 64,,relu, linear 10", 10, CLT_ERR_FORMAT,
@@ -1036,6 +1080,7 @@ int main(void)
     tcase_add_test(tc, test_parse_comments_newlines_spaces);
     tcase_add_test(tc, test_presets);
     tcase_add_test(tc, test_preset_table);
+    tcase_add_test(tc, test_gpt_presets);
     tcase_add_test(tc, test_errors_layers);
     tcase_add_test(tc, test_errors_dropout);
     tcase_add_test(tc, test_errors_positions_and_empty);

@@ -1,0 +1,47 @@
+#!/bin/sh
+# The GPT presets from the command line: gpt-mini and gpt-char name their specs (a dry run
+# prints the spec and builds the model at the preset's window, 64 and 256 tokens, on a small
+# text's vocabulary; --block still overrides it), gpt-mini trains a few steps, and `cltrain
+# bench` times a language model on synthetic tokens (steps/s and tokens/s).
+. "$(dirname "$0")/../lib.sh"
+need_exe CLTRAIN_BIN
+need_python3 "to write the text"
+make_tmp
+C=$CLTRAIN_BIN
+
+python3 - "$tmp/tiny.txt" <<'PY'
+import random, sys
+random.seed(2)
+words = ['the', 'cat', 'sat', 'on', 'a', 'mat', 'and', 'dog', 'ran', 'to', 'red', 'hat']
+lines = [' '.join(random.choice(words) for _ in range(6)) + '.' for _ in range(300)]
+open(sys.argv[1], 'w').write('\n'.join(lines) + '\n')
+PY
+MINI="embed 128, posembed"
+BLOCK="residual { layernorm, attention 4 causal }, residual { layernorm, linear 512, gelu, linear 128 }"
+for i in 1 2 3 4; do MINI="$MINI, $BLOCK"; done
+MINI="$MINI, layernorm, linear V nobias tied"
+CHAR="embed 384, posembed, dropout 0.2"
+BLOCK="residual { layernorm, attention 6 causal, dropout 0.2 }, residual { layernorm, linear 1536, gelu, linear 384, dropout 0.2 }"
+for i in 1 2 3 4 5 6; do CHAR="$CHAR, $BLOCK"; done
+CHAR="$CHAR, layernorm, linear V nobias tied"
+
+# the dry runs: the spec, the preset's window and its parameters on a 15-character vocabulary
+# (nanoGPT's count: 15 x 128 + 64 x 128 + 4 x 198272 + 256 = 803,456; gpt-char 10,751,616)
+check_ok "gpt-mini: dry run" "windows of 64 tokens" "15-token vocabulary" "model $MINI (803456 parameters)" \
+    -- $C train --data "text:$tmp/tiny.txt" --model gpt-mini --steps 1 --batch-size 2 \
+    --eval-batches 1 --dry-run
+check_ok "gpt-char: dry run" "windows of 256 tokens" "model $CHAR (10751616 parameters)" \
+    -- $C train --data "text:$tmp/tiny.txt" --model GPT-Char --steps 1 --batch-size 1 \
+    --eval-batches 1 --dry-run
+check_ok "gpt-char --block 32: the flag wins" "windows of 32 tokens" -- $C train \
+    --data "text:$tmp/tiny.txt" --model gpt-char --block 32 --steps 1 --batch-size 1 \
+    --eval-batches 1 --dry-run
+# a spec (not a preset) keeps the default window
+check_ok "a spec: block 64" "windows of 64 tokens" -- $C train --data "text:$tmp/tiny.txt" \
+    --model "embed 16, posembed, layernorm, linear V nobias tied" --steps 1 --batch-size 2 \
+    --eval-batches 1 --dry-run
+
+# gpt-mini trains: two steps, a finite validation loss
+check_ok "gpt-mini: train 2 steps" "model $MINI" "step 0: val loss" "bits per character" -- \
+    $C train --data "text:$tmp/tiny.txt" --model gpt-mini --steps 2 --batch-size 2 \
+    --eval-batches 1 --optimizer adamw --log-every 0
