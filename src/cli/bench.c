@@ -1,16 +1,21 @@
 /* `cltrain bench`: training steps per second of a model on synthetic data resident on the
  * device (forward, cross-entropy, backward, optimizer), timed after a warm-up with the queues
- * finished before each clock read. The figures compared with PyTorch's.
+ * finished before each clock read. The figures compared with PyTorch's. A language model (a
+ * spec starting with embed: gpt-mini, gpt-char) trains on random token ids of a 65-token
+ * vocabulary (tiny-shakespeare's, as tools/torch_gpt.py --bench), with the recipe's AdamW and
+ * clipping, and reports tokens/s as well.
  * `cltrain bench --data SPEC`: the data loaders instead: epoch time of real training with the
  * split resident on the device, streamed from pinned staging and from pageable staging; host
  * waits per epoch against the goal; the loader's upload bandwidth against raw
  * clEnqueueWriteBuffer copies of the same sizes (event times on a profiling ctx). */
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "cli/run.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The synthetic data's generator (SplitMix64): any fixed sequence will do, the figures do not
  * depend on the values. */
@@ -372,6 +377,7 @@ struct step_bench {
     long batch, steps, warmup, features, classes, repeats;
     size_t shape[3]; /* one input sample's shape; all 0: flat (features) */
     clt_dtype precision; /* the model's storage: f32, or bf16 / f16 (mixed precision) */
+    long block; /* a language model's window T (features = T, classes = V); 0: not one */
 };
 
 enum { NBATCH = 8 }; /* distinct batches the timed steps cycle through */
@@ -401,47 +407,112 @@ static void step_state_free(struct step_state *s)
     clt_ctx_free(s->ctx);
 }
 
-static int step_state_create(struct step_state *s, const struct step_bench *o)
+/* The model's biases and normalisation parameters take no weight decay, as in training. */
+static clt_status exempt_from_decay(clt_optim *o, const clt_model *m)
+{
+    const int n = clt_model_param_count(m);
+    size_t *off = malloc((size_t)(n ? n : 1) * sizeof *off);
+    size_t *cnt = malloc((size_t)(n ? n : 1) * sizeof *cnt);
+    int k = 0;
+    clt_status st = off && cnt ? CLT_OK : CLT_ERR_HOST_MEMORY;
+    for (int i = 0; st == CLT_OK && i < n; i++) {
+        const struct clt_param_info *pi = clt_model_param_info(m, i);
+        if (pi->decays) continue;
+        off[k] = pi->offset;
+        cnt[k++] = pi->numel;
+    }
+    if (st == CLT_OK) st = clt_optim_set_no_decay(o, k, off, cnt);
+    free(off);
+    free(cnt);
+    return st;
+}
+
+/* The spec parsed, checked against the data's shape: one row of N outputs per sample, or for
+ * a language model V logits at each of its T positions. */
+static int parse_bench_model(struct step_state *s, const struct step_bench *o)
+{
+    size_t F = (size_t)o->features, N = (size_t)o->classes;
+    int rc = cli_parse_model("--model", o->model, (int)o->classes, &s->spec);
+    if (rc != CLI_OK) return rc;
+    if (o->block) {
+        uint64_t P = 0;
+        if (clt_spec_validate(&s->spec, (int)o->block, (int)o->classes) != CLT_OK ||
+            clt_model_param_elements(&s->spec, F, N, NULL, &P) != CLT_OK)
+            return cli_usage_error("%s", clt_last_errmsg());
+        return CLI_OK;
+    }
+    char why[400];
+    if (!cli_spec_one_row(&s->spec, F, (int)N, o->shape, why, sizeof why))
+        return cli_usage_error("--model: %s", why);
+    return CLI_OK;
+}
+
+/* NBATCH batches on the host: inputs uniform in [0, 1) (f32), or a language model's token ids
+ * (i32, written over the same bytes), and labels in [0, N); *hx and *hy malloc'd. */
+static bool synthetic_batches(const struct step_bench *o, void **hx, int32_t **hy)
+{
+    size_t nx = NBATCH * (size_t)o->batch * (size_t)o->features;
+    size_t ny = o->block ? nx : NBATCH * (size_t)o->batch;
+    uint64_t rng = 1, N = (uint64_t)o->classes;
+    *hx = malloc(nx * sizeof(float)); /* f32 and i32 alike */
+    *hy = malloc(ny * sizeof **hy);
+    if (!*hx || !*hy) return false;
+    for (size_t i = 0; i < nx; i++) {
+        if (o->block) ((int32_t *)*hx)[i] = (int32_t)(splitmix64(&rng) % N);
+        else ((float *)*hx)[i] = (float)(splitmix64(&rng) >> 40) * 0x1p-24f;
+    }
+    for (size_t i = 0; i < ny; i++) (*hy)[i] = (int32_t)(splitmix64(&rng) % N);
+    return true;
+}
+
+/* The optimizer: --optimizer's defaults, or for a language model (the optimizer not given)
+ * tools/torch_gpt.py's recipe: AdamW, betas 0.9 and 0.99, weight decay 0.1 on matrices and
+ * embeddings, the gradients clipped to global norm 1. */
+static struct clt_optim_params bench_optim(const struct step_bench *o, bool lm_recipe)
+{
+    struct clt_optim_params op = clt_optim_default_params(lm_recipe ? CLT_OPTIM_ADAMW : o->kind);
+    if (lm_recipe) {
+        op.beta2 = 0.99f;
+        op.weight_decay = 0.1f;
+        op.clip_grad = 1.0f;
+    }
+    return op;
+}
+
+static int step_state_create(struct step_state *s, const struct step_bench *o, bool lm_recipe)
 {
     int rc = CLI_FAIL;
-    float *hx = NULL;
+    void *hx = NULL;
     int32_t *hy = NULL;
     size_t B = (size_t)o->batch, F = (size_t)o->features, N = (size_t)o->classes, one = 1;
+    size_t T = (size_t)o->block;
     struct clt_ctx_params cp = clt_ctx_default_params();
     cp.device = o->device;
     if (clt_ctx_create(&s->ctx, &cp) != CLT_OK) {
         cli_error("%s", clt_last_errmsg());
         goto done;
     }
-    rc = cli_parse_model("--model", o->model, (int)o->classes, &s->spec);
+    rc = parse_bench_model(s, o);
     if (rc != CLI_OK) goto done;
-    char why[400];
-    if (!cli_spec_one_row(&s->spec, F, (int)N, o->shape, why, sizeof why)) {
-        rc = cli_usage_error("--model: %s", why);
-        goto done;
-    }
     rc = CLI_FAIL;
     struct clt_model_params mp = clt_model_default_params();
     mp.max_batch = B;
     mp.precision = o->precision;
     memcpy(mp.input_shape, o->shape, sizeof mp.input_shape);
-    struct clt_optim_params op = clt_optim_default_params(o->kind);
-    size_t xd[2] = {NBATCH * B, F}, yd = NBATCH * B, dd[2] = {B, N};
-    hx = malloc(xd[0] * F * sizeof *hx);
-    hy = malloc(yd * sizeof *hy);
-    if (!hx || !hy) {
+    struct clt_optim_params op = bench_optim(o, lm_recipe);
+    /* labels: one per sample, or a language model's next token at each position (B T) */
+    size_t xd[2] = {NBATCH * B, F}, yd = NBATCH * B * (T ? T : 1), dd[3] = {B, T ? T : N, N};
+    if (!synthetic_batches(o, &hx, &hy)) {
         cli_error("out of host memory");
         goto done;
     }
-    uint64_t rng = 1;
-    for (size_t i = 0; i < xd[0] * F; i++) /* uniform in [0, 1) */
-        hx[i] = (float)(splitmix64(&rng) >> 40) * 0x1p-24f;
-    for (size_t i = 0; i < yd; i++) hy[i] = (int32_t)(splitmix64(&rng) % (uint64_t)N);
     if (clt_model_create(&s->m, s->ctx, &s->spec, F, N, &mp) != CLT_OK ||
         clt_optim_create(&s->opt, clt_model_params(s->m), &op) != CLT_OK ||
-        clt_tensor_create(&s->x, s->ctx, CLT_DTYPE_F32, 2, xd, CLT_MEM_OTHER) != CLT_OK ||
+        (op.weight_decay > 0.0f && exempt_from_decay(s->opt, s->m) != CLT_OK) ||
+        clt_tensor_create(&s->x, s->ctx, T ? CLT_DTYPE_I32 : CLT_DTYPE_F32, 2, xd,
+                          CLT_MEM_OTHER) != CLT_OK ||
         clt_tensor_create(&s->y, s->ctx, CLT_DTYPE_I32, 1, &yd, CLT_MEM_OTHER) != CLT_OK ||
-        clt_tensor_create(&s->dout, s->ctx, CLT_DTYPE_F32, 2, dd, CLT_MEM_ACTIVATIONS) !=
+        clt_tensor_create(&s->dout, s->ctx, CLT_DTYPE_F32, T ? 3 : 2, dd, CLT_MEM_ACTIVATIONS) !=
             CLT_OK ||
         clt_tensor_zeros(&s->loss, s->ctx, CLT_DTYPE_F32, 1, &one, CLT_MEM_WORKSPACE) != CLT_OK ||
         clt_tensor_write(s->x, hx, true, NULL) != CLT_OK ||
@@ -465,24 +536,29 @@ done:
 static clt_status step_bench_run(struct step_state *s, const struct step_bench *o, long n)
 {
     clt_status st = CLT_OK;
-    clt_tensor *xb = NULL, *yb = NULL;
-    size_t B = (size_t)o->batch, F = (size_t)o->features, bd[2] = {B, F};
+    clt_tensor *xb = NULL, *yb = NULL, *lv = NULL, *dv = NULL;
+    /* R rows of N logits: a sample's, or (language model) each of its T positions' */
+    size_t B = (size_t)o->batch, F = (size_t)o->features, N = (size_t)o->classes,
+           R = B * (o->block ? (size_t)o->block : 1), bd[2] = {B, F}, rd[2] = {R, N};
+    st = clt_tensor_view(&dv, s->dout, 0, 2, rd);
     for (long i = 0; i < n && st == CLT_OK; i++) {
         size_t k = (size_t)i % NBATCH;
         clt_tensor *out = NULL;
         st = clt_tensor_view(&xb, s->x, k * B * F, 2, bd);
-        if (st == CLT_OK) st = clt_tensor_view(&yb, s->y, k * B, 1, &B);
+        if (st == CLT_OK) st = clt_tensor_view(&yb, s->y, k * R, 1, &R);
         if (st == CLT_OK) st = clt_model_forward(s->m, xb, true, (uint64_t)i, &out);
+        if (st == CLT_OK) st = clt_tensor_view(&lv, out, 0, 2, rd);
         if (st == CLT_OK)
-            st = clt_loss_softmax_xent(out, yb, 0.0f, 1.0f, 1.0f / (float)B, s->dout, s->loss,
-                                       NULL);
+            st = clt_loss_softmax_xent(lv, yb, 0.0f, 1.0f, 1.0f / (float)R, dv, s->loss, NULL);
         if (st == CLT_OK && s->scaler) st = clt_scaler_scale(s->scaler, s->dout);
         if (st == CLT_OK) st = clt_model_backward(s->m, s->dout, false);
         if (st == CLT_OK) st = clt_optim_step_scaled(s->opt, clt_model_grads(s->m), s->scaler);
         clt_tensor_free(xb);
         clt_tensor_free(yb);
-        xb = yb = NULL;
+        clt_tensor_free(lv);
+        xb = yb = lv = NULL;
     }
+    clt_tensor_free(dv);
     return st;
 }
 
@@ -511,12 +587,12 @@ static clt_status step_bench_time(struct step_state *s, const struct step_bench 
 }
 
 /* Training steps per second on synthetic data resident on the device. */
-static int bench_steps(const struct step_bench *o)
+static int bench_steps(const struct step_bench *o, bool lm_recipe)
 {
     struct step_state s = {0};
     double rates[64];
     long nrep = o->repeats < 64 ? o->repeats : 64;
-    int rc = step_state_create(&s, o);
+    int rc = step_state_create(&s, o, lm_recipe);
     if (rc == CLI_OK && step_bench_time(&s, o, nrep, rates) != CLT_OK)
         rc = cli_error("%s", clt_ctx_errmsg(s.ctx));
     if (rc == CLI_OK) {
@@ -525,18 +601,61 @@ static int bench_steps(const struct step_bench *o)
         struct clt_mem_stats ms = clt_ctx_mem_stats(s.ctx);
         char peak[32];
         clt_format_bytes(ms.peak, peak, sizeof peak);
-        printf("bench on [%d] %s: model %zu-%s, batch %zu, %s, precision %s: %.1f steps/s, "
-               "%.0f samples/s (median of %ld x %ld steps after %ld warm-up; min %.1f, max %.1f "
-               "steps/s); peak device memory %s\n",
-               clt_ctx_device(s.ctx)->index, clt_ctx_device(s.ctx)->device_name,
-               (size_t)o->features, text ? text : o->model, (size_t)o->batch,
-               clt_optim_kind_name(o->kind), cli_precision_name(o->precision), rates[nrep / 2],
-               rates[nrep / 2] * (double)o->batch, nrep, o->steps, o->warmup, rates[0],
-               rates[nrep - 1], peak);
+        const struct clt_optim_params op = bench_optim(o, lm_recipe);
+        if (o->block)
+            printf("bench on [%d] %s: model %s, batch %zu x block %ld (%ld-token vocabulary, "
+                   "random tokens), %s%s, precision %s: %.2f steps/s, %.0f tokens/s (median of "
+                   "%ld x %ld steps after %ld warm-up; min %.2f, max %.2f steps/s); peak device "
+                   "memory %s\n",
+                   clt_ctx_device(s.ctx)->index, clt_ctx_device(s.ctx)->device_name,
+                   text ? text : o->model, (size_t)o->batch, o->block, o->classes,
+                   clt_optim_kind_name(op.kind), op.clip_grad > 0 ? " clipped to norm 1" : "",
+                   cli_precision_name(o->precision), rates[nrep / 2],
+                   rates[nrep / 2] * (double)(o->batch * o->block), nrep, o->steps, o->warmup,
+                   rates[0], rates[nrep - 1], peak);
+        else
+            printf("bench on [%d] %s: model %zu-%s, batch %zu, %s, precision %s: %.1f steps/s, "
+                   "%.0f samples/s (median of %ld x %ld steps after %ld warm-up; min %.1f, max "
+                   "%.1f steps/s); peak device memory %s\n",
+                   clt_ctx_device(s.ctx)->index, clt_ctx_device(s.ctx)->device_name,
+                   (size_t)o->features, text ? text : o->model, (size_t)o->batch,
+                   clt_optim_kind_name(o->kind), cli_precision_name(o->precision),
+                   rates[nrep / 2], rates[nrep / 2] * (double)o->batch, nrep, o->steps,
+                   o->warmup, rates[0], rates[nrep - 1], peak);
         free(text);
     }
     step_state_free(&s);
     return rc;
+}
+
+/* Whether --model reads token ids (a spec file's or text's first layer embed): a language
+ * model's bench. A spec that does not parse is not one; its error comes from the real parse. */
+static bool is_language_model(const char *model)
+{
+    clt_spec spec = {0};
+    bool lm = (access(model, R_OK) == 0 ? clt_spec_parse_file(model, 65, &spec)
+                                        : clt_spec_parse(model, 65, &spec)) == CLT_OK &&
+              clt_spec_takes_tokens(&spec);
+    clt_spec_free(&spec);
+    return lm;
+}
+
+/* A language model's defaults for the flags not given: V 65 (tiny-shakespeare's characters), T
+ * the preset's window (else 64), nanoGPT's batch (gpt-char 64, else 12), steps as
+ * tools/torch_gpt.py --bench times them (3 warm-up). */
+static int language_model_defaults(struct step_bench *o, const char *shape_text,
+                                   bool features_seen, const bool seen[5])
+{
+    if (shape_text || features_seen)
+        return cli_usage_error("--model %s reads token ids: its input is --block T tokens, not "
+                               "--%s", o->model, shape_text ? "input-shape" : "features");
+    if (!seen[0]) o->classes = 65;
+    if (!o->block) o->block = cli_preset_block(o->model) ? cli_preset_block(o->model) : 64;
+    if (!seen[1]) o->batch = cli_preset_block(o->model) == 256 ? 64 : 12;
+    if (!seen[2]) o->steps = 10;
+    if (!seen[3]) o->warmup = 3;
+    o->features = o->block;
+    return CLI_OK;
 }
 
 int cli_bench(int argc, char **argv)
@@ -546,6 +665,8 @@ int cli_bench(int argc, char **argv)
     long batch = 128, steps = 200, warmup = 10, features = 784, classes = 10, repeats = 3,
          epochs = 1, log_every = 100, prefetch = 3;
     bool no_pin = false, features_seen = false;
+    bool seen[5] = {false}; /* --classes, --batch-size, --steps, --warmup, --optimizer */
+    long block = 0;
     const struct cli_opt opts[] = {
         {"data", OPT_STR, &data,
          "benchmark the data loaders on this data set (fashion-mnist, mnist, idx:, csv:)", NULL},
@@ -556,15 +677,24 @@ int cli_bench(int argc, char **argv)
         {"log-every", OPT_NONNEG_INT, &log_every, "--data: steps between loss reads (100)",
          NULL},
         {"model", OPT_STR, &model, cli_model_help("mlp"), NULL},
-        {"batch-size", OPT_POS_INT, &batch, "samples per step (128)", NULL},
-        {"steps", OPT_POS_INT, &steps, "timed steps per repeat (200)", NULL},
-        {"warmup", OPT_NONNEG_INT, &warmup, "untimed steps first (10)", NULL},
+        {"batch-size", OPT_POS_INT, &batch,
+         "samples per step (128; a language model's windows: 12, gpt-char 64)", &seen[1]},
+        {"block", OPT_POS_INT, &block,
+         "a language model's window T (the preset's: gpt-mini 64, gpt-char 256; else 64)", NULL},
+        {"steps", OPT_POS_INT, &steps, "timed steps per repeat (200; a language model 10)",
+         &seen[2]},
+        {"warmup", OPT_NONNEG_INT, &warmup, "untimed steps first (10; a language model 3)",
+         &seen[3]},
         {"repeats", OPT_POS_INT, &repeats, "timed repeats; the median is reported (3)", NULL},
         {"features", OPT_POS_INT, &features, "input width (784)", &features_seen},
         {"input-shape", OPT_STR, &shape_text,
          "one sample's shape C,H,W or T,C (1,28,28 unless --features is given)", NULL},
-        {"classes", OPT_POS_INT, &classes, "output width (10)", NULL},
-        {"optimizer", OPT_STR, &optimizer, "sgd, adam or adamw (adam)", NULL},
+        {"classes", OPT_POS_INT, &classes,
+         "output width (10); a language model's vocabulary V (65)", &seen[0]},
+        {"optimizer", OPT_STR, &optimizer,
+         "sgd, adam or adamw (adam; a language model: AdamW, betas 0.9,0.99, weight decay 0.1, "
+         "clipped to norm 1)",
+         &seen[4]},
         {"precision", OPT_STR, &precision,
          "fp32 (default), bf16 or fp16 (mixed precision, as cltrain train)", NULL},
         {"device", OPT_STR, &device, "auto, gpu, cpu, accelerator, N, P:D or a name", NULL},
@@ -585,8 +715,16 @@ int cli_bench(int argc, char **argv)
         return bench_data(&o);
     }
     struct step_bench o = {model, device, kind, batch, steps, warmup, features, classes, repeats,
-                           {0, 0, 0}, CLT_DTYPE_F32};
+                           {0, 0, 0}, CLT_DTYPE_F32, block};
     if (cli_parse_precision(precision, &o.precision) != CLI_OK) return CLI_USAGE;
+    bool lm = is_language_model(model);
+    if (lm) {
+        rc = language_model_defaults(&o, shape_text, features_seen, seen);
+        if (rc != CLI_OK) return rc;
+        return bench_steps(&o, !seen[4]);
+    }
+    if (block) return cli_usage_error("--block %ld: for a language model (a spec starting with "
+                                      "embed), not --model %s", block, model);
     if (shape_text) {
         if (cli_parse_shape("input-shape", shape_text, o.shape) != CLI_OK) return CLI_USAGE;
         size_t n = o.shape[0] * o.shape[1] * (o.shape[2] ? o.shape[2] : 1);
@@ -598,5 +736,5 @@ int cli_bench(int argc, char **argv)
         o.shape[0] = 1; /* the default 784 features: a Fashion-MNIST image */
         o.shape[1] = o.shape[2] = 28;
     }
-    return bench_steps(&o);
+    return bench_steps(&o, false);
 }

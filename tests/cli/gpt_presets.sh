@@ -2,7 +2,8 @@
 # The GPT presets from the command line: gpt-mini and gpt-char name their specs (a dry run
 # prints the spec and builds the model at the preset's window, 64 and 256 tokens, on a small
 # text's vocabulary; --block still overrides it), gpt-mini trains a few steps, and `cltrain
-# bench` times a language model on synthetic tokens (steps/s and tokens/s).
+# bench` times a language model on synthetic tokens (steps/s and tokens/s; --block and
+# --features refused where they do not apply).
 . "$(dirname "$0")/../lib.sh"
 need_exe CLTRAIN_BIN
 need_python3 "to write the text"
@@ -45,3 +46,22 @@ check_ok "a spec: block 64" "windows of 64 tokens" -- $C train --data "text:$tmp
 check_ok "gpt-mini: train 2 steps" "model $MINI" "step 0: val loss" "bits per character" -- \
     $C train --data "text:$tmp/tiny.txt" --model gpt-mini --steps 2 --batch-size 2 \
     --eval-batches 1 --optimizer adamw --log-every 0
+
+# bench: a language model's steps/s and tokens/s on random tokens (B x T tokens a step)
+check_ok "bench gpt-mini" "batch 2 x block 64" "65-token vocabulary" "adamw clipped to norm 1" \
+    "model $MINI," -- $C bench --model gpt-mini --batch-size 2 --steps 2 --warmup 1 --repeats 1
+rate=$(sed -n 's/.*: \([0-9.]*\) steps\/s, \([0-9]*\) tokens\/s .*/\1 \2/p' "$tmp/out")
+[ -n "$rate" ] || fail "bench gpt-mini: no steps/s and tokens/s in: $(cat "$tmp/out")"
+python3 -c "
+import sys
+steps, tokens = map(float, sys.argv[1:3])
+assert steps > 0 and abs(tokens - steps * 2 * 64) <= 0.005 * 2 * 64 + 1, (steps, tokens)  # steps/s printed to 0.01
+" $rate || fail "bench gpt-mini: tokens/s is not steps/s x 2 x 64: $rate"
+echo "ok: bench gpt-mini: $rate (steps/s, tokens/s)"
+check_ok "bench: a spec starting with embed, --block" "batch 3 x block 8" "tokens/s" -- \
+    $C bench --model "embed 16, posembed, layernorm, linear V nobias tied" --block 8 \
+    --batch-size 3 --steps 2 --warmup 0 --repeats 1
+check_bad --code 2 "bench: --block with an image model" "--block 8" "not --model mlp" -- \
+    $C bench --model mlp --block 8 --steps 1
+check_bad --code 2 "bench: --features with a language model" "reads token ids" -- \
+    $C bench --model gpt-mini --features 8 --steps 1
