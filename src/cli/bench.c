@@ -531,7 +531,10 @@ done:
 }
 
 /* n training steps (forward, cross-entropy, backward, optimizer) over the NBATCH batches in
- * turn, enqueued without waiting; in mixed precision as `cltrain train` steps (f16: the loss
+ * turn, enqueued without waiting (a language model's loss through the public
+ * clt_loss_softmax_xent: under 256 classes its one-work-group kernel, where `cltrain train`
+ * takes the per-row kernel at every vocabulary: either is B T V exponentials, 50,000 at
+ * gpt-mini's shapes against its 3.7 GFLOP of matrix products a step); in mixed precision as `cltrain train` steps (f16: the loss
  * scaled, the update skipped on inf/NaN; the update refreshes the 16-bit weights). */
 static clt_status step_bench_run(struct step_state *s, const struct step_bench *o, long n)
 {
