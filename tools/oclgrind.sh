@@ -59,7 +59,7 @@ tools/setup.sh "$build" -Dwerror=true -Dbuildtype=debugoptimized >/dev/null
 # the side-by-side runs end together
 programs=(gemm amp model conv train memory loader batchnorm layernorm embedding attention
           augment elementwise cast tensor runtime activation linear_ops loss dropout input optim
-          pool checkpoint textbatch)
+          pool checkpoint textbatch sample)
 parts=("$@")
 ((${#parts[@]})) || parts=("${programs[@]}" cli)
 

@@ -195,6 +195,26 @@ CLT_API clt_status clt_text_sampler_train_batch(clt_text_sampler *s, uint64_t st
 CLT_API clt_status clt_text_sampler_eval_batch(clt_text_sampler *s, size_t k, clt_tensor *x,
                                                clt_tensor *y);
 
+/* ---- drawing generated text ----------------------------------------------------------------- */
+
+/* How clt_text_sample draws a token, as tools/torch_gpt.py's rule. */
+struct clt_text_sample_params {
+    float temperature; /* the logits are divided by it: > 0 (default 1) */
+    size_t top_k;      /* only the k largest logits (ties with the k-th kept); 0 (default): all */
+    uint64_t seed;     /* of the draws (default 1) */
+};
+CLT_API struct clt_text_sample_params clt_text_sample_default_params(void);
+
+/* Enqueues (compute queue, no host wait) the draw of the token at `position` of a generated
+ * text into id (an i32 tensor of at least one element): from row `row` of logits (f32, rows of
+ * V), softmax(logits / temperature) over the top_k largest, and a multinomial draw by the
+ * uniform element `position` of the Philox stream of generated text under p->seed (the same
+ * token on every device for the same logits). id reads -1 when no logit is a number. Returns
+ * CLT_OK, CLT_ERR_SHAPE (dtypes, a row outside logits), CLT_ERR_INVALID_ARG (a temperature not
+ * above 0), CLT_ERR_DEVICE_MISMATCH or CLT_ERR_OPENCL. Not thread-safe (the tensors' ctx). */
+CLT_API clt_status clt_text_sample(clt_tensor *id, const clt_tensor *logits, size_t row, size_t V,
+                                   uint64_t position, const struct clt_text_sample_params *p);
+
 #ifdef __cplusplus
 }
 #endif

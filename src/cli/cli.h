@@ -83,6 +83,7 @@ int cli_selfcheck(int argc, char **argv);
 int cli_train(int argc, char **argv);
 int cli_eval(int argc, char **argv);
 int cli_predict(int argc, char **argv);
+int cli_generate(int argc, char **argv); /* generate.c: text from a language model */
 int cli_bench(int argc, char **argv);
 int cli_kernels(int argc, char **argv);
 int cli_plot(int argc, char **argv); /* plot.c: training curves as SVG; no device */

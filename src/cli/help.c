@@ -19,6 +19,7 @@ void cli_usage(FILE *f)
           "  train [options]                   train a model (default: MLP on Fashion-MNIST)\n"
           "  eval --load FILE [options]        loss and accuracy of a checkpoint\n"
           "  predict --load FILE [options]     predicted classes and probabilities as CSV\n"
+          "  generate --load FILE [options]    text from a language model, streamed\n"
           "  bench [options]                   training steps/s on synthetic resident data\n"
           "  plot METRICS.jsonl... [-o FILE]   training curves of runs (train --metrics) as SVG\n"
           "  kernels --list | --source FILES   (developers) every program the library may\n"
@@ -106,8 +107,8 @@ static int man_options(void)
         int (*run)(int argc, char **argv);
     } commands[] = {
         {"devices", cli_devices}, {"selfcheck", cli_selfcheck}, {"train", cli_train},
-        {"eval", cli_eval},       {"predict", cli_predict},     {"bench", cli_bench},
-        {"plot", cli_plot},       {"kernels", cli_kernels},
+        {"eval", cli_eval},       {"predict", cli_predict},     {"generate", cli_generate},
+        {"bench", cli_bench},     {"plot", cli_plot},           {"kernels", cli_kernels},
     };
     man_region_begin(stdout, "options");
     cli_set_help_roff(true);

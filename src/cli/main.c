@@ -59,6 +59,7 @@ static int run_command(int argc, char **argv)
     if (strcmp(cmd, "train") == 0) return cli_train(argc - 1, argv + 1);
     if (strcmp(cmd, "eval") == 0) return cli_eval(argc - 1, argv + 1);
     if (strcmp(cmd, "predict") == 0) return cli_predict(argc - 1, argv + 1);
+    if (strcmp(cmd, "generate") == 0) return cli_generate(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cli_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "plot") == 0) return cli_plot(argc - 1, argv + 1);
     if (strcmp(cmd, "kernels") == 0) return cli_kernels(argc - 1, argv + 1);

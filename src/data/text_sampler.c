@@ -160,3 +160,21 @@ clt_status clt_text_sampler_eval_batch(clt_text_sampler *s, size_t k, clt_tensor
                                  .total = s->p.eval_batches * s->p.batch};
     return clt_op_textbatch_gather(x, y, s->tok[1], s->p.batch, s->p.block, &w);
 }
+
+struct clt_text_sample_params clt_text_sample_default_params(void)
+{
+    struct clt_text_sample_params p = {.temperature = 1.0f, .top_k = 0, .seed = 1};
+    return p;
+}
+
+clt_status clt_text_sample(clt_tensor *id, const clt_tensor *logits, size_t row, size_t V,
+                           uint64_t position, const struct clt_text_sample_params *p)
+{
+    CLT_ASSERT(id && logits && p);
+    struct clt_sample_params sp = {.temperature = p->temperature,
+                                   .top_k = p->top_k,
+                                   .seed = p->seed,
+                                   .stream = clt_rng_stream(CLT_RNG_GENERATE, 0),
+                                   .index = position};
+    return clt_op_sample(id, logits, row, V, &sp);
+}

@@ -37,6 +37,7 @@ struct clt__op_family {
     X(batchnorm)                                                                                   \
     X(layernorm)                                                                                   \
     X(textbatch)                                                                                   \
+    X(sample)                                                                                      \
     X(embedding)                                                                                   \
     X(attention)                                                                                   \
     X(gemm)

@@ -385,6 +385,19 @@ struct clt_textbatch_windows {
  * [0, total). One work-group per window. */
 clt_status clt_op_textbatch_gather(clt_tensor *x, clt_tensor *y, const clt_tensor *tokens, size_t B,
                                size_t T, const struct clt_textbatch_windows *w);
+/* ---- drawing the next token (cl/sample.cl, src/ops/sample.c) -------------------------------
+ * How one token is drawn from a row of logits (cltrain/text.h's clt_text_sample says the rule). */
+struct clt_sample_params {
+    float temperature;            /* > 0 */
+    size_t top_k;                 /* 0 or >= V: every token */
+    uint64_t seed, stream, index; /* the Philox element of the draw */
+};
+/* out[0] (i32) = the id drawn from logits[row * V .. row * V + V) (f32): softmax of logits /
+ * temperature over the top_k largest (ties with the k-th kept), one Philox uniform walked along
+ * the cumulative weights; -1 when no logit compares (all NaN). One work-item. CLT_ERR_SHAPE for
+ * wrong dtypes or a row outside logits; CLT_ERR_INVALID_ARG for a temperature not above 0. */
+clt_status clt_op_sample(clt_tensor *out, const clt_tensor *logits, size_t row, size_t V,
+                         const struct clt_sample_params *p);
 /* ---- token embedding and learned positions (cl/embedding.cl, src/ops/embedding.c) ----------
  * As nn.Embedding(V, D) and a learned position table (T, D) (GPT-2's wte and wpe) over R = B T
  * positions, row r at position r % T. table, pos, out, x, y and dy share one dtype (f32, f16 or

@@ -44,13 +44,16 @@ void clt_rng_permutation(uint64_t seed, uint64_t stream, uint32_t *perm, size_t 
  *                                 sample at position p of the epoch's order (src/data/loader.c,
  *                                 cl/augment.cl)
  *   text windows at step s         clt_rng_stream(CLT_RNG_TEXT, s), indices 2w and 2w + 1 for
- *                                 window w (src/data/text_sampler.c, cl/textbatch.cl) */
+ *                                 window w (src/data/text_sampler.c, cl/textbatch.cl)
+ *   generated text                 clt_rng_stream(CLT_RNG_GENERATE, 0), index p for the token at
+ *                                  position p of the text (prompt included; cl/sample.cl) */
 typedef enum clt_rng_purpose {
     CLT_RNG_INIT = 1,
     CLT_RNG_SHUFFLE = 2,
     CLT_RNG_DROPOUT = 3,
     CLT_RNG_DATA = 4, /* augmentation, sampling of the data */
     CLT_RNG_TEXT = 5, /* the training windows of a text */
+    CLT_RNG_GENERATE = 6, /* generated text: element p draws the token at position p */
     CLT_RNG_USER = 255
 } clt_rng_purpose;
 
