@@ -4,7 +4,7 @@
  * transfer queue, the program cache, the memory accountant and the last error message.
  * A ctx, and everything made on it, is used from one thread at a time; the functions without a
  * ctx say whether they are thread-safe. Only clt_ctx_finish, clt_ctx_wait and clt_ctx_free wait
- * for the device.
+ * for the device (and the trainer's pacing, clt__ctx_pace).
  *
  * Usage:
  *
@@ -185,6 +185,11 @@ struct clt_ctx_stats {
     long disk_cache_rejects; /* cache files found but ignored (truncated, corrupt, foreign) */
     long host_waits[CLT_WAIT__COUNT];
     long host_waits_total;
+    /* Waits that kept the host from queueing more than a few training steps ahead of the
+     * device (so that a signal stops a run within those steps): the device still had a step
+     * queued, so these stall nothing and are not host waits. Counted when the step was not
+     * done yet. */
+    long paced;
 };
 CLT_API struct clt_ctx_stats clt_ctx_stats(const clt_ctx *ctx);
 

@@ -25,8 +25,8 @@ static void add_change(struct train_run *r, const char *flag, const char *was, c
     if (r->nchanges == MAX_RECIPE_CHANGES) return;
     struct recipe_change *c = &r->changes[r->nchanges++];
     snprintf(c->flag, sizeof c->flag, "%s", flag);
-    snprintf(c->was, sizeof c->was, "%s", was);
-    snprintf(c->now, sizeof c->now, "%s", now);
+    snprintf(c->was, sizeof c->was, "%.*s", (int)sizeof c->was - 1, was); /* cut to fit */
+    snprintf(c->now, sizeof c->now, "%.*s", (int)sizeof c->now - 1, now); /* cut to fit */
     snprintf(c->why, sizeof c->why, "%s", why);
     c->fixed = fixed;
 }

@@ -546,6 +546,20 @@ fail:
     return st;
 }
 
+clt_status clt__ctx_pace(clt_ctx *ctx, cl_event ev)
+{
+    clt_status st = CLT_OK;
+    cl_int status = CL_COMPLETE;
+    CLT_CHECK_CL(ctx, clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
+                                     &status, NULL),
+                 "querying a training step's progress");
+    if (status == CL_COMPLETE) return CLT_OK;
+    ctx->stats.paced++;
+    CLT_CHECK_CL(ctx, clWaitForEvents(1, &ev), "waiting for an earlier training step");
+fail:
+    return st;
+}
+
 clt_status clt_ctx_wait(clt_ctx *ctx, clt_wait_reason why, cl_uint n, const cl_event *events)
 {
     clt_status st = CLT_OK;

@@ -4,6 +4,7 @@
 #define CLTRAIN_INTERNAL_H
 
 #include "cltrain/status.h"
+#include "cltrain/opencl.h"
 #include "cltrain/tensor.h"
 
 #include <stdbool.h>
@@ -127,5 +128,10 @@ size_t clt__slice_max(size_t max, uint64_t cum_lo, uint64_t cum_hi, uint64_t tot
  * seen as i32 words. CLT_ERR_SHAPE when they run past the buffer. */
 clt_status clt__tensor_view_as(clt_tensor **out, const clt_tensor *base,
                                clt_dtype dtype, int ndim, const size_t *dims);
+
+/* Back-pressure: waits for `ev` (the end of an earlier training step) so that the host queues
+ * only a few steps ahead of the device. Not a host wait (the device has the steps after `ev`
+ * queued): counted in clt_ctx_stats().paced when `ev` had not completed. */
+clt_status clt__ctx_pace(struct clt_ctx *ctx, cl_event ev);
 
 #endif

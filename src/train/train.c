@@ -24,6 +24,9 @@
 #include <string.h>
 #include <time.h>
 
+/* Training steps the host may queue ahead of the device (pace_step). */
+#define CLT_QUEUED_STEPS 2
+
 /* ---- batches ------------------------------------------------------------------------------ */
 
 /* Views of one evaluation batch: samples [start, start+B) of a resident split in file order. */
@@ -314,6 +317,9 @@ struct clt_trainer {
     clt_text_sampler *text;
     clt_tensor *tx, *ty, *rows;
     size_t T;
+    /* the end of each of the last CLT_QUEUED_STEPS steps (a marker on the compute queue):
+     * step s is queued only once step s - CLT_QUEUED_STEPS has run (pace_step) */
+    cl_event queued[CLT_QUEUED_STEPS];
 };
 
 clt_optim *clt_trainer_optim(clt_trainer *t)
@@ -326,6 +332,8 @@ void clt_trainer_free(clt_trainer *t)
     if (!t) return;
     if (t->ctx) clt_ctx_finish(t->ctx, CLT_WAIT_SETUP); /* kernels may still use dbuf */
     if (t->red_written) clReleaseEvent(t->red_written);
+    for (int i = 0; i < CLT_QUEUED_STEPS; i++)
+        if (t->queued[i]) clReleaseEvent(t->queued[i]);
     clt_pinned_free(t->red);
     clt_optim_free(t->optim);
     clt_scaler_free(t->scaler);
@@ -987,6 +995,35 @@ static clt_status text_evaluate(clt_trainer *t, struct clt_eval_result *res)
 /* Optimizer step t->step (step s of epoch `epoch`): forward, loss and backward of each of its
  * micro-batches, the gradients summed on the device and each scaled by 1 / (the step's
  * samples), then the update. Enqueued only: no host wait. */
+/* Back-pressure on the host. Between log points nothing makes the host wait (without streamed
+ * data or replicas), so it would queue up to --log-every steps ahead of the device, and a
+ * signal (checked before each step is queued) would stop the run only after all of them had
+ * run: minutes for a large model on a CPU. Before queueing step s the host waits for step
+ * s - CLT_QUEUED_STEPS to end; the device still has the steps between queued, so it never
+ * idles (clt_ctx_stats().paced counts these waits; they are not host waits). */
+static clt_status pace_step(clt_trainer *t)
+{
+    clt_status st = CLT_OK;
+    cl_event *slot = &t->queued[t->step % CLT_QUEUED_STEPS];
+    if (!*slot) return CLT_OK;
+    st = clt__ctx_pace(t->ctx, *slot);
+    clReleaseEvent(*slot);
+    *slot = NULL;
+    return st;
+}
+
+/* Records the end of the step just queued, for pace_step. */
+static clt_status mark_step(clt_trainer *t)
+{
+    clt_status st = CLT_OK;
+    cl_event *slot = &t->queued[(t->step - 1) % CLT_QUEUED_STEPS];
+    CLT_ASSERT(*slot == NULL);
+    CLT_CHECK_CL(t->ctx, clEnqueueMarkerWithWaitList(clt_ctx_compute_queue(t->ctx), 0, NULL, slot),
+                 "marking the end of a training step");
+fail:
+    return st;
+}
+
 static clt_status train_step(clt_trainer *t, int epoch, long s, size_t *samples)
 {
     clt_status st = CLT_OK;
@@ -1073,6 +1110,8 @@ clt_status clt_trainer_run(clt_trainer *t)
         t->epoch = epoch;
 
         for (long s = first; s < t->steps_per_epoch && t->step < t->total_steps; s++) {
+            /* (paced first: a signal that came while the host waited stops the run here) */
+            CLT_TRY(pace_step(t));
             /* replicas stop where the last reduction agreed to, together */
             if (t->comm ? t->stop : t->p.interrupt && *t->p.interrupt) {
                 st = interrupted(t, epoch + 1);
@@ -1081,6 +1120,7 @@ clt_status clt_trainer_run(clt_trainer *t)
             size_t B = 0;
             CLT_TRY(train_step(t, epoch, s, &B));
             t->step++;
+            CLT_TRY(mark_step(t));
             log_samples += B;
 
             bool log_now = t->p.log_every > 0 && t->step % t->p.log_every == 0;

@@ -15,6 +15,8 @@
 #include "runtime/rng_internal.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -661,6 +663,76 @@ START_TEST(test_host_waits)
 }
 END_TEST
 
+/* ---- back-pressure: a signal stops the run within the queued steps ------------------------ */
+
+struct paced_run {
+    clt_trainer *t;
+    clt_status st;
+};
+
+static void *run_trainer(void *arg)
+{
+    struct paced_run *r = arg;
+    r->st = clt_trainer_run(r->t);
+    return NULL;
+}
+
+/* The device held back by a user event the test completes later: the host queues steps 0 and
+ * 1, then waits for step 0 to end before queueing step 2. The interrupt is set while it waits;
+ * once the device runs, the run stops after step 2 of 25. Without the back-pressure the host
+ * queued all 25 steps (no log points: nothing to read) and the run ended without stopping. */
+START_TEST(test_paced_interrupt)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    struct set tr;
+    set_random(&tr, &r, 200, 6, 3); /* batches of 8: 25 steps */
+    struct clt_train_params tp = det_params(CLT_OPTIM_ADAM);
+    tp.max_steps = 0;
+    tp.epochs = 1;
+    tp.log_every = 0;
+    volatile sig_atomic_t flag = 0;
+    tp.interrupt = &flag;
+    clt_spec spec = {0};
+    ck_assert_msg(clt_spec_parse(DET_SPEC, 0, &spec) == CLT_OK, "%s", clt_last_errmsg());
+    struct clt_model_params mp = clt_model_default_params();
+    mp.max_batch = tp.batch_size;
+    clt_model *m = NULL;
+    struct clt_input_norm norm = {.features = tr.d.features, .scale = 1.0f};
+    TC_OK(ctx, clt_model_create(&m, ctx, &spec, tr.d.features, (size_t)tr.d.classes, &mp));
+    clt_loader *l = make_loader(ctx, &tr.d, &norm, tp.batch_size);
+    struct paced_run run = {NULL, CLT_OK};
+    TC_OK(ctx, clt_trainer_create(&run.t, m, l, NULL, &tp));
+    TC_OK(ctx, clt_ctx_finish(ctx, CLT_WAIT_SETUP));
+
+    cl_int err = CL_SUCCESS;
+    cl_event gate = clCreateUserEvent(clt_ctx_cl_context(ctx), &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    ck_assert_int_eq(clEnqueueMarkerWithWaitList(clt_ctx_compute_queue(ctx), 1, &gate, NULL),
+                     CL_SUCCESS);
+    long paced0 = clt_ctx_stats(ctx).paced;
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, run_trainer, &run), 0);
+    struct timespec pause = {0, 300 * 1000 * 1000};
+    nanosleep(&pause, NULL); /* the host reaches step 2's wait */
+    flag = 1;
+    ck_assert_int_eq(clSetUserEventStatus(gate, CL_COMPLETE), CL_SUCCESS);
+    pthread_join(th, NULL);
+    clReleaseEvent(gate);
+    ck_assert_msg(run.st == CLT_ERR_INTERRUPTED, "status %d: %s", run.st, clt_ctx_errmsg(ctx));
+    ck_assert_msg(strstr(clt_ctx_errmsg(ctx), "interrupted after step 2 of 25"), "%s",
+                  clt_ctx_errmsg(ctx));
+    ck_assert_int_ge(clt_ctx_stats(ctx).paced - paced0, 1);
+    clt_trainer_free(run.t);
+    clt_loader_free(l);
+    clt_model_free(m);
+    clt_spec_free(&spec);
+    set_free(&tr);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 /* ---- weight decay: matrices only ---------------------------------------------------------- */
 
 /* The trainer exempts biases and normalisation parameters from weight decay, as the layers
@@ -1154,6 +1226,7 @@ static Suite *train_suite(void)
     tcase_add_test(tc, test_resume);
     tcase_add_test(tc, test_golden);
     tcase_add_test(tc, test_host_waits);
+    tcase_add_test(tc, test_paced_interrupt);
     tcase_add_test(tc, test_decay_matrices_only);
     tcase_add_test(tc, test_epoch_coverage);
     tcase_add_test(tc, test_numeric);
