@@ -268,6 +268,9 @@ typedef struct clt_spec_preset {
     const char *help;   /* one line saying what it is for */
     int block;          /* a language model's window T, cltrain train's default --block
                            (64 for gpt-mini, 256 for gpt-char); 0 for a model of features */
+    int batch;          /* a language model's batch of windows, cltrain train's default
+                           --batch-size on text (nanoGPT's: 12 for gpt-mini, 64 for
+                           gpt-char); 0 for a model of features */
 } clt_spec_preset;
 
 /* Preset i, from 0, in the order "mlp", "logreg", "cnn", "resnet", "gpt-mini", "gpt-char"; NULL

@@ -653,8 +653,7 @@ static int language_model_defaults(struct step_bench *o, const char *shape_text,
         return cli_usage_error("--model %s reads token ids: its input is --block T tokens, not "
                                "--%s", o->model, shape_text ? "input-shape" : "features");
     if (!seen[0]) o->classes = 65;
-    if (!o->block) o->block = cli_preset_block(o->model) ? cli_preset_block(o->model) : 64;
-    if (!seen[1]) o->batch = cli_preset_block(o->model) == 256 ? 64 : 12;
+    cli_lm_defaults(o->model, o->block ? NULL : &o->block, seen[1] ? NULL : &o->batch);
     if (!seen[2]) o->steps = 10;
     if (!seen[3]) o->warmup = 3;
     o->features = o->block;

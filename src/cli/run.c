@@ -26,17 +26,24 @@ bool cli_is_text_data(const char *data)
     return strncmp(data, "text:", 5) == 0 || strcmp(data, "shakespeare") == 0;
 }
 
-int cli_preset_block(const char *model)
+const clt_spec_preset *cli_preset_of(const char *model)
 {
     /* the spec parser's reading of a one-word spec: blanks around it, any case */
     while (*model == ' ' || *model == '\t' || *model == '\n') model++;
     size_t n = strcspn(model, " \t\n");
-    if (model[n + strspn(model + n, " \t\n")] != '\0') return 0;
+    if (model[n + strspn(model + n, " \t\n")] != '\0') return NULL;
     for (int i = 0; clt_spec_preset_get(i); i++) {
         const clt_spec_preset *p = clt_spec_preset_get(i);
-        if (strlen(p->name) == n && strncasecmp(p->name, model, n) == 0) return p->block;
+        if (strlen(p->name) == n && strncasecmp(p->name, model, n) == 0) return p;
     }
-    return 0;
+    return NULL;
+}
+
+void cli_lm_defaults(const char *model, long *block, long *batch)
+{
+    const clt_spec_preset *p = cli_preset_of(model);
+    if (block) *block = p && p->block ? p->block : 64;
+    if (batch) *batch = p && p->batch ? p->batch : 12;
 }
 
 int cli_open_text(const char *data, const char *tokens, const char *from, bool plain_ok,
@@ -837,8 +844,12 @@ int cli_train(int argc, char **argv)
     if (a.mpi && env_rank() >= 0) set_rank_prefix(env_rank());
     int rc = cli_parse_train_args(argc, argv, &a, &help);
     if (rc != CLI_OK || help) return rc;
-    if (cli_is_text_data(a.data) && !a.block) /* the preset's window, else nanoGPT's CPU one */
-        a.block = cli_preset_block(a.model) ? cli_preset_block(a.model) : 64;
+    if (cli_is_text_data(a.data)) { /* the preset's window and batch, else nanoGPT's CPU ones */
+        long block, batch;
+        cli_lm_defaults(a.model, &block, &batch);
+        if (!a.block) a.block = block;
+        if (!a.given.batch) a.batch = batch;
+    }
     rc = cli_check_train_args(&a);
     if (rc != CLI_OK) return rc;
     rc = cli_make_optim_params(&a);

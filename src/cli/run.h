@@ -100,9 +100,11 @@ enum { MAX_RECIPE_CHANGES = 24 };
 
 /* Whether --data names text (text:FILE[,VAL_FILE] or shakespeare): a language model's data. */
 bool cli_is_text_data(const char *data);
-/* The window T of a --model that names a language-model preset (gpt-mini: 64, gpt-char: 256),
- * its default --block; 0 for any other model. */
-int cli_preset_block(const char *model);
+/* The preset a one-word spec names (blanks around it, any case), else NULL. */
+const clt_spec_preset *cli_preset_of(const char *model);
+/* A language model's default window and batch of windows for `model`: a preset's, else
+ * nanoGPT's CPU configuration's (64 and 12). Either pointer may be NULL. */
+void cli_lm_defaults(const char *model, long *block, long *batch);
 /* Opens the text of --data into *out, tokenised by --tokens (NULL: char) or, with `from` (a
  * checkpoint; plain_ok: a plain state dict too), by that checkpoint's vocabulary, whose first
  * character outside it is the error. Prints the error; returns CLI_OK, CLI_USAGE or CLI_FAIL. */

@@ -28,20 +28,20 @@
  * its window T. */
 static const clt_spec_preset presets[] = {
     {"mlp", "linear 256, relu, linear 128, relu, linear N",
-     "a multi-layer perceptron for flat inputs (the default of cltrain train)", 0},
+     "a multi-layer perceptron for flat inputs (the default of cltrain train)", 0, 0},
     {"logreg", "linear N", "multinomial logistic regression (linear regression for one output)",
-     0},
+     0, 0},
     {"cnn",
      "conv 32 k3 p1, batchnorm, relu, maxpool 2, conv 64 k3 p1, batchnorm, relu, maxpool 2, "
      "flatten, dropout 0.25, linear 128, relu, linear N",
-     "a small convolutional network for (1, 28, 28)-like images", 0},
+     "a small convolutional network for (1, 28, 28)-like images", 0, 0},
 #define RESNET_BLOCK(c, s)                                                                         \
     "residual { conv " c " k3" s " p1, batchnorm, relu, conv " c " k3 p1, batchnorm }, relu, "
     {"resnet",
      "conv 32 k3 p1, batchnorm, relu, " RESNET_BLOCK("32", "") RESNET_BLOCK("32", "")
          RESNET_BLOCK("64", " s2") RESNET_BLOCK("64", "") RESNET_BLOCK("128", " s2")
              RESNET_BLOCK("128", "") "globalavgpool, linear N",
-     "a residual network of six basic blocks (32, 64, 128 channels) for (C, H, W) images", 0},
+     "a residual network of six basic blocks (32, 64, 128 channels) for (C, H, W) images", 0, 0},
 #undef RESNET_BLOCK
 /* GPT-2-style decoders (tools/torch_gpt.py builds the same text): pre-norm blocks, tied head */
 #define GPT_BLOCK(h, d4, d, drop)                                                                  \
@@ -52,15 +52,15 @@ static const clt_spec_preset presets[] = {
      "embed 128, posembed, " GPT_BLOCK("4", "512", "128", "") GPT_BLOCK("4", "512", "128", "")
          GPT_BLOCK("4", "512", "128", "") GPT_BLOCK("4", "512", "128", "") GPT_HEAD,
      "nanoGPT's CPU configuration: a character-level GPT of 4 layers, 4 heads, 128 dims, no "
-     "dropout (text; --block 64 by default)",
-     64},
+     "dropout (text; --block 64 and --batch-size 12 by default)",
+     64, 12},
 #define GPT_CHAR_BLOCK GPT_BLOCK("6", "1536", "384", ", dropout 0.2")
     {"gpt-char",
      "embed 384, posembed, dropout 0.2, " GPT_CHAR_BLOCK GPT_CHAR_BLOCK GPT_CHAR_BLOCK
          GPT_CHAR_BLOCK GPT_CHAR_BLOCK GPT_CHAR_BLOCK GPT_HEAD,
      "nanoGPT's shakespeare_char: a character-level GPT of 6 layers, 6 heads, 384 dims, "
-     "dropout 0.2 (text; --block 256 by default)",
-     256},
+     "dropout 0.2 (text; --block 256 and --batch-size 64 by default)",
+     256, 64},
 #undef GPT_CHAR_BLOCK
 #undef GPT_HEAD
 #undef GPT_BLOCK

@@ -41,6 +41,16 @@ check_ok "gpt-char --block 32: the flag wins" "windows of 32 tokens" -- $C train
 check_ok "a spec: block 64" "windows of 64 tokens" -- $C train --data "text:$tmp/tiny.txt" \
     --model "embed 16, posembed, layernorm, linear V nobias tied" --steps 1 --batch-size 2 \
     --eval-batches 1 --dry-run
+# without --batch-size: nanoGPT's batch of windows, the preset's (gpt-char 64) or 12
+check_ok "gpt-mini: batch 12 by default" "; batch 12;" -- $C train --data "text:$tmp/tiny.txt" \
+    --model gpt-mini --steps 1 --eval-batches 1 --dry-run
+check_ok "gpt-char: batch 64 by default" "; batch 64;" -- $C train --data "text:$tmp/tiny.txt" \
+    --model gpt-char --block 8 --steps 1 --eval-batches 1 --dry-run
+check_ok "a spec: batch 12 by default" "; batch 12;" -- $C train --data "text:$tmp/tiny.txt" \
+    --model "embed 16, posembed, layernorm, linear V nobias tied" --steps 1 --eval-batches 1 \
+    --dry-run
+check_ok "--batch-size wins" "; batch 5;" -- $C train --data "text:$tmp/tiny.txt" \
+    --model gpt-char --block 8 --batch-size 5 --steps 1 --eval-batches 1 --dry-run
 
 # gpt-mini trains: two steps, a finite validation loss
 check_ok "gpt-mini: train 2 steps" "model $MINI" "step 0: val loss" "bits per character" -- \
