@@ -170,6 +170,10 @@ static int open_start(struct train_args *a, struct train_run *r)
         if (!a->model_seen) a->model = info.model_text;
         if (a->resume && !a->seed_seen) a->seed = info.seed; /* same shuffles, dropout masks */
         r->norm = info.norm; /* the weights were trained on inputs scaled this way */
+        if (r->is_text && r->norm.features != (size_t)a->block)
+            return cli_usage_error("--block %ld: %s holds a model of windows of %zu tokens; give "
+                                   "--block %zu or leave it out", a->block, r->from,
+                                   r->norm.features, r->norm.features);
         if (r->is_text) return CLI_OK;
         if (cli_check_class_names(r->from, info.class_names, info.classes, a->data, r->train.class_names,
                                   r->train.classes) != CLI_OK)
@@ -829,6 +833,23 @@ static int train_run_close(const struct train_args *a, struct train_run *r, int 
     return rc;
 }
 
+/* A text run's default window: the --resume or --init checkpoint's (its model's input, T)
+ * when it has one, else `fallback`. A file that does not open is left to open_start, which
+ * says why. */
+static long start_block(const struct train_args *a, long fallback)
+{
+    const char *from = a->resume ? a->resume : a->init;
+    clt_checkpoint *ck = NULL;
+    if (!from || (a->resume ? clt_checkpoint_open(&ck, from)
+                            : clt_checkpoint_open_weights(&ck, from)) != CLT_OK)
+        return fallback;
+    long T = fallback;
+    if (!clt_checkpoint_is_plain(ck) && clt_checkpoint_get_info(ck).norm.features > 0)
+        T = (long)clt_checkpoint_get_info(ck).norm.features;
+    clt_checkpoint_close(ck);
+    return T;
+}
+
 int cli_train(int argc, char **argv)
 {
     struct train_args a = {
@@ -847,7 +868,7 @@ int cli_train(int argc, char **argv)
     if (cli_is_text_data(a.data)) { /* the preset's window and batch, else nanoGPT's CPU ones */
         long block, batch;
         cli_lm_defaults(a.model, &block, &batch);
-        if (!a.block) a.block = block;
+        if (!a.block) a.block = start_block(&a, block);
         if (!a.given.batch) a.batch = batch;
     }
     rc = cli_check_train_args(&a);

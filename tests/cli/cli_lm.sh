@@ -80,6 +80,12 @@ for other, what in ((sys.argv[2], 'resumed'), (sys.argv[3], 'second')):
 PY
     fail "resume or determinism: see above"
 echo "ok: resumed and repeated runs write the same tensors"
+# the window comes with the checkpoint (block 32 here, the default 64): without --block the run
+# resumes, and a --block of another size is refused naming both
+check_ok "resume without --block" "windows of 32 tokens" -- $C train --data "text:$tmp/tiny.txt" \
+    --resume "$tmp/half.safetensors" --steps 52 --log-every 0
+check_bad --code 2 "resume with another --block" "--block 16: $tmp/half.safetensors holds a model of windows of 32 tokens" \
+    -- $C train --data "text:$tmp/tiny.txt" --resume "$tmp/half.safetensors" --steps 52 --block 16
 
 # the dry run: the estimate is the accountant's, to the byte
 check_ok "dry run" "dry run:" -- $C train $RUN --model "$M" --steps 10 --dry-run
