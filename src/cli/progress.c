@@ -65,6 +65,12 @@ static void fmt_duration(double s, char *dst, size_t n)
     else snprintf(dst, n, "%ld:%02ld", t / 60, t % 60);
 }
 
+/* What a run's rate counts: a language model's samples are its tokens (B x T a step). */
+static const char *unit_of(const struct reporter *r)
+{
+    return r->text ? "tokens" : "samples";
+}
+
 /* The training thread's host waits since `before`, by reason, then the streaming loader's
  * thread: "host waits 6 (log 5, eval 1); loader thread waits 465 (1.20 s), batch stall 1.25 s"
  * (the loader thread's waits for the device and the time the training thread waited for a
@@ -112,7 +118,7 @@ static void print_summary(struct reporter *r, const struct clt_train_event *e,
         else if (eval && isnan(eval->accuracy)) printf(", test loss %.4f", eval->loss);
         else if (eval)
             printf(", test loss %.4f, test accuracy %.2f%%", eval->loss, 100.0 * eval->accuracy);
-        printf(", %.2f s (%.0f samples/s), ", r->epoch_s, r->epoch_rate);
+        printf(", %.2f s (%.0f %s/s), ", r->epoch_s, r->epoch_rate, unit_of(r));
         print_waits(e, &r->last, &r->last_loader);
         printf("\n");
     }
@@ -229,15 +235,15 @@ void cli_on_event(const struct clt_train_event *e, void *user)
     case CLT_EVENT_LOG:
         if (r->quiet) break;
         if (r->tty) {
-            printf("\r\033[Kepoch %d/%d  step %ld/%ld  loss %.4f  %.0f samples/s  ETA %s", e->epoch,
-                   e->epochs, e->step, e->total_steps, e->loss, e->samples_per_s, eta);
+            printf("\r\033[Kepoch %d/%d  step %ld/%ld  loss %.4f  %.0f %s/s  ETA %s", e->epoch,
+                   e->epochs, e->step, e->total_steps, e->loss, e->samples_per_s, unit_of(r), eta);
             if (e->precision == CLT_DTYPE_F16) printf("  skipped %ld", e->skipped);
             if (r->clipping) printf("  grad norm %.4g", e->grad_norm);
             r->line_open = true;
         } else {
-            printf("epoch %d/%d step %ld/%ld loss %.4f lr %.3g %.0f samples/s elapsed %s ETA %s",
+            printf("epoch %d/%d step %ld/%ld loss %.4f lr %.3g %.0f %s/s elapsed %s ETA %s",
                    e->epoch, e->epochs, e->step, e->total_steps, e->loss, e->lr, e->samples_per_s,
-                   elapsed, eta);
+                   unit_of(r), elapsed, eta);
             if (e->precision == CLT_DTYPE_F16) /* loss scaling */
                 printf(" skipped %ld scale %g", e->skipped, e->loss_scale);
             if (r->clipping) printf(" grad_norm %.4g", e->grad_norm);

@@ -27,7 +27,7 @@ RUN="--data text:$tmp/tiny.txt --block 32 --batch-size 8 --eval-batches 4 --opti
 
 # train: the loss falls well below ln(15) = 2.71 nats
 check_ok "train a tiny language model" "vocabulary of 15 characters" "is 2.45 epochs" \
-    "bits per character" "step 0: val loss" -- $C train $RUN --model "$M" --steps 120 \
+    "bits per character" "step 0: val loss" "tokens/s)" -- $C train $RUN --model "$M" --steps 120 \
     --save "$tmp/a.safetensors"
 # the starting weights are evaluated first (nanoGPT's "step 0"): about ln(15) = 2.708
 start=$(sed -n 's/^step 0: val loss \([0-9.]*\) .*before training$/\1/p' "$tmp/out")
