@@ -48,8 +48,14 @@ static uint clt_rng_u32(ulong seed, ulong stream, ulong index)
     const uint2 key = (uint2)((uint)seed, (uint)(seed >> 32));
     const uint4 ctr = (uint4)((uint)block, (uint)(block >> 32), (uint)stream, (uint)(stream >> 32));
     const uint4 r = clt_philox4x32(key, ctr);
-    const uint word = (uint)(index & 3);
-    return word == 0 ? r.x : word == 1 ? r.y : word == 2 ? r.z : r.w;
+    /* plain ifs: oclgrind 21.10 returned word 0 for every index above 3 through a chained
+     * conditional here (the simulated GPU drew other numbers than the host's reference) */
+    const uint word = (uint)index & 3u;
+    uint bits = r.x;
+    if (word == 1) bits = r.y;
+    if (word == 2) bits = r.z;
+    if (word == 3) bits = r.w;
+    return bits;
 }
 
 /* Uniform in [0, 1): the top 24 bits times 2^-24, exact in float. */

@@ -25,23 +25,6 @@ static float sample_threshold(const global float *row, uint V, uint k)
     return thr;
 }
 
-/* clt_rng_uniform(seed, stream, index) of a = (seed, stream, index, 0), the word picked by
- * plain ifs: oclgrind 21.10 gave word 0 of the block for every index above 3 through
- * clt_rng_u32's chained conditional on a ulong index. */
-static float sample_uniform(ulong4 a)
-{
-    const ulong block = a.z >> 2;
-    const uint4 r = clt_philox4x32((uint2)((uint)a.x, (uint)(a.x >> 32)),
-                                   (uint4)((uint)block, (uint)(block >> 32), (uint)a.y,
-                                           (uint)(a.y >> 32)));
-    const uint word = (uint)a.z & 3u;
-    uint bits = r.x;
-    if (word == 1) bits = r.y;
-    if (word == 2) bits = r.z;
-    if (word == 3) bits = r.w;
-    return (float)(bits >> 8) * 0x1.0p-24f;
-}
-
 kernel void sample_forward(const global float *logits, ulong l_off, global int *out, ulong o_off,
                            float temperature, ulong4 a, uint4 b)
 {
@@ -54,7 +37,7 @@ kernel void sample_forward(const global float *logits, ulong l_off, global int *
     float sum = 0.0f;
     for (uint i = 0; i < V; i++)
         if (row[i] >= thr) sum += exp((row[i] - m) / temperature);
-    const float u = sample_uniform(a) * sum;
+    const float u = clt_rng_uniform(a.x, a.y, a.z) * sum;
     int pick = -1;
     float cum = 0.0f;
     for (uint i = 0; i < V; i++) {
