@@ -32,10 +32,12 @@ typedef enum clt_init {
                              each module's own where it differs (attention as
                              nn.MultiheadAttention: in_proj_weight xavier-uniform, biases 0) */
     CLT_INIT_KAIMING,     /* weight uniform in +-sqrt(6/IN) (gain sqrt(2)), bias 0 */
-    CLT_INIT_XAVIER       /* weight uniform in +-sqrt(6/(IN+OUT)), bias 0 */
+    CLT_INIT_XAVIER,      /* weight uniform in +-sqrt(6/(IN+OUT)), bias 0 */
+    CLT_INIT_GPT2         /* GPT-2's (and nanoGPT's): every weight matrix and embedding
+                             normal(0, 0.02), biases 0; normalisation parameters 1 and 0 */
 } clt_init;
-/* "default" (or "pytorch"), "kaiming", "xavier", any case; CLT_ERR_INVALID_ARG otherwise.
- * Thread-safe. */
+/* "default" (or "pytorch"), "kaiming", "xavier", "gpt2", any case; CLT_ERR_INVALID_ARG
+ * otherwise. Thread-safe. */
 CLT_API clt_status clt_init_parse(const char *s, clt_init *out);
 
 struct clt_model_params {

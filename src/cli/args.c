@@ -46,7 +46,9 @@ int cli_parse_train_args(int argc, char **argv, struct train_args *a, bool *help
          "+ 1, every class present; give it for 1-based labels or classes absent from the data)",
          NULL},
         {"model", OPT_STR, &a->model, cli_model_help("mlp"), &a->model_seen},
-        {"init-scheme", OPT_STR, &a->init_scheme, "default (PyTorch's), kaiming or xavier", NULL},
+        {"init-scheme", OPT_STR, &a->init_scheme,
+         "default (PyTorch's modules'; on text gpt2), pytorch, kaiming, xavier or gpt2 "
+         "(normal(0, 0.02) weights)", NULL},
         {"epochs", OPT_POS_INT, &a->epochs, "passes over the training split (10)",
          &a->given.epochs},
         {"steps", OPT_POS_INT, &a->steps, "stop after this many optimizer steps",

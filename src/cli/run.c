@@ -875,6 +875,9 @@ int cli_train(int argc, char **argv)
     if (rc != CLI_OK) return rc;
     rc = cli_make_optim_params(&a);
     if (rc != CLI_OK) return rc;
+    /* a language model starts from GPT-2's weights (as nanoGPT and tools/torch_gpt.py) */
+    if (cli_is_text_data(a.data) && strcasecmp(a.init_scheme, "default") == 0)
+        a.init_kind = CLT_INIT_GPT2;
 
     struct train_run r = {.sp = clt_train_setup_default_params(), .size = 1,
                           .rep = {.tty = isatty(STDOUT_FILENO), .quiet = a.quiet}};

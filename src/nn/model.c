@@ -62,9 +62,11 @@ clt_status clt_init_parse(const char *s, clt_init *out)
     if (strcasecmp(s, "default") == 0 || strcasecmp(s, "pytorch") == 0) *out = CLT_INIT_DEFAULT;
     else if (strcasecmp(s, "kaiming") == 0) *out = CLT_INIT_KAIMING;
     else if (strcasecmp(s, "xavier") == 0) *out = CLT_INIT_XAVIER;
+    else if (strcasecmp(s, "gpt2") == 0) *out = CLT_INIT_GPT2;
     else
         return clt__fail(NULL, CLT_ERR_INVALID_ARG,
-                         "--init-scheme \"%s\": expected default, kaiming or xavier", s);
+                         "--init-scheme \"%s\": expected default, pytorch, kaiming, xavier or "
+                         "gpt2", s);
     return CLT_OK;
 }
 
@@ -539,7 +541,7 @@ static void init_normal(uint64_t seed, uint64_t stream, float *dst, size_t n, fl
 
 /* PyTorch's nn.Linear reset_parameters (kaiming_uniform_ with a = sqrt(5) gives the bound
  * 1/sqrt(IN)) or the module's own where its kind says (kind->default_bound), or the
- * Kaiming/Xavier uniform schemes, drawn from Philox stream (INIT, param
+ * Kaiming/Xavier uniform schemes, or GPT-2's normal(0, 0.02) for every weight, drawn from Philox stream (INIT, param
  * index) so that every device starts from the same weights. The fans come from the layer's
  * declaration (a bias has its weight's). */
 static void init_params(const clt_model *m, float *host)
@@ -552,10 +554,15 @@ static void init_params(const clt_model *m, float *host)
         if (m->params_cfg.init == CLT_INIT_KAIMING) bound = weight ? sqrt(6.0 / fan_in) : 0;
         if (m->params_cfg.init == CLT_INIT_XAVIER)
             bound = weight ? sqrt(6.0 / (double)(fan_in + fan_out)) : 0;
+        double std = pp->decl.std;
+        if (m->params_cfg.init == CLT_INIT_GPT2) {
+            if (weight) std = 0.02;
+            bound = 0;
+        }
         float *dst = host + pp->info.offset;
-        if (pp->decl.std > 0)
+        if (std > 0)
             init_normal(m->params_cfg.seed, clt_rng_stream(CLT_RNG_INIT, (uint64_t)i), dst,
-                        pp->info.numel, pp->decl.std);
+                        pp->info.numel, (float)std);
         else if (bound == 0) memset(dst, 0, pp->info.numel * sizeof *dst);
         else
             clt_rng_fill_uniform(m->params_cfg.seed, clt_rng_stream(CLT_RNG_INIT, (uint64_t)i), 0,

@@ -80,6 +80,30 @@ for other, what in ((sys.argv[2], 'resumed'), (sys.argv[3], 'second')):
 PY
     fail "resume or determinism: see above"
 echo "ok: resumed and repeated runs write the same tensors"
+# a language model starts from GPT-2's weights (normal(0, 0.02)), --init-scheme pytorch from
+# nn.Linear's (uniform in +-1/sqrt(32) for the MLP's first matrix: standard deviation 0.10);
+# one step of a vanishing learning rate saves them
+for scheme in default pytorch; do
+    check_ok "init $scheme" -- $C train --data "text:$tmp/tiny.txt" --model "$M" --block 32 \
+        --steps 1 --optimizer sgd --lr 1e-30 --init-scheme $scheme --log-every 0 --quiet \
+        --save "$tmp/init-$scheme.safetensors"
+done
+python3 - "$tmp/init-default.safetensors" "$tmp/init-pytorch.safetensors" <<'PY' ||
+import json, math, struct, sys
+def sd(path, name):
+    b = open(path, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    t = json.loads(b[8:8 + n])[name]
+    lo, hi = t['data_offsets']
+    v = struct.unpack('<%df' % ((hi - lo) // 4), b[8 + n + lo:8 + n + hi])
+    m = sum(v) / len(v)
+    return math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1))
+gpt2, torch = sd(sys.argv[1], '2.body.1.weight'), sd(sys.argv[2], '2.body.1.weight')
+assert abs(gpt2 - 0.02) < 0.0012, 'default on text: standard deviation %g, not 0.02' % gpt2
+assert abs(torch - 1 / math.sqrt(3 * 32)) < 0.006, 'pytorch: standard deviation %g' % torch
+PY
+    fail "initial weights: see above"
+echo "ok: a language model starts from normal(0, 0.02); --init-scheme pytorch from nn.Linear's"
 # the window comes with the checkpoint (block 32 here, the default 64): without --block the run
 # resumes, and a --block of another size is refused naming both
 check_ok "resume without --block" "windows of 32 tokens" -- $C train --data "text:$tmp/tiny.txt" \

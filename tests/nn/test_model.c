@@ -578,6 +578,60 @@ START_TEST(test_names_shapes_offsets)
 }
 END_TEST
 
+/* GPT-2's scheme on a language model: every weight matrix and embedding (the attention's
+ * projections, the MLP's linears, the token and position tables) drawn from normal(0, 0.02):
+ * mean within 4 standard errors of 0 and standard deviation within 6 % of 0.02 over its
+ * elements; every bias 0, layer norm's weight 1 and bias 0; the same bits for the same seed. */
+START_TEST(test_init_gpt2)
+{
+    clt_ctx *ctx = tc_ctx();
+    const size_t T = 8, V = 20;
+    const char *text = "embed 32, posembed, residual { layernorm, attention 4 causal }, "
+                       "residual { layernorm, linear 64, gelu, linear 32 }, layernorm, "
+                       "linear V nobias tied";
+    clt_model *m = make_model(ctx, text, T, V, CLT_INIT_GPT2, 9, 2);
+    clt_model *same = make_model(ctx, text, T, V, CLT_INIT_GPT2, 9, 2);
+    float *a = read_params(m), *b = read_params(same);
+    size_t P = clt_tensor_numel(clt_model_params(m));
+    ck_assert_msg(memcmp(a, b, P * sizeof *a) == 0, "gpt2 init: same seed, different bits");
+    int matrices = 0;
+    for (int i = 0; i < clt_model_param_count(m); i++) {
+        const struct clt_param_info *pi = clt_model_param_info(m, i);
+        const float *v = a + pi->offset;
+        bool norm = strstr(pi->name, "body.0.") || strcmp(pi->name, "4.weight") == 0 ||
+                    strcmp(pi->name, "4.bias") == 0;
+        if (pi->ndim == 2) {
+            double sum = 0, sq = 0;
+            for (size_t e = 0; e < pi->numel; e++) sum += v[e];
+            double mean = sum / (double)pi->numel;
+            for (size_t e = 0; e < pi->numel; e++) sq += (v[e] - mean) * (v[e] - mean);
+            double sd = sqrt(sq / (double)(pi->numel - 1));
+            ck_assert_msg(fabs(mean) < 4 * 0.02 / sqrt((double)pi->numel) &&
+                              fabs(sd - 0.02) < 0.06 * 0.02,
+                          "%s: mean %g, standard deviation %g over %zu", pi->name, mean, sd,
+                          pi->numel);
+            matrices++;
+        } else {
+            float want = norm && strstr(pi->name, "weight") ? 1.0f : 0.0f;
+            for (size_t e = 0; e < pi->numel; e++)
+                ck_assert_msg(v[e] == want, "%s[%zu] = %g, expected %g", pi->name, e,
+                              (double)v[e], (double)want);
+        }
+    }
+    /* embed, posembed, in_proj_weight, out_proj.weight, the two linears' weights */
+    ck_assert_int_eq(matrices, 6);
+    clt_init ik;
+    ck_assert_int_eq(clt_init_parse("GPT2", &ik), CLT_OK);
+    ck_assert_int_eq(ik, CLT_INIT_GPT2);
+    free(a);
+    free(b);
+    clt_model_free(m);
+    clt_model_free(same);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 /* Bounds of each scheme, bias zero for kaiming/xavier, spread, and the seed's effect. */
 START_TEST(test_init)
 {
@@ -2616,6 +2670,7 @@ static Suite *model_suite(void)
     TCase *tc = tc_tcase("model");
     tcase_add_test(tc, test_names_shapes_offsets);
     tcase_add_test(tc, test_init);
+    tcase_add_test(tc, test_init_gpt2);
     tcase_add_test(tc, test_rejects);
     tcase_add_test(tc, test_forward_backward);
     tcase_add_test(tc, test_attention_model);
