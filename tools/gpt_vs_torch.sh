@@ -20,6 +20,8 @@ seeds=${4:-1 2}
 model=${MODEL:-gpt-mini}
 batch=${BATCH:-12}
 py=${PYTHON:-python3}
+# on cores shared with other work, spinning OpenMP threads slow PyTorch down (tools/bench_vs_torch.sh)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 bin="$build/src/cli/cltrain"
 [ -x "$bin" ] || { echo "gpt_vs_torch: no $bin; build first (tools/setup.sh $build)" >&2; exit 2; }
 [ -f "$text" ] || { echo "gpt_vs_torch: no text file $text (tools/get_shakespeare.sh writes it)" >&2; exit 2; }
