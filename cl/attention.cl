@@ -26,7 +26,9 @@
  *    exp(S - lse) recomputes the forward's P.
  *  - reference (attention_ref_*): S and then P materialised in a workspace ws (B, NH, T, T),
  *    one work-item per element, plain loops: for the tests and for devices the flash kernels do
- *    not fit. */
+ *    not fit.
+ * And one decode step of generation with a key/value cache (attention_decode): query row pos
+ * alone against the keys and values of rows 0 .. pos, which earlier passes left in qkv. */
 #ifndef X_DTYPE
 #define X_DTYPE CLT_F32
 #endif
@@ -40,6 +42,10 @@
 #endif
 #ifndef CLT_ATTN_BK
 #define CLT_ATTN_BK 16 /* rows per tile staged in local memory by the flash kernels */
+#endif
+
+#ifndef CLT_ATTN_DECODE_WG
+#define CLT_ATTN_DECODE_WG 64 /* attention_decode's largest work-group */
 #endif
 
 #define CLT_ATTN_CAUSAL 1 /* flags: the causal mask */
@@ -465,4 +471,58 @@ kernel void attention_ref_dqk(global G_T *dqkv, ulong dq_off, const global float
         s += wv * CLT_LOAD(X_DTYPE, qkv, q_off + clt_att_qkv(dims, b, u, 1 - part, h) + c);
     }
     CLT_STORE(G_DTYPE, dqkv, dq_off + clt_att_qkv(dims, b, t, part, h) + c, s);
+}
+
+/* ---- decode ---------------------------------------------------------------------------------- */
+
+/* One work-group per (b, h), at most CLT_ATTN_DECODE_WG work-items: y_pos = softmax(s) v with
+ * s_j = (scale q_pos) . k_j over the keys j <= pos (n = pos + 1 of them), the scores kept in
+ * ws (B, NH, T) between the three phases: the scores and each work-item's maximum (keys
+ * strided over the work-items), exp(s_j - max) and each one's sum (the same keys: no other
+ * work-item touches them), then the output columns strided over the work-items, each a sum in
+ * key order. The group's maximum and sum are its work-items' partials added in lid order: the
+ * same bits for a given work-group size. */
+kernel void attention_decode(global X_T *y, ulong y_off, global float *ws, ulong w_off,
+                             const global X_T *qkv, ulong q_off, uint4 dims, uint pos,
+                             float scale)
+{
+    local float part[CLT_ATTN_DECODE_WG];
+    const uint lid = get_local_id(0), lsz = get_local_size(0), HD = dims.s3, n = pos + 1;
+    const ulong bh = get_group_id(0), b = bh / dims.s2;
+    const uint h = (uint)(bh % dims.s2);
+    global float *s = ws + w_off + bh * dims.s1;
+    const ulong qo = q_off + clt_att_qkv(dims, b, pos, 0, h);
+    float m = -INFINITY;
+    for (uint j = lid; j < n; j += lsz) {
+        const ulong ko = q_off + clt_att_qkv(dims, b, j, 1, h);
+        float d = 0.0f;
+        for (uint c = 0; c < HD; c++)
+            d = fma(CLT_LOAD(X_DTYPE, qkv, qo + c) * scale, CLT_LOAD(X_DTYPE, qkv, ko + c), d);
+        s[j] = d;
+        m = fmax(m, d);
+    }
+    part[lid] = m;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float mx = -INFINITY;
+    for (uint i = 0; i < lsz; i++)
+        mx = fmax(mx, part[i]);
+    barrier(CLK_LOCAL_MEM_FENCE); /* every read of part is done before it is written again */
+    float l = 0.0f;
+    for (uint j = lid; j < n; j += lsz) {
+        const float e = exp(s[j] - mx);
+        s[j] = e;
+        l += e;
+    }
+    part[lid] = l;
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE); /* part and every s_j written */
+    float sum = 0.0f;
+    for (uint i = 0; i < lsz; i++)
+        sum += part[i];
+    const float inv = 1.0f / sum;
+    for (uint c = lid; c < HD; c += lsz) {
+        float o = 0.0f;
+        for (uint j = 0; j < n; j++)
+            o = fma(s[j], CLT_LOAD(X_DTYPE, qkv, q_off + clt_att_qkv(dims, b, j, 2, h) + c), o);
+        CLT_STORE(X_DTYPE, y, y_off + b * ((ulong)dims.s2 * HD) + (ulong)h * HD + c, o * inv);
+    }
 }

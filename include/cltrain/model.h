@@ -174,6 +174,26 @@ CLT_API clt_status clt_model_write_buffers(clt_model *m, const float *f32, const
  * until the next forward. Enqueued only: no host wait. */
 CLT_API clt_status clt_model_forward(clt_model *m, const clt_tensor *x, bool train, uint64_t step,
                                      clt_tensor **out);
+/* Generation with a key/value cache: the logits (1, OUTPUTS) f32 of one new token at position
+ * pos (< T, the model's block) of sample 0, computing that position alone: each layer works on
+ * one row, and attention attends its query over the keys and values of positions 0 .. pos that
+ * the model kept from the last forward and the decode steps since (its cache, no memory of its
+ * own: the activations a batch-1 forward keeps). token is (1) i32 on the model's ctx (a token
+ * drawn on the device needs no upload). The context must be there first: run clt_model_forward
+ * over it (batch 1, train false: positions 0 .. w - 1 of the window hold it), then decode
+ * positions w, w + 1, ... in turn; the logits equal the forward's row pos of the same sequence
+ * to rounding. *logits is a view owned by the model, valid until the next pass. Enqueued only:
+ * no host wait. CLT_ERR_UNSUPPORTED for a model clt_model_can_decode refuses; CLT_ERR_STATE
+ * for pos > 0 when no batch-1 evaluation forward came before (position 0 needs no context), or
+ * when a position is skipped (pos above the last decoded position + 1), or a backward, a
+ * training forward or clt_model_write_params came since; CLT_ERR_SHAPE for pos >= T or a token that is not (1) i32. */
+CLT_API clt_status clt_model_decode(clt_model *m, const clt_tensor *token, size_t pos,
+                                    clt_tensor **logits);
+/* Whether clt_model_decode takes this model: an f32 language model (embed first) whose layers
+ * all keep a sequence (T, C) and can each compute one position (embed, posembed, layernorm,
+ * linear, the activations, dropout, residual blocks of these, attention with "causal"). When
+ * not, why (n bytes, may be NULL) says which layer stops it. Thread-safe. */
+CLT_API bool clt_model_can_decode(const clt_model *m, char *why, size_t n);
 /* Backward pass from dout (B, OUTPUTS) f32, the gradient of the loss with respect to the last
  * forward's output. accumulate=false overwrites the gradients, true adds to them (gradient
  * accumulation over micro-batches). Enqueued only: no host wait. */

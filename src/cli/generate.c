@@ -1,12 +1,25 @@
 /* `cltrain generate`: text from a language model's checkpoint. The prompt is encoded with the
- * checkpoint's vocabulary; each new token comes from a forward pass over the window of the last
- * T tokens (T the model's block, as nanoGPT crops the context) and a draw on the device
- * (clt_text_sample: temperature, top-k, Philox keyed by the seed and the token's position), and
- * its text is written to stdout as soon as it is drawn. */
+ * checkpoint's vocabulary; each new token is drawn on the device (clt_text_sample: temperature,
+ * top-k, Philox keyed by the seed and the token's position) from the logits of its context, the
+ * last T tokens (T the model's block, as nanoGPT crops the context), and its text is written to
+ * stdout as soon as it is drawn. The logits come from a key/value cache while the text fits
+ * the block: the prompt is one forward pass (which leaves every layer's rows, attention's keys
+ * and values among them, on the device), then each token costs one position
+ * (clt_model_decode, fed the token just drawn where it lies on the device). Once the text is
+ * longer than T the window slides: positions are learned absolute embeddings, so every
+ * position's keys and values change and each token is a forward over the last T tokens, as
+ * without the cache. CLTRAIN_GENERATE=window recomputes the window for every token (the same
+ * tokens; a check of the cache), and so does a model that cannot decode. */
 #include "cli/run.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* How the logits of each token are computed. */
+enum gen_mode {
+    GEN_CACHE, /* one position from the key/value cache where the window allows */
+    GEN_WINDOW /* a forward over the window for every token */
+};
 
 struct gen {
     clt_checkpoint *ck;
@@ -17,7 +30,12 @@ struct gen {
     clt_tensor *x;  /* (1, T) i32: the window */
     clt_tensor *id; /* (1) i32: the token drawn */
     int32_t *ids;   /* the prompt's ids and the tokens drawn */
+    int32_t *win;   /* (T) the window's ids on the host */
     size_t n, T, V;
+    enum gen_mode mode;
+    bool cached;    /* the model's cache holds the window that starts at ids[start] up to
+                       position n - 1 - start, except the last token drawn (in `id`) */
+    size_t start;
 };
 
 static void gen_free(struct gen *g)
@@ -30,6 +48,7 @@ static void gen_free(struct gen *g)
     clt_vocab_free(g->vocab);
     clt_checkpoint_close(g->ck);
     free(g->ids);
+    free(g->win);
 }
 
 /* The checkpoint, its vocabulary and the prompt's ids (room for `tokens` more); a checkpoint
@@ -64,6 +83,31 @@ static int gen_open(struct gen *g, const char *load, const char *prompt, size_t 
     return CLI_OK;
 }
 
+/* The generation mode CLTRAIN_GENERATE asks for (unset: cache); a usage error for another
+ * value. */
+static int gen_mode_of(enum gen_mode *mode)
+{
+    const char *v = getenv("CLTRAIN_GENERATE");
+    *mode = GEN_CACHE;
+    if (!v || strcmp(v, "cache") == 0) return CLI_OK;
+    if (strcmp(v, "window") == 0) {
+        *mode = GEN_WINDOW;
+        return CLI_OK;
+    }
+    return cli_usage_error("generate: CLTRAIN_GENERATE=\"%s\": expected cache (the default: a "
+                           "key/value cache) or window (every token recomputes the window)", v);
+}
+
+/* A cached model that cannot decode falls back to the window, saying so once. */
+static void gen_check_cache(struct gen *g)
+{
+    char why[192];
+    if (g->mode != GEN_CACHE || clt_model_can_decode(g->m, why, sizeof why)) return;
+    fprintf(stderr, "generate: no key/value cache for this model (%s): every token recomputes "
+                    "the window\n", why);
+    g->mode = GEN_WINDOW;
+}
+
 /* The model on the device with the checkpoint's weights, and the window and token tensors. */
 static int gen_model(struct gen *g, const char *load, const char *device)
 {
@@ -77,24 +121,41 @@ static int gen_model(struct gen *g, const char *load, const char *device)
         clt_tensor_create(&g->x, g->ctx, CLT_DTYPE_I32, 2, xd, CLT_MEM_ACTIVATIONS) != CLT_OK ||
         clt_tensor_create(&g->id, g->ctx, CLT_DTYPE_I32, 1, &one, CLT_MEM_WORKSPACE) != CLT_OK)
         return cli_fail_status(g->ctx);
+    g->win = calloc(g->T, sizeof *g->win);
+    if (!g->win) return cli_error("out of host memory");
     cli_note_unverified(g->ck, load);
+    gen_check_cache(g);
     return CLI_OK;
 }
 
-/* Draws the token at position g->n from the window of the last T tokens before it: the window
- * fills positions 0 .. w - 1 of x (the rest 0: the causal mask keeps later positions from the
- * row read) and the draw reads the logits of position w - 1. */
+/* The logits of the window that starts at ids[start] and ends with the token before g->n, w
+ * tokens: a forward over it (positions 0 .. w - 1 of x, the rest 0: the causal mask keeps later
+ * positions from the row read; *row = w - 1), or, when the cache holds the window but its last
+ * token, that token's position alone (*row = 0). */
+static clt_status gen_logits(struct gen *g, size_t start, size_t w, clt_tensor **logits,
+                             size_t *row)
+{
+    if (g->mode == GEN_CACHE && g->cached && g->start == start) {
+        *row = 0;
+        return clt_model_decode(g->m, g->id, w - 1, logits);
+    }
+    memset(g->win, 0, g->T * sizeof *g->win);
+    memcpy(g->win, g->ids + start, w * sizeof *g->win);
+    clt_status st = clt_tensor_write(g->x, g->win, true, NULL);
+    if (st == CLT_OK) st = clt_model_forward(g->m, g->x, false, 0, logits);
+    *row = w - 1;
+    g->cached = true;
+    g->start = start;
+    return st;
+}
+
+/* Draws the token at position g->n from the window of the last T tokens before it. */
 static int gen_step(struct gen *g, const struct clt_text_sample_params *sp, int32_t *tok)
 {
-    size_t w = g->n < g->T ? g->n : g->T;
-    int32_t *win = calloc(g->T, sizeof *win);
+    size_t w = g->n < g->T ? g->n : g->T, row = 0;
     clt_tensor *logits = NULL;
-    if (!win) return cli_error("out of host memory");
-    memcpy(win, g->ids + g->n - w, w * sizeof *win);
-    clt_status st = clt_tensor_write(g->x, win, true, NULL);
-    free(win);
-    if (st == CLT_OK) st = clt_model_forward(g->m, g->x, false, 0, &logits);
-    if (st == CLT_OK) st = clt_text_sample(g->id, logits, w - 1, g->V, g->n, sp);
+    clt_status st = gen_logits(g, g->n - w, w, &logits, &row);
+    if (st == CLT_OK) st = clt_text_sample(g->id, logits, row, g->V, g->n, sp);
     if (st == CLT_OK) st = clt_tensor_read(g->id, tok, true, NULL);
     if (st != CLT_OK) return cli_fail_status(g->ctx);
     if (*tok < 0 || (size_t)*tok >= g->V)
@@ -147,10 +208,14 @@ int cli_generate(int argc, char **argv)
     if (cli_is_help(argc, argv)) {
         const char *usage =
             "cltrain generate --load FILE [--prompt TEXT] [options]\n"
-            "writes the generated text to stdout as each token is drawn: every token from a\n"
-            "  forward pass over the last T tokens (T the model's block; the window is\n"
-            "  recomputed for each token) and a draw on the device from softmax(logits /\n"
-            "  temperature) over the top K, keyed by the seed and the token's position";
+            "writes the generated text to stdout as each token is drawn: every token from the\n"
+            "  logits of the last T tokens (T the model's block) and a draw on the device from\n"
+            "  softmax(logits / temperature) over the top K, keyed by the seed and the token's\n"
+            "  position. The prompt costs one forward pass; then a key/value cache makes each\n"
+            "  token cost one position while the text fits the block. Past T tokens the window\n"
+            "  slides and, positions being learned, each token costs a forward over the last\n"
+            "  T tokens, as without the cache. CLTRAIN_GENERATE=window recomputes the window\n"
+            "  for every token (the same text: a check of the cache)";
         cli_print_help("generate", usage, opts);
         return CLI_OK;
     }
@@ -162,7 +227,8 @@ int cli_generate(int argc, char **argv)
     sp.top_k = (size_t)top_k;
     sp.seed = seed;
     struct gen g = {0};
-    rc = gen_open(&g, load, prompt, (size_t)tokens);
+    rc = gen_mode_of(&g.mode);
+    if (rc == CLI_OK) rc = gen_open(&g, load, prompt, (size_t)tokens);
     if (rc == CLI_OK) rc = gen_model(&g, load, device);
     if (rc == CLI_OK && echo) fputs(prompt, stdout);
     if (rc == CLI_OK) rc = gen_run(&g, (size_t)tokens, &sp);

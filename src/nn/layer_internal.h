@@ -236,6 +236,7 @@ struct clt__layer {
                                             (kind->grads_act_before), else NULL */
     bool grad_after;                    /* an activation whose gradient the layer after it
                                            applies (that one's act_before) */
+    clt_tensor *row;                    /* decode: a (1, W) view of its output's row pos */
     struct clt__layer *child;           /* a block's children (kind->children), else NULL */
     int nchildren;
     clt_tensor *gb[2];                  /* a block: the model's two (max_batch, plan.block_widest)
@@ -343,6 +344,17 @@ struct clt__layer_kind {
      * (identity: dx not written). */
     clt_status (*backward)(struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
                            bool need_dx, const struct clt__pass *p, bool *through);
+    /* Generation with a key/value cache (clt_model_decode): L's output row at position `pos` of
+     * sample 0 from its input row x ((1, IN), or the (1) i32 token for the first layer), written
+     * where a batch-1 forward writes row pos (its kept output's row pos: L->row, made by
+     * clt__layer_row); sets L->out_t (that row, or x for an identity). Rows before pos are what
+     * the last forward or decode steps left, which attention reads as its cache of keys and
+     * values. NULL: the kind cannot (generation then recomputes the window). */
+    clt_status (*decode)(struct clt__layer *L, const clt_tensor *x, size_t pos);
+    /* Whether decode gives the forward's row for this layer's spec (NULL: whenever decode is
+     * set); into `why` (n bytes) the reason when not: attention without the causal mask reads
+     * later positions, which a cache does not hold yet. */
+    bool (*decodes)(const struct clt__layer *L, char *why, size_t n);
     /* Whether L also runs `next`, the layer after it that reads its output (set up, same
      * storage), in its own kernels, and which passes: then the model sets L->next and
      * next->absorbed, and next's kind follows it (see enum clt__absorb). batchnorm
@@ -354,6 +366,10 @@ struct clt__layer_kind {
     int (*children)(const clt_layer_spec *l, const struct clt__shape *in,
                     const struct clt__shape *out, struct clt__child *child);
 };
+
+/* Decode (kind->decode): L->row made a (1, W) view of row pos of L's kept output (W the width
+ * of one position of its output; the output's rows start at element 0 of y_full). */
+clt_status clt__layer_row(struct clt__layer *L, size_t pos);
 
 /* What activation layer A's backward reads: its input or its output (clt_op_act_saved), or,
  * absorbed in both passes, its input (which the layer before wrote as act(z)). */

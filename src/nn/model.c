@@ -48,6 +48,11 @@ struct clt_model {
     int64_t *counters;            /* (plan.counters) host int64 buffers, or NULL */
     int nbuffers;                 /* named (persistent) buffers */
     struct clt_buffer_info *binfo; /* (nbuffers) */
+    bool decodes;                 /* clt_model_decode takes it (decode_plan) */
+    char no_decode[160];          /* else why not */
+    size_t cached;                /* decode: positions 0 .. cached - 1 of sample 0 hold the
+                                     sequence's rows (T after a batch-1 evaluation forward,
+                                     pos + 1 after decoding pos; 0: none) */
 };
 
 struct clt_model_params clt_model_default_params(void)
@@ -641,6 +646,40 @@ static void fuse_layers(struct clt__layer *L, int n, const struct clt__plan_laye
     }
 }
 
+/* Whether layer L (or a block's child) of a model on sequences of T positions computes one
+ * position by itself (kind->decode, kind->decodes) with a (T, C) input and output; else a
+ * reason naming it into why. */
+static bool layer_decodes(const struct clt__layer *L, size_t T, char *why, size_t n)
+{
+    char reason[96] = "";
+    const bool seq = L->in.ndim == 2 && L->in.d[0] == T && L->out.ndim == 2 && L->out.d[0] == T;
+    if (!L->kind->decode) snprintf(reason, sizeof reason, "%s", L->kind->name);
+    else if (!seq && !L->kind->tokens)
+        snprintf(reason, sizeof reason, "%s on an input that is not a sequence of T positions",
+                 L->kind->name);
+    else if (L->kind->decodes && !L->kind->decodes(L, reason, sizeof reason)) (void)0;
+    else return true;
+    snprintf(why, n, "layer %d (%s) computes no position by itself", L->index + 1, reason);
+    return false;
+}
+
+/* Whether clt_model_decode takes m (see clt_model_can_decode); else why. */
+static bool decode_plan(const clt_model *m, char *why, size_t n)
+{
+    if (!clt_spec_takes_tokens(&m->spec)) {
+        snprintf(why, n, "not a language model (its first layer is not embed)");
+        return false;
+    }
+    if (m->params_cfg.precision != CLT_DTYPE_F32) {
+        snprintf(why, n, "a %s model (decoding runs in f32)",
+                 clt_dtype_name(m->params_cfg.precision));
+        return false;
+    }
+    for (int i = 0; i < m->nlayers; i++)
+        if (!layer_decodes(&m->layers[i], m->in.d[0], why, n)) return false;
+    return true;
+}
+
 /* Layer L (a top-level layer, or a block's child) from its plan: views of its parameters and
  * buffers, and the output it keeps. */
 static clt_status setup_layer(clt_model *m, struct clt__layer *L, const struct clt__plan_layer *pl,
@@ -861,6 +900,7 @@ clt_status clt__model_create_shaped(clt_model **out, clt_ctx *ctx, const clt_spe
         if (m->layers[i].nchildren) /* else plan child is -1 (and children may be NULL) */
             fuse_layers(m->layers[i].child, m->layers[i].nchildren,
                         &m->plan.children[m->plan.layers[i].child]);
+    m->decodes = decode_plan(m, m->no_decode, sizeof m->no_decode);
     size_t gdims[2] = {m->max_batch, m->plan.widest};
     for (int k = 0; k < 2; k++)
         CLT_TRY(clt_tensor_create(&m->g_full[k], ctx, prec, 2, gdims, CLT_MEM_ACTIVATIONS));
@@ -915,6 +955,7 @@ static void free_layer(struct clt__layer *L)
     }
     for (int j = 0; j < CLT__LAYER_MAX_BUFFERS; j++) clt_tensor_free(L->buf[j]);
     clt_tensor_free(L->y);
+    clt_tensor_free(L->row);
     clt_tensor_free(L->y_full);
     clt_tensor_free(L->saved);
 }
@@ -962,6 +1003,7 @@ clt_status clt_model_forward(clt_model *m, const clt_tensor *x, bool train, uint
     }
     if (B != m->batch) CLT_TRY(make_views(m, B));
     m->step = step;
+    m->cached = 0;
     const struct clt__pass pass = {.B = B, .train = train, .seed = m->params_cfg.seed,
                                    .step = step, .nlayers = m->nlayers + m->plan.nchildren};
     const clt_tensor *h = x;
@@ -973,6 +1015,48 @@ clt_status clt_model_forward(clt_model *m, const clt_tensor *x, bool train, uint
         h = L->out_t;
     }
     *out = (clt_tensor *)h;
+    /* a batch-1 evaluation leaves every position's rows, the cache clt_model_decode reads */
+    if (B == 1 && !train) m->cached = m->in.d[0];
+fail:
+    return st;
+}
+
+bool clt_model_can_decode(const clt_model *m, char *why, size_t n)
+{
+    if (!m->decodes && why && n) snprintf(why, n, "%s", m->no_decode);
+    return m->decodes;
+}
+
+clt_status clt_model_decode(clt_model *m, const clt_tensor *token, size_t pos,
+                            clt_tensor **logits)
+{
+    clt_status st = CLT_OK;
+    const size_t T = m->in.d[0];
+    const size_t cached = m->cached;
+    m->cached = 0; /* until this step has enqueued every layer */
+    CLT_TRY(clt_tensor_same_ctx(m->params, token));
+    if (!m->decodes)
+        CLT_FAIL(m->ctx, CLT_ERR_UNSUPPORTED, "model decode: this model cannot compute one "
+                                              "position at a time: %s", m->no_decode);
+    if (clt_tensor_dtype(token) != CLT_DTYPE_I32 || clt_tensor_numel(token) != 1)
+        CLT_FAIL(m->ctx, CLT_ERR_SHAPE, "model decode: the token must be one i32 id, got %s with "
+                                        "%zu elements", clt_dtype_name(clt_tensor_dtype(token)),
+                 clt_tensor_numel(token));
+    if (pos >= T)
+        CLT_FAIL(m->ctx, CLT_ERR_SHAPE, "model decode: position %zu is past the block of T = %zu "
+                                        "positions", pos, T);
+    if (pos > cached)
+        CLT_FAIL(m->ctx, CLT_ERR_STATE, "model decode: position %zu needs positions 0 .. %zu in "
+                                        "the cache, which holds %zu; run a batch-1 evaluation "
+                                        "forward over the context first", pos, pos - 1, cached);
+    const clt_tensor *h = token;
+    for (int i = 0; i < m->nlayers; i++) {
+        struct clt__layer *L = &m->layers[i];
+        CLT_TRY(L->kind->decode(L, h, pos));
+        h = L->out_t;
+    }
+    *logits = (clt_tensor *)h;
+    m->cached = pos + 1;
 fail:
     return st;
 }
@@ -989,6 +1073,7 @@ clt_status clt_model_backward(clt_model *m, const clt_tensor *dout, bool accumul
 {
     clt_status st = CLT_OK;
     size_t B = m->batch;
+    m->cached = 0; /* a backward may overwrite kept outputs (linear's fused activation) */
     CLT_TRY(clt_tensor_same_ctx(m->params, dout));
     if (clt_tensor_numel(dout) != B * m->out_numel) {
         char shape[64];
@@ -1050,6 +1135,7 @@ clt_status clt_model_write_params(clt_model *m, const float *src)
 {
     clt_status st = CLT_OK;
     cl_event ev = NULL;
+    m->cached = 0; /* rows of the old weights */
     CLT_TRY(clt_tensor_write(m->params, src, false, &ev));
     CLT_TRY(clt_ctx_wait(m->ctx, CLT_WAIT_SETUP, 1, &ev));
     CLT_TRY(clt__model_sync_weights(m));

@@ -18,6 +18,8 @@ _Static_assert((16u << (ATTN_BUCKETS - 1)) == CLT_ATTN_FLASH_MAX_HD, "buckets up
  * work-item) of the flash kernels. */
 #define ATTN_MAX_BK 32
 #define ATTN_MAX_ROWS 64
+/* attention_decode's largest work-group (its CLT_ATTN_DECODE_WG: the size of its local array) */
+#define ATTN_DECODE_WG 64
 /* Local memory the flash kernels leave unused, for what a compiler adds. */
 #define ATTN_LOCAL_SLACK 1024
 
@@ -35,13 +37,14 @@ enum {
     K_REF_DV,
     K_REF_DSCORES,
     K_REF_DQK,
+    K_DECODE,
     K__COUNT
 };
 static const char *const k_names[K__COUNT] = {
     "attention_forward",     "attention_backward_dkv", "attention_backward_dq",
     "attention_backward_delta", "attention_ref_scores", "attention_ref_softmax",
     "attention_ref_out",     "attention_ref_probs",    "attention_ref_dv",
-    "attention_ref_dscores", "attention_ref_dqk"};
+    "attention_ref_dscores", "attention_ref_dqk",     "attention_decode"};
 
 /* The bucket of head width hd (<= CLT_ATTN_FLASH_MAX_HD): 0 for up to 16, 1 up to 32, ... */
 static int attn_bucket(size_t hd)
@@ -310,6 +313,43 @@ clt_status clt_op_attention_backward(clt_tensor *dqkv, clt_tensor *ws, const clt
                               CLT__ARG(wso), CLT__ARG(qkvm), CLT__ARG(qkvo), CLT__ARG(a.dims)));
             CLT_TRY(clt__launch_1d(ctx, k, 2 * g->B * g->T * D, "attention_ref_dqk"));
         }
+    }
+fail:
+    return st;
+}
+
+clt_status clt_op_attention_decode(clt_tensor *y, clt_tensor *ws, const clt_tensor *qkv,
+                                   const struct clt_attn_geom *g, size_t pos)
+{
+    clt_status st = CLT_OK;
+    CLT_ASSERT(y && qkv && g);
+    clt_ctx *ctx = clt_tensor_ctx(qkv);
+    const char *op = "attention_decode";
+    cl_kernel k;
+    struct clt_attn_geom rg = *g;
+    rg.path = CLT_ATTN_REFERENCE; /* the sizes' checks, whatever the head width */
+    CLT_TRY(check_geom(ctx, &rg, op));
+    if (pos >= g->T)
+        CLT_FAIL(ctx, CLT_ERR_SHAPE, "%s: position %zu is past the T = %zu rows of qkv", op, pos,
+                 g->T);
+    const size_t D = g->NH * g->HD;
+    CLT_TRY(need(qkv, qkv, -1, g->B * g->T * 3 * D, 3 * D, op, "qkv"));
+    const clt_dtype xd = clt_tensor_dtype(qkv);
+    CLT_TRY(need(qkv, y, (int)xd, g->B * D, D, op, "y"));
+    CLT_TRY(need_ws(qkv, ws, g->B * g->NH * g->T, op));
+    CLT_TRY(attn_kernel(ctx, K_DECODE, 0, xd, CLT_DTYPE_F32, &k));
+    {
+        struct attn_args a = attn_args(g);
+        cl_uint p = (cl_uint)pos;
+        MEM(y);
+        MEM(ws);
+        MEM(qkv);
+        CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(wsm), CLT__ARG(wso),
+                          CLT__ARG(qkvm), CLT__ARG(qkvo), CLT__ARG(a.dims), CLT__ARG(p),
+                          CLT__ARG(a.scale)));
+        size_t wg = clt__local_size(ctx, k);
+        if (wg > ATTN_DECODE_WG) wg = ATTN_DECODE_WG;
+        CLT_TRY(clt__enqueue(ctx, k, g->B * g->NH * wg, wg, op));
     }
 fail:
     return st;

@@ -472,6 +472,16 @@ clt_status clt_op_attention_forward(clt_tensor *y, clt_tensor *lse, clt_tensor *
 clt_status clt_op_attention_backward(clt_tensor *dqkv, clt_tensor *ws, const clt_tensor *dy,
                                      const clt_tensor *qkv, const clt_tensor *y,
                                      const clt_tensor *lse, const struct clt_attn_geom *g);
+/* One decode step of generation with a key/value cache: y (B, D) = the attention of query row
+ * `pos` alone, y_pos = softmax(scale q_pos k_j^T over keys j <= pos) v, per (b, h), with keys
+ * and values rows 0 .. pos of qkv (B, T, 3D) (the cache: rows a forward or earlier steps
+ * wrote; rows after pos are not read). The causal mask is implied (g->causal and g->path are
+ * not read). ws (f32, at least B NH T elements) takes the step's scores. One work-group per
+ * (b, h): the scores strided over its work-items, the maximum and the sum in a fixed order,
+ * then the output columns. CLT_ERR_SHAPE for a size of 0 or 2^32 and more, pos >= T or a
+ * tensor of another shape or dtype (y has qkv's); CLT_ERR_INVALID_ARG without a workspace. */
+clt_status clt_op_attention_decode(clt_tensor *y, clt_tensor *ws, const clt_tensor *qkv,
+                                   const struct clt_attn_geom *g, size_t pos);
 
 /* clt_ops_program_variants, every program the ops may build, walking the op-family table
  * (src/ops/families.c), is declared in cltrain/opencl.h for `cltrain kernels`. */

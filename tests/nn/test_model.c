@@ -2664,6 +2664,197 @@ START_TEST(test_attention_params)
 }
 END_TEST
 
+/* ---- generation with a key/value cache ---------------------------------------------------- */
+
+/* Logits (V) of m's batch-1 forward over the window ids[0 .. w) (the rest of the (T) window 0)
+ * at position w - 1; *out is the forward's whole output (1, T, V). */
+static void window_logits(clt_model *m, clt_tensor *x, const int32_t *ids, size_t w, size_t T,
+                          size_t V, float *got, clt_tensor **out)
+{
+    int32_t win[16] = {0};
+    float all[16 * 16];
+    ck_assert(T <= 16 && T * V <= 16 * 16);
+    memcpy(win, ids, w * sizeof *win);
+    tc_write(x, win);
+    TC_OK(clt_model_ctx(m), clt_model_forward(m, x, false, 0, out));
+    tc_read(*out, all);
+    memcpy(got, all + (w - 1) * V, V * sizeof *got);
+}
+
+/* A (B, T) i32 tensor of token ids. */
+static clt_tensor *ids_tensor(clt_ctx *ctx, size_t B, size_t T)
+{
+    clt_tensor *t = NULL;
+    const size_t d[2] = {B, T};
+    TC_OK(ctx, clt_tensor_create(&t, ctx, CLT_DTYPE_I32, 2, d, CLT_MEM_OTHER));
+    return t;
+}
+
+/* Poisons rows [r0, r1) of a (1, T, V) output. */
+static void poison_rows(const clt_tensor *out, size_t r0, size_t r1, size_t V)
+{
+    if (r1 <= r0) return;
+    clt_tensor *v = NULL;
+    size_t n = (r1 - r0) * V;
+    TC_OK(clt_tensor_ctx(out), clt_tensor_view(&v, out, r0 * V, 1, &n));
+    tc_poison(v);
+    clt_tensor_free(v);
+}
+
+/* Generation's two ways agree: for a small random language model (every parameter random,
+ * layernorms' included), each token's logits from clt_model_decode, fed the token before it
+ * after a forward over the prompt, equal the logits a forward over the window (the last T
+ * tokens) gives at its last position, for every position of the block and past it, where the
+ * window slides and generation runs the forward (as cltrain generate does). Fused and apart
+ * (CLTRAIN_FUSE=0: gelu's own kernel), with the tied head and the plain one, biased and
+ * unbiased attention, posembed absorbed by embed or after a layernorm, relu in a linear's store.
+ * The decoded rows are poisoned first, and the tokens are never 0 (the window's padding), so a
+ * step that skipped writing its keys and values into the cache would attend to the padding's. */
+START_TEST(test_decode_matches_forward)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    enum { T = 7, V = 11, N = T + 6 };
+    static const char *const specs[] = {
+        "embed 16, posembed, residual { layernorm, attention 2 causal }, residual { layernorm, "
+        "linear 32, gelu, linear 16 }, layernorm, linear V nobias tied",
+        "embed 16, layernorm, posembed, residual { layernorm, attention 4 causal nobias }, "
+        "residual { linear 24, relu, linear 16 }, dropout 0.2, linear 12, tanh, linear V"};
+    for (int fuse = 1; fuse >= 0; fuse--)
+        for (size_t si = 0; si < sizeof specs / sizeof *specs; si++)
+            for (size_t prompt = 1; prompt <= 3; prompt += 2) {
+                if (!fuse) setenv("CLTRAIN_FUSE", "0", 1);
+                clt_model *m = make_model(ctx, specs[si], T, V, CLT_INIT_DEFAULT, 3, 1);
+                clt_model *ref = make_model(ctx, specs[si], T, V, CLT_INIT_DEFAULT, 3, 1);
+                unsetenv("CLTRAIN_FUSE");
+                char why[160];
+                ck_assert_msg(clt_model_can_decode(m, why, sizeof why), "%s: %s", specs[si], why);
+                size_t P = clt_tensor_numel(clt_model_params(m));
+                float *w = malloc(P * sizeof *w);
+                ck_assert_ptr_nonnull(w);
+                tc_fill_nonzero(&r, w, P, 0.05f, 0.5f);
+                TC_OK(ctx, clt_model_write_params(m, w));
+                TC_OK(ctx, clt_model_write_params(ref, w));
+                free(w);
+                int32_t ids[N];
+                for (size_t i = 0; i < N; i++) ids[i] = 1 + (int32_t)(tc_u32(&r) % (V - 1));
+                clt_tensor *x = ids_tensor(ctx, 1, T), *xr = ids_tensor(ctx, 1, T);
+                clt_tensor *tok = tc_tensor(ctx, CLT_DTYPE_I32, 1), *out = NULL, *rout = NULL;
+                size_t start = SIZE_MAX; /* the window the cache holds */
+                int decoded = 0;
+                for (size_t n = prompt; n < N; n++) {
+                    const size_t s = n > T ? n - T : 0, wn = n - s;
+                    float got[V], want[V];
+                    double want_d[V];
+                    char what[96];
+                    window_logits(ref, xr, ids + s, wn, T, V, want, &rout);
+                    if (s == start) { /* one position from the cache */
+                        clt_tensor *lg = NULL;
+                        poison_rows(out, wn - 1, T, V);
+                        tc_write(tok, &ids[n - 1]);
+                        TC_OK(ctx, clt_model_decode(m, tok, wn - 1, &lg));
+                        ck_assert_uint_eq(clt_tensor_numel(lg), V);
+                        tc_read(lg, got);
+                        decoded++;
+                    } else { /* the prompt, or a slid window: a forward */
+                        window_logits(m, x, ids + s, wn, T, V, got, &out);
+                        start = s;
+                    }
+                    for (int v = 0; v < V; v++) want_d[v] = want[v];
+                    snprintf(what, sizeof what, "spec %zu fuse %d prompt %zu: token %zu", si,
+                             fuse, prompt, n);
+                    tc_check_close(got, want_d, V, 1e-5, 1e-5, what, 0);
+                }
+                ck_assert_int_eq(decoded, T - (int)prompt);
+                clt_tensor_free(x);
+                clt_tensor_free(xr);
+                clt_tensor_free(tok);
+                clt_model_free(m);
+                clt_model_free(ref);
+            }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* What decode refuses: a model that cannot compute one position by itself (attention without
+ * the mask, a flatten, an image model, bf16), with the layer named; a decode past position 0
+ * without a batch-1 evaluation forward before it, after a training forward or a backward, or one that skips a
+ * position; a position past the block; a token that is not one i32 id. */
+START_TEST(test_decode_rejects)
+{
+    clt_ctx *ctx = tc_ctx();
+    enum { T = 5, V = 7 };
+    static const struct {
+        const char *spec;
+        const char *why;
+    } no[] = {
+        {"embed 8, posembed, attention 2, linear V", "layer 3 (attention without \"causal\""},
+        {"embed 8, residual { layernorm, attention 2 }, linear V",
+         "layer 2 (attention without \"causal\""},
+        {"embed 8, attention 2 causal, flatten, linear V", "layer 3 (flatten)"},
+        {"linear 8, linear V", "not a language model"},
+    };
+    char why[160];
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
+        clt_model *m = make_model(ctx, no[i].spec, T, V, CLT_INIT_DEFAULT, 1, 1);
+        ck_assert(!clt_model_can_decode(m, why, sizeof why));
+        ck_assert_msg(tc_contains(why, no[i].why), "%s: %s", no[i].spec, why);
+        clt_tensor *tok = tc_tensor(ctx, CLT_DTYPE_I32, 1), *lg = NULL;
+        ck_assert_int_eq(clt_model_decode(m, tok, 0, &lg), CLT_ERR_UNSUPPORTED);
+        ck_assert(tc_contains(clt_ctx_errmsg(ctx), no[i].why));
+        clt_tensor_free(tok);
+        clt_model_free(m);
+    }
+    {
+        clt_spec s = parse_spec("embed 8, linear 8, linear V nobias tied");
+        struct clt_model_params p = clt_model_default_params();
+        p.precision = CLT_DTYPE_BF16;
+        clt_model *m = NULL;
+        TC_OK(ctx, clt_model_create(&m, ctx, &s, T, V, &p));
+        ck_assert(!clt_model_can_decode(m, why, sizeof why));
+        ck_assert_msg(tc_contains(why, "a bf16 model"), "%s", why);
+        clt_model_free(m);
+        clt_spec_free(&s);
+    }
+    clt_model *m = make_model(ctx, "embed 8, posembed, attention 2 causal, linear V", T, V,
+                              CLT_INIT_DEFAULT, 1, 2);
+    clt_tensor *tok = tc_tensor(ctx, CLT_DTYPE_I32, 1), *lg = NULL, *out = NULL;
+    clt_tensor *x1 = ids_tensor(ctx, 1, T), *x2 = ids_tensor(ctx, 2, T);
+    clt_tensor *f = tc_tensor(ctx, CLT_DTYPE_F32, 1);
+    const int32_t one = 1, win[2 * T] = {1, 2, 3, 4, 5, 6, 1, 2, 3, 4};
+    tc_write(tok, &one);
+    tc_write(x1, win);
+    tc_write(x2, win);
+    ck_assert_int_eq(clt_model_decode(m, tok, 1, &lg), CLT_ERR_STATE); /* position 0 needs none */
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "run a batch-1 evaluation forward"));
+    TC_OK(ctx, clt_model_forward(m, x2, false, 0, &out)); /* batch 2: no cache */
+    ck_assert_int_eq(clt_model_decode(m, tok, 1, &lg), CLT_ERR_STATE);
+    TC_OK(ctx, clt_model_forward(m, x1, true, 0, &out)); /* training */
+    ck_assert_int_eq(clt_model_decode(m, tok, 1, &lg), CLT_ERR_STATE);
+    TC_OK(ctx, clt_model_forward(m, x1, false, 0, &out));
+    ck_assert_int_eq(clt_model_decode(m, tok, T, &lg), CLT_ERR_SHAPE);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "position 5 is past the block of T = 5"));
+    TC_OK(ctx, clt_model_forward(m, x1, false, 0, &out));
+    ck_assert_int_eq(clt_model_decode(m, f, 1, &lg), CLT_ERR_SHAPE);
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "the token must be one i32 id"));
+    TC_OK(ctx, clt_model_forward(m, x1, false, 0, &out));
+    TC_OK(ctx, clt_model_decode(m, tok, 2, &lg));
+    ck_assert_int_eq(clt_model_decode(m, tok, 4, &lg), CLT_ERR_STATE); /* 3 skipped */
+    ck_assert(tc_contains(clt_ctx_errmsg(ctx), "position 4 needs positions 0 .. 3"));
+    TC_OK(ctx, clt_model_forward(m, x1, false, 0, &out));
+    TC_OK(ctx, clt_model_decode(m, tok, 2, &lg));
+    TC_OK(ctx, clt_model_decode(m, tok, 3, &lg));
+    clt_tensor_free(tok);
+    clt_tensor_free(x1);
+    clt_tensor_free(x2);
+    clt_tensor_free(f);
+    clt_model_free(m);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
@@ -2693,6 +2884,8 @@ static Suite *model_suite(void)
     TCase *lm = tc_tcase("lm"); /* CK_RUN_CASE=lm runs these alone */
     tcase_add_test(lm, test_embed_layers);
     tcase_add_test(lm, test_embed_rejects);
+    tcase_add_test(lm, test_decode_matches_forward);
+    tcase_add_test(lm, test_decode_rejects);
     suite_add_tcase(s, lm);
     return s;
 }

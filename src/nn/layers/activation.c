@@ -28,6 +28,22 @@ fail:
     return st;
 }
 
+/* The row: the layer before applied it (its row holds the result), or the op on one row. */
+static clt_status decode(struct clt__layer *L, const clt_tensor *x, size_t pos)
+{
+    clt_status st = CLT_OK;
+    if (L->absorbed == CLT__ABSORB_BOTH) {
+        L->out_t = x;
+        return CLT_OK;
+    }
+    CLT_TRY(clt__layer_row(L, pos));
+    if (L->absorbed == CLT__ABSORB_NONE)
+        CLT_TRY(clt_op_act_forward_alpha(L->kind->act, L->spec.alpha, L->row, x));
+    L->out_t = L->row;
+fail:
+    return st;
+}
+
 static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
                            bool need_dx, const struct clt__pass *p, bool *through)
 {
@@ -101,6 +117,7 @@ static clt_status check_alpha(const clt_layer_spec *l, int layer)
         .kept = clt__layer_keeps_output,                                                           \
         .forward = forward,                                                                        \
         .backward = backward,                                                                      \
+        .decode = decode,                                                                          \
     }
 #define CLT__ACTIVATION(stem, KIND, help_text)                                                    \
     CLT__ACTIVATION_KIND(stem, KIND, KIND, #stem, help_text, clt__layer_parse_none,               \

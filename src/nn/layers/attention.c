@@ -227,6 +227,49 @@ fail:
     return st;
 }
 
+/* One position: its q, k and v into row pos of qkv (the rows before it are the cache of keys
+ * and values the last forward and decode steps left there), the attention of q_pos over keys
+ * 0 .. pos into row pos of y (the step's scores in lse's place: generation runs no backward),
+ * and the output projection into row pos of the output. */
+static clt_status decode(struct clt__layer *L, const clt_tensor *x, size_t pos)
+{
+    clt_status st = CLT_OK;
+    clt_tensor *qkv = NULL, *qrow = NULL, *yrow = NULL, *scores = NULL;
+    const struct clt_attn_geom g = geom_of(&L->spec, &L->in, 1);
+    const size_t T = g.T, D = g.NH * g.HD, sn = g.NH * T;
+    const size_t d1[2] = {1, D}, d3[2] = {1, 3 * D}, dq[3] = {1, T, 3 * D};
+    const int wi = 0, wo = out_proj(L);
+    /* the batch-1 forward's regions of y_full (see views_of): qkv at T D, y at 4 T D */
+    CLT_TRY(clt_tensor_view(&qkv, L->y_full, T * D, 3, dq));
+    CLT_TRY(clt_tensor_view(&qrow, L->y_full, T * D + pos * 3 * D, 2, d3));
+    CLT_TRY(clt_tensor_view(&yrow, L->y_full, 4 * T * D + pos * D, 2, d1));
+    CLT_TRY(clt_tensor_view(&scores, L->saved, 0, 1, &sn));
+    CLT_TRY(clt__layer_row(L, pos));
+    struct clt_gemm_epilogue e = {.bias = L->spec.bias ? clt__layer_weight(L, wi + 1) : NULL,
+                                  .act = -1};
+    CLT_TRY(clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_TRANS, 1, 3 * D, D, x,
+                                 clt__layer_weight(L, wi), &e, qrow));
+    CLT_TRY(clt_op_attention_decode(yrow, scores, qkv, &g, pos));
+    e.bias = L->spec.bias ? clt__layer_weight(L, wo + 1) : NULL;
+    CLT_TRY(clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_TRANS, 1, D, D, yrow, clt__layer_weight(L, wo),
+                                 &e, L->row));
+    L->out_t = L->row;
+fail:
+    clt_tensor_free(qkv);
+    clt_tensor_free(qrow);
+    clt_tensor_free(yrow);
+    clt_tensor_free(scores);
+    return st;
+}
+
+/* The causal mask: a position sees none after it, which the cache does not hold yet. */
+static bool decodes(const struct clt__layer *L, char *why, size_t n)
+{
+    if (L->spec.causal) return true;
+    snprintf(why, n, "attention without \"causal\" (every position sees the later ones)");
+    return false;
+}
+
 /* dW (+ db) = dy^T a over the M rows: a weight's gradient and its bias's. */
 static clt_status weight_grad(const struct clt__layer *L, int w, size_t OUT, size_t IN, size_t M,
                               const clt_tensor *dy, const clt_tensor *a, float beta)
@@ -291,4 +334,6 @@ const struct clt__layer_kind clt__layer_attention = {
     .workspace = workspace,
     .forward = forward,
     .backward = backward,
+    .decode = decode,
+    .decodes = decodes,
 };

@@ -65,6 +65,14 @@ fail:
     return st;
 }
 
+/* Generation evaluates: the identity. */
+static clt_status decode(struct clt__layer *L, const clt_tensor *x, size_t pos)
+{
+    (void)pos;
+    L->out_t = x;
+    return CLT_OK;
+}
+
 static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
                            bool need_dx, const struct clt__pass *p, bool *through)
 {
@@ -88,4 +96,5 @@ const struct clt__layer_kind clt__layer_dropout = {
     .kept = clt__layer_keeps_output,
     .forward = forward,
     .backward = backward,
+    .decode = decode,
 };

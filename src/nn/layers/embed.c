@@ -104,6 +104,26 @@ fail:
     return st;
 }
 
+/* One token's row, with row pos of an absorbed posembed's table. */
+static clt_status decode(struct clt__layer *L, const clt_tensor *x, size_t pos)
+{
+    clt_status st = CLT_OK;
+    clt_tensor *prow = NULL;
+    const size_t D = L->out.d[1], pd[2] = {1, D};
+    const clt_tensor *table = L->ydt == CLT_DTYPE_F32 ? L->w[0] : clt__layer_weight(L, 0);
+    CLT_TRY(clt__layer_row(L, pos));
+    if (L->next) {
+        const clt_tensor *pt =
+            L->ydt == CLT_DTYPE_F32 ? L->next->w[0] : clt__layer_weight(L->next, 0);
+        CLT_TRY(clt_tensor_view(&prow, pt, pos * D, 2, pd));
+    }
+    CLT_TRY(clt_op_embedding_forward(L->row, x, table, prow));
+    L->out_t = L->row;
+fail:
+    clt_tensor_free(prow);
+    return st;
+}
+
 static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
                            bool need_dx, const struct clt__pass *p, bool *through)
 {
@@ -153,5 +173,6 @@ const struct clt__layer_kind clt__layer_embed = {
     .workspace = workspace,
     .forward = forward,
     .backward = backward,
+    .decode = decode,
     .absorbs = absorbs,
 };

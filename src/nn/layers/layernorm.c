@@ -100,6 +100,24 @@ fail:
     return st;
 }
 
+/* One position's row; its statistics where a batch-1 forward keeps row pos's (mean at pos,
+ * rstd at T + pos of L->saved). */
+static clt_status decode(struct clt__layer *L, const clt_tensor *x, size_t pos)
+{
+    clt_status st = CLT_OK;
+    clt_tensor *mean = NULL, *rstd = NULL;
+    const size_t T = L->in.d[0], one = 1;
+    CLT_TRY(clt__layer_row(L, pos));
+    CLT_TRY(clt_tensor_view(&mean, L->saved, pos, 1, &one));
+    CLT_TRY(clt_tensor_view(&rstd, L->saved, T + pos, 1, &one));
+    CLT_TRY(clt_op_layernorm_forward(L->row, mean, rstd, x, L->w[0], L->w[1], LN_EPS));
+    L->out_t = L->row;
+fail:
+    clt_tensor_free(mean);
+    clt_tensor_free(rstd);
+    return st;
+}
+
 static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
                            bool need_dx, const struct clt__pass *p, bool *through)
 {
@@ -133,4 +151,5 @@ const struct clt__layer_kind clt__layer_layernorm = {
     .saved = saved,
     .forward = forward,
     .backward = backward,
+    .decode = decode,
 };

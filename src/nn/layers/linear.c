@@ -151,6 +151,32 @@ fail:
     return st;
 }
 
+/* One position: the forward's GEMM over M = 1 row, into row pos of its output (and of an
+ * absorbed activation's, which holds act(z) when that one's backward reads z). */
+static clt_status decode(struct clt__layer *L, const clt_tensor *x, size_t pos)
+{
+    clt_status st = CLT_OK;
+    const size_t IN = L->in.d[1], OUT = L->out.d[1];
+    struct clt_gemm_epilogue e = {.bias = L->w[1] ? clt__layer_weight(L, 1) : NULL, .act = -1};
+    struct clt__layer *A = L->next;
+    CLT_TRY(clt__layer_row(L, pos));
+    clt_tensor *y = L->row;
+    if (A) {
+        e.act = (int)A->kind->act;
+        e.slope = A->spec.alpha;
+        if (A->absorbed == CLT__ABSORB_FORWARD) {
+            CLT_TRY(clt__layer_row(A, pos));
+            e.z = L->row;
+            y = A->row;
+        }
+    }
+    CLT_TRY(clt_op_gemm_epilogue(CLT_NO_TRANS, CLT_TRANS, 1, OUT, IN, x, clt__layer_weight(L, 0),
+                                 &e, y));
+    L->out_t = L->row;
+fail:
+    return st;
+}
+
 /* dx = dy W, taken on through the activation before it (act_before) when there is one: its
  * gradient in the GEMM's store (one pass: the product is not written and read back), by its
  * own kernel in place where the saved tensor's storage differs from dx's. */
@@ -231,5 +257,6 @@ const struct clt__layer_kind clt__layer_linear = {
     .kept = clt__layer_keeps_output,
     .forward = forward,
     .backward = backward,
+    .decode = decode,
     .absorbs = absorbs,
 };

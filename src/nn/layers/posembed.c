@@ -57,6 +57,25 @@ fail:
     return st;
 }
 
+/* Row pos of the table added to the row (nothing when the embed layer before added it). */
+static clt_status decode(struct clt__layer *L, const clt_tensor *x, size_t pos)
+{
+    clt_status st = CLT_OK;
+    clt_tensor *prow = NULL;
+    const size_t D = L->in.d[1], pd[2] = {1, D};
+    if (L->absorbed != CLT__ABSORB_NONE) {
+        L->out_t = x;
+        return CLT_OK;
+    }
+    CLT_TRY(clt__layer_row(L, pos));
+    CLT_TRY(clt_tensor_view(&prow, clt__layer_weight(L, 0), pos * D, 2, pd));
+    CLT_TRY(clt_op_add_positions(L->row, x, prow));
+    L->out_t = L->row;
+fail:
+    clt_tensor_free(prow);
+    return st;
+}
+
 static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
                            bool need_dx, const struct clt__pass *p, bool *through)
 {
@@ -87,4 +106,5 @@ const struct clt__layer_kind clt__layer_posembed = {
     .kept = clt__layer_keeps_output,
     .forward = forward,
     .backward = backward,
+    .decode = decode,
 };

@@ -203,6 +203,44 @@ fail:
     return st;
 }
 
+/* One position: the body's children in turn on the row, then y_pos = x_pos + body's row.
+ * Only with the identity shortcut (a projection exists for images alone: decodes says so). */
+static clt_status decode(struct clt__layer *L, const clt_tensor *x, size_t pos)
+{
+    clt_status st = CLT_OK;
+    const clt_tensor *h = x;
+    for (int j = 0; j < L->nchildren; j++) {
+        struct clt__layer *C = &L->child[j];
+        CLT_TRY(C->kind->decode(C, h, pos));
+        h = C->out_t;
+    }
+    CLT_TRY(clt__layer_row(L, pos));
+    if (clt_tensor_dtype(x) == clt_tensor_dtype(L->row)) CLT_TRY(clt_op_copy(L->row, x));
+    else CLT_TRY(clt_op_cast(L->row, x));
+    CLT_TRY(clt_op_axpy(L->row, 1.0f, h));
+    L->out_t = L->row;
+fail:
+    return st;
+}
+
+/* The identity shortcut and children that all decode. */
+static bool decodes(const struct clt__layer *L, char *why, size_t n)
+{
+    if (L->nchildren != L->spec.body_n) {
+        snprintf(why, n, "a residual block with a projection shortcut");
+        return false;
+    }
+    for (int j = 0; j < L->nchildren; j++) {
+        const struct clt__layer *C = &L->child[j];
+        if (!C->kind->decode) {
+            snprintf(why, n, "%s in a residual block", C->kind->name);
+            return false;
+        }
+        if (C->kind->decodes && !C->kind->decodes(C, why, n)) return false;
+    }
+    return true;
+}
+
 static clt_status backward(struct clt__layer *L, clt_tensor *dx, const clt_tensor *dy,
                            bool need_dx, const struct clt__pass *p, bool *through)
 {
@@ -277,5 +315,7 @@ const struct clt__layer_kind clt__layer_residual = {
     .kept = clt__layer_keeps_output,
     .forward = forward,
     .backward = backward,
+    .decode = decode,
+    .decodes = decodes,
     .children = children,
 };

@@ -108,3 +108,12 @@ size_t clt__layer_keeps_nothing(const clt_layer_spec *l, const struct clt__shape
     (void)out;
     return 0;
 }
+
+clt_status clt__layer_row(struct clt__layer *L, size_t pos)
+{
+    CLT_ASSERT(L->y_full && L->out.ndim == 2 && pos < L->out.d[0]);
+    const size_t W = L->out.d[1], dims[2] = {1, W};
+    clt_tensor_free(L->row);
+    L->row = NULL;
+    return clt_tensor_view(&L->row, L->y_full, pos * W, 2, dims);
+}
