@@ -3,9 +3,12 @@
 # tied head) trained here: the same seed gives the same text, another seed another text, top-k 1
 # the same text for any seed (the argmax); the text has --tokens characters of the training
 # text's vocabulary, runs past the block (the window cropped to the last T tokens) and starts
-# with the prompt under --echo; a prompt character outside the vocabulary (named with its
-# position), an image model's checkpoint, a missing --load and bad --temperature / --top-k
-# values are usage errors (exit 2) with one line on stderr and nothing on stdout.
+# with the prompt under --echo; the key/value cache draws the same text as the window
+# recomputed for every token (CLTRAIN_GENERATE=window), and a model without the causal mask
+# falls back to the window, saying so once; a prompt character outside the vocabulary (named
+# with its position), an image model's checkpoint, a missing --load, bad --temperature /
+# --top-k values and an unknown CLTRAIN_GENERATE are usage errors (exit 2) with one line on
+# stderr and nothing on stdout.
 . "$(dirname "$0")/../lib.sh"
 need_exe CLTRAIN_BIN
 need_python3 "to write the text"
@@ -60,6 +63,37 @@ gen n --tokens 5
 [ "$(wc -c < "$tmp/n")" -eq 6 ] || fail "no prompt: '$(cat "$tmp/n")'"
 echo "ok: no prompt"
 
+# the key/value cache (the default) draws the same text as the window recomputed for every
+# token (CLTRAIN_GENERATE=window), within the block and past it (the window slides), with and
+# without a prompt, sampled and greedy; it says nothing on stderr
+for args in "--prompt the --tokens 60 --seed 5" "--tokens 40 --seed 9" \
+    "--prompt sat --tokens 30 --top-k 1"; do
+    # shellcheck disable=SC2086
+    check_ok "cache: generate $args" -- $C generate --load "$L" $args
+    cp "$tmp/out" "$tmp/cached"
+    [ ! -s "$tmp/err" ] || fail "cache: generate $args wrote on stderr: $(cat "$tmp/err")"
+    # shellcheck disable=SC2086
+    check_ok "window: generate $args" -- env CLTRAIN_GENERATE=window $C generate --load "$L" $args
+    cmp -s "$tmp/cached" "$tmp/out" ||
+        fail "$args: the cache drew '$(cat "$tmp/cached")', the window '$(cat "$tmp/out")'"
+done
+cmp -s "$tmp/a" "$tmp/cached" && fail "the runs above drew the same text"
+echo "ok: the key/value cache draws the window's text"
+# a model without the causal mask has no cache: one line on stderr, the window's text
+check_ok "train a model without the causal mask" -- $C train --data "text:$tmp/tiny.txt" \
+    --block 8 --batch-size 8 --eval-batches 2 --steps 5 --log-every 0 --quiet \
+    --model "embed 16, posembed, attention 2, linear V nobias tied" --save "$tmp/nc.safetensors"
+check_ok "generate without a cache" "generate: no key/value cache for this model (layer 3" \
+    "attention without \"causal\"" "every token recomputes the window" -- \
+    $C generate --load "$tmp/nc.safetensors" --prompt "the" --tokens 20
+[ "$(wc -l < "$tmp/err")" -eq 1 ] || fail "the fallback's stderr: $(cat "$tmp/err")"
+cp "$tmp/out" "$tmp/nc"
+check_ok "generate without a cache, window" -- env CLTRAIN_GENERATE=window \
+    $C generate --load "$tmp/nc.safetensors" --prompt "the" --tokens 20
+[ ! -s "$tmp/err" ] || fail "CLTRAIN_GENERATE=window wrote on stderr: $(cat "$tmp/err")"
+cmp -s "$tmp/nc" "$tmp/out" || fail "fallback: '$(cat "$tmp/nc")', window: '$(cat "$tmp/out")'"
+echo "ok: a model without the causal mask recomputes the window, saying so once"
+
 bad() { # bad LABEL NEEDLE... -- ARGS: exit 2, one line, nothing on stdout
     check_bad --code 2 "$@"
     [ ! -s "$tmp/out" ] || fail "$1: wrote on stdout: $(cat "$tmp/out")"
@@ -70,6 +104,8 @@ bad "an accented prompt" "column 2: 'é' (U+00E9)" -- $C generate --load "$L" --
 bad "no --load" "--load FILE is required" -- $C generate --prompt "the"
 bad "temperature 0" "--temperature" -- $C generate --load "$L" --temperature 0
 bad "a negative top-k" "--top-k" -- $C generate --load "$L" --top-k -1
+bad "CLTRAIN_GENERATE=fast" "CLTRAIN_GENERATE=\"fast\": expected cache" "or window" -- \
+    env CLTRAIN_GENERATE=fast $C generate --load "$L"
 write_csv "$tmp" 30 10
 check_ok "train an MLP" -- $C train --data "csv:$tmp/train.csv,$tmp/test.csv" --label-column 0 \
     --model "linear 8, relu, linear 3" --epochs 1 --quiet --save "$tmp/mlp.safetensors"

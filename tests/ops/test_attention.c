@@ -6,7 +6,8 @@
  * the same bits for every local size the flash kernels may be launched with; the causal property
  * (a later token changes no earlier output, and earlier rows' outputs have no gradient with
  * respect to later tokens, exactly); finite differences of the reference backward; the argument
- * checks. Fresh random inputs; every output poisoned (NaN) before the op runs, through views at
+ * checks; one decode step of generation (query row pos alone) against the same reference's row.
+ * Fresh random inputs; every output poisoned (NaN) before the op runs, through views at
  * an offset. Under CLTRAIN_TEST_SMALL the longest sequences shrink (tests/small.h); in full mode
  * test_attention_bench prints both paths' GFLOP/s at two GPT shapes.
  * Tolerances (fp32): y atol 1e-5, rtol 1e-4 (a convex combination of v's rows: f32 softmax
@@ -650,6 +651,83 @@ START_TEST(test_attention_bench)
 }
 END_TEST
 
+/* One decode step (clt_op_attention_decode): y_pos of query row pos alone against the float64
+ * causal forward's row pos, at positions 0, 1, the middle and T - 1, for (B, T, NH, HD) with
+ * T of 1 and of no power of two, head widths below 16, odd and above the flash kernels' 128,
+ * in f32 and 16-bit storage. y and the workspace are poisoned first, and the rows of qkv after
+ * pos are NaN on the device: the step must not read them. Then a rerun gives the same bits, and
+ * the argument checks. */
+START_TEST(test_attention_decode)
+{
+    clt_ctx *ctx = tc_ctx();
+    tc_rng r = tc_rng_for(__func__);
+    static const struct att_case cases[] = {
+        {1, 1, 1, 16}, {2, 17, 3, 24}, {3, 33, 4, 5}, {1, 70, 2, 136}, {1, 100, 4, 32}};
+    static const clt_dtype dts[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+        for (size_t di = 0; di < sizeof dts / sizeof *dts; di++) {
+            const struct att_case *c = &cases[ci];
+            const clt_dtype xd = dts[di];
+            const size_t D = c->NH * c->HD, yd[2] = {c->B, D};
+            const size_t poss[4] = {0, 1, c->T / 2, c->T - 1};
+            struct att_host h;
+            host_alloc(&h, c);
+            clt_tensor *qkv = nt_tensor(ctx, xd, 3, (size_t[3]){c->B, c->T, 3 * D});
+            clt_tensor *y = nt_tensor(ctx, xd, 2, yd);
+            clt_tensor *ws = nt_tensor1(ctx, CLT_DTYPE_F32, c->B * c->NH * c->T);
+            float *yg = NT_FLOATS(c->B * D), *y2 = NT_FLOATS(c->B * D);
+            double *yr = NT_DOUBLES(c->B * D);
+            double ya, yrt, ga, gr;
+            tols(xd, CLT_DTYPE_F32, &ya, &yrt, &ga, &gr);
+            const struct clt_attn_geom g = geom(c, true, CLT_ATTN_AUTO);
+            for (int pi = 0; pi < 4; pi++) {
+                const size_t pos = poss[pi];
+                if (pos >= c->T) continue;
+                tc_fill_nonzero(&r, h.qkv, h.n3, 0.1f, 2.0f);
+                nt_write_as(qkv, h.qkv, h.qkvd, h.n3);
+                ref_attention_forward(h.qkvd, h.yr, NULL, (int)c->B, (int)c->T, (int)c->NH,
+                                      (int)c->HD, 1);
+                for (size_t b = 0; b < c->B; b++) {
+                    memcpy(yr + b * D, h.yr + (b * c->T + pos) * D, D * sizeof *yr);
+                    for (size_t t = pos + 1; t < c->T; t++)
+                        for (size_t e = 0; e < 3 * D; e++)
+                            h.qkv[(b * c->T + t) * 3 * D + e] = NAN;
+                }
+                nt_write_as(qkv, h.qkv, h.qkvd, h.n3);
+                tc_poison(y);
+                tc_poison(ws);
+                TC_OK(ctx, clt_op_attention_decode(y, ws, qkv, &g, pos));
+                nt_read_as_f32(y, yg, c->B * D);
+                char what[96];
+                snprintf(what, sizeof what, "decode (%zu, %zu, %zu, %zu) %s pos %zu", c->B, c->T,
+                         c->NH, c->HD, clt_dtype_name(xd), pos);
+                tc_check_close(yg, yr, c->B * D, ya, yrt, what, r.seed);
+                tc_poison(y);
+                TC_OK(ctx, clt_op_attention_decode(y, ws, qkv, &g, pos));
+                nt_read_as_f32(y, y2, c->B * D);
+                ck_assert_msg(memcmp(yg, y2, c->B * D * sizeof *yg) == 0, "%s: rerun differs",
+                              what);
+            }
+            if (ci == 1 && di == 0) { /* the checks */
+                ck_assert_int_eq(clt_op_attention_decode(y, ws, qkv, &g, c->T), CLT_ERR_SHAPE);
+                ck_assert(tc_contains(clt_ctx_errmsg(ctx), "position 17 is past the T = 17"));
+                ck_assert_int_eq(clt_op_attention_decode(y, NULL, qkv, &g, 0),
+                                 CLT_ERR_INVALID_ARG);
+                ck_assert_int_eq(clt_op_attention_decode(qkv, ws, qkv, &g, 0), CLT_ERR_SHAPE);
+            }
+            clt_tensor_free(qkv);
+            clt_tensor_free(y);
+            clt_tensor_free(ws);
+            free(yg);
+            free(y2);
+            free(yr);
+            host_free(&h);
+        }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("attention");
@@ -667,5 +745,8 @@ int main(void)
     else
         tcase_add_test(tc, test_attention_bench);
     suite_add_tcase(s, tc);
+    TCase *dec = tc_tcase("decode"); /* CK_RUN_CASE=decode runs it alone */
+    tcase_add_test(dec, test_attention_decode);
+    suite_add_tcase(s, dec);
     return tc_run(s);
 }
