@@ -103,8 +103,8 @@ static void gen_check_cache(struct gen *g)
 {
     char why[192];
     if (g->mode != GEN_CACHE || clt_model_can_decode(g->m, why, sizeof why)) return;
-    fprintf(stderr, "generate: no key/value cache for this model (%s): every token recomputes "
-                    "the window\n", why);
+    fprintf(stderr, "generate: no key/value cache for this model, every token recomputes the "
+                    "window: %s\n", why);
     g->mode = GEN_WINDOW;
 }
 

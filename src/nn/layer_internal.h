@@ -53,7 +53,10 @@
  * A block of layers (residual) declares `children`: the model plans, names, allocates and counts
  * each child as it does a layer ("{i}.{prefix}.{suffix}"), and the block's forward and backward
  * run them (struct clt__layer.child). Its own entry in the table still says its words, shape and
- * output. */
+ * output.
+ * Generation with a key/value cache (clt_model_decode) runs each kind's `decode` on one
+ * position; a kind without one (NULL) makes cltrain generate recompute the window. A kind on
+ * sequences adds it with a line in tests/nn/test_model.c's test_decode_matches_forward specs. */
 #ifndef CLTRAIN_NN_LAYER_INTERNAL_H
 #define CLTRAIN_NN_LAYER_INTERNAL_H
 

@@ -659,7 +659,7 @@ static bool layer_decodes(const struct clt__layer *L, size_t T, char *why, size_
                  L->kind->name);
     else if (L->kind->decodes && !L->kind->decodes(L, reason, sizeof reason)) (void)0;
     else return true;
-    snprintf(why, n, "layer %d (%s) computes no position by itself", L->index + 1, reason);
+    snprintf(why, n, "layer %d (%s) cannot compute one position alone", L->index + 1, reason);
     return false;
 }
 

@@ -83,8 +83,9 @@ echo "ok: the key/value cache draws the window's text"
 check_ok "train a model without the causal mask" -- $C train --data "text:$tmp/tiny.txt" \
     --block 8 --batch-size 8 --eval-batches 2 --steps 5 --log-every 0 --quiet \
     --model "embed 16, posembed, attention 2, linear V nobias tied" --save "$tmp/nc.safetensors"
-check_ok "generate without a cache" "generate: no key/value cache for this model (layer 3" \
-    "attention without \"causal\"" "every token recomputes the window" -- \
+check_ok "generate without a cache" \
+    "generate: no key/value cache for this model, every token recomputes the window: layer 3" \
+    "(attention without \"causal\": each position sees the later ones) cannot compute" -- \
     $C generate --load "$tmp/nc.safetensors" --prompt "the" --tokens 20
 [ "$(wc -l < "$tmp/err")" -eq 1 ] || fail "the fallback's stderr: $(cat "$tmp/err")"
 cp "$tmp/out" "$tmp/nc"

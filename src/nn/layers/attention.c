@@ -266,7 +266,7 @@ fail:
 static bool decodes(const struct clt__layer *L, char *why, size_t n)
 {
     if (L->spec.causal) return true;
-    snprintf(why, n, "attention without \"causal\" (every position sees the later ones)");
+    snprintf(why, n, "attention without \"causal\": each position sees the later ones");
     return false;
 }
 
