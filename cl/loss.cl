@@ -303,11 +303,13 @@ kernel void softmax_xent_rows(const global X_T *logits, ulong lg_off, const glob
 #define CLT_XENT_V (CLT_XENT_LANES / 16) /* the most vectors of lanes */
 
 /* Whether (v2 at i2) beats (v1 at i1), as clt_argmax_better, for scalars or vectors of any width
- * (the operators act element-wise on vectors, giving -1 for true, as select wants). */
+ * (comparisons give 1 or, in vectors, -1 for true; select and the bitwise operators take both).
+ * By select, not by ?: and && on vectors: Oclgrind 21.10 (its clang) picked the wrong operand of
+ * a vector ?: whose operands are comparisons. */
 #define CLT_XENT_BETTER(v2, i2, v1, i1)                                                            \
-    ((i1) == UINT_MAX || (isnan(v2) != isnan(v1) ? isnan(v2)                                      \
-                                                 : !isnan(v2) && (v2) != (v1) ? (v2) > (v1)       \
-                                                                              : (i2) < (i1)))
+    (((i1) == UINT_MAX) |                                                                          \
+     select(select((i2) < (i1), (v2) > (v1), (isnan(v2) == 0) & ((v2) != (v1))), isnan(v2),       \
+            isnan(v2) != isnan(v1)))
 
 /* Lanes (m, s, z, v, i) := their combination with (m2, s2, z2, v2, i2), as the work-group
  * kernel's tree step, for floatn FT (or float) and the matching int type IT (select's masks). */
@@ -318,7 +320,7 @@ kernel void softmax_xent_rows(const global X_T *logits, ulong lg_off, const glob
             select((s2) * exp((m2) - mx_), (FT)0.0f, (s2) == 0.0f);                                \
         m = mx_;                                                                                   \
         z += z2;                                                                                   \
-        const IT take_ = (i2) != UINT_MAX && CLT_XENT_BETTER(v2, i2, v, i);                        \
+        const IT take_ = ((i2) != UINT_MAX) & CLT_XENT_BETTER(v2, i2, v, i);                        \
         v = select(v, v2, take_);                                                                  \
         i = select(i, i2, take_);                                                                  \
     } while (0)
@@ -373,9 +375,9 @@ kernel void softmax_xent_rows_vec(const global X_T *logits, ulong lg_off,
             /* v > m: s exp(m - v) + 1; else -inf adds nothing and NaN makes s NaN */
             const float16 s_up = s * e + 1.0f, s_on = select(s + e, s, v == -INFINITY);
             ls[k] = select(s, select(s_on, s_up, up), in);
-            lm[k] = select(m, v, in && up);
+            lm[k] = select(m, v, in & up);
             lz[k] = select(lz[k], lz[k] + (v - z0), in);
-            const int16 take = in && CLT_XENT_BETTER(v, j, lv[k], li[k]);
+            const int16 take = in & CLT_XENT_BETTER(v, j, lv[k], li[k]);
             lv[k] = select(lv[k], v, take);
             li[k] = select(li[k], j, take);
         }
