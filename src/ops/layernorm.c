@@ -140,7 +140,7 @@ clt_status clt_op_layernorm_forward(clt_tensor *y, clt_tensor *mean, clt_tensor 
                           CLT__ARG(mo), CLT__ARG(rm), CLT__ARG(ro), CLT__ARG(d), CLT__ARG(lanes),
                           CLT__ARG(eps), CLT__ARG(flags)));
         if (vec) {
-            CLT_TRY(CLT__ARGS_AT(ctx, k, 16, CLT__ARG(r)));
+            CLT_TRY(CLT__ARGS_AT(ctx, k, 16, CLT__ARG(r))); /* after the 16 arguments above */
             CLT_TRY(clt__nn_launch_items(ctx, k, R, "layernorm_forward_vec"));
         } else {
             CLT_TRY(launch_rows(ctx, k, R, lanes, op));
@@ -208,7 +208,7 @@ clt_status clt_op_layernorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_te
                           CLT__ARG(ro), CLT__ARG(wm), CLT__ARG(wo), CLT__ARG(d), CLT__ARG(lanes),
                           CLT__ARG(has_w)));
         if (vec) {
-            CLT_TRY(CLT__ARGS_AT(ctx, k, 15, CLT__ARG(r)));
+            CLT_TRY(CLT__ARGS_AT(ctx, k, 15, CLT__ARG(r))); /* after the 15 arguments above */
             CLT_TRY(clt__nn_launch_items(ctx, k, R, "layernorm_backward_dx_vec"));
         } else {
             CLT_TRY(launch_rows(ctx, k, R, lanes, "layernorm_backward_dx"));

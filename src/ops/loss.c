@@ -1,9 +1,9 @@
 /* C wrappers of cl/loss.cl: softmax cross-entropy (loss, gradient, correct count), mean squared
  * error, softmax and argmax over the rows (last dimension) of f32 tensors, and softmax
- * cross-entropy over large vocabularies (one work-group per row, f32, f16 or bf16 logits). The
- * loss totals are reduced on the device by one work-group in a fixed order (see cl/loss.cl): the
- * same bits on every run and for every work-group size, no host wait. The public losses
- * (cltrain/loss.h) are the first two. */
+ * cross-entropy over large vocabularies (one work-group per row, on CPUs one work-item per row;
+ * f32, f16 or bf16 logits). The loss totals are reduced on the device by one work-group in a
+ * fixed order (see cl/loss.cl): the same bits on every run and for every work-group size, no host
+ * wait. The public losses (cltrain/loss.h) are the first two. */
 #include "ops/nn_internal.h"
 
 #include "ops/tune_internal.h"
@@ -160,8 +160,8 @@ static clt_status ctx_rows(clt_ctx *ctx, size_t B, clt_tensor **out)
 }
 
 /* The large-vocabulary kernels: one work-group per row (on CPU devices one work-item per row,
- * with the same bits: cl/loss.cl says why; CLTRAIN_XENT=group|vec forces either) writes its loss
- * and hit into rows, then one work-group adds them to the accumulators. */
+ * agreeing to the rounding of exp: cl/loss.cl says why; CLTRAIN_XENT=group|vec forces either)
+ * writes its loss and hit into rows, then one work-group adds them to the accumulators. */
 static clt_status xent_rows(const clt_tensor *logits, const clt_tensor *labels, size_t B,
                             size_t N, float smoothing, float loss_scale, float grad_scale,
                             clt_tensor *dlogits, clt_tensor *loss_acc, clt_tensor *correct_acc,
