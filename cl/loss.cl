@@ -286,6 +286,134 @@ kernel void softmax_xent_rows(const global X_T *logits, ulong lg_off, const glob
     }
 }
 
+/* ---- the CPU variant of softmax_xent_rows ---------------------------------------------------
+ * On a CPU device (PoCL) the work-group kernel's barriers become loops over its work-items,
+ * which for a row of 84 classes cost far more than the row itself. softmax_xent_rows_vec gives a
+ * row to ONE work-item and holds its lanes in float16 vectors: lane l is element l % 16 of vector
+ * l / 16, vector k of a chunk of 16 nv lanes reads elements [16 k, 16 k + 16) of it; the tree
+ * combines vector k + h into vector k, then the halves of the last vector (float8, float4,
+ * float2, float). These are the lanes, the order within each lane and the tree of the work-group
+ * kernel, with its expressions, so the bits would be the work-group kernel's but for exp: this
+ * kernel takes it on float16 vectors, and PoCL's vector exp rounds about 1 % of its results 1 ulp
+ * away from its scalar exp (a scalar exp here would cost most of the speed). So the two variants
+ * agree to the rounding of exp, not to the bit; each is deterministic by itself (the bits never
+ * depend on the launch). A row of N <= 8 takes 16 lanes instead of the work-group kernel's
+ * 1 .. 8: the extra lanes stay empty (m = -inf, s = 0, no argmax), and combining an empty lane
+ * changes nothing. */
+#define CLT_XENT_V (CLT_XENT_LANES / 16) /* the most vectors of lanes */
+
+/* Whether (v2 at i2) beats (v1 at i1), as clt_argmax_better, for scalars or vectors of any width
+ * (comparisons give 1 or, in vectors, -1 for true; select and the bitwise operators take both).
+ * By select, not by ?: and && on vectors: Oclgrind 21.10 (its clang) picked the wrong operand of
+ * a vector ?: whose operands are comparisons. */
+#define CLT_XENT_BETTER(v2, i2, v1, i1)                                                            \
+    (((i1) == UINT_MAX) |                                                                          \
+     select(select((i2) < (i1), (v2) > (v1), (isnan(v2) == 0) & ((v2) != (v1))), isnan(v2),       \
+            isnan(v2) != isnan(v1)))
+
+/* Lanes (m, s, z, v, i) := their combination with (m2, s2, z2, v2, i2), as the work-group
+ * kernel's tree step, for floatn FT (or float) and the matching int type IT (select's masks). */
+#define CLT_XENT_COMBINE(FT, IT, m, s, z, v, i, m2, s2, z2, v2, i2)                                \
+    do {                                                                                           \
+        const FT mx_ = fmax(m, m2);                                                                \
+        s = select((s) * exp((m) - mx_), (FT)0.0f, (s) == 0.0f) +                                 \
+            select((s2) * exp((m2) - mx_), (FT)0.0f, (s2) == 0.0f);                                \
+        m = mx_;                                                                                   \
+        z += z2;                                                                                   \
+        const IT take_ = ((i2) != UINT_MAX) & CLT_XENT_BETTER(v2, i2, v, i);                        \
+        v = select(v, v2, take_);                                                                  \
+        i = select(i, i2, take_);                                                                  \
+    } while (0)
+
+/* The low half of a vector of lanes combined with its high half, into new variables
+ * (hm, hs, hz, hv, hx) of the half width (floats FT, indices UT, masks IT). */
+#define CLT_XENT_HALVE(FT, UT, IT, m, s, z, v, i, hm, hs, hz, hv, hx)                              \
+    FT hm = (m).lo, hs = (s).lo, hz = (z).lo, hv = (v).lo;                                         \
+    UT hx = (i).lo;                                                                                \
+    CLT_XENT_COMBINE(FT, IT, hm, hs, hz, hv, hx, (m).hi, (s).hi, (z).hi, (v).hi, (i).hi)
+
+/* The 16 logits z[j .. j + 16) of a row of N as floats; zeros at and past N. */
+static inline float16 clt_xent_load16(const global X_T *z, uint j, uint N)
+{
+    if (j + 16 <= N) return CLT_VLOAD(X_DTYPE, 16, z, j);
+    float t[16];
+    for (uint c = 0; c < 16; c++)
+        t[c] = j + c < N ? CLT_LOAD(X_DTYPE, z, j + c) : 0.0f;
+    return vload16(0, t);
+}
+
+/* softmax_xent_rows (the same arguments and results) with row b = the work-item's global index
+ * (the host launches at least B work-items). */
+kernel void softmax_xent_rows_vec(const global X_T *logits, ulong lg_off,
+                                  const global int *labels, ulong lb_off, ulong B, uint N,
+                                  uint lanes, float eps, float grad_scale, global X_T *dlogits,
+                                  ulong dl_off, int want_grad, global float *rows, ulong rw_off)
+{
+    const ulong b = get_global_id(0);
+    if (b >= B) return;
+    const global X_T *z = logits + lg_off + b * N;
+    const int lab = labels[lb_off + b];
+    const bool ok = lab >= 0 && (uint)lab < N;
+    const float z0 = CLT_LOAD(X_DTYPE, z, 0), zl = ok ? CLT_LOAD(X_DTYPE, z, lab) : NAN;
+    const uint nv = max(lanes, 16u) / 16, chunk = 16 * nv;
+    const uint16 iota = (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    float16 lm[CLT_XENT_V], ls[CLT_XENT_V], lz[CLT_XENT_V], lv[CLT_XENT_V];
+    uint16 li[CLT_XENT_V];
+
+    for (uint k = 0; k < nv; k++) {
+        lm[k] = -INFINITY;
+        ls[k] = lz[k] = lv[k] = 0.0f;
+        li[k] = UINT_MAX;
+    }
+    for (uint c = 0; c < N; c += chunk)
+        for (uint k = 0; k < nv; k++) {
+            const uint16 j = (uint16)(c + 16 * k) + iota;
+            const int16 in = j < (uint16)N;
+            const float16 v = clt_xent_load16(z, c + 16 * k, N), m = lm[k], s = ls[k];
+            const int16 up = v > m;
+            const float16 e = exp(select(v - m, m - v, up));
+            /* v > m: s exp(m - v) + 1; else -inf adds nothing and NaN makes s NaN */
+            const float16 s_up = s * e + 1.0f, s_on = select(s + e, s, v == -INFINITY);
+            ls[k] = select(s, select(s_on, s_up, up), in);
+            lm[k] = select(m, v, in & up);
+            lz[k] = select(lz[k], lz[k] + (v - z0), in);
+            const int16 take = in & CLT_XENT_BETTER(v, j, lv[k], li[k]);
+            lv[k] = select(lv[k], v, take);
+            li[k] = select(li[k], j, take);
+        }
+    for (uint h = nv / 2; h > 0; h >>= 1)
+        for (uint k = 0; k < h; k++)
+            CLT_XENT_COMBINE(float16, int16, lm[k], ls[k], lz[k], lv[k], li[k], lm[k + h],
+                             ls[k + h], lz[k + h], lv[k + h], li[k + h]);
+    CLT_XENT_HALVE(float8, uint8, int8, lm[0], ls[0], lz[0], lv[0], li[0], m8, s8, z8, v8, i8);
+    CLT_XENT_HALVE(float4, uint4, int4, m8, s8, z8, v8, i8, m4, s4, z4, v4, i4);
+    CLT_XENT_HALVE(float2, uint2, int2, m4, s4, z4, v4, i4, m2, s2, z2, v2, i2);
+    float m = m2.x, s = s2.x, sz = z2.x, bv = v2.x;
+    uint bi = i2.x;
+    CLT_XENT_COMBINE(float, int, m, s, sz, bv, bi, m2.y, s2.y, z2.y, v2.y, i2.y);
+
+    const float smooth = eps == 0.0f ? 0.0f : eps * (sz / (float)N + (z0 - m));
+    rows[rw_off + b] = log(s) - (1.0f - eps) * (zl - m) - smooth;
+    rows[rw_off + B + b] = ok && bi == (uint)lab ? 1.0f : 0.0f;
+    if (!want_grad) return;
+    /* dlogits may be logits: this work-item has read its whole row */
+    global X_T *g = dlogits + dl_off + b * N;
+    const float inv_s = 1.0f / s, q_off = eps / (float)N, q_on = q_off + (1.0f - eps);
+    for (uint j = 0; j < N; j += 16) {
+        const float16 p = exp(clt_xent_load16(z, j, N) - m) * inv_s;
+        const float16 q = select((float16)q_off, (float16)q_on, (uint16)(j) + iota == (uint)lab);
+        const float16 d = ok ? grad_scale * (p - q) : (float16)NAN;
+        if (j + 16 <= N) {
+            CLT_VSTORE(X_DTYPE, 16, d, g, j);
+        } else {
+            float t[16];
+            vstore16(d, 0, t);
+            for (uint c = 0; j + c < N; c++)
+                CLT_STORE(X_DTYPE, g, j + c, t[c]);
+        }
+    }
+}
+
 /* loss_acc[0] += loss_scale * sum of rows[0 .. B) and, when want_correct, correct_acc[0] += sum of
  * rows[B .. 2B) (softmax_xent_rows' per-row losses and hits), in the fixed order of
  * softmax_xent_forward's sums. One work-group, any size. */

@@ -1,7 +1,9 @@
 /* C wrappers of cl/layernorm.cl: layer normalisation over the last dimension of (R, D) tensors,
  * the forward (one work-group per row, saving the row statistics) and backward (the parameter
  * gradients, one work-group per column tile, then dx, one work-group per row), over f32, f16 or
- * bf16 storage with f32 statistics and parameters. */
+ * bf16 storage with f32 statistics and parameters. On CPU devices the `_vec` kernels take a row
+ * (or 16 columns) per work-item instead, with the same bits (CLTRAIN_LAYERNORM=group|vec forces
+ * either; cl/layernorm.cl says why). */
 #include "ops/nn_internal.h"
 
 #include <math.h>
@@ -17,9 +19,17 @@
 enum { LN_W = 1, LN_B = 2, LN_SAVE = 4 };
 enum { LN_DW = 1, LN_DB = 2 };
 
-enum { LN_FORWARD, LN_DX, LN_PARAMS, LN__KERNELS };
-static const char *const ln_names[LN__KERNELS] = {"layernorm_forward", "layernorm_backward_dx",
-                                                  "layernorm_backward_params"};
+/* The work-group kernels, then their CPU variants in the same order (LN_VEC + which). */
+enum { LN_FORWARD, LN_DX, LN_PARAMS, LN_VEC, LN__KERNELS = 2 * LN_VEC };
+static const char *const ln_names[LN__KERNELS] = {
+    "layernorm_forward",     "layernorm_backward_dx",     "layernorm_backward_params",
+    "layernorm_forward_vec", "layernorm_backward_dx_vec", "layernorm_backward_params_vec"};
+
+/* LN_VEC when ctx's device takes the CPU variants, else 0 (added to a kernel's index). */
+static int ln_variant(clt_ctx *ctx)
+{
+    return clt__nn_rows_vec(ctx, "CLTRAIN_LAYERNORM") ? LN_VEC : 0;
+}
 
 /* The ctx's kernel `which` for x dtype xd and gradient dtype gd (the forward passes gd = f32),
  * built on first use. */
@@ -113,7 +123,8 @@ clt_status clt_op_layernorm_forward(clt_tensor *y, clt_tensor *mean, clt_tensor 
     if (!(eps > 0.0f) || !isfinite(eps))
         CLT_FAIL(ctx, CLT_ERR_INVALID_ARG, "%s: eps must be positive and finite, got %g", op,
                  (double)eps);
-    CLT_TRY(ln_kernel(ctx, LN_FORWARD, clt_tensor_dtype(x), CLT_DTYPE_F32, &k));
+    const int vec = ln_variant(ctx);
+    CLT_TRY(ln_kernel(ctx, vec + LN_FORWARD, clt_tensor_dtype(x), CLT_DTYPE_F32, &k));
     {
         cl_mem ym = clt_tensor_mem(y), xm = clt_tensor_mem(x), wm, bm, mm, rm;
         cl_ulong yo = clt_tensor_offset(y), xo = clt_tensor_offset(x), wo, bo, mo, ro;
@@ -122,13 +133,18 @@ clt_status clt_op_layernorm_forward(clt_tensor *y, clt_tensor *mean, clt_tensor 
         mem_or(bias, x, &bm, &bo);
         mem_or(mean, x, &mm, &mo);
         mem_or(rstd, x, &rm, &ro);
-        cl_uint d = (cl_uint)D, lanes = ln_lanes(D);
+        cl_uint d = (cl_uint)D, lanes = ln_lanes(D), r = (cl_uint)R;
         cl_int flags = (weight ? LN_W : 0) | (bias ? LN_B : 0) | (mean ? LN_SAVE : 0);
         CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo),
                           CLT__ARG(wm), CLT__ARG(wo), CLT__ARG(bm), CLT__ARG(bo), CLT__ARG(mm),
                           CLT__ARG(mo), CLT__ARG(rm), CLT__ARG(ro), CLT__ARG(d), CLT__ARG(lanes),
                           CLT__ARG(eps), CLT__ARG(flags)));
-        CLT_TRY(launch_rows(ctx, k, R, lanes, op));
+        if (vec) {
+            CLT_TRY(CLT__ARGS_AT(ctx, k, 16, CLT__ARG(r))); /* after the 16 arguments above */
+            CLT_TRY(clt__nn_launch_items(ctx, k, R, "layernorm_forward_vec"));
+        } else {
+            CLT_TRY(launch_rows(ctx, k, R, lanes, op));
+        }
     }
 fail:
     return st;
@@ -162,6 +178,7 @@ clt_status clt_op_layernorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_te
     cl_ulong dyo = clt_tensor_offset(dy), xo = clt_tensor_offset(x), mo = clt_tensor_offset(mean),
              ro = clt_tensor_offset(rstd);
     cl_uint r = (cl_uint)R, d = (cl_uint)D, lanes = ln_lanes(D);
+    const int vec = ln_variant(ctx);
     /* the parameter gradients first: they read dy, which dx may be */
     if (dweight || dbias) {
         cl_mem dwm, dbm;
@@ -169,25 +186,33 @@ clt_status clt_op_layernorm_backward(clt_tensor *dx, clt_tensor *dweight, clt_te
         mem_or(dweight, mean, &dwm, &dwo);
         mem_or(dbias, mean, &dbm, &dbo);
         cl_int flags = (dweight ? LN_DW : 0) | (dbias ? LN_DB : 0);
-        CLT_TRY(ln_kernel(ctx, LN_PARAMS, xd, gd, &k));
+        CLT_TRY(ln_kernel(ctx, vec + LN_PARAMS, xd, gd, &k));
         CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dwm), CLT__ARG(dwo), CLT__ARG(dbm), CLT__ARG(dbo),
                           CLT__ARG(dym), CLT__ARG(dyo), CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(mm),
                           CLT__ARG(mo), CLT__ARG(rm), CLT__ARG(ro), CLT__ARG(r), CLT__ARG(d),
                           CLT__ARG(beta), CLT__ARG(flags)));
-        CLT_TRY(clt__nn_launch_groups(ctx, k, (D + LN_COLS - 1) / LN_COLS,
-                                      "layernorm_backward_params"));
+        if (vec)
+            CLT_TRY(clt__nn_launch_items(ctx, k, (D + 15) / 16, "layernorm_backward_params_vec"));
+        else
+            CLT_TRY(clt__nn_launch_groups(ctx, k, (D + LN_COLS - 1) / LN_COLS,
+                                          "layernorm_backward_params"));
     }
     if (dx) {
         cl_mem dxm = clt_tensor_mem(dx), wm;
         cl_ulong dxo = clt_tensor_offset(dx), wo;
         mem_or(weight, mean, &wm, &wo);
         cl_int has_w = weight != NULL;
-        CLT_TRY(ln_kernel(ctx, LN_DX, xd, gd, &k));
+        CLT_TRY(ln_kernel(ctx, vec + LN_DX, xd, gd, &k));
         CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dxm), CLT__ARG(dxo), CLT__ARG(dym), CLT__ARG(dyo),
                           CLT__ARG(xm), CLT__ARG(xo), CLT__ARG(mm), CLT__ARG(mo), CLT__ARG(rm),
                           CLT__ARG(ro), CLT__ARG(wm), CLT__ARG(wo), CLT__ARG(d), CLT__ARG(lanes),
                           CLT__ARG(has_w)));
-        CLT_TRY(launch_rows(ctx, k, R, lanes, "layernorm_backward_dx"));
+        if (vec) {
+            CLT_TRY(CLT__ARGS_AT(ctx, k, 15, CLT__ARG(r))); /* after the 15 arguments above */
+            CLT_TRY(clt__nn_launch_items(ctx, k, R, "layernorm_backward_dx_vec"));
+        } else {
+            CLT_TRY(launch_rows(ctx, k, R, lanes, "layernorm_backward_dx"));
+        }
     }
 fail:
     return st;

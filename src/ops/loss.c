@@ -1,9 +1,9 @@
 /* C wrappers of cl/loss.cl: softmax cross-entropy (loss, gradient, correct count), mean squared
  * error, softmax and argmax over the rows (last dimension) of f32 tensors, and softmax
- * cross-entropy over large vocabularies (one work-group per row, f32, f16 or bf16 logits). The
- * loss totals are reduced on the device by one work-group in a fixed order (see cl/loss.cl): the
- * same bits on every run and for every work-group size, no host wait. The public losses
- * (cltrain/loss.h) are the first two. */
+ * cross-entropy over large vocabularies (one work-group per row, on CPUs one work-item per row;
+ * f32, f16 or bf16 logits). The loss totals are reduced on the device by one work-group in a
+ * fixed order (see cl/loss.cl): the same bits on every run and for every work-group size, no host
+ * wait. The public losses (cltrain/loss.h) are the first two. */
 #include "ops/nn_internal.h"
 
 #include "ops/tune_internal.h"
@@ -58,15 +58,18 @@ static clt_status loss_kernel(clt_ctx *ctx, int which, cl_kernel *k)
     return clt__op_kernel_by_index(ctx, CLT__OPF_loss, which, NULL, loss_names, k);
 }
 
-/* The ctx's softmax_xent_rows for logits stored as d, built on first use. */
-static clt_status rows_kernel(clt_ctx *ctx, clt_dtype d, cl_kernel *k)
+/* The ctx's softmax_xent_rows for logits stored as d, or its CPU variant softmax_xent_rows_vec
+ * when vec, built on first use. */
+static clt_status rows_kernel(clt_ctx *ctx, clt_dtype d, bool vec, cl_kernel *k)
 {
     cl_kernel *slot = NULL;
-    clt_status st = clt__op_slot(ctx, CLT__OPF_loss, LOSS__FIXED + (int)d, &slot);
+    clt_status st = clt__op_slot(ctx, CLT__OPF_loss,
+                                 LOSS__FIXED + (vec ? CLT__FLOAT_DTYPES : 0) + (int)d, &slot);
     if (st == CLT_OK && !*slot) {
         char opts[32];
         clt__opts_loss(opts, sizeof opts, d);
-        st = clt__kernel(ctx, "loss", opts, "softmax_xent_rows", slot);
+        st = clt__kernel(ctx, "loss", opts, vec ? "softmax_xent_rows_vec" : "softmax_xent_rows",
+                         slot);
     }
     if (st == CLT_OK) *k = *slot;
     return st;
@@ -156,8 +159,9 @@ static clt_status ctx_rows(clt_ctx *ctx, size_t B, clt_tensor **out)
     return CLT_OK;
 }
 
-/* The large-vocabulary kernels: one work-group per row writes its loss and hit into rows, then
- * one work-group adds them to the accumulators. */
+/* The large-vocabulary kernels: one work-group per row (on CPU devices one work-item per row,
+ * agreeing to the rounding of exp: cl/loss.cl says why; CLTRAIN_XENT=group|vec forces either)
+ * writes its loss and hit into rows, then one work-group adds them to the accumulators. */
 static clt_status xent_rows(const clt_tensor *logits, const clt_tensor *labels, size_t B,
                             size_t N, float smoothing, float loss_scale, float grad_scale,
                             clt_tensor *dlogits, clt_tensor *loss_acc, clt_tensor *correct_acc,
@@ -175,12 +179,15 @@ static clt_status xent_rows(const clt_tensor *logits, const clt_tensor *labels, 
              cao = correct_acc ? clt_tensor_offset(correct_acc) : 0, b = B;
     cl_uint n = (cl_uint)N, lanes = xent_lanes(N);
     cl_int want_grad = dlogits != NULL, want_correct = correct_acc != NULL;
-    CLT_TRY(rows_kernel(ctx, clt_tensor_dtype(logits), &k));
+    const bool vec = clt__nn_rows_vec(ctx, "CLTRAIN_XENT");
+    CLT_TRY(rows_kernel(ctx, clt_tensor_dtype(logits), vec, &k));
     CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(lgm), CLT__ARG(lgo), CLT__ARG(lbm), CLT__ARG(lbo),
                       CLT__ARG(b), CLT__ARG(n), CLT__ARG(lanes), CLT__ARG(smoothing),
                       CLT__ARG(grad_scale), CLT__ARG(dlm), CLT__ARG(dlo), CLT__ARG(want_grad),
                       CLT__ARG(rwm), CLT__ARG(rwo)));
-    {
+    if (vec) {
+        CLT_TRY(clt__nn_launch_items(ctx, k, B, "softmax_xent_rows_vec"));
+    } else {
         size_t local = clt__local_size(ctx, k);
         if (local > lanes) local = lanes; /* more would idle */
         CLT_TRY(clt__enqueue(ctx, k, B * local, local, "softmax_xent_rows"));
@@ -348,7 +355,8 @@ static void loss_variants(const clt_device_info *dev, clt_program_variant_fn fn,
 const struct clt__op_family clt__family_loss = {
     .name = "loss",
     .sources = "loss",
-    .slots = LOSS__FIXED + CLT__FLOAT_DTYPES, /* the fixed kernels, softmax_xent_rows by dtype */
+    /* the fixed kernels, softmax_xent_rows by dtype, softmax_xent_rows_vec by dtype */
+    .slots = LOSS__FIXED + 2 * CLT__FLOAT_DTYPES,
     .variants = loss_variants,
 };
 

@@ -1,8 +1,11 @@
 /* Tests of clt_op_layernorm_* (cl/layernorm.cl) against the float64 references of
- * tests/ref/ref_nn.c: the forward (y and the saved mean and rstd) and backward (dx, dweight,
- * dbias with beta 0, then beta 1 accumulating) at every R in {1, 3, 65} x D in {1, 7, 17, 768,
- * 1000} (D 300 and 520 for the last two under CLTRAIN_TEST_SMALL, tests/small.h: still more than
- * the kernels' 256 lanes and 16-column tiles, and no multiple of either); f16/bf16 storage of x,
+ * tests/ref/ref_nn.c, each for both kernel variants (the work-group kernels and the CPU
+ * variant's `_vec` kernels, forced by CLTRAIN_LAYERNORM=group|vec on any device), which must also
+ * give the same bits as each other: the forward (y and the saved mean and rstd) and backward
+ * (dx, dweight, dbias with beta 0, then beta 1 accumulating) at every R in {1, 3, 65} x D in {1,
+ * 7, 17, 129, 384, 768, 1000} (D 300 and 520 for the last two under CLTRAIN_TEST_SMALL,
+ * tests/small.h: still more than the kernels' 256 lanes and 16-column tiles, and no multiple of
+ * either); the device's default variant (the `_vec` kernels on CPUs); f16/bf16 storage of x,
  * y, dy and dx in every combination; without weight and bias (and with a weight alone); y = x
  * and dx = dy in place; bit-identical reruns and the same bits for every local size; finite
  * differences of the reference backward; the argument checks. Fresh random inputs, each row
@@ -20,6 +23,16 @@
 #include "runtime/half_internal.h"
 
 #define EPS 1e-5
+
+/* The kernel variants (CLTRAIN_LAYERNORM), by a loop test's _i. */
+static const char *const variants[] = {"group", "vec"};
+#define N_VARIANTS 2
+
+/* Makes the ops take variant v from now on (the ops read the variable at each call). */
+static void use_variant(int v)
+{
+    ck_assert_int_eq(setenv("CLTRAIN_LAYERNORM", variants[v], 1), 0);
+}
 
 struct ln_case {
     size_t R, D;
@@ -190,12 +203,14 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct ln_case *c, clt_dty
 
 static const size_t Rs[] = {1, 3, 65};
 /* 768: the GPT width; small: still above 256 lanes and two of them */
-static const size_t Ds_full[] = {1, 7, 17, 768, 1000}, Ds_small[] = {1, 7, 17, 300, 520};
+static const size_t Ds_full[] = {1, 7, 17, 129, 384, 768, 1000},
+                    Ds_small[] = {1, 7, 17, 129, 384, 300, 520};
 #define N_RS (sizeof Rs / sizeof *Rs)
 #define N_DS (sizeof Ds_full / sizeof *Ds_full)
 
 START_TEST(test_layernorm_f32)
 {
+    use_variant(_i);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
     const size_t *Ds = TC_SMALL_OR(Ds_full, Ds_small);
@@ -212,6 +227,7 @@ END_TEST
 /* Without weight and bias (elementwise_affine=False), and with a weight but no bias. */
 START_TEST(test_layernorm_no_affine)
 {
+    use_variant(_i);
     static const struct ln_case cases[] = {{1, 1}, {3, 17}, {65, 7}, {5, 300}};
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
@@ -226,6 +242,7 @@ END_TEST
 
 START_TEST(test_layernorm_half_storage)
 {
+    use_variant(_i);
     static const struct ln_case full[] = {{3, 17}, {65, 768}}, small[] = {{3, 17}, {5, 300}};
     const struct ln_case *cases = TC_SMALL_OR(full, small);
     tc_rng r = tc_rng_for(__func__);
@@ -243,6 +260,7 @@ END_TEST
 /* y = x and dx = dy in place: the bits of the out-of-place ops. */
 START_TEST(test_layernorm_in_place)
 {
+    use_variant(_i);
     static const struct ln_case cases[] = {{3, 7}, {65, 300}};
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
@@ -292,6 +310,7 @@ END_TEST
  * several (above 256), a last column tile that is partial, and more row slices than rows. */
 START_TEST(test_layernorm_local_size)
 {
+    use_variant(_i);
     static const struct ln_case full[] = {{3, 1000}, {65, 17}, {10, 1}},
                                 small[] = {{3, 520}, {65, 17}, {10, 1}};
     const struct ln_case *cases = TC_SMALL_OR(full, small);
@@ -326,22 +345,28 @@ START_TEST(test_layernorm_local_size)
         for (size_t i = 0, at = 0; i < 6; at += lens[i], i++)
             tc_read(outs[i], first + at);
         /* per kernel: its outputs (first and count in outs) and its number of groups */
-        static const char *const names[] = {"layernorm_forward", "layernorm_backward_dx",
-                                            "layernorm_backward_params"};
-        const size_t out0[] = {0, 3, 4}, nouts[] = {3, 1, 2}, groups[] = {R, R, (D + 15) / 16};
+        static const char *const names[N_VARIANTS][3] = {
+            {"layernorm_forward", "layernorm_backward_dx", "layernorm_backward_params"},
+            {"layernorm_forward_vec", "layernorm_backward_dx_vec",
+             "layernorm_backward_params_vec"}};
+        /* the work-group kernels: a group per row or per 16 columns; the _vec kernels: as many
+         * work-items (a partial last group checks its bound) */
+        const size_t out0[] = {0, 3, 4}, nouts[] = {3, 1, 2}, units[] = {R, R, (D + 15) / 16};
         for (int which = 0; which < 3; which++) {
-            cl_kernel k = nt_kernel(ctx, "layernorm", opts, names[which]);
+            cl_kernel k = nt_kernel(ctx, "layernorm", opts, names[_i][which]);
             int tried = 0;
             for (size_t li = 0; li < NT_N_LOCAL_SIZES; li++) {
+                const size_t local = nt_local_sizes[li],
+                             groups = _i ? (units[which] + local - 1) / local : units[which];
                 for (size_t j = 0; j < nouts[which]; j++)
                     tc_poison(outs[out0[which] + j]);
-                if (!nt_launch_local(ctx, k, groups[which], nt_local_sizes[li])) continue;
+                if (!nt_launch_local(ctx, k, groups, local)) continue;
                 tried++;
                 for (size_t i = 0, at = 0; i < 6; at += lens[i], i++)
                     tc_read(outs[i], got + at);
                 ck_assert_msg(nt_same_bits(first, got, nout),
-                              "%s R%zu D%zu differs with local size %zu", names[which], R, D,
-                              nt_local_sizes[li]);
+                              "%s R%zu D%zu differs with local size %zu", names[_i][which], R, D,
+                              local);
             }
             ck_assert_int_ge(tried, 4);
             /* a size the kernel refused (on a small device) may have left outputs poisoned */
@@ -356,6 +381,139 @@ START_TEST(test_layernorm_local_size)
         free(first);
         free(got);
     }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* One variant's outputs: y (as f32), mean, rstd, dx (as f32), dweight, dbias, end to end. */
+static void run_variant(clt_ctx *ctx, int v, clt_tensor *const *t, bool affine, const float *dw0,
+                        const float *db0, float *out, size_t R, size_t D)
+{
+    enum { X, DY, Y, DX, W, B, DW, DB, M, RS };
+    const size_t n = R * D;
+    use_variant(v);
+    tc_poison(t[Y]);
+    tc_poison(t[DX]);
+    tc_poison(t[M]);
+    tc_poison(t[RS]);
+    tc_write(t[DW], dw0);
+    tc_write(t[DB], db0);
+    const clt_tensor *w = affine ? t[W] : NULL, *b = affine ? t[B] : NULL;
+    TC_OK(ctx, clt_op_layernorm_forward(t[Y], t[M], t[RS], t[X], w, b, (float)EPS));
+    TC_OK(ctx, clt_op_layernorm_backward(t[DX], t[DW], t[DB], t[DY], t[X], t[M], t[RS], w, 1.0f));
+    nt_read_as_f32(t[Y], out, n);
+    tc_read(t[M], out + n);
+    tc_read(t[RS], out + n + R);
+    nt_read_as_f32(t[DX], out + n + 2 * R, n);
+    tc_read(t[DW], out + 2 * n + 2 * R);
+    tc_read(t[DB], out + 2 * n + 2 * R + D);
+}
+
+/* Both variants on the same inputs give the same bits in every output (the CPU variant keeps the
+ * work-group kernels' lanes, their order and their tree): rows of 1 .. 8 (16 lanes in the CPU
+ * variant, 1 .. 8 in the work-group kernels), of 16 and 17, 129, 256 and 257 (past the 256
+ * lanes, which then wrap), 384 and 1000; more row slices than rows and the reverse; 16-bit
+ * storage; with and without the parameters; dweight and dbias accumulating (beta 1). */
+START_TEST(test_layernorm_variants_agree)
+{
+    static const struct ln_case full[] = {{7, 1},   {5, 7},   {3, 16},   {65, 17}, {9, 129},
+                                          {4, 256}, {4, 257}, {33, 384}, {3, 1000}},
+                                small[] = {{7, 1},   {5, 7},   {3, 16},   {65, 17}, {9, 129},
+                                           {4, 256}, {4, 257}, {33, 384}, {3, 520}};
+    static const clt_dtype dts[][2] = {{CLT_DTYPE_F32, CLT_DTYPE_F32},
+                                       {CLT_DTYPE_F16, CLT_DTYPE_BF16},
+                                       {CLT_DTYPE_BF16, CLT_DTYPE_F32}};
+    const struct ln_case *cases = TC_SMALL_OR(full, small);
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    for (size_t ci = 0; ci < sizeof full / sizeof *full; ci++)
+        for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
+            for (int affine = 1; affine >= 0; affine--) {
+                const size_t R = cases[ci].R, D = cases[ci].D, n = R * D,
+                             nout = 2 * n + 2 * R + 2 * D;
+                float *x = NT_FLOATS(n), *dy = NT_FLOATS(n), *w = NT_FLOATS(D), *b = NT_FLOATS(D),
+                      *dw0 = NT_FLOATS(D), *db0 = NT_FLOATS(D),
+                      *out[N_VARIANTS] = {NT_FLOATS(nout), NT_FLOATS(nout)};
+                fill_rows(&r, x, R, D);
+                tc_fill_nonzero(&r, dy, n, 0.05f, 2.0f);
+                tc_fill_nonzero(&r, w, D, 0.2f, 1.5f);
+                tc_fill_nonzero(&r, b, D, 0.1f, 1.0f);
+                tc_fill_nonzero(&r, dw0, D, 0.1f, 1.0f);
+                tc_fill_nonzero(&r, db0, D, 0.1f, 1.0f);
+                const clt_dtype xdt = dts[di][0], gdt = dts[di][1];
+                clt_tensor *t[] = {
+                    nt_tensor2(ctx, xdt, R, D),        nt_tensor2(ctx, gdt, R, D),
+                    nt_tensor2(ctx, xdt, R, D),        nt_tensor2(ctx, gdt, R, D),
+                    nt_tensor1(ctx, CLT_DTYPE_F32, D), nt_tensor1(ctx, CLT_DTYPE_F32, D),
+                    nt_tensor1(ctx, CLT_DTYPE_F32, D), nt_tensor1(ctx, CLT_DTYPE_F32, D),
+                    nt_tensor1(ctx, CLT_DTYPE_F32, R), nt_tensor1(ctx, CLT_DTYPE_F32, R)};
+                double *held = NT_DOUBLES(n); /* what the tensors hold: unused here */
+                nt_write_as(t[0], x, held, n);
+                nt_write_as(t[1], dy, held, n);
+                free(held);
+                tc_write(t[4], w);
+                tc_write(t[5], b);
+                for (int v = 0; v < N_VARIANTS; v++)
+                    run_variant(ctx, v, t, affine, dw0, db0, out[v], R, D);
+                for (size_t i = 0; i < nout; i++)
+                    ck_assert_msg(nt_same_bits(&out[0][i], &out[1][i], 1),
+                                  "R%zu D%zu x %s dy %s%s: output %zu is %.9g (group), %.9g "
+                                  "(vec); seed %llu",
+                                  R, D, clt_dtype_name(xdt), clt_dtype_name(gdt),
+                                  affine ? "" : " (no parameters)", i, (double)out[0][i],
+                                  (double)out[1][i], (unsigned long long)r.seed);
+                for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+                    clt_tensor_free(t[i]);
+                void *ps[] = {x, dy, w, b, dw0, db0, out[0], out[1]};
+                for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
+                    free(ps[i]);
+            }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Without CLTRAIN_LAYERNORM each device takes its own variant: the `_vec` kernels on CPUs, the
+ * work-group kernels elsewhere. Seen through the kernels' arguments: only the kernel the op
+ * launched has them set, and relaunched (a row per group of one work-item, which both variants
+ * take) it gives the op's bits. */
+START_TEST(test_layernorm_device_default)
+{
+    const size_t R = 5, D = 129, n = R * D;
+    ck_assert_int_eq(unsetenv("CLTRAIN_LAYERNORM"), 0);
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    const int v = clt_ctx_device(ctx)->type == CLT_DEVICE_CPU;
+    static const char *const names[N_VARIANTS][2] = {
+        {"layernorm_forward", "layernorm_backward_dx"},
+        {"layernorm_forward_vec", "layernorm_backward_dx_vec"}};
+    char opts[80];
+    clt__opts_layernorm(opts, sizeof opts, CLT_DTYPE_F32, CLT_DTYPE_F32);
+    float *x = NT_FLOATS(n), *a = NT_FLOATS(n), *b = NT_FLOATS(n);
+    fill_rows(&r, x, R, D);
+    clt_tensor *xt = nt_tensor2(ctx, CLT_DTYPE_F32, R, D),
+               *yt = nt_tensor2(ctx, CLT_DTYPE_F32, R, D),
+               *dxt = nt_tensor2(ctx, CLT_DTYPE_F32, R, D), *mt = nt_tensor1(ctx, CLT_DTYPE_F32, R),
+               *rt = nt_tensor1(ctx, CLT_DTYPE_F32, R);
+    tc_write(xt, x);
+    TC_OK(ctx, clt_op_layernorm_forward(yt, mt, rt, xt, NULL, NULL, (float)EPS));
+    TC_OK(ctx, clt_op_layernorm_backward(dxt, NULL, NULL, xt, xt, mt, rt, NULL, 0.0f));
+    clt_tensor *outs[] = {yt, dxt};
+    for (int which = 0; which < 2; which++) {
+        tc_read(outs[which], a);
+        tc_poison(outs[which]);
+        ck_assert(nt_launch_local(ctx, nt_kernel(ctx, "layernorm", opts, names[v][which]), R, 1));
+        tc_read(outs[which], b);
+        ck_assert_msg(nt_same_bits(a, b, n), "%s on a %s device: not the op's kernel",
+                      names[v][which], v ? "CPU" : "non-CPU");
+    }
+    clt_tensor *ts[] = {xt, yt, dxt, mt, rt};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
+        clt_tensor_free(ts[i]);
+    free(x);
+    free(a);
+    free(b);
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }
@@ -484,11 +642,13 @@ int main(void)
 {
     Suite *s = suite_create("layernorm");
     TCase *tc = tc_tcase("layernorm");
-    tcase_add_test(tc, test_layernorm_f32);
-    tcase_add_test(tc, test_layernorm_no_affine);
-    tcase_add_test(tc, test_layernorm_half_storage);
-    tcase_add_test(tc, test_layernorm_in_place);
-    tcase_add_test(tc, test_layernorm_local_size);
+    tcase_add_loop_test(tc, test_layernorm_f32, 0, N_VARIANTS);
+    tcase_add_loop_test(tc, test_layernorm_no_affine, 0, N_VARIANTS);
+    tcase_add_loop_test(tc, test_layernorm_half_storage, 0, N_VARIANTS);
+    tcase_add_loop_test(tc, test_layernorm_in_place, 0, N_VARIANTS);
+    tcase_add_loop_test(tc, test_layernorm_local_size, 0, N_VARIANTS);
+    tcase_add_test(tc, test_layernorm_variants_agree);
+    tcase_add_test(tc, test_layernorm_device_default);
     tcase_add_test(tc, test_layernorm_ref_finite_differences);
     tcase_add_test(tc, test_layernorm_errors);
     suite_add_tcase(s, tc);

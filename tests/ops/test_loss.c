@@ -1,5 +1,8 @@
 /* Tests of cl/loss.cl: softmax cross-entropy (loss accumulation, gradient, correct count, label
- * smoothing 0 and 0.1), MSE, softmax and argmax, against float64 references (ref_nn.c for the
+ * smoothing 0 and 0.1; the large-vocabulary kernels in both variants, the work-group kernel and
+ * the CPU variant softmax_xent_rows_vec, forced by CLTRAIN_XENT=group|vec on any device, which
+ * must also give the same bits as each other), MSE, softmax and argmax, against float64
+ * references (ref_nn.c for the
  * losses; softmax and argmax here), with central finite differences of the reference loss for
  * the gradient, awkward shapes (B in {1, 17, 1000}, N in {1, 10, 17, 1000}), views, poisoned
  * outputs, accumulators that start non-zero, numerical stability at huge logits, determinism
@@ -50,6 +53,23 @@ struct xent_out {
  * test_public_losses (each test runs in its own process). */
 static clt_status (*xent_fn)(const clt_tensor *, const clt_tensor *, float, float, float,
                              clt_tensor *, clt_tensor *, clt_tensor *) = clt_op_softmax_xent;
+
+/* clt_op_softmax_xent_rows with the ctx's own per-row buffer, in xent_fn's signature. */
+static clt_status xent_rows_ctx(const clt_tensor *lg, const clt_tensor *lb, float eps, float ls,
+                                float gs, clt_tensor *dl, clt_tensor *la, clt_tensor *ca)
+{
+    return clt_op_softmax_xent_rows(lg, lb, eps, ls, gs, dl, la, ca, NULL);
+}
+
+/* The large-vocabulary kernels' variants (CLTRAIN_XENT), by a loop test's _i. */
+static const char *const variants[] = {"group", "vec"};
+#define N_VARIANTS 2
+
+/* Makes the ops take variant v from now on (the ops read the variable at each call). */
+static void use_variant(int v)
+{
+    ck_assert_int_eq(setenv("CLTRAIN_XENT", variants[v], 1), 0);
+}
 
 /* Runs xent_fn with loss_acc = v0, correct_acc = c0 and dlogits poisoned. */
 static void run_xent(clt_ctx *ctx, const float *logits, const int32_t *labels, size_t B, size_t N,
@@ -136,10 +156,13 @@ START_TEST(test_xent_shapes)
 END_TEST
 
 /* The gradient against central differences of the float64 reference loss (mean over rows),
- * with grad_scale = 1/B so that dlogits is d(mean loss)/d logits. */
+ * with grad_scale = 1/B so that dlogits is d(mean loss)/d logits: the op (10 classes: the
+ * one-work-group kernel), then the large-vocabulary kernels in each variant. */
 START_TEST(test_xent_finite_differences)
 {
     const size_t B = 17, N = 10, n = B * N;
+    xent_fn = _i ? xent_rows_ctx : clt_op_softmax_xent;
+    if (_i) use_variant(_i - 1);
     const double h = 1e-5;
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
@@ -414,21 +437,17 @@ START_TEST(test_public_losses)
 }
 END_TEST
 
-/* clt_op_softmax_xent_rows with the ctx's own per-row buffer, in xent_fn's signature. */
-static clt_status xent_rows_ctx(const clt_tensor *lg, const clt_tensor *lb, float eps, float ls,
-                                float gs, clt_tensor *dl, clt_tensor *la, clt_tensor *ca)
-{
-    return clt_op_softmax_xent_rows(lg, lb, eps, ls, gs, dl, la, ca, NULL);
-}
-
-/* The large-vocabulary kernels at V = 10, 65, 256 (small vocabularies through them too: lanes
- * left empty, a lane per element), 50257 (GPT-2's BPE) and 65536, against the reference with and
- * without smoothing, and at logits around +-1e4. */
+/* The large-vocabulary kernels, each variant, at V = 1, 7, 10, 65, 129, 256, 384 (small
+ * vocabularies through them too: lanes left empty, a lane per element), 50257 (GPT-2's BPE) and
+ * 65536, against the reference with and without smoothing, and at logits around +-1e4. */
 START_TEST(test_xent_rows_vocab)
 {
-    static const size_t full[][2] = {{17, 10}, {17, 65}, {9, 256}, {3, 50257}, {2, 65536}},
-                        small[][2] = {{17, 10}, {17, 65}, {9, 256}, {1, 50257}, {1, 65536}};
+    static const size_t full[][2] = {{17, 1},   {17, 7},   {17, 10},   {17, 65},  {9, 129},
+                                     {9, 256},  {5, 384},  {3, 50257}, {2, 65536}},
+                        small[][2] = {{17, 1},  {17, 7},   {17, 10},   {17, 65},  {9, 129},
+                                      {9, 256}, {5, 384},  {1, 50257}, {1, 65536}};
     const size_t(*shapes)[2] = TC_SMALL_OR(full, small);
+    use_variant(_i);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
     xent_fn = xent_rows_ctx;
@@ -467,6 +486,7 @@ END_TEST
  * kernel below, with the reference's results. */
 START_TEST(test_xent_public_large_vocab)
 {
+    use_variant(_i);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
     struct clt__ops_ctx *o = NULL;
@@ -484,8 +504,8 @@ START_TEST(test_xent_public_large_vocab)
 }
 END_TEST
 
-/* f16 and bf16 logits and gradients (the large-vocabulary kernels; the public loss sends them
- * there at any N), against the reference on the rounded logits. The loss is f32 (fp32
+/* f16 and bf16 logits and gradients (the large-vocabulary kernels, each variant; the public loss
+ * sends them there at any N), against the reference on the rounded logits. The loss is f32 (fp32
  * tolerances); the gradient, grad_scale 1 so that it is in [-1, 1], adds its rounding (f16:
  * atol, rtol 1e-3; bf16: 8e-3). In place too. */
 START_TEST(test_xent_rows_half)
@@ -493,6 +513,7 @@ START_TEST(test_xent_rows_half)
     static const size_t full[][2] = {{17, 10}, {5, 1000}}, small[][2] = {{17, 10}, {3, 300}};
     const size_t(*shapes)[2] = TC_SMALL_OR(full, small);
     static const clt_dtype ds[] = {CLT_DTYPE_F16, CLT_DTYPE_BF16};
+    use_variant(_i);
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
     for (size_t si = 0; si < 2; si++)
@@ -549,11 +570,13 @@ START_TEST(test_xent_rows_half)
 }
 END_TEST
 
-/* The large-vocabulary kernels: bit-identical loss, count and gradient across runs, and with
- * each kernel relaunched at every local size (rows no multiple of any of them: 1000, and 300
- * under CLTRAIN_TEST_SMALL; a few ties so that the argmax's first-maximum rule counts). */
+/* The large-vocabulary kernels, each variant: bit-identical loss, count and gradient across
+ * runs, and with each kernel relaunched at every local size (rows no multiple of any of them:
+ * 1000, and 300 under CLTRAIN_TEST_SMALL; a few ties so that the argmax's first-maximum rule
+ * counts). */
 START_TEST(test_xent_rows_deterministic)
 {
+    use_variant(_i);
     const size_t B = 5, N = tc_size(1000, 300), n = B * N;
     const float v0 = 0.75f, c0 = 1.0f;
     tc_rng r = tc_rng_for(__func__);
@@ -587,7 +610,7 @@ START_TEST(test_xent_rows_deterministic)
     }
     ck_assert(nt_same_bits(&loss1, &loss2, 1) && corr1 == corr2 && nt_same_bits(g1, g2, n));
     ck_assert_msg(corr1 == c0 + 2.0f, "correct %g: the first maximum is the argmax", (double)corr1);
-    cl_kernel k_rows = nt_kernel(ctx, "loss", NULL, "softmax_xent_rows"),
+    cl_kernel k_rows = nt_kernel(ctx, "loss", NULL, _i ? "softmax_xent_rows_vec" : "softmax_xent_rows"),
               k_sum = nt_kernel(ctx, "loss", NULL, "softmax_xent_sum");
     int tried = 0;
     for (size_t li = 0; li < NT_N_LOCAL_SIZES; li++) {
@@ -595,7 +618,9 @@ START_TEST(test_xent_rows_deterministic)
         tc_write(ca, &c0);
         tc_poison(dl);
         tc_poison(rows);
-        if (!nt_launch_local(ctx, k_rows, B, nt_local_sizes[li])) continue;
+        /* a group per row, or (vec) B work-items at least, a partial last group */
+        const size_t local = nt_local_sizes[li], groups = _i ? (B + local - 1) / local : B;
+        if (!nt_launch_local(ctx, k_rows, groups, local)) continue;
         ck_assert(nt_launch_local(ctx, k_sum, 1, nt_local_sizes[li]));
         tried++;
         tc_read(la, &loss2);
@@ -613,6 +638,137 @@ START_TEST(test_xent_rows_deterministic)
     free(logits);
     free(g1);
     free(g2);
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* One variant of the large-vocabulary op on logits lg: the per-row losses and hits, the loss
+ * and count accumulated (from 0.5 and 1) and the gradient, into out (2 B + 2 + B N floats). */
+static void rows_variant(clt_ctx *ctx, int v, clt_tensor *lg, const clt_tensor *lb, float eps,
+                         size_t B, size_t N, float *out)
+{
+    const float v0 = 0.5f, c0 = 1.0f;
+    clt_tensor *dl = nt_tensor2(ctx, clt_tensor_dtype(lg), B, N),
+               *la = nt_tensor1(ctx, CLT_DTYPE_F32, 1), *ca = nt_tensor1(ctx, CLT_DTYPE_F32, 1),
+               *rows = nt_tensor1(ctx, CLT_DTYPE_F32, 2 * B);
+    use_variant(v);
+    tc_write(la, &v0);
+    tc_write(ca, &c0);
+    tc_poison(dl);
+    tc_poison(rows);
+    TC_OK(ctx, clt_op_softmax_xent_rows(lg, lb, eps, 1.0f / B, 1.0f / B, dl, la, ca, rows));
+    tc_read(rows, out);
+    tc_read(la, out + 2 * B);
+    tc_read(ca, out + 2 * B + 1);
+    nt_read_as_f32(dl, out + 2 * B + 2, B * N);
+    clt_tensor *ts[] = {dl, la, ca, rows};
+    for (size_t i = 0; i < 4; i++)
+        clt_tensor_free(ts[i]);
+}
+
+/* Both variants of the large-vocabulary kernels on the same inputs agree: the same hits, count
+ * and NaNs, and losses and gradients within the rounding of exp (the CPU variant keeps the
+ * work-group kernel's lanes, their order, its tree and its expressions, but its exp works on
+ * vectors: PoCL's rounds about 1 % of results 1 ulp away from its scalar exp, so the bits may
+ * differ; atol 1e-7 with grad_scale 1/B, rtol 1e-5). V = 1 .. 8 (16 lanes in the CPU variant),
+ * 16, 17, 84 (the Shakespeare vocabulary), 129, 256, 257 and 1000 (past the 256 lanes, which
+ * then wrap) and 65536; f32, f16 and bf16; with and without smoothing; rows with -inf logits, a
+ * tie for the maximum and a label outside [0, N) (NaN loss and gradient). */
+START_TEST(test_xent_rows_variants_agree)
+{
+    static const size_t full[][2] = {{5, 1},   {5, 7},   {9, 16},  {9, 17},   {65, 84},
+                                     {9, 129}, {5, 256}, {5, 257}, {5, 1000}, {2, 65536}},
+                        small[][2] = {{5, 1},   {5, 7},   {9, 16},  {9, 17},  {65, 84},
+                                      {9, 129}, {5, 256}, {5, 257}, {5, 300}, {1, 4099}};
+    static const clt_dtype ds[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
+    const size_t(*shapes)[2] = TC_SMALL_OR(full, small);
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    for (size_t si = 0; si < sizeof full / sizeof *full; si++)
+        for (size_t di = 0; di < 3; di++)
+            for (int e = 0; e < 2; e++) {
+                const size_t B = shapes[si][0], N = shapes[si][1], n = B * N,
+                             nout = 2 * B + 2 + n;
+                const float eps = e ? 0.1f : 0.0f;
+                float *logits = NT_FLOATS(n), *out[N_VARIANTS] = {NT_FLOATS(nout), NT_FLOATS(nout)};
+                double *held = NT_DOUBLES(n);
+                int32_t *labels = nt_alloc(B, sizeof *labels);
+                make_xent_inputs(&r, logits, labels, B, N);
+                /* row 0: -inf in every third place, its label kept finite; row 1: its maximum
+                 * twice; the last row (B > 2): a label past the end */
+                for (size_t j = 1; j < N; j += 3)
+                    if ((int32_t)j != labels[0]) logits[j] = -INFINITY;
+                if (B > 1 && N > 1) {
+                    const size_t best = (size_t)host_argmax(logits + N, N);
+                    logits[N + (best + 1) % N] = logits[N + best];
+                }
+                if (B > 2) labels[B - 1] = (int32_t)N;
+                clt_tensor *lg = nt_tensor2(ctx, ds[di], B, N),
+                           *lb = nt_tensor1(ctx, CLT_DTYPE_I32, B);
+                nt_write_as(lg, logits, held, n);
+                tc_write(lb, labels);
+                for (int v = 0; v < N_VARIANTS; v++)
+                    rows_variant(ctx, v, lg, lb, eps, B, N, out[v]);
+                for (size_t i = 0; i < nout; i++) {
+                    const double g = out[0][i], v = out[1][i];
+                    /* the hits (rows B .. 2B) and the count exactly; NaN where NaN */
+                    const double tol = i >= B && i < 2 * B + 2 && i != 2 * B ? 0.0
+                                                                           : 1e-7 + 1e-5 * fabs(g);
+                    ck_assert_msg(g == v || (isnan(g) ? isnan(v) : fabs(g - v) <= tol),
+                                  "B%zu N%zu %s eps %g: output %zu is %.9g (group), %.9g (vec); "
+                                  "seed %llu",
+                                  B, N, clt_dtype_name(ds[di]), (double)eps, i, g, v,
+                                  (unsigned long long)r.seed);
+                }
+                clt_tensor_free(lg);
+                clt_tensor_free(lb);
+                void *ps[] = {logits, out[0], out[1], held, labels};
+                for (size_t i = 0; i < 5; i++)
+                    free(ps[i]);
+            }
+    clt_ctx_free(ctx);
+    tc_assert_no_live();
+}
+END_TEST
+
+/* Without CLTRAIN_XENT each device takes its own variant: softmax_xent_rows_vec on CPUs, the
+ * work-group kernel elsewhere. Seen through the kernels' arguments: only the kernel the op
+ * launched has them set, and relaunched (a row per group of one work-item, which both variants
+ * take) it gives the op's bits. */
+START_TEST(test_xent_rows_device_default)
+{
+    const size_t B = 7, N = 84, n = B * N;
+    ck_assert_int_eq(unsetenv("CLTRAIN_XENT"), 0);
+    tc_rng r = tc_rng_for(__func__);
+    clt_ctx *ctx = tc_ctx();
+    const bool cpu = clt_ctx_device(ctx)->type == CLT_DEVICE_CPU;
+    const char *name = cpu ? "softmax_xent_rows_vec" : "softmax_xent_rows";
+    float *logits = NT_FLOATS(n), *a = NT_FLOATS(n + 2 * B), *b = NT_FLOATS(n + 2 * B);
+    int32_t labels[7];
+    make_xent_inputs(&r, logits, labels, B, N);
+    clt_tensor *lg = nt_tensor2(ctx, CLT_DTYPE_F32, B, N), *lb = nt_tensor1(ctx, CLT_DTYPE_I32, B),
+               *dl = nt_tensor2(ctx, CLT_DTYPE_F32, B, N), *la = nt_tensor1(ctx, CLT_DTYPE_F32, 1),
+               *rows = nt_tensor1(ctx, CLT_DTYPE_F32, 2 * B);
+    tc_write(lg, logits);
+    tc_write(lb, labels);
+    tc_poison(la);
+    TC_OK(ctx, clt_op_softmax_xent_rows(lg, lb, 0.0f, 1.0f, 1.0f, dl, la, NULL, rows));
+    tc_read(dl, a);
+    tc_read(rows, a + n);
+    tc_poison(dl);
+    tc_poison(rows);
+    ck_assert(nt_launch_local(ctx, nt_kernel(ctx, "loss", NULL, name), B, 1));
+    tc_read(dl, b);
+    tc_read(rows, b + n);
+    ck_assert_msg(nt_same_bits(a, b, n + 2 * B), "%s on a %s device: not the op's kernel", name,
+                  cpu ? "CPU" : "non-CPU");
+    clt_tensor *ts[] = {lg, lb, dl, la, rows};
+    for (size_t i = 0; i < 5; i++)
+        clt_tensor_free(ts[i]);
+    free(logits);
+    free(a);
+    free(b);
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }
@@ -861,16 +1017,18 @@ int main(void)
     TCase *tc = tcase_create("loss");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_xent_shapes);
-    tcase_add_test(tc, test_xent_finite_differences);
+    tcase_add_loop_test(tc, test_xent_finite_differences, 0, 1 + N_VARIANTS);
     tcase_add_test(tc, test_xent_stability);
     tcase_add_test(tc, test_xent_deterministic);
     tcase_add_test(tc, test_xent_variants);
     tcase_add_test(tc, test_xent_errors);
     tcase_add_test(tc, test_public_losses);
-    tcase_add_test(tc, test_xent_rows_vocab);
-    tcase_add_test(tc, test_xent_public_large_vocab);
-    tcase_add_test(tc, test_xent_rows_half);
-    tcase_add_test(tc, test_xent_rows_deterministic);
+    tcase_add_loop_test(tc, test_xent_rows_vocab, 0, N_VARIANTS);
+    tcase_add_loop_test(tc, test_xent_public_large_vocab, 0, N_VARIANTS);
+    tcase_add_loop_test(tc, test_xent_rows_half, 0, N_VARIANTS);
+    tcase_add_loop_test(tc, test_xent_rows_deterministic, 0, N_VARIANTS);
+    tcase_add_test(tc, test_xent_rows_variants_agree);
+    tcase_add_test(tc, test_xent_rows_device_default);
     tcase_add_test(tc, test_xent_rows_errors);
     tcase_add_test(tc, test_mse);
     tcase_add_test(tc, test_mse_deterministic);
