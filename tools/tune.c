@@ -27,7 +27,7 @@ struct shape {
     size_t M, N, K;
 };
 
-#define MAX_SHAPES 24 /* per layout */
+#define MAX_SHAPES 32 /* per layout */
 
 /* CBLAS's cblas_sgemm and the values of its enums this tool passes */
 typedef void blas_sgemm_fn(int order, int ta, int tb, int M, int N, int K, float alpha,
@@ -178,7 +178,7 @@ static const struct tune_opt {
     {F_OUTPUT, "output", "FILE",
      "where to write (default: $CLTRAIN_TUNE_FILE, else the device's file in the program cache "
      "folder)"},
-    {F_QUICK, "quick", NULL, "only the presets' own shapes (mlp, cnn), fewer repeats"},
+    {F_QUICK, "quick", NULL, "only the presets' own shapes (mlp, cnn, gpt-mini), fewer repeats"},
     {F_ALL, "all", NULL,
      "also the variants unlikely to win on this device type (local-memory tiles on a CPU, "
      "mismatched vector directions)"},
@@ -390,10 +390,11 @@ static int parse_args(int argc, char **argv, struct tune_args *a)
 }
 
 /* The presets' GEMMs per layout (shapes[0]: NT, [1]: NN, [2]: TN) into count[layout]: the MLP
- * presets' linear layers (forward NT, dx NN, dW TN), and the convolutions of the cnn preset
+ * presets' linear layers (forward NT, dx NN, dW TN), the convolutions of the cnn preset
  * (CNN-S: 32 and 64 channels at batch 128; without --quick also CNN-M: 64 and 128 at 256) as
  * src/ops/conv.c lays them out: forward NN (B*HW, OUT, C*K*K), input gradient NN
- * (B*HW, C*K*K, OUT), weight gradient TN (C*K*K, OUT, B*HW), plus their linear layer. */
+ * (B*HW, C*K*K, OUT), weight gradient TN (C*K*K, OUT, B*HW), plus their linear layer, and the
+ * GPT presets' linear layers per position. */
 static void make_shapes(bool quick, struct shape shapes[3][MAX_SHAPES], int count[3])
 {
     static const size_t pairs[][2] = {{784, 256},  {256, 128},   {128, 10},
@@ -423,6 +424,20 @@ static void make_shapes(bool quick, struct shape shapes[3][MAX_SHAPES], int coun
         ADD(0, B, 128, c2 * 49);
         ADD(1, B, c2 * 49, 128);
         ADD(2, 128, c2 * 49, B);
+    }
+    /* the GPT presets' linear layers over their B*T rows (gpt-mini: 12 x 64, D 128; without
+     * --quick also gpt-char: 64 x 256, D 384): the attention's input and output projections,
+     * the MLP's two, and the tied head on an 84-character vocabulary (Shakespeare's) */
+    static const size_t gpt[][2] = {{12 * 64, 128}, {64 * 256, 384}};
+    for (int v = 0; v < (quick ? 1 : 2); v++) {
+        size_t R = gpt[v][0], D = gpt[v][1];
+        const size_t io[][2] = {{D, 3 * D}, {D, D}, {D, 4 * D}, {4 * D, D}, {D, 84}};
+        for (int j = 0; j < 5; j++) {
+            size_t IN = io[j][0], OUT = io[j][1];
+            ADD(0, R, OUT, IN);
+            ADD(1, R, IN, OUT);
+            ADD(2, OUT, IN, R);
+        }
     }
 #undef ADD
 }
