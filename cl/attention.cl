@@ -43,6 +43,12 @@
 #ifndef CLT_ATTN_BK
 #define CLT_ATTN_BK 16 /* rows per tile staged in local memory by the flash kernels */
 #endif
+#ifndef CLT_ATTN_KB
+#define CLT_ATTN_KB 16 /* the tiled kernels' block of rows: a vector's lanes, 4, 8 or 16 */
+#endif
+#ifndef CLT_ATTN_R
+#define CLT_ATTN_R 4 /* the tiled kernels' rows per work-item */
+#endif
 
 #ifndef CLT_ATTN_DECODE_WG
 #define CLT_ATTN_DECODE_WG 64 /* attention_decode's largest work-group */
@@ -327,6 +333,382 @@ kernel void attention_backward_dq(global G_T *dqkv, ulong dq_off, const global G
         float t[ATT_HD];
         for (uint v = 0; v < ATT_V; v++)
             vstore16(dq[v] * scale, v, t);
+        for (uint c = 0; c < ATT_HD; c++)
+            if (c < HD) CLT_STORE(G_DTYPE, dqkv, e + c, t[c]);
+    }
+}
+
+/* ---- flash path, tiled variant (CPUs) ------------------------------------------------------ */
+/* A work-item owns ATT_R consecutive rows (query rows; key rows in attention_backward_dkv_tiled)
+ * and meets the other side's rows in blocks of ATT_KB, a vector's lanes: a block of scores is
+ * ATT_R vectors, each an fma chain over the head's columns of a broadcast element of its row
+ * times a row of the other side's block transposed in local memory (xT[c] holds column c of
+ * the block's ATT_KB rows): GEMM-like register tiles, no horizontal sums. The products with
+ * the block's rows (P v, dS q, ...) run over HD-wide vectors of the rows tile. Which blocks a
+ * work-item computes depends only on its own rows, never on the work-group's size. */
+#define ATT_KB CLT_ATTN_KB
+#define ATT_R CLT_ATTN_R
+#define ATT_KV CLT__XCAT(float, ATT_KB)  /* a block's lanes */
+#define ATT_KU CLT__XCAT(uint, ATT_KB)
+#define ATT_KI CLT__XCAT(int, ATT_KB) /* a comparison's lanes */
+#define ATT_KLOAD CLT__XCAT(vload, ATT_KB)
+#define ATT_KSTORE CLT__XCAT(vstore, ATT_KB)
+
+constant uint clt_att_iota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+/* The (b, h) pair and first row of a tiled kernel's work-group: groups are (b, h)-major, then
+ * tiles of get_local_size(0) ATT_R rows over T. */
+static inline void clt_att_tgroup(uint4 dims, ulong *b, uint *h, uint *r0)
+{
+    const uint rows = get_local_size(0) * ATT_R, tiles = (dims.s1 + rows - 1) / rows;
+    const ulong g = get_group_id(0), bh = g / tiles;
+    *b = bh / dims.s2;
+    *h = (uint)(bh % dims.s2);
+    *r0 = (uint)(g % tiles) * rows;
+}
+
+/* Rows r0 .. r0 + ATT_R of part p of qkv (head h of sample b) times sa into dst, zeros beyond
+ * HD columns and T rows. */
+static inline void clt_att_trows_x(float dst[ATT_R][ATT_HD], const global X_T *qkv, ulong q_off,
+                                   uint4 dims, ulong b, uint h, uint r0, uint p, float sa)
+{
+    for (uint r = 0; r < ATT_R; r++) {
+        const bool in = r0 + r < dims.s1;
+        const ulong e = q_off + (in ? clt_att_qkv(dims, b, r0 + r, p, h) : 0);
+        for (uint c = 0; c < ATT_HD; c++)
+            dst[r][c] = in && c < dims.s3 ? CLT_LOAD(X_DTYPE, qkv, e + c) * sa : 0.0f;
+    }
+}
+
+static inline void clt_att_trows_g(float dst[ATT_R][ATT_HD], const global G_T *dy, ulong dy_off,
+                                   uint4 dims, ulong b, uint h, uint r0)
+{
+    for (uint r = 0; r < ATT_R; r++) {
+        const bool in = r0 + r < dims.s1;
+        const ulong e = dy_off + (in ? clt_att_y(dims, b, r0 + r, h) : 0);
+        for (uint c = 0; c < ATT_HD; c++)
+            dst[r][c] = in && c < dims.s3 ? CLT_LOAD(G_DTYPE, dy, e + c) : 0.0f;
+    }
+}
+
+/* Stages rows [j0, j0 + n) of part p of qkv (times sa) into a block, zeros beyond n rows and HD
+ * columns: transposed into ft (ATT_HD columns of ATT_KB lanes) when `tr`, as rows into fr
+ * (ATT_KB rows of ATT_HD) when `rw`. A work-item takes whole rows: one address computation per
+ * row, a plain loop over its columns. Called by every work-item; the caller puts the barriers
+ * around it. */
+static inline void clt_att_tstage_x(local float *ft, local float *fr, bool tr, bool rw,
+                                    const global X_T *qkv, ulong q_off, uint4 dims, ulong b,
+                                    uint h, uint j0, uint n, uint p, float sa)
+{
+    const uint HD = dims.s3;
+    for (uint r = get_local_id(0); r < ATT_KB; r += get_local_size(0)) {
+        const global X_T *x = qkv + q_off + (r < n ? clt_att_qkv(dims, b, j0 + r, p, h) : 0);
+        for (uint c = 0; c < ATT_HD; c++) {
+            const float a = r < n && c < HD ? CLT_LOAD(X_DTYPE, x, c) * sa : 0.0f;
+            if (tr) ft[c * ATT_KB + r] = a;
+            if (rw) fr[r * ATT_HD + c] = a;
+        }
+    }
+}
+
+static inline void clt_att_tstage_g(local float *ft, local float *fr, const global G_T *dy,
+                                    ulong dy_off, uint4 dims, ulong b, uint h, uint j0, uint n)
+{
+    const uint HD = dims.s3;
+    for (uint r = get_local_id(0); r < ATT_KB; r += get_local_size(0)) {
+        const global G_T *g = dy + dy_off + (r < n ? clt_att_y(dims, b, j0 + r, h) : 0);
+        for (uint c = 0; c < ATT_HD; c++) {
+            const float a = r < n && c < HD ? CLT_LOAD(G_DTYPE, g, c) : 0.0f;
+            ft[c * ATT_KB + r] = a;
+            fr[r * ATT_HD + c] = a;
+        }
+    }
+}
+
+/* s[r] = the ATT_R rows of a times the block xt, lane by lane: an fma chain in column order
+ * from 0. Every tiled kernel computes a score this way, a lane of s being q_i . k_j whichever
+ * side the row is on (fma is symmetric in its factors), so the backward's exp(S - lse)
+ * recomputes the forward's P bit for bit. */
+/* The loops over a work-item's rows are unrolled so that their vectors stay in registers (PoCL
+ * kept a rolled loop's accumulators in memory: a load and a store around each fma). */
+static inline void clt_att_tscores(ATT_KV s[ATT_R], const float a[ATT_R][ATT_HD],
+                                   const local ATT_KV *xt, uint HD)
+{
+    ATT_KV t[ATT_R];
+#pragma unroll
+    for (uint r = 0; r < ATT_R; r++)
+        t[r] = 0.0f;
+    for (uint c = 0; c < HD; c++) {
+        const ATT_KV x = xt[c];
+#pragma unroll
+        for (uint r = 0; r < ATT_R; r++)
+            t[r] = fma((ATT_KV)a[r][c], x, t[r]);
+    }
+#pragma unroll
+    for (uint r = 0; r < ATT_R; r++)
+        s[r] = t[r];
+}
+
+/* acc[r] += sum over the block's lanes j of w[r][j] times row j of xr, in lane order. */
+static inline void clt_att_tacc(float16 acc[ATT_R][ATT_V], const ATT_KV w[ATT_R],
+                                const local float16 *xr)
+{
+    float f[ATT_R][ATT_KB];
+#pragma unroll
+    for (uint r = 0; r < ATT_R; r++)
+        ATT_KSTORE(w[r], 0, f[r]);
+    for (uint v = 0; v < ATT_V; v++) {
+        float16 t[ATT_R];
+#pragma unroll
+        for (uint r = 0; r < ATT_R; r++)
+            t[r] = acc[r][v];
+#pragma unroll
+        for (uint j = 0; j < ATT_KB; j++) {
+            const float16 x = xr[j * ATT_V + v];
+#pragma unroll
+            for (uint r = 0; r < ATT_R; r++)
+                t[r] = fma((float16)f[r][j], x, t[r]);
+        }
+#pragma unroll
+        for (uint r = 0; r < ATT_R; r++)
+            acc[r][v] = t[r];
+    }
+}
+
+/* The lanes of a block past `last` (keys past a query row's last visible key, or queries
+ * before a key row's first): lane j stands for row j0 + j. */
+static inline ATT_KU clt_att_tlanes(uint j0)
+{
+    return (ATT_KU)j0 + ATT_KLOAD(0, clt_att_iota);
+}
+
+static inline float clt_att_thmax(ATT_KV v)
+{
+#if ATT_KB == 16
+    const float8 a = fmax(v.lo, v.hi);
+    const float4 c = fmax(a.lo, a.hi);
+#elif ATT_KB == 8
+    const float4 c = fmax(v.lo, v.hi);
+#else
+    const float4 c = v;
+#endif
+    const float2 d = fmax(c.lo, c.hi);
+    return fmax(d.x, d.y);
+}
+
+static inline float clt_att_thsum(ATT_KV v)
+{
+#if ATT_KB == 16
+    const float8 a = v.lo + v.hi;
+    const float4 c = a.lo + a.hi;
+#elif ATT_KB == 8
+    const float4 c = v.lo + v.hi;
+#else
+    const float4 c = v;
+#endif
+    const float2 d = c.lo + c.hi;
+    return d.x + d.y;
+}
+
+/* Rows i of a work-item's ATT_R: the online softmax over key blocks j0 = 0, KB, ... up to its
+ * last row with the mask (the group stages up to its own last row), then y_i = o / l and
+ * lse_i = m + log l; l is kept per lane and added by a fixed tree at the end. */
+kernel void attention_forward_tiled(global X_T *y, ulong y_off, global float *lse, ulong l_off,
+                                    const global X_T *qkv, ulong q_off, uint4 dims, float scale,
+                                    int flags)
+{
+    local ATT_KV kt[ATT_HD];
+    local float16 vr[ATT_KB * ATT_V];
+    local float *fk = (local float *)kt, *fv = (local float *)vr;
+    const uint T = dims.s1, HD = dims.s3, lsz = get_local_size(0);
+    const bool causal = (flags & CLT_ATTN_CAUSAL) != 0;
+    ulong b;
+    uint h, i0;
+    clt_att_tgroup(dims, &b, &h, &i0);
+    const uint ir = i0 + get_local_id(0) * ATT_R; /* this work-item's first row */
+    float q[ATT_R][ATT_HD], m[ATT_R];
+    float16 o[ATT_R][ATT_V];
+    ATT_KV l[ATT_R];
+    clt_att_trows_x(q, qkv, q_off, dims, b, h, ir, 0, scale);
+    for (uint r = 0; r < ATT_R; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        for (uint v = 0; v < ATT_V; v++)
+            o[r][v] = 0.0f;
+    }
+    const uint jend = causal ? min(T, i0 + lsz * ATT_R) : T; /* the keys any row of the group sees */
+    const uint jown = causal ? min(T, ir + ATT_R) : T;      /* those this work-item's rows see */
+    for (uint j0 = 0; j0 < jend; j0 += ATT_KB) {
+        const uint n = min((uint)ATT_KB, jend - j0);
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous block's reads are done */
+        clt_att_tstage_x(fk, fv, true, false, qkv, q_off, dims, b, h, j0, n, 1, 1.0f);
+        clt_att_tstage_x(fk, fv, false, true, qkv, q_off, dims, b, h, j0, n, 2, 1.0f);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (ir >= T || j0 >= jown) continue; /* only the barriers */
+        ATT_KV s[ATT_R];
+        clt_att_tscores(s, q, kt, HD);
+        const ATT_KU keys = clt_att_tlanes(j0);
+        for (uint r = 0; r < ATT_R; r++) {
+            /* keys past T, or after row i with the mask, are -inf: exp(-inf) = 0 below */
+            const uint last = causal ? min(ir + r, T - 1) : T - 1;
+            s[r] = select(s[r], (ATT_KV)(-INFINITY), keys > (ATT_KU)last);
+            /* the first block holds key 0, which no row masks: mt is finite from there on */
+            const float mt = fmax(m[r], clt_att_thmax(s[r]));
+            const float a = m[r] == -INFINITY ? 0.0f : exp(m[r] - mt);
+            s[r] = exp(s[r] - mt);
+            l[r] = fma(l[r], (ATT_KV)a, s[r]);
+            for (uint v = 0; v < ATT_V; v++)
+                o[r][v] *= a;
+            m[r] = mt;
+        }
+        clt_att_tacc(o, s, vr);
+    }
+    for (uint r = 0; r < ATT_R; r++) {
+        const uint i = ir + r;
+        if (i >= T) break;
+        const float ls = clt_att_thsum(l[r]), inv = 1.0f / ls;
+        const ulong yi = y_off + clt_att_y(dims, b, i, h);
+        float t[ATT_HD];
+        for (uint v = 0; v < ATT_V; v++)
+            vstore16(o[r][v] * inv, v, t);
+        for (uint c = 0; c < ATT_HD; c++)
+            if (c < HD) CLT_STORE(X_DTYPE, y, yi + c, t[c]);
+        lse[l_off + ((b * dims.s2 + h) * T + i)] = m[r] + log(ls);
+    }
+}
+
+/* Key rows j of a work-item's ATT_R: dv_j = sum_i P_ij dy_i and dk_j = scale sum_i dS_ij q_i,
+ * dS_ij = P_ij (dy_i . v_j - Delta_i), over the query blocks from the one holding its first
+ * row on with the mask (the group stages from its own first row's block), staged as scale q and
+ * dy (transposed for S^T and dP^T, as rows for the sums) with their lse and Delta. */
+kernel void attention_backward_dkv_tiled(global G_T *dqkv, ulong dq_off, const global G_T *dy,
+                                         ulong dy_off, const global X_T *qkv, ulong q_off,
+                                         const global float *lse, ulong l_off,
+                                         const global float *delta, ulong d_off, uint4 dims,
+                                         float scale, int flags)
+{
+    local ATT_KV qt[ATT_HD], gt[ATT_HD];
+    local float16 qr[ATT_KB * ATT_V], gr[ATT_KB * ATT_V];
+    local float lt[ATT_KB], dt[ATT_KB];
+    const uint T = dims.s1, HD = dims.s3, lid = get_local_id(0), lsz = get_local_size(0);
+    const bool causal = (flags & CLT_ATTN_CAUSAL) != 0;
+    ulong b;
+    uint h, j0g;
+    clt_att_tgroup(dims, &b, &h, &j0g);
+    const uint jr = j0g + lid * ATT_R;
+    const ulong bh = b * dims.s2 + h;
+    float k[ATT_R][ATT_HD], v[ATT_R][ATT_HD];
+    float16 dk[ATT_R][ATT_V], dv[ATT_R][ATT_V];
+    clt_att_trows_x(k, qkv, q_off, dims, b, h, jr, 1, 1.0f);
+    clt_att_trows_x(v, qkv, q_off, dims, b, h, jr, 2, 1.0f);
+    for (uint r = 0; r < ATT_R; r++)
+        for (uint w = 0; w < ATT_V; w++) {
+            dk[r][w] = 0.0f;
+            dv[r][w] = 0.0f;
+        }
+    for (uint i0 = causal ? j0g / ATT_KB * ATT_KB : 0; i0 < T; i0 += ATT_KB) {
+        const uint n = min((uint)ATT_KB, T - i0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        clt_att_tstage_x((local float *)qt, (local float *)qr, true, true, qkv, q_off, dims, b,
+                         h, i0, n, 0, scale);
+        clt_att_tstage_g((local float *)gt, (local float *)gr, dy, dy_off, dims, b, h, i0, n);
+        for (uint r = lid; r < ATT_KB; r += lsz) {
+            lt[r] = r < n ? lse[l_off + bh * T + i0 + r] : 0.0f;
+            dt[r] = r < n ? delta[d_off + bh * T + i0 + r] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (jr >= T || (causal && i0 + ATT_KB <= jr)) continue; /* masked for all its rows */
+        ATT_KV s[ATT_R], dp[ATT_R];
+        clt_att_tscores(s, k, qt, HD);
+        clt_att_tscores(dp, v, gt, HD);
+        const ATT_KV lv = ATT_KLOAD(0, lt), dl = ATT_KLOAD(0, dt);
+        const ATT_KU rows = clt_att_tlanes(i0);
+        for (uint r = 0; r < ATT_R; r++) {
+            /* queries past T, or before key row j with the mask, have P = 0 */
+            const ATT_KI out = rows >= (ATT_KU)T;
+            const ATT_KI hid = causal ? rows < (ATT_KU)(jr + r) : (ATT_KI)0;
+            s[r] = select(exp(s[r] - lv), (ATT_KV)0.0f, out | hid);
+            dp[r] = s[r] * (dp[r] - dl);
+        }
+        clt_att_tacc(dv, s, gr);
+        clt_att_tacc(dk, dp, qr);
+    }
+    const ulong D = (ulong)dims.s2 * HD;
+    for (uint r = 0; r < ATT_R; r++) {
+        const uint j = jr + r;
+        if (j >= T) break;
+        const ulong e = dq_off + clt_att_qkv(dims, b, j, 1, h);
+        float tk[ATT_HD], tv[ATT_HD];
+        for (uint w = 0; w < ATT_V; w++) {
+            vstore16(dk[r][w], w, tk);
+            vstore16(dv[r][w], w, tv);
+        }
+        for (uint c = 0; c < ATT_HD; c++)
+            if (c < HD) {
+                CLT_STORE(G_DTYPE, dqkv, e + c, tk[c]);
+                CLT_STORE(G_DTYPE, dqkv, e + D + c, tv[c]);
+            }
+    }
+}
+
+/* Query rows i of a work-item's ATT_R: dq_i = scale sum_j dS_ij k_j over the key blocks up to
+ * its last row with the mask, staged as k (transposed for S, as rows for the sum) and v
+ * (transposed for dP). */
+kernel void attention_backward_dq_tiled(global G_T *dqkv, ulong dq_off, const global G_T *dy,
+                                        ulong dy_off, const global X_T *qkv, ulong q_off,
+                                        const global float *lse, ulong l_off,
+                                        const global float *delta, ulong d_off, uint4 dims,
+                                        float scale, int flags)
+{
+    local ATT_KV kt[ATT_HD], vt[ATT_HD];
+    local float16 kr[ATT_KB * ATT_V];
+    const uint T = dims.s1, HD = dims.s3, lsz = get_local_size(0);
+    const bool causal = (flags & CLT_ATTN_CAUSAL) != 0;
+    ulong b;
+    uint h, i0;
+    clt_att_tgroup(dims, &b, &h, &i0);
+    const uint ir = i0 + get_local_id(0) * ATT_R;
+    const ulong bh = b * dims.s2 + h;
+    float q[ATT_R][ATT_HD], g[ATT_R][ATT_HD], li[ATT_R], di[ATT_R];
+    float16 dq[ATT_R][ATT_V];
+    clt_att_trows_x(q, qkv, q_off, dims, b, h, ir, 0, scale);
+    clt_att_trows_g(g, dy, dy_off, dims, b, h, ir);
+    for (uint r = 0; r < ATT_R; r++) {
+        const bool in = ir + r < T;
+        li[r] = in ? lse[l_off + bh * T + ir + r] : 0.0f;
+        di[r] = in ? delta[d_off + bh * T + ir + r] : 0.0f;
+        for (uint w = 0; w < ATT_V; w++)
+            dq[r][w] = 0.0f;
+    }
+    const uint jend = causal ? min(T, i0 + lsz * ATT_R) : T;
+    const uint jown = causal ? min(T, ir + ATT_R) : T;
+    for (uint j0 = 0; j0 < jend; j0 += ATT_KB) {
+        const uint n = min((uint)ATT_KB, jend - j0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        clt_att_tstage_x((local float *)kt, (local float *)kr, true, true, qkv, q_off, dims, b,
+                         h, j0, n, 1, 1.0f);
+        clt_att_tstage_x((local float *)vt, (local float *)kr, true, false, qkv, q_off, dims, b,
+                         h, j0, n, 2, 1.0f);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (ir >= T || j0 >= jown) continue;
+        ATT_KV s[ATT_R], dp[ATT_R];
+        clt_att_tscores(s, q, kt, HD);
+        clt_att_tscores(dp, g, vt, HD);
+        const ATT_KU keys = clt_att_tlanes(j0);
+        for (uint r = 0; r < ATT_R; r++) {
+            const uint last = causal ? min(ir + r, T - 1) : T - 1;
+            s[r] = select(exp(s[r] - li[r]), (ATT_KV)0.0f, keys > (ATT_KU)last);
+            dp[r] = s[r] * (dp[r] - di[r]);
+        }
+        clt_att_tacc(dq, dp, kr);
+    }
+    for (uint r = 0; r < ATT_R; r++) {
+        const uint i = ir + r;
+        if (i >= T) break;
+        const ulong e = dq_off + clt_att_qkv(dims, b, i, 0, h);
+        float t[ATT_HD];
+        for (uint w = 0; w < ATT_V; w++)
+            vstore16(dq[r][w] * scale, w, t);
         for (uint c = 0; c < ATT_HD; c++)
             if (c < HD) CLT_STORE(G_DTYPE, dqkv, e + c, t[c]);
     }

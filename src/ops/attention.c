@@ -1,8 +1,9 @@
 /* C wrappers of cl/attention.cl: scaled dot-product attention per head on the output of a
  * D -> 3D projection, forward (saving each row's log-sum-exp) and backward, by the flash kernels
  * (tiles in local memory, online softmax, no T x T matrix in global memory; a program per head
- * width bucket, its tile rows derived from the device's local memory) or by the reference
- * kernels (scores materialised in a workspace), over f32, f16 or bf16 storage. */
+ * width bucket, its tile sizes derived from the device's local memory; a row per work-item on
+ * GPUs, register tiles of rows by a vector of keys on CPUs) or by the reference kernels (scores
+ * materialised in a workspace), over f32, f16 or bf16 storage. */
 #include "ops/nn_internal.h"
 
 #include <math.h>
@@ -14,12 +15,16 @@
 #define ATTN_BUCKETS 4
 #define ATTN_PROGRAMS (1 + ATTN_BUCKETS)
 _Static_assert((16u << (ATTN_BUCKETS - 1)) == CLT_ATTN_FLASH_MAX_HD, "buckets up to the max");
-/* The most rows per tile staged in local memory (CLT_ATTN_BK), and per work-group (one row per
- * work-item) of the flash kernels. */
+/* The most rows per tile staged in local memory (CLT_ATTN_BK), and per work-group of the flash
+ * kernels (one row per work-item in the rows variant, CLT_ATTN_TILED_R in the tiled one). */
 #define ATTN_MAX_BK 32
 #define ATTN_MAX_ROWS 64
 /* attention_decode's largest work-group (its CLT_ATTN_DECODE_WG: the size of its local array) */
 #define ATTN_DECODE_WG 64
+/* The tiled variant's rows per work-group: a block staged in local memory serves them all (a
+ * block's transpose cost about as much as its products with 64 rows); the rows per work-item
+ * are CLT_ATTN_TILED_R (ops_internal.h). */
+#define ATTN_TILED_ROWS 256
 /* Local memory the flash kernels leave unused, for what a compiler adds. */
 #define ATTN_LOCAL_SLACK 1024
 
@@ -29,6 +34,9 @@ enum {
     K_FORWARD,
     K_DKV,
     K_DQ,
+    K_FORWARD_TILED,
+    K_DKV_TILED,
+    K_DQ_TILED,
     K_DELTA,
     K_REF_SCORES,
     K_REF_SOFTMAX,
@@ -42,6 +50,7 @@ enum {
 };
 static const char *const k_names[K__COUNT] = {
     "attention_forward",     "attention_backward_dkv", "attention_backward_dq",
+    "attention_forward_tiled", "attention_backward_dkv_tiled", "attention_backward_dq_tiled",
     "attention_backward_delta", "attention_ref_scores", "attention_ref_softmax",
     "attention_ref_out",     "attention_ref_probs",    "attention_ref_dv",
     "attention_ref_dscores", "attention_ref_dqk",     "attention_decode"};
@@ -65,13 +74,28 @@ unsigned clt__attention_tile_rows(const clt_device_info *dev, unsigned hd)
     return bk;
 }
 
-void clt__opts_attention(char *dst, size_t n, clt_dtype x, clt_dtype g, unsigned hd, unsigned bk)
+unsigned clt__attention_tile_keys(const clt_device_info *dev, unsigned hd)
+{
+    /* attention_backward_dkv_tiled takes the most: four blocks of kb x hd floats (q and dy,
+     * each transposed and as rows), kb lse and Delta */
+    const uint64_t have = dev && dev->local_mem ? dev->local_mem : 16384;
+    unsigned kb = 16;
+    while (kb > 4 && (4ull * kb * hd + 2ull * kb) * sizeof(float) + ATTN_LOCAL_SLACK > have)
+        kb /= 2;
+    return kb;
+}
+
+void clt__opts_attention(char *dst, size_t n, const clt_device_info *dev, clt_dtype x,
+                         clt_dtype g, unsigned hd)
 {
     if (hd == 0)
         snprintf(dst, n, "-DX_DTYPE=%d -DG_DTYPE=%d", (int)x, (int)g);
     else
-        snprintf(dst, n, "-DX_DTYPE=%d -DG_DTYPE=%d -DCLT_ATTN_HD=%u -DCLT_ATTN_BK=%u", (int)x,
-                 (int)g, hd, bk);
+        snprintf(dst, n,
+                 "-DX_DTYPE=%d -DG_DTYPE=%d -DCLT_ATTN_HD=%u -DCLT_ATTN_BK=%u -DCLT_ATTN_KB=%u "
+                 "-DCLT_ATTN_R=%u",
+                 (int)x, (int)g, hd, clt__attention_tile_rows(dev, hd),
+                 clt__attention_tile_keys(dev, hd), CLT_ATTN_TILED_R);
 }
 
 /* The ctx's kernel `which` of program `prog` (0 reference, 1 + bucket flash) for dtypes xd (qkv,
@@ -83,10 +107,9 @@ static clt_status attn_kernel(clt_ctx *ctx, int which, int prog, clt_dtype xd, c
     const int idx = ((which * ATTN_PROGRAMS + prog) * 3 + (int)xd) * 3 + (int)gd;
     clt_status st = clt__op_slot(ctx, CLT__OPF_attention, idx, &slot);
     if (st == CLT_OK && !*slot) {
-        char opts[96];
+        char opts[128];
         const unsigned hd = prog == 0 ? 0 : 16u << (prog - 1);
-        clt__opts_attention(opts, sizeof opts, xd, gd, hd,
-                            hd ? clt__attention_tile_rows(clt_ctx_device(ctx), hd) : 0);
+        clt__opts_attention(opts, sizeof opts, clt_ctx_device(ctx), xd, gd, hd);
         st = clt__kernel(ctx, "attention", opts, k_names[which], slot);
     }
     if (st == CLT_OK) *k = *slot;
@@ -99,10 +122,29 @@ clt_attn_path clt_op_attention_resolve(const struct clt_attn_geom *g)
     return g->HD <= CLT_ATTN_FLASH_MAX_HD ? CLT_ATTN_FLASH : CLT_ATTN_REFERENCE;
 }
 
+/* Whether g takes a flash variant. */
+static bool attn_flash(const struct clt_attn_geom *g)
+{
+    const clt_attn_path p = clt_op_attention_resolve(g);
+    return p == CLT_ATTN_FLASH || p == CLT_ATTN_FLASH_ROWS || p == CLT_ATTN_FLASH_TILED;
+}
+
+/* The tiled variant on CPUs: a CPU runs a work-item's vectors in its vector registers, and
+ * one row per work-item leaves each score to a dot product with a horizontal sum (4.5-9.7
+ * GFLOP/s against the GEMM's 480 on PoCL, EPYC with AVX-512). A GPU runs the vectors as
+ * scalars, and CLT_ATTN_TILED_R rows of private accumulators per work-item would crowd its
+ * registers: there the rows variant. */
+clt_attn_path clt__attention_variant(const clt_device_info *dev, const struct clt_attn_geom *g)
+{
+    const clt_attn_path p = clt_op_attention_resolve(g);
+    if (p != CLT_ATTN_FLASH) return p;
+    return dev && dev->type == CLT_DEVICE_CPU ? CLT_ATTN_FLASH_TILED : CLT_ATTN_FLASH_ROWS;
+}
+
 size_t clt_op_attention_workspace(const struct clt_attn_geom *g)
 {
     const size_t rows = g->B * g->NH * g->T; /* Delta */
-    return clt_op_attention_resolve(g) == CLT_ATTN_FLASH ? rows : rows * g->T + rows;
+    return attn_flash(g) ? rows : rows * g->T + rows;
 }
 
 /* The geometry's checks: every size in [1, 2^32), HD within the flash kernels' buckets on that
@@ -115,9 +157,10 @@ static clt_status check_geom(clt_ctx *ctx, const struct clt_attn_geom *g, const 
         if (dims[i] < 1 || dims[i] > UINT32_MAX)
             return clt__fail(ctx, CLT_ERR_SHAPE, "%s: %s = %zu must be in [1, 2^32)", op, names[i],
                              dims[i]);
-    if (g->path != CLT_ATTN_AUTO && g->path != CLT_ATTN_FLASH && g->path != CLT_ATTN_REFERENCE)
+    if (g->path != CLT_ATTN_AUTO && g->path != CLT_ATTN_FLASH && g->path != CLT_ATTN_REFERENCE &&
+        g->path != CLT_ATTN_FLASH_ROWS && g->path != CLT_ATTN_FLASH_TILED)
         return clt__fail(ctx, CLT_ERR_INVALID_ARG, "%s: unknown path %d", op, (int)g->path);
-    if (clt_op_attention_resolve(g) == CLT_ATTN_FLASH && g->HD > CLT_ATTN_FLASH_MAX_HD)
+    if (attn_flash(g) && g->HD > CLT_ATTN_FLASH_MAX_HD)
         return clt__fail(ctx, CLT_ERR_INVALID_ARG,
                          "%s: the flash path takes head widths up to %d, got HD = %zu (the "
                          "reference path takes any)",
@@ -185,17 +228,20 @@ static struct attn_args attn_args(const struct clt_attn_geom *g)
     return a;
 }
 
-/* Launches a flash kernel: per (b, h), tiles of `rows` rows, one work-item each: at most
- * ATTN_MAX_ROWS and what the kernel takes, and no more than T needs (a power of two). */
+/* Launches a flash kernel: per (b, h), tiles of `items` work-items of `per` rows each (1 in the
+ * rows variant, CLT_ATTN_TILED_R in the tiled one): at most ATTN_MAX_ROWS rows (ATTN_TILED_ROWS
+ * tiled) and what the kernel takes, and no more than T needs (a power of two). */
 static clt_status launch_flash(clt_ctx *ctx, cl_kernel k, const struct clt_attn_geom *g,
-                               const char *what)
+                               size_t per, const char *what)
 {
-    size_t rows = clt__local_size(ctx, k), fit = 1;
-    while (fit < g->T && fit < ATTN_MAX_ROWS)
+    const size_t need = (g->T + per - 1) / per;
+    size_t items = clt__local_size(ctx, k), fit = 1;
+    const size_t most = per > 1 ? ATTN_TILED_ROWS : ATTN_MAX_ROWS;
+    while (fit < need && fit * per < most)
         fit *= 2;
-    if (rows > fit) rows = fit;
-    const size_t tiles = (g->T + rows - 1) / rows;
-    return clt__enqueue(ctx, k, g->B * g->NH * tiles * rows, rows, what);
+    if (items > fit) items = fit;
+    const size_t tiles = (need + items - 1) / items;
+    return clt__enqueue(ctx, k, g->B * g->NH * tiles * items, items, what);
 }
 
 #define MEM(t) cl_mem t##m = clt_tensor_mem(t); cl_ulong t##o = clt_tensor_offset(t)
@@ -210,7 +256,8 @@ clt_status clt_op_attention_forward(clt_tensor *y, clt_tensor *lse, clt_tensor *
     cl_kernel k;
     CLT_TRY(check_geom(ctx, g, op));
     const size_t D = g->NH * g->HD, rows = g->B * g->NH * g->T;
-    const bool flash = clt_op_attention_resolve(g) == CLT_ATTN_FLASH;
+    const bool flash = attn_flash(g),
+               tiled = clt__attention_variant(clt_ctx_device(ctx), g) == CLT_ATTN_FLASH_TILED;
     CLT_TRY(need(qkv, qkv, -1, g->B * g->T * 3 * D, 3 * D, op, "qkv"));
     const clt_dtype xd = clt_tensor_dtype(qkv);
     CLT_TRY(need(qkv, y, (int)xd, g->B * g->T * D, D, op, "y"));
@@ -222,11 +269,13 @@ clt_status clt_op_attention_forward(clt_tensor *y, clt_tensor *lse, clt_tensor *
         MEM(lse);
         MEM(qkv);
         if (flash) {
-            CLT_TRY(attn_kernel(ctx, K_FORWARD, 1 + attn_bucket(g->HD), xd, CLT_DTYPE_F32, &k));
+            CLT_TRY(attn_kernel(ctx, tiled ? K_FORWARD_TILED : K_FORWARD, 1 + attn_bucket(g->HD),
+                                xd, CLT_DTYPE_F32, &k));
             CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(lsem), CLT__ARG(lseo),
                               CLT__ARG(qkvm), CLT__ARG(qkvo), CLT__ARG(a.dims),
                               CLT__ARG(a.scale), CLT__ARG(a.flags)));
-            CLT_TRY(launch_flash(ctx, k, g, op));
+            CLT_TRY(launch_flash(ctx, k, g, tiled ? CLT_ATTN_TILED_R : 1,
+                                 tiled ? k_names[K_FORWARD_TILED] : op));
         } else {
             MEM(ws);
             CLT_TRY(attn_kernel(ctx, K_REF_SCORES, 0, xd, CLT_DTYPE_F32, &k));
@@ -259,7 +308,8 @@ clt_status clt_op_attention_backward(clt_tensor *dqkv, clt_tensor *ws, const clt
     cl_kernel k;
     CLT_TRY(check_geom(ctx, g, op));
     const size_t D = g->NH * g->HD, rows = g->B * g->NH * g->T, tt = rows * g->T;
-    const bool flash = clt_op_attention_resolve(g) == CLT_ATTN_FLASH;
+    const bool flash = attn_flash(g),
+               tiled = clt__attention_variant(clt_ctx_device(ctx), g) == CLT_ATTN_FLASH_TILED;
     CLT_TRY(need(qkv, qkv, -1, g->B * g->T * 3 * D, 3 * D, op, "qkv"));
     const clt_dtype xd = clt_tensor_dtype(qkv);
     CLT_TRY(need(qkv, y, (int)xd, g->B * g->T * D, D, op, "y"));
@@ -284,14 +334,14 @@ clt_status clt_op_attention_backward(clt_tensor *dqkv, clt_tensor *ws, const clt
                           CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(a.dims)));
         CLT_TRY(clt__launch_1d(ctx, k, rows, "attention_backward_delta"));
         if (flash) {
-            const int kk[2] = {K_DKV, K_DQ};
+            const int kk[2] = {tiled ? K_DKV_TILED : K_DKV, tiled ? K_DQ_TILED : K_DQ};
             for (int i = 0; i < 2; i++) {
                 CLT_TRY(attn_kernel(ctx, kk[i], prog, xd, gd, &k));
                 CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(dqkvm), CLT__ARG(dqkvo), CLT__ARG(dym),
                                   CLT__ARG(dyo), CLT__ARG(qkvm), CLT__ARG(qkvo), CLT__ARG(lsem),
                                   CLT__ARG(lseo), CLT__ARG(wsm), CLT__ARG(delo),
                                   CLT__ARG(a.dims), CLT__ARG(a.scale), CLT__ARG(a.flags)));
-                CLT_TRY(launch_flash(ctx, k, g, k_names[kk[i]]));
+                CLT_TRY(launch_flash(ctx, k, g, tiled ? CLT_ATTN_TILED_R : 1, k_names[kk[i]]));
             }
         } else {
             CLT_TRY(attn_kernel(ctx, K_REF_PROBS, 0, xd, gd, &k));
@@ -357,13 +407,12 @@ fail:
 
 static void attention_variants(const clt_device_info *dev, clt_program_variant_fn fn, void *user)
 {
-    char o[96];
+    char o[128];
     for (int x = 0; x < CLT__FLOAT_DTYPES; x++)
         for (int g = 0; g < CLT__FLOAT_DTYPES; g++)
             for (int p = 0; p < ATTN_PROGRAMS; p++) {
                 const unsigned hd = p == 0 ? 0 : 16u << (p - 1);
-                clt__opts_attention(o, sizeof o, (clt_dtype)x, (clt_dtype)g, hd,
-                                    hd ? clt__attention_tile_rows(dev, hd) : 0);
+                clt__opts_attention(o, sizeof o, dev, (clt_dtype)x, (clt_dtype)g, hd);
                 fn("attention", o, user);
             }
 }

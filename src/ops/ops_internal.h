@@ -443,18 +443,31 @@ clt_status clt_op_embedding_backward(clt_tensor *dtable, clt_tensor *dpos, const
  *    and sum, the T x T scores never in global memory; the backward computes Delta = rowsum(dy y)
  *    first, then dk and dv over tiles of key rows and dq over tiles of query rows, each a sum
  *    in row order: no atomics, the same bits on every run and for every work-group size. Head
- *    widths up to CLT_ATTN_FLASH_MAX_HD.
+ *    widths up to CLT_ATTN_FLASH_MAX_HD. Two variants, the same results to rounding:
+ *    CLT_ATTN_FLASH_ROWS, a row per work-item (GPUs), and CLT_ATTN_FLASH_TILED, a few rows per
+ *    work-item against blocks of rows held in vector lanes (CPUs); CLT_ATTN_FLASH is the
+ *    device's one. Each is deterministic on its own, not bit-identical to the other.
  *  - CLT_ATTN_REFERENCE: the scores, then the probabilities and their gradients, materialised
  *    in the workspace (B, NH, T, T), one work-item per element: any head width.
  * CLT_ATTN_AUTO is the flash path where it takes HD, else the reference one. */
 #define CLT_ATTN_FLASH_MAX_HD 128
-typedef enum clt_attn_path { CLT_ATTN_AUTO, CLT_ATTN_FLASH, CLT_ATTN_REFERENCE } clt_attn_path;
+/* The tiled variant's rows per work-item (its kernels' CLT_ATTN_R): 8 accumulators of a vector
+ * of scores each, plus the block's column, stay in a CPU's vector registers (PoCL, EPYC with
+ * AVX-512, gpt-char's shape: with 4 rows the rate was 20-25 % lower). */
+#define CLT_ATTN_TILED_R 8
+typedef enum clt_attn_path {
+    CLT_ATTN_AUTO,
+    CLT_ATTN_FLASH,
+    CLT_ATTN_REFERENCE,
+    CLT_ATTN_FLASH_ROWS,
+    CLT_ATTN_FLASH_TILED
+} clt_attn_path;
 struct clt_attn_geom {
     size_t B, T, NH, HD; /* batch, positions, heads, head width */
     bool causal;         /* key j > query i left out */
     clt_attn_path path;
 };
-/* The path g->path stands for (AUTO resolved by g->HD). */
+/* The path g->path stands for (AUTO resolved by g->HD; a flash variant stays as asked). */
 clt_attn_path clt_op_attention_resolve(const struct clt_attn_geom *g);
 /* The f32 elements of the workspace that the forward and backward of g take (the most of the
  * two): the reference path's B NH T T scores and B NH T Delta, the flash path's Delta. */
@@ -549,11 +562,20 @@ void clt__opts_textbatch(char *dst, size_t n, clt_dtype tok);                   
 void clt__opts_embedding(char *dst, size_t n, clt_dtype x, clt_dtype id); /* embedding */
 void clt__opts_loss(char *dst, size_t n, clt_dtype x); /* loss: softmax_xent_rows */
 /* attention: hd 0 for the reference kernels' program, else the flash kernels' head width bucket
- * (CLT_ATTN_HD) and tile rows bk (CLT_ATTN_BK, clt__attention_tile_rows) */
-void clt__opts_attention(char *dst, size_t n, clt_dtype x, clt_dtype g, unsigned hd, unsigned bk);
-/* The rows per tile the flash kernels of head width bucket hd stage in local memory on dev: the
- * most (a power of two, up to 32) whose tiles fit its local memory. */
+ * (CLT_ATTN_HD) with the tile sizes that fit dev's local memory (CLT_ATTN_BK,
+ * clt__attention_tile_rows; CLT_ATTN_KB, clt__attention_tile_keys) and CLT_ATTN_R */
+void clt__opts_attention(char *dst, size_t n, const clt_device_info *dev, clt_dtype x,
+                         clt_dtype g, unsigned hd);
+/* The rows per tile the rows variant's kernels of head width bucket hd stage in local memory on
+ * dev: the most (a power of two, up to 32) whose tiles fit its local memory. */
 unsigned clt__attention_tile_rows(const clt_device_info *dev, unsigned hd);
+/* The rows per block (a vector's lanes: 16, 8 or 4) the tiled variant's kernels of head width
+ * bucket hd stage in local memory on dev: the most whose blocks fit its local memory. */
+unsigned clt__attention_tile_keys(const clt_device_info *dev, unsigned hd);
+/* The flash variant a path stands for on dev: CLT_ATTN_FLASH_ROWS or CLT_ATTN_FLASH_TILED as
+ * asked, CLT_ATTN_FLASH (and AUTO where it resolves to it) the tiled one on CPUs, the rows one
+ * elsewhere; the reference path for a path that resolves to it. */
+clt_attn_path clt__attention_variant(const clt_device_info *dev, const struct clt_attn_geom *g);
 struct clt_gemm_choice;
 /* The program a GEMM choice's kernels live in: "act_fn,gemm_panel" for the panel family (its
  * epilogue applies activations), "act_fn,gemm" for a direct or tiled kernel with the fused

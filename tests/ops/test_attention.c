@@ -1,5 +1,6 @@
 /* Tests of clt_op_attention_* (cl/attention.cl) against the float64 references of
- * tests/ref/ref_nn.c, on both paths (flash, reference), with and without the causal mask:
+ * tests/ref/ref_nn.c, on both paths (flash in both its variants, rows and tiled, on any device;
+ * reference), with and without the causal mask:
  * y, lse and dqkv at several (B, T, NH, HD) with HD in {16, 24, 32, 64, 128} and T of 1, of less
  * than a tile, and no multiple of the flash kernels' tiles (rows per work-group and per local
  * tile); f16/bf16 storage of qkv, y, dy and dqkv in every combination; bit-identical reruns and
@@ -43,8 +44,20 @@ struct att_host {
 
 static const char *path_name(clt_attn_path p)
 {
-    return p == CLT_ATTN_FLASH ? "flash" : p == CLT_ATTN_REFERENCE ? "reference" : "auto";
+    switch (p) {
+    case CLT_ATTN_FLASH: return "flash";
+    case CLT_ATTN_FLASH_ROWS: return "flash rows";
+    case CLT_ATTN_FLASH_TILED: return "flash tiled";
+    case CLT_ATTN_REFERENCE: return "reference";
+    default: return "auto";
+    }
 }
+
+/* The paths every device runs: both flash variants (whichever the device would pick) and the
+ * reference one. */
+static const clt_attn_path all_paths[] = {CLT_ATTN_FLASH_ROWS, CLT_ATTN_FLASH_TILED,
+                                          CLT_ATTN_REFERENCE};
+#define N_PATHS (sizeof all_paths / sizeof *all_paths)
 
 static struct clt_attn_geom geom(const struct att_case *c, bool causal, clt_attn_path p)
 {
@@ -181,8 +194,9 @@ static void check_case(clt_ctx *ctx, tc_rng *r, const struct att_case *c, bool c
     host_free(&h);
 }
 
-/* T: 1; below a tile; above one and no multiple of the flash kernels' 32-row tiles or of a
- * work-group's rows (64); HD at every bucket and one between (24) */
+/* T: 1; below a tile; above one and no multiple of the flash kernels' 32-row tiles, of the
+ * tiled variant's 16-row blocks and 8 rows per work-item, or of a work-group's rows (64); HD at
+ * every bucket and one between (24); B NH above 1 */
 static const struct att_case cases_full[] = {{1, 1, 1, 16},  {2, 17, 2, 16}, {1, 33, 3, 32},
                                              {2, 100, 2, 64}, {3, 7, 2, 24},  {1, 70, 1, 128}},
                              cases_small[] = {{1, 1, 1, 16}, {2, 17, 1, 16}, {1, 33, 1, 32},
@@ -191,7 +205,7 @@ static const struct att_case cases_full[] = {{1, 1, 1, 16},  {2, 17, 2, 16}, {1,
 
 static void check_all(clt_attn_path path)
 {
-    tc_rng r = tc_rng_for(path == CLT_ATTN_FLASH ? "attention_flash" : "attention_reference");
+    tc_rng r = tc_rng_for(path_name(path));
     clt_ctx *ctx = tc_ctx();
     const struct att_case *cases = TC_SMALL_OR(cases_full, cases_small);
     for (size_t i = 0; i < N_CASES; i++)
@@ -201,9 +215,15 @@ static void check_all(clt_attn_path path)
     tc_assert_no_live();
 }
 
-START_TEST(test_attention_flash)
+START_TEST(test_attention_flash_rows)
 {
-    check_all(CLT_ATTN_FLASH);
+    check_all(CLT_ATTN_FLASH_ROWS);
+}
+END_TEST
+
+START_TEST(test_attention_flash_tiled)
+{
+    check_all(CLT_ATTN_FLASH_TILED);
 }
 END_TEST
 
@@ -213,8 +233,8 @@ START_TEST(test_attention_reference)
 }
 END_TEST
 
-/* 16-bit storage of qkv and y, of dy and dqkv, in every combination, on both paths (under
- * CLTRAIN_TEST_SMALL four of them, which still load and store each dtype as each operand on
+/* 16-bit storage of qkv and y, of dy and dqkv, in every combination, on every path (under
+ * CLTRAIN_TEST_SMALL six of them, which still load and store each dtype as each operand on
  * each path: Oclgrind builds every program anew). */
 START_TEST(test_attention_half_storage)
 {
@@ -224,8 +244,9 @@ START_TEST(test_attention_half_storage)
     clt_ctx *ctx = tc_ctx();
     const clt_dtype ds[] = {CLT_DTYPE_F32, CLT_DTYPE_F16, CLT_DTYPE_BF16};
     /* (path, qkv dtype, dy dtype) */
-    static const int few[][3] = {{0, 1, 0}, {0, 2, 2}, {0, 0, 1}, {1, 2, 1}};
-    for (int p = 0; p < 2; p++)
+    static const int few[][3] = {{0, 1, 0}, {0, 2, 2}, {1, 0, 1}, {1, 2, 2}, {1, 1, 0},
+                                 {2, 2, 1}};
+    for (int p = 0; p < (int)N_PATHS; p++)
         for (int a = 0; a < 3; a++)
             for (int b = 0; b < 3; b++) {
                 bool take = a || b;
@@ -235,8 +256,7 @@ START_TEST(test_attention_half_storage)
                         take |= few[i][0] == p && few[i][1] == a && few[i][2] == b;
                 }
                 if (take)
-                    check_case(ctx, &r, c, (a + b) % 2 == 1,
-                               p ? CLT_ATTN_REFERENCE : CLT_ATTN_FLASH, ds[a], ds[b]);
+                    check_case(ctx, &r, c, (a + b) % 2 == 1, all_paths[p], ds[a], ds[b]);
             }
     clt_ctx_free(ctx);
     tc_assert_no_live();
@@ -244,7 +264,8 @@ START_TEST(test_attention_half_storage)
 END_TEST
 
 /* CLT_ATTN_AUTO takes the flash path up to CLT_ATTN_FLASH_MAX_HD (its bits), the reference one
- * above it; the workspace follows. */
+ * above it; the workspace follows. CLT_ATTN_FLASH is the tiled variant on CPUs, the rows one
+ * elsewhere (its bits); an explicit variant stays as asked. */
 START_TEST(test_attention_auto)
 {
     struct att_case c = {1, 9, 2, 16};
@@ -256,6 +277,20 @@ START_TEST(test_attention_auto)
     ck_assert_uint_eq(clt_op_attention_workspace(&g), 2 * 9 * 9 + 2 * 9);
     g.path = CLT_ATTN_FLASH;
     ck_assert_int_eq(clt_op_attention_resolve(&g), CLT_ATTN_FLASH);
+    clt_device_info cpu = {.type = CLT_DEVICE_CPU}, gpu = {.type = CLT_DEVICE_GPU};
+    ck_assert_int_eq(clt__attention_variant(&cpu, &g), CLT_ATTN_FLASH_TILED);
+    ck_assert_int_eq(clt__attention_variant(&gpu, &g), CLT_ATTN_FLASH_ROWS);
+    g.path = CLT_ATTN_FLASH_ROWS;
+    ck_assert_int_eq(clt__attention_variant(&cpu, &g), CLT_ATTN_FLASH_ROWS);
+    ck_assert_uint_eq(clt_op_attention_workspace(&g), 2 * 9);
+    g.path = CLT_ATTN_FLASH_TILED;
+    ck_assert_int_eq(clt__attention_variant(&gpu, &g), CLT_ATTN_FLASH_TILED);
+    ck_assert_uint_eq(clt_op_attention_workspace(&g), 2 * 9);
+    g.path = CLT_ATTN_AUTO;
+    g.HD = 16;
+    ck_assert_int_eq(clt__attention_variant(&cpu, &g), CLT_ATTN_FLASH_TILED);
+    g.HD = CLT_ATTN_FLASH_MAX_HD + 1;
+    ck_assert_int_eq(clt__attention_variant(&cpu, &g), CLT_ATTN_REFERENCE);
 
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
@@ -266,14 +301,19 @@ START_TEST(test_attention_auto)
     dev_alloc(ctx, &d, &c, CLT_DTYPE_F32, CLT_DTYPE_F32, clt_op_attention_workspace(&g));
     fill_inputs(&r, &h, &d);
     g.path = CLT_ATTN_FLASH;
+    g.path = clt__attention_variant(clt_ctx_device(ctx), &g); /* the device's variant, named */
     run_device(ctx, &d, &h, &g);
     float *y1 = NT_FLOATS(h.ny), *g1 = NT_FLOATS(h.n3);
     memcpy(y1, h.y, h.ny * sizeof *y1);
     memcpy(g1, h.dqkv, h.n3 * sizeof *g1);
-    g.path = CLT_ATTN_AUTO;
-    run_device(ctx, &d, &h, &g);
-    ck_assert_msg(nt_same_bits(y1, h.y, h.ny), "auto: y differs from the flash path's");
-    ck_assert_msg(nt_same_bits(g1, h.dqkv, h.n3), "auto: dqkv differs from the flash path's");
+    for (int p = 0; p < 2; p++) {
+        g.path = p ? CLT_ATTN_AUTO : CLT_ATTN_FLASH;
+        run_device(ctx, &d, &h, &g);
+        ck_assert_msg(nt_same_bits(y1, h.y, h.ny), "%s: y differs from the device's variant's",
+                      path_name(g.path));
+        ck_assert_msg(nt_same_bits(g1, h.dqkv, h.n3),
+                      "%s: dqkv differs from the device's variant's", path_name(g.path));
+    }
     /* and above the flash path's widths, the reference path */
     struct att_case wide = {1, 5, 1, CLT_ATTN_FLASH_MAX_HD + 8};
     struct att_host hw;
@@ -307,9 +347,9 @@ START_TEST(test_attention_causal)
     const size_t t = c->T * 2 / 3, D = c->NH * c->HD;
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
-    for (int p = 0; p < 2; p++)
+    for (size_t p = 0; p < N_PATHS; p++)
         for (int causal = 1; causal >= 0; causal--) {
-            const clt_attn_path path = p ? CLT_ATTN_REFERENCE : CLT_ATTN_FLASH;
+            const clt_attn_path path = all_paths[p];
             const struct clt_attn_geom g = geom(c, causal, path);
             struct att_host h;
             struct att_dev d;
@@ -373,9 +413,9 @@ START_TEST(test_attention_causal)
 }
 END_TEST
 
-/* Each flash kernel relaunched (arguments as the op left them) with every local size of
- * nt_local_sizes that it takes, up to the 64 rows per work-group the op launches at most: the
- * bits of the op's own launch. */
+/* Each flash kernel of both variants relaunched (arguments as the op left them) with every local
+ * size of nt_local_sizes that it takes, up to the 64 work-items per work-group the op launches
+ * at most: the bits of the op's own launch. */
 START_TEST(test_attention_local_size)
 {
     static const struct att_case full[] = {{2, 100, 2, 32}, {1, 7, 1, 64}},
@@ -384,10 +424,12 @@ START_TEST(test_attention_local_size)
     tc_rng r = tc_rng_for(__func__);
     clt_ctx *ctx = tc_ctx();
     for (size_t ci = 0; ci < sizeof full / sizeof *full; ci++)
-        for (int causal = 0; causal < 2; causal++) {
+        for (int vc = 0; vc < 4; vc++) {
+            const int causal = vc % 2, tiled = vc / 2;
             const struct att_case *c = &cases[ci];
-            const size_t D = c->NH * c->HD;
-            const struct clt_attn_geom g = geom(c, causal, CLT_ATTN_FLASH);
+            const size_t D = c->NH * c->HD, per = tiled ? CLT_ATTN_TILED_R : 1;
+            const struct clt_attn_geom g =
+                geom(c, causal, tiled ? CLT_ATTN_FLASH_TILED : CLT_ATTN_FLASH_ROWS);
             struct att_host h;
             struct att_dev d;
             host_alloc(&h, c);
@@ -399,18 +441,22 @@ START_TEST(test_attention_local_size)
             memcpy(l1, h.lse, h.nl * sizeof *l1);
             memcpy(g1, h.dqkv, h.n3 * sizeof *g1);
             const unsigned hd = c->HD <= 16 ? 16 : c->HD <= 32 ? 32 : c->HD <= 64 ? 64 : 128;
-            char opts[96];
-            clt__opts_attention(opts, sizeof opts, CLT_DTYPE_F32, CLT_DTYPE_F32, hd,
-                                clt__attention_tile_rows(clt_ctx_device(ctx), hd));
-            static const char *const names[] = {"attention_forward", "attention_backward_dkv",
-                                                "attention_backward_dq"};
+            char opts[128];
+            clt__opts_attention(opts, sizeof opts, clt_ctx_device(ctx), CLT_DTYPE_F32,
+                                CLT_DTYPE_F32, hd);
+            static const char *const names[2][3] = {
+                {"attention_forward", "attention_backward_dkv", "attention_backward_dq"},
+                {"attention_forward_tiled", "attention_backward_dkv_tiled",
+                 "attention_backward_dq_tiled"}};
             for (int which = 0; which < 3; which++) {
-                cl_kernel k = nt_kernel(ctx, "attention", opts, names[which]);
+                const char *name = names[tiled][which];
+                cl_kernel k = nt_kernel(ctx, "attention", opts, name);
                 int tried = 0;
                 for (size_t li = 0; li < NT_N_LOCAL_SIZES; li++) {
                     const size_t local = nt_local_sizes[li];
                     if (local > 64) continue; /* the op's launches take at most 64 rows */
-                    const size_t groups = c->B * c->NH * ((c->T + local - 1) / local);
+                    const size_t items = (c->T + per - 1) / per,
+                                 groups = c->B * c->NH * ((items + local - 1) / local);
                     if (which == 0) {
                         tc_poison(d.y);
                         tc_poison(d.lse);
@@ -427,13 +473,11 @@ START_TEST(test_attention_local_size)
                         tc_read(d.lse, h.lse);
                         ck_assert_msg(nt_same_bits(y1, h.y, h.ny) &&
                                           nt_same_bits(l1, h.lse, h.nl),
-                                      "%s T%zu differs with local size %zu", names[which], c->T,
-                                      local);
+                                      "%s T%zu differs with local size %zu", name, c->T, local);
                     } else {
                         tc_read(d.dqkv, h.dqkv);
                         ck_assert_msg(nt_same_bits(g1, h.dqkv, h.n3),
-                                      "%s T%zu differs with local size %zu", names[which], c->T,
-                                      local);
+                                      "%s T%zu differs with local size %zu", name, c->T, local);
                     }
                 }
                 ck_assert_int_ge(tried, 4);
@@ -601,7 +645,7 @@ static double time_path(clt_ctx *ctx, struct att_dev *d, const struct clt_attn_g
     return best;
 }
 
-/* Both paths at gpt-mini's and gpt-char's attention shapes, causal: their results agree, and
+/* Every path at gpt-mini's and gpt-char's attention shapes, causal: their results agree, and
  * their GFLOP/s are printed (4 B NH T^2 HD flops forward, 2.5 times that backward, halved by
  * the mask: the useful work, whatever a path recomputes). */
 START_TEST(test_attention_bench)
@@ -612,38 +656,45 @@ START_TEST(test_attention_bench)
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         const struct att_case *c = &shapes[si];
         struct clt_attn_geom g = geom(c, true, CLT_ATTN_REFERENCE);
-        struct att_host h, f;
+        struct att_host h[N_PATHS];
         struct att_dev d;
-        host_alloc(&h, c);
-        host_alloc(&f, c);
+        for (size_t p = 0; p < N_PATHS; p++)
+            host_alloc(&h[p], c);
         dev_alloc(ctx, &d, c, CLT_DTYPE_F32, CLT_DTYPE_F32, clt_op_attention_workspace(&g));
-        fill_inputs(&r, &h, &d);
+        fill_inputs(&r, &h[0], &d);
         const double fwd = 4.0 * c->B * c->NH * c->T * c->T * c->HD / 2, both = fwd * 3.5;
-        double secs[2][2];
-        for (int p = 0; p < 2; p++) {
-            g.path = p ? CLT_ATTN_REFERENCE : CLT_ATTN_FLASH;
-            run_device(ctx, &d, p ? &h : &f, &g); /* builds the programs, and the results */
+        double secs[N_PATHS][2];
+        for (size_t p = 0; p < N_PATHS; p++) {
+            g.path = all_paths[p];
+            run_device(ctx, &d, &h[p], &g); /* builds the programs, and the results */
             for (int which = 0; which < 2; which++)
                 secs[p][which] = time_path(ctx, &d, &g, which);
-            printf("attention B%zu T%zu NH%zu HD%zu causal, %-9s: forward %7.3f ms %6.2f "
+            printf("attention B%zu T%zu NH%zu HD%zu causal, %-11s: forward %7.3f ms %6.2f "
                    "GFLOP/s, forward+backward %7.3f ms %6.2f GFLOP/s\n",
                    c->B, c->T, c->NH, c->HD, path_name(g.path), secs[p][0] * 1e3,
                    fwd / secs[p][0] * 1e-9, secs[p][1] * 1e3, both / secs[p][1] * 1e-9);
         }
-        printf("attention B%zu T%zu NH%zu HD%zu causal: flash %.1fx the reference forward, %.1fx "
-               "forward+backward\n",
-               c->B, c->T, c->NH, c->HD, secs[1][0] / secs[0][0], secs[1][1] / secs[0][1]);
-        double *ref = NT_DOUBLES(f.n3);
-        nt_widen(h.y, ref, h.ny);
-        tc_check_close(f.y, ref, h.ny, NT_ATOL, NT_RTOL, "bench: flash y against reference",
-                       r.seed);
-        nt_widen(h.dqkv, ref, h.n3);
-        tc_check_close(f.dqkv, ref, h.n3, 1e-4, 1e-3, "bench: flash dqkv against reference",
-                       r.seed);
-        free(ref);
+        const size_t ref = N_PATHS - 1;
+        for (size_t p = 0; p < ref; p++)
+            printf("attention B%zu T%zu NH%zu HD%zu causal: %s %.1fx the reference forward, "
+                   "%.1fx forward+backward\n",
+                   c->B, c->T, c->NH, c->HD, path_name(all_paths[p]), secs[ref][0] / secs[p][0],
+                   secs[ref][1] / secs[p][1]);
+        double *want = NT_DOUBLES(h[0].n3);
+        for (size_t p = 0; p < ref; p++) {
+            char msg[96];
+            nt_widen(h[ref].y, want, h[0].ny);
+            snprintf(msg, sizeof msg, "bench: %s y against reference", path_name(all_paths[p]));
+            tc_check_close(h[p].y, want, h[0].ny, NT_ATOL, NT_RTOL, msg, r.seed);
+            nt_widen(h[ref].dqkv, want, h[0].n3);
+            snprintf(msg, sizeof msg, "bench: %s dqkv against reference",
+                     path_name(all_paths[p]));
+            tc_check_close(h[p].dqkv, want, h[0].n3, 1e-4, 1e-3, msg, r.seed);
+        }
+        free(want);
         dev_free(&d);
-        host_free(&h);
-        host_free(&f);
+        for (size_t p = 0; p < N_PATHS; p++)
+            host_free(&h[p]);
     }
     fflush(stdout);
     clt_ctx_free(ctx);
@@ -733,7 +784,8 @@ int main(void)
     Suite *s = suite_create("attention");
     TCase *tc = tc_tcase("attention");
     tcase_add_test(tc, test_attention_reference);
-    tcase_add_test(tc, test_attention_flash);
+    tcase_add_test(tc, test_attention_flash_rows);
+    tcase_add_test(tc, test_attention_flash_tiled);
     tcase_add_test(tc, test_attention_half_storage);
     tcase_add_test(tc, test_attention_auto);
     tcase_add_test(tc, test_attention_causal);
