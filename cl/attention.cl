@@ -9,14 +9,15 @@
  * dims = (B, T, NH, HD).
  *
  * Two paths, selected by the host:
- *  - flash (attention_forward, attention_backward_dkv, attention_backward_dq), in the style of
- *    FlashAttention-2: a work-group takes one (b, h) and a tile of rows, one row per work-item
- *    (any work-group size: the rows of a group are its size), whose q (or k and v) and
- *    accumulators live in private arrays of CLT_ATTN_HD floats (the head width's bucket, a
- *    power of two at or above HD, at least 16, held as vectors of 16; columns beyond HD are
- *    zeros and never stored). The other
- *    side's rows come through local memory in tiles of CLT_ATTN_BK rows, a size the host derives
- *    from the device's local memory. The forward keeps a running maximum and sum (online
+ *  - flash, in the style of FlashAttention-2, in two variants that give the same results to
+ *    rounding (each deterministic on its own). The rows variant (attention_forward,
+ *    attention_backward_dkv, attention_backward_dq; GPUs): a work-group takes one (b, h) and a
+ *    tile of rows, one row per work-item (any work-group size: the rows of a group are its
+ *    size), whose q (or k and v) and accumulators live in private arrays of CLT_ATTN_HD floats
+ *    (the head width's bucket, a power of two at or above HD, at least 16, held as vectors of
+ *    16; columns beyond HD are zeros and never stored). The other side's rows come through
+ *    local memory in tiles of CLT_ATTN_BK rows, a size the host derives from the device's
+ *    local memory. The forward keeps a running maximum and sum (online
  *    softmax), so S never reaches global memory. The backward runs attention_backward_delta
  *    (Delta_i = dy_i . y_i) first, then attention_backward_dkv (a group per tile of key rows,
  *    over every query row: dk, dv) and attention_backward_dq (a group per tile of query rows,
@@ -24,6 +25,16 @@
  *    atomics and the bits depend neither on the work-group size nor on CLT_ATTN_BK. Every
  *    kernel computes a score as the same fma chain of (scale q) . k, so the backward's
  *    exp(S - lse) recomputes the forward's P.
+ *    The tiled variant (the same names with _tiled, in programs of their own: CLT_ATTN_TILED;
+ *    CPUs): a work-item owns CLT_ATTN_R rows, the other side's rows come in blocks of
+ *    CLT_ATTN_KB (a vector's lanes: 16, or 8 or 4 where local memory is small), staged both
+ *    transposed and as rows; a block's scores for the
+ *    work-item's rows are CLT_ATTN_R vectors, each an fma chain over the head's columns of a
+ *    broadcast element times a column of the transposed block (register tiles, as a GEMM's, no
+ *    horizontal sums), and the products with the block's rows run over HD-wide vectors. The
+ *    same backward order (Delta, then dk and dv over blocks of query rows, then dq over blocks
+ *    of key rows), sums in row order, the same score arithmetic in all three kernels; the
+ *    blocks a work-item computes depend on its own rows only, not on the work-group's size.
  *  - reference (attention_ref_*): S and then P materialised in a workspace ws (B, NH, T, T),
  *    one work-item per element, plain loops: for the tests and for devices the flash kernels do
  *    not fit.
@@ -42,6 +53,9 @@
 #endif
 #ifndef CLT_ATTN_BK
 #define CLT_ATTN_BK 16 /* rows per tile staged in local memory by the flash kernels */
+#endif
+#ifndef CLT_ATTN_TILED
+#define CLT_ATTN_TILED 0 /* 1: the flash path's kernels of the tiled variant, else of the rows one */
 #endif
 #ifndef CLT_ATTN_KB
 #define CLT_ATTN_KB 16 /* the tiled kernels' block of rows: a vector's lanes, 4, 8 or 16 */
@@ -144,6 +158,7 @@ static inline float clt_att_dot(const float16 *a, const local float16 *b)
     return s2.x + s2.y;
 }
 
+#if !CLT_ATTN_TILED /* the rows variant's kernels */
 /* One work-item per query row i (rows >= T idle but take part in the barriers): the online
  * softmax over key tiles j0 = 0, BK, ... (up to the group's last row with the mask), then
  * y_i = o / l and lse_i = m + log l. */
@@ -202,6 +217,8 @@ kernel void attention_forward(global X_T *y, ulong y_off, global float *lse, ulo
     }
 }
 
+#endif
+
 /* Delta (B, NH, T): Delta_i = sum over head h's columns of dy_i y_i, one work-item per row
  * (b, h, i), n = B NH T of them. Both paths' backward starts here. */
 kernel void attention_backward_delta(global float *delta, ulong d_off, const global G_T *dy,
@@ -218,6 +235,7 @@ kernel void attention_backward_delta(global float *delta, ulong d_off, const glo
     delta[d_off + r] = s;
 }
 
+#if !CLT_ATTN_TILED
 /* One work-item per key row j: dv_j = sum_i P_ij dy_i and dk_j = scale sum_i dS_ij q_i with
  * dS_ij = P_ij (dy_i . v_j - Delta_i), over the query tiles (from j's tile on with the mask),
  * staged as scale q and dy with their lse and Delta; written into dqkv's k and v columns. */
@@ -338,6 +356,8 @@ kernel void attention_backward_dq(global G_T *dqkv, ulong dq_off, const global G
     }
 }
 
+#endif
+
 /* ---- flash path, tiled variant (CPUs) ------------------------------------------------------ */
 /* A work-item owns ATT_R consecutive rows (query rows; key rows in attention_backward_dkv_tiled)
  * and meets the other side's rows in blocks of ATT_KB, a vector's lanes: a block of scores is
@@ -346,6 +366,7 @@ kernel void attention_backward_dq(global G_T *dqkv, ulong dq_off, const global G
  * the block's ATT_KB rows): GEMM-like register tiles, no horizontal sums. The products with
  * the block's rows (P v, dS q, ...) run over HD-wide vectors of the rows tile. Which blocks a
  * work-item computes depends only on its own rows, never on the work-group's size. */
+#if CLT_ATTN_TILED
 #define ATT_KB CLT_ATTN_KB
 #define ATT_R CLT_ATTN_R
 #define ATT_KV CLT__XCAT(float, ATT_KB)  /* a block's lanes */
@@ -713,6 +734,8 @@ kernel void attention_backward_dq_tiled(global G_T *dqkv, ulong dq_off, const gl
             if (c < HD) CLT_STORE(G_DTYPE, dqkv, e + c, t[c]);
     }
 }
+
+#endif /* CLT_ATTN_TILED */
 
 /* ---- reference path: ws (B, NH, T, T) holds S, then P, then dS -------------------------- */
 

@@ -10,10 +10,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* The flash kernels' head width buckets (CLT_ATTN_HD): program 1 + b takes HD up to 16 << b;
- * program 0 is the reference one. */
+/* The flash kernels' head width buckets (CLT_ATTN_HD): program 1 + b holds the rows variant's
+ * kernels for HD up to 16 << b, program 1 + ATTN_BUCKETS + b the tiled variant's (each with
+ * Delta's); program 0 is the reference one. A variant's programs hold only its kernels: their
+ * local arrays are sized for the device's local memory one kernel at a time (Oclgrind counts a
+ * program's together). */
 #define ATTN_BUCKETS 4
-#define ATTN_PROGRAMS (1 + ATTN_BUCKETS)
+#define ATTN_PROGRAMS (1 + 2 * ATTN_BUCKETS)
 _Static_assert((16u << (ATTN_BUCKETS - 1)) == CLT_ATTN_FLASH_MAX_HD, "buckets up to the max");
 /* The most rows per tile staged in local memory (CLT_ATTN_BK), and per work-group of the flash
  * kernels (one row per work-item in the rows variant, CLT_ATTN_TILED_R in the tiled one). */
@@ -86,16 +89,35 @@ unsigned clt__attention_tile_keys(const clt_device_info *dev, unsigned hd)
 }
 
 void clt__opts_attention(char *dst, size_t n, const clt_device_info *dev, clt_dtype x,
-                         clt_dtype g, unsigned hd)
+                         clt_dtype g, unsigned hd, bool tiled)
 {
     if (hd == 0)
         snprintf(dst, n, "-DX_DTYPE=%d -DG_DTYPE=%d", (int)x, (int)g);
+    else if (!tiled)
+        snprintf(dst, n, "-DX_DTYPE=%d -DG_DTYPE=%d -DCLT_ATTN_HD=%u -DCLT_ATTN_BK=%u", (int)x,
+                 (int)g, hd, clt__attention_tile_rows(dev, hd));
     else
         snprintf(dst, n,
-                 "-DX_DTYPE=%d -DG_DTYPE=%d -DCLT_ATTN_HD=%u -DCLT_ATTN_BK=%u -DCLT_ATTN_KB=%u "
-                 "-DCLT_ATTN_R=%u",
-                 (int)x, (int)g, hd, clt__attention_tile_rows(dev, hd),
-                 clt__attention_tile_keys(dev, hd), CLT_ATTN_TILED_R);
+                 "-DX_DTYPE=%d -DG_DTYPE=%d -DCLT_ATTN_HD=%u -DCLT_ATTN_TILED=1 "
+                 "-DCLT_ATTN_KB=%u -DCLT_ATTN_R=%u",
+                 (int)x, (int)g, hd, clt__attention_tile_keys(dev, hd), CLT_ATTN_TILED_R);
+}
+
+/* A program's head width bucket (0: the reference program) and variant. */
+static unsigned attn_prog_hd(int prog)
+{
+    return prog == 0 ? 0 : 16u << ((prog - 1) % ATTN_BUCKETS);
+}
+
+static bool attn_prog_tiled(int prog)
+{
+    return prog > ATTN_BUCKETS;
+}
+
+/* The flash program of g's head width in the rows or the tiled variant. */
+static int attn_prog(const struct clt_attn_geom *g, bool tiled)
+{
+    return 1 + (tiled ? ATTN_BUCKETS : 0) + attn_bucket(g->HD);
 }
 
 /* The ctx's kernel `which` of program `prog` (0 reference, 1 + bucket flash) for dtypes xd (qkv,
@@ -108,8 +130,8 @@ static clt_status attn_kernel(clt_ctx *ctx, int which, int prog, clt_dtype xd, c
     clt_status st = clt__op_slot(ctx, CLT__OPF_attention, idx, &slot);
     if (st == CLT_OK && !*slot) {
         char opts[128];
-        const unsigned hd = prog == 0 ? 0 : 16u << (prog - 1);
-        clt__opts_attention(opts, sizeof opts, clt_ctx_device(ctx), xd, gd, hd);
+        clt__opts_attention(opts, sizeof opts, clt_ctx_device(ctx), xd, gd, attn_prog_hd(prog),
+                            attn_prog_tiled(prog));
         st = clt__kernel(ctx, "attention", opts, k_names[which], slot);
     }
     if (st == CLT_OK) *k = *slot;
@@ -269,8 +291,8 @@ clt_status clt_op_attention_forward(clt_tensor *y, clt_tensor *lse, clt_tensor *
         MEM(lse);
         MEM(qkv);
         if (flash) {
-            CLT_TRY(attn_kernel(ctx, tiled ? K_FORWARD_TILED : K_FORWARD, 1 + attn_bucket(g->HD),
-                                xd, CLT_DTYPE_F32, &k));
+            CLT_TRY(attn_kernel(ctx, tiled ? K_FORWARD_TILED : K_FORWARD, attn_prog(g, tiled), xd,
+                                CLT_DTYPE_F32, &k));
             CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(lsem), CLT__ARG(lseo),
                               CLT__ARG(qkvm), CLT__ARG(qkvo), CLT__ARG(a.dims),
                               CLT__ARG(a.scale), CLT__ARG(a.flags)));
@@ -319,7 +341,7 @@ clt_status clt_op_attention_backward(clt_tensor *dqkv, clt_tensor *ws, const clt
     CLT_TRY(need(qkv, dqkv, (int)gd, g->B * g->T * 3 * D, 3 * D, op, "dqkv"));
     CLT_TRY(need_ws(qkv, ws, clt_op_attention_workspace(g), op));
     {
-        const int prog = flash ? 1 + attn_bucket(g->HD) : 0;
+        const int prog = flash ? attn_prog(g, tiled) : 0;
         struct attn_args a = attn_args(g);
         MEM(dqkv);
         MEM(ws);
@@ -411,8 +433,8 @@ static void attention_variants(const clt_device_info *dev, clt_program_variant_f
     for (int x = 0; x < CLT__FLOAT_DTYPES; x++)
         for (int g = 0; g < CLT__FLOAT_DTYPES; g++)
             for (int p = 0; p < ATTN_PROGRAMS; p++) {
-                const unsigned hd = p == 0 ? 0 : 16u << (p - 1);
-                clt__opts_attention(o, sizeof o, dev, (clt_dtype)x, (clt_dtype)g, hd);
+                clt__opts_attention(o, sizeof o, dev, (clt_dtype)x, (clt_dtype)g, attn_prog_hd(p),
+                                    attn_prog_tiled(p));
                 fn("attention", o, user);
             }
 }

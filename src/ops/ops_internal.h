@@ -562,10 +562,11 @@ void clt__opts_textbatch(char *dst, size_t n, clt_dtype tok);                   
 void clt__opts_embedding(char *dst, size_t n, clt_dtype x, clt_dtype id); /* embedding */
 void clt__opts_loss(char *dst, size_t n, clt_dtype x); /* loss: softmax_xent_rows */
 /* attention: hd 0 for the reference kernels' program, else the flash kernels' head width bucket
- * (CLT_ATTN_HD) with the tile sizes that fit dev's local memory (CLT_ATTN_BK,
- * clt__attention_tile_rows; CLT_ATTN_KB, clt__attention_tile_keys) and CLT_ATTN_R */
+ * (CLT_ATTN_HD) in the rows variant (tile rows CLT_ATTN_BK, clt__attention_tile_rows) or the
+ * tiled one (CLT_ATTN_TILED; CLT_ATTN_KB, clt__attention_tile_keys; CLT_ATTN_R), tiles sized
+ * for dev's local memory */
 void clt__opts_attention(char *dst, size_t n, const clt_device_info *dev, clt_dtype x,
-                         clt_dtype g, unsigned hd);
+                         clt_dtype g, unsigned hd, bool tiled);
 /* The rows per tile the rows variant's kernels of head width bucket hd stage in local memory on
  * dev: the most (a power of two, up to 32) whose tiles fit its local memory. */
 unsigned clt__attention_tile_rows(const clt_device_info *dev, unsigned hd);

@@ -443,7 +443,7 @@ START_TEST(test_attention_local_size)
             const unsigned hd = c->HD <= 16 ? 16 : c->HD <= 32 ? 32 : c->HD <= 64 ? 64 : 128;
             char opts[128];
             clt__opts_attention(opts, sizeof opts, clt_ctx_device(ctx), CLT_DTYPE_F32,
-                                CLT_DTYPE_F32, hd);
+                                CLT_DTYPE_F32, hd, tiled);
             static const char *const names[2][3] = {
                 {"attention_forward", "attention_backward_dkv", "attention_backward_dq"},
                 {"attention_forward_tiled", "attention_backward_dkv_tiled",
