@@ -129,10 +129,21 @@ void clt__plan_free(struct clt__plan *p)
     memset(p, 0, sizeof *p);
 }
 
-/* Storage of layer i's output: 16-bit from the first weighted layer up to the last one. */
+/* Storage of layer i's output: 16-bit from layer `first` (see first_16bit) up to the last
+ * weighted one. */
 static clt_dtype out_dtype(clt_dtype precision, int first, int last, int i)
 {
     return precision != CLT_DTYPE_F32 && i >= first && i < last ? precision : CLT_DTYPE_F32;
+}
+
+/* The first layer whose output is 16-bit in mixed precision: the first weighted one, whose
+ * GEMM casts the model's f32 input, or a first layer that reads token ids (embed), which
+ * gathers rows of the 16-bit copy of its table into 16-bit storage directly: a language
+ * model's positions, layer norms and blocks then all run in 16 bits, and there is no f32
+ * input to cast. */
+static int first_16bit(const clt_spec *spec, int first_weighted)
+{
+    return clt__layer_kind_of(spec->layers[0].kind)->tokens ? 0 : first_weighted;
 }
 
 /* Makes room for n more elements of *arr (count used, *cap allocated). */
@@ -356,6 +367,7 @@ clt_status clt__model_plan(const clt_spec *spec, const struct clt__shape *in, si
             if (p.first_weighted < 0) p.first_weighted = i;
             p.last_weighted = i;
         }
+    const int first16 = first_16bit(spec, p.first_weighted);
     CLT_ALLOC(NULL, p.layers, spec->n);
     int early_param = -1; /* a layer with parameters before the first weighted one */
     struct clt__shape shape = *in;
@@ -373,10 +385,10 @@ clt_status clt__model_plan(const clt_spec *spec, const struct clt__shape *in, si
                      "first layer", i + 1, pl->kind->name);
         snprintf(name, sizeof name, "%d", i);
         CLT_TRY(plan_unit(&p, &caps, pl, i + 1, name));
-        /* 16-bit storage starts at the first weighted layer, so a layer that keeps an f32
-         * output between a layer with parameters (a batchnorm on the raw input) and the first
-         * weighted layer would get its gradient in 16 bits: not supported yet */
-        if (precision != CLT_DTYPE_F32 && i < p.first_weighted) {
+        /* 16-bit storage starts at the first weighted layer (on values), so a layer that
+         * keeps an f32 output between a layer with parameters (a batchnorm on the raw input)
+         * and the first weighted layer would get its gradient in 16 bits: not supported yet */
+        if (precision != CLT_DTYPE_F32 && i < first16) {
             if (pl->nparams > 0 && early_param < 0) {
                 early_param = i;
             } else if (early_param >= 0 && pl->kept > 0) {
@@ -388,9 +400,9 @@ clt_status clt__model_plan(const clt_spec *spec, const struct clt__shape *in, si
                          p.layers[early_param].kind->name, clt_dtype_name(precision));
             }
         }
-        pl->ydt = out_dtype(precision, p.first_weighted, p.last_weighted, i);
-        if (pl->kind->children)
-            CLT_TRY(plan_children(&p, &caps, i, precision, i <= p.first_weighted));
+        pl->ydt = out_dtype(precision, first16, p.last_weighted, i);
+        if (pl->kind->children) /* a block reads an f32 input up to the first 16-bit layer */
+            CLT_TRY(plan_children(&p, &caps, i, precision, i <= first16));
         if (precision != CLT_DTYPE_F32 && i > p.last_weighted && pl->kept) p.tail = true;
         shape = pl->out;
         if (clt__shape_numel(&shape) > p.widest) p.widest = clt__shape_numel(&shape);

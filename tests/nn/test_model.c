@@ -2323,10 +2323,54 @@ static double lm_host_forward(const struct lm_host *h, const double *w, const in
     return obj;
 }
 
+/* The logits (B T V) and the gradients (P), after one backward and after a second that
+ * accumulates (P), of a language model m on ids (B, T) with weights pf and output gradient df. */
+static void lm_run(clt_model *m, const float *pf, const int32_t *ids, const float *df, int B,
+                   int T, int V, float *logits, float *grads, float *grads2)
+{
+    clt_ctx *ctx = clt_model_ctx(m);
+    size_t xd[2] = {(size_t)B, (size_t)T}, dd[3] = {(size_t)B, (size_t)T, (size_t)V};
+    clt_tensor *xt = NULL, *dout = NULL, *out = NULL;
+    TC_OK(ctx, clt_model_write_params(m, pf));
+    TC_OK(ctx, clt_tensor_create(&xt, ctx, CLT_DTYPE_I32, 2, xd, CLT_MEM_OTHER));
+    TC_OK(ctx, clt_tensor_create(&dout, ctx, CLT_DTYPE_F32, 3, dd, CLT_MEM_OTHER));
+    tc_write(xt, ids);
+    tc_write(dout, df);
+    TC_OK(ctx, clt_model_forward(m, xt, true, 0, &out));
+    ck_assert_int_eq(clt_tensor_dtype(out), CLT_DTYPE_F32);
+    tc_read(out, logits);
+    tc_poison(clt_model_grads(m));
+    TC_OK(ctx, clt_model_backward(m, dout, false));
+    tc_read(clt_model_grads(m), grads);
+    TC_OK(ctx, clt_model_backward(m, dout, true)); /* adds the same gradients */
+    tc_read(clt_model_grads(m), grads2);
+    clt_tensor_free(xt);
+    clt_tensor_free(dout);
+}
+
+/* 16-bit storage against the float64 reference: the largest error of got (n) is at most tol
+ * times the largest magnitude of ref (scale: ref's multiplier, 2 for accumulated gradients) */
+static void check_rel(const float *got, const double *ref, size_t n, double scale, double tol,
+                      const char *what)
+{
+    double big = 0, err = 0;
+    for (size_t i = 0; i < n; i++) {
+        big = fmax(big, fabs(scale * ref[i]));
+        err = fmax(err, fabs((double)got[i] - scale * ref[i]));
+    }
+    ck_assert_msg(err <= tol * big, "%s: max error %g > %g * %g", what, err, tol, big);
+}
+
 /* embed with repeated tokens, posembed (fused after embed, and apart after a layernorm), "linear
  * V" with and without a bias, and the tied head: names and shapes (the tied head has none), the
  * forward against the float64 host model, every gradient (the tied matrix's the sum of both
- * uses) against central finite differences of the host model in double. */
+ * uses) against central finite differences of the host model in double. In fp32 element by
+ * element (atol 1e-5/1e-4, rtol 1e-4); in bf16 and fp16 (the embedding's gather writes 16-bit
+ * activations from the 16-bit copy of the table, the layer norm and the positions run on them,
+ * the head's input and its gradient are 16-bit) the largest error of the logits and of each
+ * parameter's gradient within 1.5e-2 (bf16) and 2e-3 (fp16) of the largest magnitude of the
+ * reference: four roundings to 8 or 11 significant bits (2^-9, 2^-12); measured at most 3.6e-3
+ * and 6.2e-4. */
 START_TEST(test_embed_layers)
 {
     clt_ctx *ctx = tc_ctx();
@@ -2340,6 +2384,7 @@ START_TEST(test_embed_layers)
         {"embed 6, layernorm, posembed, linear v nobias TIED", true, true, false},
         {"embed 6, posembed, linear V", false, false, true},
     };
+    const clt_dtype precs[] = {CLT_DTYPE_F32, CLT_DTYPE_BF16, CLT_DTYPE_F16};
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         clt_spec s = parse_spec(cases[ci].spec);
         ck_assert(clt_spec_takes_tokens(&s));
@@ -2377,8 +2422,8 @@ START_TEST(test_embed_layers)
             ss += (double)pf[h.e + i] * pf[h.e + i];
         ck_assert_msg(fabs(sqrt(ss / (V * D)) - 0.02) < 0.006, "embedding std %g",
                       sqrt(ss / (V * D)));
+        clt_model_free(m);
         tc_fill_nonzero(&r, pf, P, 0.1f, 1.0f);
-        TC_OK(ctx, clt_model_write_params(m, pf));
         double *w = dalloc(P), *g = dalloc(P), *y = dalloc((size_t)B * T * V),
                *d = dalloc((size_t)B * T * V);
         for (size_t i = 0; i < P; i++)
@@ -2387,24 +2432,14 @@ START_TEST(test_embed_layers)
         for (int i = 0; i < B * T; i++) /* few distinct tokens: repeats within and across rows */
             ids[i] = (int32_t)(tc_u32(&r) % 4) * 3;
         ids[B * T - 1] = V - 1;
-        float *df = malloc((size_t)B * T * V * sizeof *df), *got = malloc(P * sizeof *got +
-                                                                         B * T * V * 4);
+        float *df = malloc((size_t)B * T * V * sizeof *df),
+              *logits = malloc((size_t)B * T * V * sizeof *logits),
+              *got = malloc(P * sizeof *got), *got2 = malloc(P * sizeof *got2);
+        ck_assert(df && logits && got && got2);
         tc_fill_nonzero(&r, df, (size_t)B * T * V, 0.1f, 1.0f);
         for (size_t i = 0; i < (size_t)B * T * V; i++)
             d[i] = df[i];
-        size_t xd[2] = {B, T}, dd[3] = {B, T, V};
-        clt_tensor *xt = NULL, *dout = NULL, *out = NULL;
-        TC_OK(ctx, clt_tensor_create(&xt, ctx, CLT_DTYPE_I32, 2, xd, CLT_MEM_OTHER));
-        TC_OK(ctx, clt_tensor_create(&dout, ctx, CLT_DTYPE_F32, 3, dd, CLT_MEM_OTHER));
-        tc_write(xt, ids);
-        tc_write(dout, df);
-        TC_OK(ctx, clt_model_forward(m, xt, true, 0, &out));
-        tc_read(out, got);
         lm_host_forward(&h, w, ids, d, y);
-        tc_check_close(got, y, (size_t)B * T * V, 1e-5, 1e-4, cases[ci].spec, r.seed);
-        tc_poison(clt_model_grads(m));
-        TC_OK(ctx, clt_model_backward(m, dout, false));
-        tc_read(clt_model_grads(m), got);
         for (size_t i = 0; i < P; i++) { /* central differences of the host model */
             double keep = w[i], eps = 1e-6;
             w[i] = keep + eps;
@@ -2414,20 +2449,43 @@ START_TEST(test_embed_layers)
             w[i] = keep;
             g[i] = (up - dn) / (2 * eps);
         }
-        tc_check_close(got, g, P, 1e-4, 1e-4, cases[ci].spec, r.seed);
-        /* accumulate: a second backward adds the same gradients */
-        TC_OK(ctx, clt_model_backward(m, dout, true));
-        tc_read(clt_model_grads(m), got);
-        for (size_t i = 0; i < P; i++)
-            g[i] *= 2;
-        tc_check_close(got, g, P, 2e-4, 1e-4, cases[ci].spec, r.seed);
-        clt_tensor_free(xt);
-        clt_tensor_free(dout);
-        clt_model_free(m);
+        for (size_t pi = 0; pi < sizeof precs / sizeof *precs; pi++) {
+            const clt_dtype prec = precs[pi];
+            char what[160];
+            p.precision = prec;
+            TC_OK(ctx, clt_model_create(&m, ctx, &s, T, V, &p));
+            lm_run(m, pf, ids, df, B, T, V, logits, got, got2);
+            if (prec == CLT_DTYPE_F32) {
+                tc_check_close(logits, y, (size_t)B * T * V, 1e-5, 1e-4, cases[ci].spec, r.seed);
+                tc_check_close(got, g, P, 1e-4, 1e-4, cases[ci].spec, r.seed);
+                for (size_t i = 0; i < P; i++) /* accumulated: twice the gradients */
+                    g[i] *= 2;
+                tc_check_close(got2, g, P, 2e-4, 1e-4, cases[ci].spec, r.seed);
+                for (size_t i = 0; i < P; i++)
+                    g[i] /= 2;
+            } else {
+                const double tol = prec == CLT_DTYPE_BF16 ? 1.5e-2 : 2e-3;
+                snprintf(what, sizeof what, "%s (%s): logits", cases[ci].spec,
+                         clt_dtype_name(prec));
+                check_rel(logits, y, (size_t)B * T * V, 1, tol, what);
+                for (int j = 0; j < clt_model_param_count(m); j++) {
+                    const struct clt_param_info *pi_ = clt_model_param_info(m, j);
+                    snprintf(what, sizeof what, "%s (%s): gradient of %s", cases[ci].spec,
+                             clt_dtype_name(prec), pi_->name);
+                    check_rel(got + pi_->offset, g + pi_->offset, pi_->numel, 1, tol, what);
+                    snprintf(what, sizeof what, "%s (%s): accumulated gradient of %s",
+                             cases[ci].spec, clt_dtype_name(prec), pi_->name);
+                    check_rel(got2 + pi_->offset, g + pi_->offset, pi_->numel, 2, tol, what);
+                }
+            }
+            clt_model_free(m);
+        }
         clt_spec_free(&s);
         free(pf);
         free(df);
+        free(logits);
         free(got);
+        free(got2);
         free(w);
         free(g);
         free(y);
@@ -2440,7 +2498,8 @@ END_TEST
 
 /* What the plan refuses: a tied head without an embedding of its shape, an embed layer that is
  * not first, an embed layer on image inputs, posembed on flat inputs; values (f32) given to a
- * token model. And the estimate equals the accountant for a language model. */
+ * token model. And the estimate equals the accountant for language models in every precision,
+ * whose 16-bit storage starts at the embedding. */
 START_TEST(test_embed_rejects)
 {
     clt_ctx *ctx = tc_ctx();
@@ -2484,19 +2543,41 @@ START_TEST(test_embed_rejects)
     ck_assert(tc_contains(clt_ctx_errmsg(ctx), "model input must be i32"));
     clt_model_free(m);
     clt_tensor_free(x);
-    /* estimate == accountant, the embedding's workspace included */
-    for (size_t mb = 1; mb <= 5; mb += 4) {
-        p.max_batch = mb;
-        uint64_t est[CLT_MEM__COUNT] = {0};
-        TC_OK(ctx, clt_model_mem_estimate(&s, 7, 9, &p, est));
-        TC_OK(ctx, clt_model_create(&m, ctx, &s, 7, 9, &p));
-        struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
-        for (int c = 0; c < CLT_MEM__COUNT; c++)
-            ck_assert_msg(est[c] == ms.by_category[c], "category %d: estimate %llu, allocated %llu",
-                          c, (unsigned long long)est[c], (unsigned long long)ms.by_category[c]);
-        clt_model_free(m);
-    }
     clt_spec_free(&s);
+    /* estimate == accountant to the byte, the embedding's workspace included, in every
+     * precision: in 16 bits the activations from the embedding's output on (the gather writes
+     * them) up to the head's input are 16-bit, the logits f32 */
+    const char *lms[] = {"embed 4, posembed, linear V nobias tied",
+                         "embed 8, posembed, residual { layernorm, attention 2 causal }, residual "
+                         "{ layernorm, linear 32, gelu, linear 8 }, layernorm, linear V nobias "
+                         "tied"};
+    const clt_dtype precs[] = {CLT_DTYPE_F32, CLT_DTYPE_BF16, CLT_DTYPE_F16};
+    for (size_t li = 0; li < 2; li++)
+        for (size_t pi = 0; pi < 3; pi++)
+            for (size_t mb = 1; mb <= 5; mb += 4) {
+                s = parse_spec(lms[li]);
+                p.max_batch = mb;
+                p.precision = precs[pi];
+                uint64_t est[CLT_MEM__COUNT] = {0};
+                TC_OK(ctx, clt_model_mem_estimate(&s, 7, 9, &p, est));
+                TC_OK(ctx, clt_model_create(&m, ctx, &s, 7, 9, &p));
+                struct clt_mem_stats ms = clt_ctx_mem_stats(ctx);
+                for (int c = 0; c < CLT_MEM__COUNT; c++)
+                    ck_assert_msg(est[c] == ms.by_category[c],
+                                  "%s (%s, batch %zu) category %d: estimate %llu, allocated %llu",
+                                  lms[li], clt_dtype_name(precs[pi]), mb, c,
+                                  (unsigned long long)est[c],
+                                  (unsigned long long)ms.by_category[c]);
+                clt_model_free(m);
+                struct clt__plan plan;
+                const struct clt__shape in = {1, {7}};
+                TC_OK(ctx, clt__model_plan(&s, &in, 9, precs[pi], &plan));
+                ck_assert_int_eq(plan.layers[0].ydt, precs[pi]);
+                ck_assert_int_eq(plan.layers[plan.n - 2].ydt, precs[pi]);
+                ck_assert_int_eq(plan.layers[plan.n - 1].ydt, CLT_DTYPE_F32);
+                clt__plan_free(&plan);
+                clt_spec_free(&s);
+            }
     clt_ctx_free(ctx);
     tc_assert_no_live();
 }

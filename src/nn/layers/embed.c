@@ -92,7 +92,8 @@ static clt_status forward(struct clt__layer *L, const clt_tensor *x, const struc
     clt_tensor *ids = NULL;
     size_t R = p->B * L->in.d[0];
     CLT_TRY(clt_tensor_view(&ids, x, 0, 1, &R));
-    /* the table in the output's storage: f32 before the first weighted layer */
+    /* the table in the output's storage: in mixed precision the 16-bit copy, gathered into
+     * 16-bit activations (the model's 16-bit storage starts here, see model.c's first_16bit) */
     const clt_tensor *table = L->ydt == CLT_DTYPE_F32 ? L->w[0] : clt__layer_weight(L, 0);
     const clt_tensor *pos = NULL;
     if (L->next)
