@@ -50,9 +50,11 @@ struct clt_model_params {
      * CLT_MEM_PARAMS, refreshed by clt_model_write_params, and by every optimizer step once
      * clt_optim_set_copy(o, clt_model_weights(m)) is made) is what the layers read; the layer
      * outputs kept for backward and the gradients passed between layers are 16-bit from the
-     * first layer with weights (linear, conv or a residual block) up to (not including) the
-     * last one, which is linear; the last linear layer's output, the layers after it and the
-     * model's output stay f32, as do the flat gradients. Every kernel computes in f32. */
+     * first layer with weights (linear, conv, attention or a residual block), or in a language
+     * model from the token embedding (embed, whose gather writes 16-bit activations), up to
+     * (not including) the last layer with weights, which is linear; the last linear layer's
+     * output, the layers after it and the model's output stay f32, as do the flat gradients.
+     * Every kernel computes in f32. */
     clt_dtype precision;
     /* The shape of one input sample, (C, H, W) or (T, C): its leading non-zero entries, whose
      * product must be the model's in_features (CLT_ERR_INVALID_ARG otherwise). All zero (the

@@ -1,9 +1,10 @@
 #!/bin/sh
 # The GPT presets from the command line: gpt-mini and gpt-char name their specs (a dry run
 # prints the spec and builds the model at the preset's window, 64 and 256 tokens, on a small
-# text's vocabulary; --block still overrides it), gpt-mini trains a few steps, and `cltrain
-# bench` times a language model on synthetic tokens (steps/s and tokens/s; --block and
-# --features refused where they do not apply).
+# text's vocabulary; --block still overrides it), gpt-mini trains a few steps (in bf16 and
+# fp16 too, with a falling validation loss), and `cltrain bench` times a language model on
+# synthetic tokens (steps/s and tokens/s, in bf16 too; --block and --features refused where
+# they do not apply).
 . "$(dirname "$0")/../lib.sh"
 need_exe CLTRAIN_BIN
 need_python3 "to write the text"
@@ -57,6 +58,22 @@ check_ok "gpt-mini: train 2 steps" "model $MINI" "step 0: val loss" "bits per ch
     $C train --data "text:$tmp/tiny.txt" --model gpt-mini --steps 2 --batch-size 2 \
     --eval-batches 1 --optimizer adamw --log-every 0
 
+# mixed precision: gpt-mini trains in bf16 and fp16 (16-bit from the embedding's output on,
+# loss scaling in fp16); 20 steps take the validation loss from about log 15 = 2.7 to about
+# 1.7, so a fall of less than 0.5 is a broken 16-bit path
+for prec in bf16 fp16; do
+    check_ok "gpt-mini --precision $prec: train 20 steps" "precision $prec" "step 0: val loss" -- \
+        $C train --data "text:$tmp/tiny.txt" --model gpt-mini --steps 20 --batch-size 4 \
+        --eval-batches 2 --log-every 0 --precision $prec
+    first=$(sed -n 's/^step 0: val loss \([0-9.]*\) .*/\1/p' "$tmp/out" "$tmp/err")
+    last=$(sed -n 's/^epoch 1\/1: .*, val loss \([0-9.]*\) .*/\1/p' "$tmp/out" "$tmp/err")
+    [ -n "$first" ] && [ -n "$last" ] ||
+        fail "gpt-mini --precision $prec: no validation losses in: $(cat "$tmp/out" "$tmp/err")"
+    python3 -c "import sys; a, b = map(float, sys.argv[1:3]); assert b < a - 0.5, (a, b)" \
+        "$first" "$last" || fail "gpt-mini --precision $prec: val loss $first -> $last, no fall"
+    echo "ok: gpt-mini --precision $prec: val loss $first -> $last"
+done
+
 # bench: a language model's steps/s and tokens/s on random tokens (B x T tokens a step)
 check_ok "bench gpt-mini" "batch 2 x block 64" "65-token vocabulary" "adamw clipped to norm 1" \
     "model $MINI," -- $C bench --model gpt-mini --batch-size 2 --steps 2 --warmup 1 --repeats 1
@@ -68,6 +85,8 @@ steps, tokens = map(float, sys.argv[1:3])
 assert steps > 0 and abs(tokens - steps * 2 * 64) <= 0.005 * 2 * 64 + 1, (steps, tokens)  # steps/s printed to 0.01
 " $rate || fail "bench gpt-mini: tokens/s is not steps/s x 2 x 64: $rate"
 echo "ok: bench gpt-mini: $rate (steps/s, tokens/s)"
+check_ok "bench gpt-mini --precision bf16" "precision bf16" "tokens/s" -- \
+    $C bench --model gpt-mini --batch-size 2 --steps 2 --warmup 1 --repeats 1 --precision bf16
 check_ok "bench: a spec starting with embed, --block" "batch 3 x block 8" "tokens/s" -- \
     $C bench --model "embed 16, posembed, layernorm, linear V nobias tied" --block 8 \
     --batch-size 3 --steps 2 --warmup 0 --repeats 1

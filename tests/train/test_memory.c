@@ -199,8 +199,8 @@ END_TEST
 /* A language model's set-up (text: the sampler's token ids, the trainer's (B, T) inputs and
  * targets, the output gradient (B, T, V), the loss's per-row buffer, the embedding's sort
  * workspace; a GPT block's attention): the estimate equals the accountant per category, and a
- * dry-run step and evaluation allocate nothing more; with char (u8 ids) and byte tokens, Adam and AdamW, batches
- * 1 and 5, accumulation. */
+ * dry-run step and evaluation allocate nothing more; with char (u8 ids) and byte tokens, Adam
+ * and AdamW, batches 1 and 5, accumulation, in fp32, bf16 and fp16 (the loss scaler's state). */
 START_TEST(test_estimate_text)
 {
     static const char text[] = "the cat sat on the mat, and the dog ran to the red hat.\n"
@@ -210,7 +210,11 @@ START_TEST(test_estimate_text)
         clt_optim_kind optim;
         size_t batch;
         int accumulate;
-    } cases[] = {{CLT_TEXT_CHAR, CLT_OPTIM_ADAMW, 5, 1}, {CLT_TEXT_BYTE, CLT_OPTIM_ADAM, 1, 3}};
+        clt_dtype precision;
+    } cases[] = {{CLT_TEXT_CHAR, CLT_OPTIM_ADAMW, 5, 1, CLT_DTYPE_F32},
+                 {CLT_TEXT_BYTE, CLT_OPTIM_ADAM, 1, 3, CLT_DTYPE_F32},
+                 {CLT_TEXT_CHAR, CLT_OPTIM_ADAMW, 5, 1, CLT_DTYPE_BF16},
+                 {CLT_TEXT_BYTE, CLT_OPTIM_ADAMW, 2, 2, CLT_DTYPE_F16}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         clt_ctx *ctx = tc_ctx();
         clt_text t;
@@ -232,6 +236,7 @@ START_TEST(test_estimate_text)
         p.train.max_steps = 3;
         p.train.optim = clt_optim_default_params(cases[i].optim);
         p.train.optim.clip_grad = 1.0f;
+        p.model.precision = cases[i].precision;
         struct clt_mem_estimate est;
         TC_OK(ctx, clt_train_mem_estimate(ctx, &p, cases[i].batch, &est));
         struct clt_mem_stats before = clt_ctx_mem_stats(ctx);
