@@ -4,8 +4,8 @@
 # its starting weights first ("step 0", about ln(V); a resumed run does not); the loss falls
 # well below ln(V); the validation loss is printed in nats and bits per character, and
 # `cltrain eval` gives the same figure from the checkpoint; a run saved at step k and resumed
-# to n writes the same tensors as a straight run to n, and two runs write the same bits; the
-# dry run's estimate equals the accountant; bad inputs (empty and 1-character texts, a block
+# to n writes the same tensors as a straight run to n, and two runs write the same bits (in bf16
+# and fp16 too); the dry run's estimate equals the accountant (in every precision); bad inputs (empty and 1-character texts, a block
 # longer than the validation split, a tied head without its embedding, text data with an image
 # model and an image data set with an embed model, a text the checkpoint's vocabulary cannot
 # encode) each get one clear error.
@@ -111,15 +111,45 @@ check_ok "resume without --block" "windows of 32 tokens" -- $C train --data "tex
 check_bad --code 2 "resume with another --block" "--block 16: $tmp/half.safetensors holds a model of windows of 32 tokens" \
     -- $C train --data "text:$tmp/tiny.txt" --resume "$tmp/half.safetensors" --steps 52 --block 16
 
-# the dry run: the estimate is the accountant's, to the byte
-check_ok "dry run" "dry run:" -- $C train $RUN --model "$M" --steps 10 --dry-run
-python3 - "$tmp/out" <<'PY' || fail "dry run: $(grep 'dry run:' "$tmp/out")"
+# mixed precision: a bf16 run (and an fp16 one, its loss scaler's state in the checkpoint)
+# resumed at step 20 writes the tensors of a straight run to 40
+for prec in bf16 fp16; do
+    check_ok "$prec: save at step 20" -- $C train $RUN --model "$M" --steps 20 --precision $prec \
+        --save "$tmp/$prec-half.safetensors" --quiet
+    check_ok "$prec: resume to 40" "precision $prec" -- $C train $RUN \
+        --resume "$tmp/$prec-half.safetensors" --steps 40 --save "$tmp/$prec-resumed.safetensors"
+    check_ok "$prec: straight to 40" -- $C train $RUN --model "$M" --steps 40 --precision $prec \
+        --save "$tmp/$prec-straight.safetensors" --quiet
+    python3 - "$tmp/$prec-straight.safetensors" "$tmp/$prec-resumed.safetensors" $prec <<'PY' ||
+import json, struct, sys
+def tensors(path):
+    b = open(path, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    h.pop('__metadata__')
+    return {k: b[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]] for k, v in h.items()}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+assert ('amp.scaler_state' in a) == (sys.argv[3] == 'fp16'), sorted(a)
+diff = [k for k in a if a[k] != b[k]]
+assert not diff, 'the resumed run differs in %s' % diff
+PY
+        fail "$prec: resume: see above"
+    echo "ok: $prec: the resumed run writes the straight run's tensors"
+done
+
+# the dry run: the estimate is the accountant's, to the byte, in fp32 and in 16 bits
+for prec in fp32 bf16 fp16; do
+    check_ok "dry run ($prec)" "dry run:" -- $C train $RUN --model "$M" --steps 10 --dry-run \
+        --precision $prec
+    python3 - "$tmp/out" <<'PY' || fail "dry run ($prec): $(grep 'dry run:' "$tmp/out")"
 import re, sys
 line = [l for l in open(sys.argv[1]) if l.startswith('dry run:')][0]
 got = re.findall(r'\((\d+) bytes\)', line)
 assert len(got) == 3 and len(set(got)) == 1, line
 PY
-echo "ok: dry run estimate == accountant"
+    echo "ok: dry run ($prec) estimate == accountant"
+done
 
 # bad input
 : >"$tmp/empty.txt"
