@@ -20,7 +20,8 @@ compilers do, and checks that the list of programs is what real runs build.
    does not inline the call (every one at -O0) leaves an undefined reference and the driver's
    link fails.
 3. With --run-log, runs a few tiny trainings on the default device (fp32, bf16, fp16, dropout,
-   resident and streaming loaders, sgd and adam) with CLTRAIN_PROGRAM_LOG set, and fails if a
+   resident and streaming loaders, sgd and adam; a small GPT-style language model in each
+   precision) with CLTRAIN_PROGRAM_LOG set, and fails if a
    program they built is missing from `cltrain kernels --list --device` for that device.
 
 Usage: kernel_guard.py CLTRAIN [--jobs N] [--run-log] [--quick]
@@ -185,6 +186,17 @@ def check_run_log(exe):
             cltrain(exe, "train", "--data", f"csv:{csv}", "--model",
                     "linear 8, relu, dropout 0.2, linear 8, gelu, linear 3", "--epochs", "1",
                     "--batch-size", "16", *extra, env=env)
+        # a language model in each precision: the token gather, positions, layer norm,
+        # attention and the embedding's scatter on 16-bit activations
+        text = os.path.join(tmp, "tiny.txt")
+        with open(text, "w") as f:
+            f.write("the cat sat on the mat and the dog ran to the red hat.\n" * 20)
+        for prec in ("fp32", "bf16", "fp16"):
+            cltrain(exe, "train", "--data", f"text:{text}", "--model",
+                    "embed 8, posembed, residual { layernorm, attention 2 causal }, residual { "
+                    "layernorm, linear 16, gelu, linear 8 }, layernorm, linear V nobias tied",
+                    "--block", "8", "--steps", "2", "--batch-size", "2", "--eval-batches", "1",
+                    "--precision", prec, env=env)
         listed = {(f, o) for f, o, _ in variants(exe, "--device", os.environ.get(
             "CLTRAIN_DEVICE", "auto"))}
         with open(log) as f:
