@@ -278,7 +278,8 @@ struct clt__layer_kind {
     bool activation;
     /* A weighted layer (linear, conv): a model needs one, the last one must be linear and its
      * width is the model's output width, and in mixed precision the layers from the first
-     * weighted one up to (not including) the last keep 16-bit outputs. */
+     * weighted one (or from a first layer reading tokens) up to (not including) the last keep
+     * 16-bit outputs. */
     bool weighted;
     clt_act act;        /* activations: the op they run */
     /* Its backward can take its input gradient on through an activation just before it (dx =

@@ -4,7 +4,8 @@
  * (src/nn/layer_internal.h); the plan (shapes, parameters, storage) is shared with the memory
  * estimate, so the two cannot disagree. In mixed precision (f16,
  * bf16) the layers read a flat 16-bit copy of the parameters and keep 16-bit activations and
- * inter-layer gradients between the first and the last linear layer (see model.h). */
+ * inter-layer gradients from the first layer with weights (a language model: from its token
+ * embedding) up to the last linear layer (see model.h). */
 #include "cltrain/model.h"
 
 #include "nn/layer_internal.h"

@@ -10,8 +10,9 @@
  * dx and adds (beta) or writes the gradients of weight and bias.
  *
  * Mixed precision: x, y and the gradients are stored as the neighbouring layers' (16-bit
- * between the first and last weighted layers); the kernels read the f32 master weight and bias
- * and keep f32 statistics (as under PyTorch's autocast, layer norm runs in f32). */
+ * from the first weighted layer, or a language model's embedding, to the last weighted one);
+ * the kernels read the f32 master weight and bias and keep f32 statistics (as under PyTorch's
+ * autocast, layer norm runs in f32). */
 #include "nn/layer_internal.h"
 
 #define LN_EPS 1e-5f

@@ -29,7 +29,8 @@
  * its mask from a stream of its own (rng_index: after the top-level layers').
  *
  * Mixed precision: the block is a weighted layer; its children keep the block's storage, except
- * that in the first weighted block the body's layers before its first weighted one keep f32 (as
+ * that in a first weighted block reading the model's f32 values (not in a language model, 16-bit
+ * from its embedding on) the body's layers before its first weighted one keep f32 (as
  * they would outside a block; like the model's leading layers, they run no backward unless a
  * layer before them has parameters); y has the body output's storage. */
 #include "nn/layer_internal.h"
