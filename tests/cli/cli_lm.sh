@@ -5,10 +5,10 @@
 # well below ln(V); the validation loss is printed in nats and bits per character, and
 # `cltrain eval` gives the same figure from the checkpoint; a run saved at step k and resumed
 # to n writes the same tensors as a straight run to n, and two runs write the same bits (in bf16
-# and fp16 too); the dry run's estimate equals the accountant (in every precision); bad inputs (empty and 1-character texts, a block
-# longer than the validation split, a tied head without its embedding, text data with an image
-# model and an image data set with an embed model, a text the checkpoint's vocabulary cannot
-# encode) each get one clear error.
+# and fp16 too); the dry run's estimate equals the accountant (in every precision); bad inputs
+# (empty and 1-character texts, a block longer than the validation split, a tied head without
+# its embedding, text data with an image model and an image data set with an embed model, a
+# text the checkpoint's vocabulary cannot encode) each get one clear error.
 . "$(dirname "$0")/../lib.sh"
 need_exe CLTRAIN_BIN
 need_python3 "to write the text and compare checkpoints"
