@@ -736,6 +736,13 @@ uint64_t clt__gemm_ws_bytes(clt_ctx *ctx)
     return 0;
 }
 
+uint64_t clt__gemm_ws_held(clt_ctx *ctx)
+{
+    struct clt__ops_ctx *o = NULL;
+    if (clt__ops_ctx(ctx, &o) != CLT_OK || !o->gemm_ws) return 0;
+    return clt_tensor_numel(o->gemm_ws) * sizeof(float);
+}
+
 /* Gives CLBlast the tuning data's Xgemm parameters for ctx's device (CLBlast keeps them for
  * that device until the process ends: every ctx on it). */
 static clt_status apply_xgemm(clt_ctx *ctx, const struct clt_tune *t)

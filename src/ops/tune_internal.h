@@ -216,6 +216,10 @@ struct clt__gemm_slot {
  * tuning data names the panel family for some layout and class, else 0): the memory estimate
  * counts it. */
 uint64_t clt__gemm_ws_bytes(clt_ctx *ctx);
+/* Bytes of the GEMM workspace ctx holds itself (created by the first panel GEMM run without a
+ * trainer's reservation; kept until the ctx ends), else 0: device memory of the ctx, which no
+ * model's estimate counts. */
+uint64_t clt__gemm_ws_held(clt_ctx *ctx);
 /* A workspace for the panel family's GEMMs on ctx while *out lives, so that they allocate
  * nothing (a trainer reserves it with its buffers: the memory estimate and the dry run count
  * it): *out is a new CLT_MEM_WORKSPACE tensor of clt__gemm_ws_bytes(ctx) bytes lent to the
