@@ -34,14 +34,14 @@ static inline uint clt_emb_id(const global ID_T *ids, ulong i)
 
 /* out[r, j] = table[ids[r], j] (+ pos[r % T, j] when has_pos) for r < R, j < D; a row whose id
  * is outside [0, V) is NaN (the caller's data is wrong, and a NaN loss says so). One work-item
- * per element, consecutive items along a row. */
+ * per element, launched as (columns, rows): no 64-bit division per element. */
 kernel void embedding_forward(global X_T *out, ulong o_off, const global X_T *table, ulong t_off,
                               const global ID_T *ids, ulong i_off, const global X_T *pos,
                               ulong p_off, ulong R, uint D, uint T, uint V, int has_pos)
 {
-    const ulong i = get_global_id(0);
-    if (i >= R * D) return;
-    const ulong r = i / D, j = i % D;
+    const ulong j = get_global_id(0), r = get_global_id(1);
+    if (j >= D || r >= R) return;
+    const ulong i = r * D + j;
     const uint id = clt_emb_id(ids + i_off, r);
     float v = id < V ? CLT_LOAD(X_DTYPE, table + t_off, (ulong)id * D + j) : NAN;
     if (has_pos) v += CLT_LOAD(X_DTYPE, pos + p_off, (r % T) * D + j);
@@ -49,13 +49,13 @@ kernel void embedding_forward(global X_T *out, ulong o_off, const global X_T *ta
 }
 
 /* y[r, j] = x[r, j] + pos[r % T, j] over R rows of D; y may be x (each element is read and
- * written by one work-item). */
+ * written by one work-item). Launched as (columns, rows), as embedding_forward. */
 kernel void embedding_add_positions(global X_T *y, ulong y_off, const global X_T *x, ulong x_off,
                                     const global X_T *pos, ulong p_off, ulong R, uint D, uint T)
 {
-    const ulong i = get_global_id(0);
-    if (i >= R * D) return;
-    const ulong r = i / D, j = i % D;
+    const ulong j = get_global_id(0), r = get_global_id(1);
+    if (j >= D || r >= R) return;
+    const ulong i = r * D + j;
     const float v = CLT_LOAD(X_DTYPE, x + x_off, i) + CLT_LOAD(X_DTYPE, pos + p_off, (r % T) * D + j);
     CLT_STORE(X_DTYPE, y + y_off, i, v);
 }

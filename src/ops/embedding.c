@@ -127,7 +127,7 @@ clt_status clt_op_embedding_forward(clt_tensor *out, const clt_tensor *ids,
         CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(om), CLT__ARG(oo), CLT__ARG(tm), CLT__ARG(to),
                           CLT__ARG(im), CLT__ARG(io), CLT__ARG(pm), CLT__ARG(po), CLT__ARG(r),
                           CLT__ARG(d), CLT__ARG(t), CLT__ARG(v), CLT__ARG(has_pos)));
-        CLT_TRY(clt__launch_1d(ctx, k, R * D, op));
+        CLT_TRY(clt__launch_rows(ctx, k, D, R, op));
     }
 fail:
     return st;
@@ -158,7 +158,7 @@ clt_status clt_op_add_positions(clt_tensor *y, const clt_tensor *x, const clt_te
         cl_uint d = (cl_uint)D, t = (cl_uint)T;
         CLT_TRY(CLT__ARGS(ctx, k, CLT__ARG(ym), CLT__ARG(yo), CLT__ARG(xm), CLT__ARG(xo),
                           CLT__ARG(pm), CLT__ARG(po), CLT__ARG(r), CLT__ARG(d), CLT__ARG(t)));
-        CLT_TRY(clt__launch_1d(ctx, k, R * D, op));
+        CLT_TRY(clt__launch_rows(ctx, k, D, R, op));
     }
 fail:
     return st;
