@@ -124,6 +124,26 @@ static inline void clt_att_row_g(float16 *dst, const global G_T *g, ulong e, uin
         dst[v] = vload16(v, t);
 }
 
+/* The inverse of the two above: src times s into the HD elements from e on, of x (X_DTYPE) or
+ * of g (G_DTYPE); the bucket's columns beyond HD are not stored. */
+static inline void clt_att_put_x(global X_T *x, ulong e, const float16 *src, uint HD, float s)
+{
+    float t[ATT_HD];
+    for (uint v = 0; v < ATT_V; v++)
+        vstore16(src[v] * s, v, t);
+    for (uint c = 0; c < ATT_HD; c++)
+        if (c < HD) CLT_STORE(X_DTYPE, x, e + c, t[c]);
+}
+
+static inline void clt_att_put_g(global G_T *g, ulong e, const float16 *src, uint HD, float s)
+{
+    float t[ATT_HD];
+    for (uint v = 0; v < ATT_V; v++)
+        vstore16(src[v] * s, v, t);
+    for (uint c = 0; c < ATT_HD; c++)
+        if (c < HD) CLT_STORE(G_DTYPE, g, e + c, t[c]);
+}
+
 /* Stages rows [j0, j0 + n) of parts pa and pb (q, k, v: 0, 1, 2) of head h of sample b into
  * ta and tb (CLT_ATTN_BK rows of ATT_V vectors, zeros beyond n rows and HD columns), pa's scaled
  * by sa. Called by every work-item; the caller puts the barriers around it. */
@@ -207,12 +227,7 @@ kernel void attention_forward(global X_T *y, ulong y_off, global float *lse, ulo
     }
     if (row) {
         const float inv = 1.0f / l;
-        const ulong yi = y_off + clt_att_y(dims, b, i, h);
-        float t[ATT_HD];
-        for (uint v = 0; v < ATT_V; v++)
-            vstore16(o[v] * inv, v, t);
-        for (uint c = 0; c < ATT_HD; c++)
-            if (c < HD) CLT_STORE(X_DTYPE, y, yi + c, t[c]);
+        clt_att_put_x(y, y_off + clt_att_y(dims, b, i, h), o, HD, inv);
         lse[l_off + ((b * dims.s2 + h) * T + i)] = m + log(l);
     }
 }
@@ -295,16 +310,8 @@ kernel void attention_backward_dkv(global G_T *dqkv, ulong dq_off, const global 
     }
     if (row) {
         const ulong e = dq_off + clt_att_qkv(dims, b, j, 1, h), D = (ulong)dims.s2 * HD;
-        float tk[ATT_HD], tv[ATT_HD];
-        for (uint w = 0; w < ATT_V; w++) {
-            vstore16(dk[w], w, tk);
-            vstore16(dv[w], w, tv);
-        }
-        for (uint c = 0; c < ATT_HD; c++)
-            if (c < HD) {
-                CLT_STORE(G_DTYPE, dqkv, e + c, tk[c]);
-                CLT_STORE(G_DTYPE, dqkv, e + D + c, tv[c]);
-            }
+        clt_att_put_g(dqkv, e, dk, HD, 1.0f);
+        clt_att_put_g(dqkv, e + D, dv, HD, 1.0f);
     }
 }
 
@@ -347,12 +354,7 @@ kernel void attention_backward_dq(global G_T *dqkv, ulong dq_off, const global G
         }
     }
     if (row) {
-        const ulong e = dq_off + clt_att_qkv(dims, b, i, 0, h);
-        float t[ATT_HD];
-        for (uint v = 0; v < ATT_V; v++)
-            vstore16(dq[v] * scale, v, t);
-        for (uint c = 0; c < ATT_HD; c++)
-            if (c < HD) CLT_STORE(G_DTYPE, dqkv, e + c, t[c]);
+        clt_att_put_g(dqkv, dq_off + clt_att_qkv(dims, b, i, 0, h), dq, HD, scale);
     }
 }
 
@@ -588,12 +590,7 @@ kernel void attention_forward_tiled(global X_T *y, ulong y_off, global float *ls
         const uint i = ir + r;
         if (i >= T) break;
         const float ls = clt_att_thsum(l[r]), inv = 1.0f / ls;
-        const ulong yi = y_off + clt_att_y(dims, b, i, h);
-        float t[ATT_HD];
-        for (uint v = 0; v < ATT_V; v++)
-            vstore16(o[r][v] * inv, v, t);
-        for (uint c = 0; c < ATT_HD; c++)
-            if (c < HD) CLT_STORE(X_DTYPE, y, yi + c, t[c]);
+        clt_att_put_x(y, y_off + clt_att_y(dims, b, i, h), o[r], HD, inv);
         lse[l_off + ((b * dims.s2 + h) * T + i)] = m[r] + log(ls);
     }
 }
@@ -659,16 +656,8 @@ kernel void attention_backward_dkv_tiled(global G_T *dqkv, ulong dq_off, const g
         const uint j = jr + r;
         if (j >= T) break;
         const ulong e = dq_off + clt_att_qkv(dims, b, j, 1, h);
-        float tk[ATT_HD], tv[ATT_HD];
-        for (uint w = 0; w < ATT_V; w++) {
-            vstore16(dk[r][w], w, tk);
-            vstore16(dv[r][w], w, tv);
-        }
-        for (uint c = 0; c < ATT_HD; c++)
-            if (c < HD) {
-                CLT_STORE(G_DTYPE, dqkv, e + c, tk[c]);
-                CLT_STORE(G_DTYPE, dqkv, e + D + c, tv[c]);
-            }
+        clt_att_put_g(dqkv, e, dk[r], HD, 1.0f);
+        clt_att_put_g(dqkv, e + D, dv[r], HD, 1.0f);
     }
 }
 
@@ -726,12 +715,7 @@ kernel void attention_backward_dq_tiled(global G_T *dqkv, ulong dq_off, const gl
     for (uint r = 0; r < ATT_R; r++) {
         const uint i = ir + r;
         if (i >= T) break;
-        const ulong e = dq_off + clt_att_qkv(dims, b, i, 0, h);
-        float t[ATT_HD];
-        for (uint w = 0; w < ATT_V; w++)
-            vstore16(dq[r][w] * scale, w, t);
-        for (uint c = 0; c < ATT_HD; c++)
-            if (c < HD) CLT_STORE(G_DTYPE, dqkv, e + c, t[c]);
+        clt_att_put_g(dqkv, dq_off + clt_att_qkv(dims, b, i, 0, h), dq[r], HD, scale);
     }
 }
 
